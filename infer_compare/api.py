@@ -1,0 +1,488 @@
+"""The Python API: ``compare()`` measures a model on every backend present and
+returns a :class:`~infer_compare.records.Report`; ``load_report()`` reads one back.
+
+    from infer_compare import compare
+    report = compare("lenet5", batch_sizes=[1, 8])
+    report.save("results.json")
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .cache import Cache
+from .errors import BackendUnavailable, InferCompareError, UsageError
+from .formats import FORMATS, PRECISIONS, RUNNERS, get_format, load_impl
+from .records import (
+    EXPORT_FAILED,
+    OK,
+    PARITY_FAILED,
+    RUN_FAILED,
+    SCHEMA_VERSION,
+    SKIPPED,
+    Availability,
+    ExportRecord,
+    LatencyStats,
+    Report,
+    RunRecord,
+    Settings,
+    load_report,
+)
+
+__all__ = ["compare", "load_report", "Progress", "DEFAULT_BATCH_SIZES", "parse_batch_sizes"]
+
+DEFAULT_BATCH_SIZES = {"cpu": (1, 8), "cuda": (1, 32, 256), "edgetpu": (1,)}
+DEVICE_KINDS = ("cpu", "cuda", "edgetpu")
+MAX_BATCH = 4096
+
+
+class Progress:
+    """Callbacks the CLI implements with a rich display; the API alone is silent."""
+
+    def log(self, msg: str) -> None: ...
+
+    def warn(self, msg: str) -> None: ...
+
+    def task(self, msg: str, total: int | None = None) -> None: ...
+
+    def advance(self, msg: str | None = None) -> None: ...
+
+    def row(self, rec: RunRecord) -> None: ...
+
+
+def parse_batch_sizes(text: str | Iterable[int]) -> tuple[int, ...]:
+    """'1,8,32' -> (1, 8, 32). Positive integers up to 4096, no duplicates kept."""
+    items = text.replace(" ", "").split(",") if isinstance(text, str) else list(text)
+    out: list[int] = []
+    for it in items:
+        if it == "":
+            raise UsageError(f"bad batch size list {text!r}: empty item")
+        try:
+            v = int(it)
+        except (TypeError, ValueError):
+            raise UsageError(f"bad batch size list {text!r}: {it!r} is not an integer") from None
+        if isinstance(it, str) and str(v) != it.lstrip("+"):
+            raise UsageError(f"bad batch size list {text!r}: {it!r} is not an integer")
+        if not 1 <= v <= MAX_BATCH:
+            raise UsageError(f"bad batch size list {text!r}: {v} is outside 1..{MAX_BATCH}")
+        if v not in out:
+            out.append(v)
+    if not out:
+        raise UsageError("bad batch size list: no batch size given")
+    return tuple(out)
+
+
+def _check_choice(kind: str, values: Iterable[str] | None, known: Iterable[str]) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    vals = tuple(v.strip() for v in values if v.strip())
+    known = tuple(known)
+    bad = [v for v in vals if v not in known]
+    if bad:
+        import difflib
+
+        close = difflib.get_close_matches(bad[0], known, n=1)
+        raise UsageError(f"unknown {kind} '{bad[0]}'" + (f" (did you mean '{close[0]}'?)" if close else "")
+                         + f"; known: {', '.join(known)}")
+    return vals
+
+
+def _device_kind(d: str) -> str:
+    return d.split(":", 1)[0]
+
+
+@dataclass
+class _Cell:
+    fmt: str
+    runner: str
+    precision: str
+    kind: str  # device kind
+    device: str | None  # concrete device, None when absent
+
+
+@dataclass
+class _Artifacts:
+    """Artifacts built (or failed) in this run, keyed by (format, artifact precision)."""
+
+    done: dict[tuple[str, str], ExportRecord] = field(default_factory=dict)
+    failed: dict[tuple[str, str], tuple[str, str, str]] = field(default_factory=dict)  # status, reason, hint
+
+
+def compare(
+    model: str = "lenet5",
+    *,
+    weights: str = "auto",
+    backends: Iterable[str] | None = None,
+    formats: Iterable[str] | None = None,
+    precisions: Iterable[str] | None = None,
+    devices: Iterable[str] | None = None,
+    batch_sizes: Iterable[int] | str | None = None,
+    threads: int | None = None,
+    warmup_iters: int = 3,
+    min_iters: int = 10,
+    min_time_s: float = 1.0,
+    parity_samples: int | None = None,
+    calibration_samples: int | None = None,
+    cell_timeout_s: float = 600.0,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    seed: int = 0,
+    command: Iterable[str] | None = None,
+    progress: Progress | None = None,
+    on_row: Callable[[Report], None] | None = None,
+) -> Report:
+    """Export ``model`` to every format it can, measure each on every device present,
+    check every output against the PyTorch FP32 reference, and return the Report.
+
+    ``on_row(partial_report)`` is called after each row so that a caller can save
+    what is already measured. Raises UsageError for bad arguments; a failure of one
+    backend becomes a failed row, never an exception.
+    """
+    t_start = time.perf_counter()
+    prog = progress or Progress()
+    backends_t = _check_choice("backend", backends, RUNNERS)
+    formats_t = _check_choice("format", formats, FORMATS)
+    precisions_t = _check_choice("precision", precisions, PRECISIONS)
+    devices_t = tuple(devices) if devices is not None else None
+    if devices_t is not None:
+        for d in devices_t:
+            k, _, idx = d.partition(":")
+            if k not in DEVICE_KINDS or (idx and not idx.isdigit() and k != "edgetpu"):
+                raise UsageError(f"unknown device '{d}'; use cpu, cuda, cuda:N or edgetpu")
+    bs_user = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
+    for name, v, lo in (("--warmup", warmup_iters, 0), ("--min-iters", min_iters, 1)):
+        if int(v) < lo:
+            raise UsageError(f"{name} must be >= {lo}, got {v}")
+    if min_time_s < 0 or cell_timeout_s <= 0:
+        raise UsageError("--min-time must be >= 0 and --cell-timeout > 0")
+    if threads is not None and threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {threads}")
+    if parity_samples is not None and parity_samples < 1:
+        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
+
+    from . import data as datamod
+    from . import env as envmod
+    from . import models
+
+    spec = models.resolve(model)
+    cache = Cache(cache_dir, enabled=use_cache)
+    warnings: list[str] = []
+
+    def warn(msg: str) -> None:
+        warnings.append(msg)
+        prog.warn(msg)
+
+    prog.task("probing the environment")
+    environment = envmod.collect()
+    present = envmod.devices()
+    if threads is None:
+        threads = environment.cores_physical or environment.cores_logical or 1
+
+    # ---- data and model ------------------------------------------------------------
+    prog.task(f"preparing {spec.name} inputs")
+    if spec.family == "lenet":
+        ds = datamod.digit_sets(n_calib=calibration_samples or 200, seed=seed)
+        if parity_samples is not None:
+            ds.eval, ds.eval_labels = ds.eval[:parity_samples], ds.eval_labels[:parity_samples]
+    else:
+        ds = datamod.photo_sets(spec.preprocess, n_eval=parity_samples or 32, n_calib=calibration_samples or 64,
+                                seed=seed)
+    prog.task(f"loading {spec.name} weights ({weights})")
+    import torch
+
+    torch.set_num_threads(int(threads))
+    net, minfo, weights_path, weights_build_s = models.load(spec, weights, ds, cache, seed=seed, log=prog.log,
+                                                            warn=warn)
+    prog.task("computing the PyTorch FP32 reference outputs")
+    ref = _reference(cache, net, minfo.weights_hash, ds)
+
+    # ---- plan ----------------------------------------------------------------------
+    cells: list[_Cell] = []
+    for f in FORMATS.values():
+        if formats_t is not None and f.name not in formats_t:
+            continue
+        for rname in f.runners:
+            if backends_t is not None and rname not in backends_t:
+                continue
+            for kind in RUNNERS[rname].device_kinds:
+                want = [d for d in (devices_t or ()) if _device_kind(d) == kind]
+                if devices_t is not None and not want:
+                    continue
+                have = present.get(kind, [])
+                if want:
+                    chosen = [d for d in want if d in have or d == kind and have]
+                    chosen = [have[0] if d == kind else d for d in chosen]
+                else:
+                    chosen = list(have)
+                for p in f.precisions:
+                    if precisions_t is not None and p not in precisions_t:
+                        continue
+                    if not chosen:
+                        cells.append(_Cell(f.name, rname, p, kind, None))
+                    for d in chosen:
+                        cells.append(_Cell(f.name, rname, p, kind, d))
+    if not cells:
+        raise UsageError("the selection of --backends/--formats/--precisions/--device leaves nothing to measure")
+
+    bs_by_kind = {k: (bs_user or DEFAULT_BATCH_SIZES[k]) for k in DEVICE_KINDS}
+    max_batch = max(max(v) for v in bs_by_kind.values())
+    settings = Settings(
+        batch_sizes={k: tuple(v) for k, v in bs_by_kind.items()},  # type: ignore[arg-type]
+        threads=int(threads), warmup_iters=int(warmup_iters), min_iters=int(min_iters), min_time_s=float(min_time_s),
+        parity_samples=int(len(ds.eval)), cell_timeout_s=float(cell_timeout_s),
+        devices=tuple(d for k in DEVICE_KINDS for d in present.get(k, [])), seed=int(seed),
+        requested={"backends": list(backends_t or ()), "formats": list(formats_t or ()),
+                   "precisions": list(precisions_t or ()), "devices": list(devices_t or ()),
+                   "batch_sizes": list(bs_user or ())},
+    )
+    from .exporters.base import ExportContext
+
+    ctx = ExportContext(model=net, model_name=spec.name, input_shape=spec.input_shape, num_classes=spec.num_classes,
+                        calibration=ds.calibration, max_batch=max_batch, preprocessing=spec.preprocess.as_dict(),
+                        log=prog.log)
+    notes = list(minfo.notes) + [f"inputs: {ds.description}"]
+    if not minfo.meaningful_top1:
+        notes.append("random weights: top-1 agreement is reported but not judged; int8 rows are reported, not judged "
+                     "(top-1 margins of random networks are tiny, so small quantization noise flips them)")
+    notes.append("latency: host clock (time.perf_counter_ns) around each blocking call, inputs prepared before "
+                 "timing; each sample includes the harness's per-call overhead (see benchmarks/overhead.py)")
+
+    rows: list[RunRecord] = []
+    work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
+    import numpy as np
+
+    np.save(work / "eval.npy", ds.eval)
+    arts = _Artifacts()
+    n_measure = sum(len(bs_by_kind[c.kind]) for c in cells if c.device is not None)
+    prog.task("measuring", total=n_measure)
+
+    def partial() -> Report:
+        return Report(SCHEMA_VERSION, __version__, _now(), tuple(command or sys.argv), minfo, environment, settings,
+                      tuple(rows), tuple(warnings), tuple(notes), round(time.perf_counter() - t_start, 2))
+
+    def add(rec: RunRecord) -> None:
+        rows.append(rec)
+        prog.row(rec)
+        if on_row is not None:
+            on_row(partial())
+
+    try:
+        for idx, c in enumerate(cells):
+            f = get_format(c.fmt)
+            base = dict(backend=c.runner, format=c.fmt, precision=c.precision, device=c.device or c.kind,
+                        threads=int(threads) if c.kind == "cpu" else None)
+            # 1. the runner: implemented, installed, device present, precision supported?
+            try:
+                rcls = load_impl(RUNNERS[c.runner].impl)
+            except (ImportError, AttributeError) as e:
+                add(RunRecord(**base, batch_size=None, status=SKIPPED,
+                              reason=f"the {c.runner} runner is not available in this build ({type(e).__name__}: {e})"))
+                continue
+            av = _safe_probe(rcls, c.device or c.kind)
+            if c.device is None:
+                what = {"cuda": "no CUDA device found (NVML / NVIDIA driver)",
+                        "edgetpu": "no Coral Edge TPU found (USB 1a6e:089a / 18d1:9302, or /dev/apex_*)"}[c.kind]
+                add(RunRecord(**base, batch_size=None, status=SKIPPED, reason=what,
+                              hint=av.hint if not av.available else ""))
+                continue
+            if not av.available:
+                add(RunRecord(**base, batch_size=None, status=SKIPPED, reason=av.reason, hint=av.hint))
+                continue
+            sup = rcls.supports(c.fmt, c.precision, c.device)
+            if not sup.available:
+                add(RunRecord(**base, batch_size=None, status=SKIPPED, reason=sup.reason, hint=sup.hint))
+                continue
+            # 2. the artifact (and its sources), from the cache or built now
+            art = _ensure(c.fmt, f.artifact_for(c.precision), ctx, arts, cache, minfo, weights_path, weights_build_s,
+                          ds, prog)
+            if isinstance(art, tuple):
+                status, reason, hint = art
+                add(RunRecord(**base, batch_size=None, status=status, reason=reason, hint=hint))
+                continue
+            # 3. one isolated child per batch size
+            for b in bs_by_kind[c.kind]:
+                prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {b}")
+                add(_measure(c, b, art, base, minfo, spec, ds, ref, settings, work, f"cell{idx}-b{b}"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return partial()
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def _safe_probe(rcls, device: str) -> Availability:
+    try:
+        return rcls.probe(device)
+    except Exception as e:  # a probe must never take the run down
+        return Availability(False, f"probe failed: {type(e).__name__}: {e}")
+
+
+def _reference(cache: Cache, net, weights_hash: str, ds):
+    import numpy as np
+    import torch
+
+    def build(tmp):
+        outs = []
+        with torch.inference_mode():
+            for i in range(0, len(ds.eval), 16):
+                outs.append(net(torch.from_numpy(ds.eval[i:i + 16])).float().numpy())
+        np.save(tmp / "reference.npy", np.concatenate(outs))
+        return {"n": int(len(ds.eval))}
+
+    e = cache.get_or_build("reference", {"weights": weights_hash, "data": ds.digest(), "torch": torch.__version__}, build)
+    return np.load(e.file("reference.npy"))
+
+
+def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, weights_path: str,
+            weights_build_s: float, ds, prog: Progress):
+    """ExportRecord of (fmt, prec), building its chain of sources first; or a failure tuple."""
+    from .exporters.base import file_size
+
+    key = (fmt, prec)
+    if key in arts.done:
+        return arts.done[key]
+    if key in arts.failed:
+        return arts.failed[key]
+    f = get_format(fmt)
+    if f.built_from is None:  # the PyTorch state dict
+        rec = ExportRecord(fmt, prec, weights_path, os.path.getsize(weights_path), weights_build_s, True,
+                           key=minfo.weights_hash, notes=(f"weights: {minfo.weights}",))
+        arts.done[key] = rec
+        return rec
+    src_prec = get_format(f.built_from).artifact_for(f.source_for(prec))
+    src = _ensure(f.built_from, src_prec, ctx, arts, cache, minfo, weights_path, weights_build_s, ds, prog)
+    if isinstance(src, tuple):
+        fail = (src[0], f"needs the {f.built_from} {src_prec} artifact: {src[1]}", src[2])
+        arts.failed[key] = fail
+        return fail
+    try:
+        ecls = load_impl(f.exporter)
+    except (ImportError, AttributeError) as e:
+        fail = (SKIPPED, f"the {fmt} exporter is not available in this build ({type(e).__name__}: {e})", "")
+        arts.failed[key] = fail
+        return fail
+    try:
+        av = ecls.probe()
+    except Exception as e:
+        av = Availability(False, f"exporter probe failed: {type(e).__name__}: {e}")
+    if not av.available:
+        fail = (SKIPPED, f"cannot build {f.title}: {av.reason}", av.hint)
+        arts.failed[key] = fail
+        return fail
+    parts = {"format": fmt, "precision": prec, "model": minfo.name, "weights": minfo.weights_hash,
+             "input": list(minfo.input_shape), "dtype": "float32", "source": src.key,
+             **ecls.cache_extras(ctx, prec)}
+    if prec == "int8":
+        parts["calibration"] = ds.digest()
+    holder: dict[str, Any] = {}
+
+    def build(tmp: Path) -> dict:
+        prog.log(f"exporting {f.title} {prec} ...")
+        res = ecls().export(ctx, src.path, tmp, prec)
+        holder["res"] = res
+        return {"file": os.path.relpath(res.path, tmp), "options": res.options, "notes": res.notes,
+                "format": fmt, "precision": prec, "model": minfo.name, "source": src.path}
+
+    t0 = time.perf_counter()
+    try:
+        entry = cache.get_or_build(fmt, parts, build)
+    except BackendUnavailable as e:
+        fail = (SKIPPED, f"cannot build {f.title} {prec}: {e.reason}", e.hint)
+        arts.failed[key] = fail
+        return fail
+    except InferCompareError as e:
+        fail = (EXPORT_FAILED, str(e), "")
+        arts.failed[key] = fail
+        return fail
+    except Exception as e:  # an exporter bug or converter crash is a failed row, not a crashed run
+        msg = (str(e).strip().splitlines() or [""])[0]
+        fail = (EXPORT_FAILED, f"{f.title} {prec} export failed: {type(e).__name__}: {msg[:300]}", "")
+        arts.failed[key] = fail
+        return fail
+    path = str(entry.path / entry.manifest["file"])
+    if entry.hit:
+        prog.log(f"{f.title} {prec}: reused from the cache ({entry.path})")
+    else:
+        prog.log(f"{f.title} {prec}: exported in {time.perf_counter() - t0:.1f} s")
+    rec = ExportRecord(fmt, prec, path, file_size(path), float(entry.manifest.get("build_s", 0.0)), entry.hit,
+                       key=entry.manifest.get("key", ""), source=src.path,
+                       options=entry.manifest.get("options", {}), notes=tuple(entry.manifest.get("notes", ())))
+    arts.done[key] = rec
+    return rec
+
+
+def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, spec, ds, ref, settings: Settings,
+             work: Path, tag: str) -> RunRecord:
+    import numpy as np
+
+    from . import parity
+    from .isolate import run_cell
+
+    f = get_format(c.fmt)
+    out_path = work / f"{tag}.out.npy"
+    cell_spec = {
+        "runner": c.runner,
+        "artifact": art.path,
+        "device": c.device,
+        "options": {"precision": c.precision, "format": c.fmt, "threads": base["threads"], "batch_size": b,
+                    "model": spec.as_dict()},
+        "inputs": str(work / "eval.npy"),
+        "parity_inputs": str(work / "eval.npy"),
+        "outputs": str(out_path),
+        "loop": {"warmup_iters": settings.warmup_iters, "min_iters": settings.min_iters,
+                 "min_time_s": settings.min_time_s},
+    }
+    res = run_cell(cell_spec, settings.cell_timeout_s, work, tag)
+    common = dict(base, batch_size=b, export=art, peak_rss_mb=res.get("peak_rss_mb"))
+    if not res.get("ok"):
+        status = res.get("status", RUN_FAILED)
+        reason = res.get("error", "unknown failure")
+        return RunRecord(**common, status=status if status in (SKIPPED, RUN_FAILED) else RUN_FAILED,
+                         reason=reason, hint=res.get("hint", ""),
+                         extra={k: res[k] for k in ("stderr_tail", "traceback") if res.get(k)})
+    samples = tuple(int(s) for s in res["samples_ns"])
+    stats = LatencyStats.from_samples_ns(samples)
+    wall_s = res["wall_ns"] / 1e9
+    judge = not (c.precision == "int8" and not minfo.meaningful_top1)
+    note = "" if judge else "int8 with random weights: reported, not judged"
+    par = None
+    status = OK
+    reason = ""
+    if res.get("outputs_written") and out_path.exists():
+        out = np.load(out_path)
+        par = parity.compare(ref, out, f.tolerance(c.precision), labels=ds.eval_labels, judge=judge,
+                             judge_top1=minfo.meaningful_top1, note=note)
+        if not par.passed:
+            status, reason = PARITY_FAILED, "; ".join(par.failures) or "non-finite outputs"
+    notes = list(res.get("notes", ()))
+    if res.get("exec_precision") and res["exec_precision"] not in (c.precision,) and c.precision != "int8":
+        notes.append(f"requested {c.precision}, the runtime executed {res['exec_precision']}")
+    return RunRecord(
+        **common,
+        status=status,
+        reason=reason,
+        exec_precision=res.get("exec_precision", ""),
+        latency=stats,
+        throughput=b * len(samples) / wall_s if wall_s > 0 else None,
+        load_s=res.get("load_s"),
+        first_infer_ms=res.get("first_infer_ms"),
+        parity=par,
+        samples_ns=samples,
+        measured_wall_s=wall_s,
+        warmup_iters=settings.warmup_iters,
+        versions=res.get("versions", {}),
+        options=res.get("settings", {}),
+        notes=tuple(notes),
+        extra=res.get("extra", {}),
+    )

@@ -1,0 +1,322 @@
+"""Argument parsing only; the work is in api.py.
+
+    infer-compare --model resnet50 [options]     compare every backend present
+    infer-compare env                            list every backend: available or why not
+
+Exit codes: 0 ok, 1 parity failure (or an explicitly requested backend skipped or
+failed), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .errors import InferCompareError, UsageError
+
+SUBCOMMANDS = ("env", "compare")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        self.print_usage(sys.stderr)
+        raise UsageError(message)
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def _positive_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{s!r} must be >= 0")
+    return v
+
+
+def _add_compare_args(p: argparse.ArgumentParser) -> None:
+    from .formats import FORMATS, PRECISIONS, RUNNERS
+
+    g = p.add_argument_group("what to measure")
+    g.add_argument("--model", "-m", required=True,
+                   help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, or any torchvision classification model")
+    g.add_argument("--weights", default="auto", metavar="auto|random|PATH",
+                   help="auto: pretrained weights from the local torch hub cache, else seeded random weights "
+                        "(LeNet-5: trained on the bundled digits); random; or a state-dict file (default: auto)")
+    g.add_argument("--backends", type=_csv, metavar="LIST",
+                   help=f"comma-separated runners (default: all): {', '.join(r for r in RUNNERS if r != 'null')}")
+    g.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats (default: all): {', '.join(FORMATS)}")
+    g.add_argument("--precisions", type=_csv, metavar="LIST",
+                   help=f"comma-separated precisions (default: all): {', '.join(PRECISIONS)}")
+    g.add_argument("--device", type=_csv, metavar="LIST", dest="devices",
+                   help="cpu, cuda, cuda:N, edgetpu (default: every device present)")
+    m = p.add_argument_group("how to measure")
+    m.add_argument("--batch-sizes", "-b", metavar="LIST",
+                   help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
+    m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
+    m.add_argument("--warmup", type=int, default=3, metavar="N", help="warm-up calls before timing (default 3)")
+    m.add_argument("--min-iters", type=int, default=10, metavar="N", help="measure at least N calls (default 10)")
+    m.add_argument("--min-time", type=_positive_float, default=1.0, metavar="S",
+                   help="and at least S seconds (default 1.0)")
+    m.add_argument("--parity-samples", type=int, metavar="N",
+                   help="inputs compared with the reference (default: 32 photos; LeNet: all 450 test digits)")
+    m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="kill a backend process after S seconds and record a failed row (default 600)")
+    m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
+    o = p.add_argument_group("output and cache")
+    o.add_argument("--output-dir", "-o", metavar="DIR",
+                   help="where results.json and results.md go (default ./infer-compare-results/<model>-<time>/)")
+    o.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare or $INFER_COMPARE_CACHE)")
+    o.add_argument("--no-cache", action="store_true", help="rebuild every artifact (the cache is still written)")
+    o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="infer-compare",
+        description="Export a vision model to ONNX, OpenVINO IR, TensorRT and TFLite/Edge TPU, run each with its "
+                    "runtime, measure latency and throughput, and check every output against PyTorch.",
+        epilog="Subcommands: 'infer-compare env' lists every backend and why it is (un)available. "
+               "Exit codes: 0 ok, 1 parity failure or a requested backend did not run, 2 usage error.",
+    )
+    p.add_argument("--version", action="version", version=f"infer-compare {__version__}")
+    _add_compare_args(p)
+    return p
+
+
+def build_env_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare env", description="List every backend: available or not, why, version, "
+                                                      "devices and install hint; and the machine.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "env":
+            return cmd_env(build_env_parser().parse_args(argv[1:]))
+        if argv and argv[0] == "compare":
+            argv = argv[1:]
+        return cmd_compare(build_parser().parse_args(argv), argv)
+    except InferCompareError as e:
+        print(f"infer-compare: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("infer-compare: interrupted", file=sys.stderr)
+        return 130
+
+
+# ------------------------------------------------------------------------------ env
+
+
+def cmd_env(args) -> int:
+    from . import env as envmod
+    from .formats import FORMATS, RUNNERS, load_impl
+    from .records import Availability
+
+    environment = envmod.collect()
+    present = envmod.devices()
+    rows = []
+    for r in RUNNERS.values():
+        for kind in r.device_kinds:
+            devs = present.get(kind, [])
+            try:
+                cls = load_impl(r.impl)
+                av = cls.probe(devs[0] if devs else kind)
+            except Exception as e:  # noqa: BLE001 - a broken backend is a row, not a crash
+                av = Availability(False, f"{type(e).__name__}: {e}")
+            if not devs and av.available:
+                av = Availability(False, f"no {kind} device found", av.hint, av.version)
+            rows.append({"backend": r.name, "device": kind, "available": av.available, "version": av.version,
+                         "devices": list(devs) if av.available else [], "reason": av.reason, "hint": av.hint})
+    exporters = []
+    for f in FORMATS.values():
+        try:
+            av = load_impl(f.exporter).probe()
+        except Exception as e:  # noqa: BLE001
+            av = Availability(False, f"{type(e).__name__}: {e}")
+        exporters.append({"format": f.name, "available": av.available, "version": av.version, "reason": av.reason,
+                          "hint": av.hint, "precisions": list(f.precisions)})
+    if args.json:
+        import json
+
+        print(json.dumps({"environment": environment.to_dict(), "backends": rows, "exporters": exporters}, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = Console() if sys.stdout.isatty() else Console(width=160)
+    e = environment
+    con.print(f"[bold]infer-compare {__version__}[/] on {e.cpu_model} ({e.cores_physical} physical / "
+              f"{e.cores_logical} logical cores, {e.ram_gb} GiB), {e.os}, {e.python}")
+    con.print(f"CPU features: {', '.join(e.cpu_flags) or 'none of interest'}")
+    con.print(f"GPUs: {', '.join(g['name'] for g in e.gpus) or 'none'}; "
+              f"Edge TPUs: {', '.join(present['edgetpu']) or 'none'}")
+    t = Table(title="runners", header_style="bold")
+    for c in ("backend", "device", "available", "version", "reason / install hint"):
+        t.add_column(c)
+    for r in rows:
+        why = escape(r["reason"]) + (f"\n[cyan]→ {escape(r['hint'])}[/]" if r["hint"] and not r["available"] else "")
+        t.add_row(r["backend"], ", ".join(r["devices"]) or r["device"],
+                  "[green]yes[/]" if r["available"] else "[red]no[/]", r["version"] or "–", why)
+    con.print(t)
+    t = Table(title="exporters", header_style="bold")
+    for c in ("format", "precisions", "available", "version", "reason / install hint"):
+        t.add_column(c)
+    for x in exporters:
+        why = escape(x["reason"]) + (f"\n[cyan]→ {escape(x['hint'])}[/]" if x["hint"] and not x["available"] else "")
+        t.add_row(x["format"], ", ".join(x["precisions"]), "[green]yes[/]" if x["available"] else "[red]no[/]",
+                  x["version"] or "–", why)
+    con.print(t)
+    return 0
+
+
+# -------------------------------------------------------------------------- compare
+
+
+def _output_dir(args) -> Path:
+    if args.output_dir:
+        out = Path(args.output_dir)
+    else:
+        out = Path("infer-compare-results") / f"{args.model}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"output directory {out} is not writable: {e.strerror or e}") from None
+    return out
+
+
+def _esc(s: str) -> str:
+    from rich.markup import escape
+
+    return escape(s)
+
+
+class _RichProgress:
+    """Progress display on stderr: a spinner/bar while exporting and measuring, log lines above it."""
+
+    def __init__(self, quiet: bool):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.con = Console(stderr=True)
+        self.quiet = quiet
+        self.p = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=self.con, transient=True, disable=quiet)
+        self.task_id = None
+
+    def __enter__(self):
+        self.p.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.p.stop()
+
+    def log(self, msg: str) -> None:
+        if not self.quiet:
+            self.p.console.print(f"[dim]·[/] {_esc(msg)}")
+
+    def warn(self, msg: str) -> None:
+        self.p.console.print(f"[bold yellow]WARNING:[/] {_esc(msg)}")
+
+    def task(self, msg: str, total: int | None = None) -> None:
+        if self.task_id is not None:
+            self.p.remove_task(self.task_id)
+        self.task_id = self.p.add_task(msg, total=total)
+        self._done = 0
+        self.log(msg)
+
+    def advance(self, msg: str | None = None) -> None:
+        """Called as each measured cell starts: shows it and how many are done."""
+        if self.task_id is None:
+            return
+        done = getattr(self, "_done", 0)
+        self.p.update(self.task_id, description=f"measuring {msg}" if msg else None, completed=done)
+        self._done = done + 1
+
+    def row(self, r) -> None:
+        if self.quiet:
+            return
+        if r.status == "skipped":
+            return
+        if r.latency is not None:
+            extra = f", cos {r.parity.cosine_mean:.5f}" if r.parity else ""
+            col = "green" if r.status == "ok" else "red"
+            self.p.console.print(f"  [{col}]{r.status}[/] {r.label}: p50 {r.latency.p50_ms:.3f} ms, "
+                                 f"{r.throughput:.1f} img/s{extra}")
+        else:
+            self.p.console.print(f"  [red]{r.status}[/] {r.label}: {_esc(r.reason)}")
+
+
+def cmd_compare(args, argv: list[str]) -> int:
+    from .api import compare, parse_batch_sizes
+    from .report import write_all
+    from .report.terminal import print_report
+
+    batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes else None  # fail before any work
+    if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
+        raise UsageError(f"weights file not found: {args.weights}")
+    out = _output_dir(args)
+    partial = out / "results.json"
+    command = ["infer-compare", *argv]
+
+    def save_partial(rep):
+        try:
+            rep.save(partial)
+        except OSError:
+            pass
+
+    with _RichProgress(args.quiet) as prog:
+        rep = compare(
+            args.model, weights=args.weights, backends=args.backends, formats=args.formats,
+            precisions=args.precisions, devices=args.devices, batch_sizes=batch, threads=args.threads,
+            warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time,
+            parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
+            use_cache=not args.no_cache, seed=args.seed, command=command, progress=prog, on_row=save_partial,
+        )
+    try:
+        paths = write_all(rep, out)
+    except OSError as e:
+        import tempfile
+
+        fallback = Path(tempfile.mkdtemp(prefix="infer-compare-results-"))
+        paths = write_all(rep, fallback)
+        print(f"infer-compare: could not write to {out} ({e}); results saved in {fallback}", file=sys.stderr)
+    print_report(rep)
+    print(f"results: {', '.join(str(p) for p in paths.values())}")
+    code = 0
+    failed = [r for r in rep.rows if r.status == "parity_failed"]
+    if failed:
+        print(f"infer-compare: {len(failed)} row(s) outside parity tolerance", file=sys.stderr)
+        code = 1
+    asked = set(rep.settings.requested.get("backends") or ())
+    if asked:
+        bad = [r for r in rep.rows if r.backend in asked and r.status in ("skipped", "run_failed", "export_failed")]
+        if bad:
+            print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
+                  f"({', '.join(sorted({r.backend for r in bad}))})", file=sys.stderr)
+            code = 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

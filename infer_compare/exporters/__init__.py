@@ -1,0 +1,1 @@
+"""Exporters: one file per format, all behind :class:`infer_compare.exporters.base.Exporter`."""

@@ -1,0 +1,239 @@
+"""Model registry: ResNet-50, MobileNet v2 / v3-large, LeNet-5, and any torchvision
+classification model by name.
+
+Weights (``--weights``):
+  auto    pretrained torchvision weights when they are already in the local torch hub
+          cache; otherwise seeded random weights, with a loud warning. LeNet-5: trained
+          on scikit-learn's digits on first use, then cached.
+  random  seeded random weights.
+  PATH    a state dict saved with ``torch.save(model.state_dict(), PATH)``.
+
+Random weights give useless comparisons when left as they are (MobileNets output
+~1e-9, ResNet-50 picks one class for every input), so BatchNorm statistics are
+re-estimated on the bundled calibration photos, which makes outputs depend on the
+input. Top-1 margins stay tiny, so top-1 agreement is not judged for such weights.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .. import deps
+from ..cache import Cache
+from ..data import DataSets, Preprocess
+from ..errors import UsageError
+from ..records import ModelInfo
+
+BUILTIN = ("resnet50", "mobilenet_v2", "mobilenet_v3_large", "lenet5")
+ALIASES = {"lenet": "lenet5", "lenet-5": "lenet5", "lenet_5": "lenet5", "resnet-50": "resnet50",
+           "mobilenetv2": "mobilenet_v2", "mobilenet-v2": "mobilenet_v2",
+           "mobilenetv3": "mobilenet_v3_large", "mobilenet_v3": "mobilenet_v3_large",
+           "mobilenet-v3-large": "mobilenet_v3_large"}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    family: str  # "torchvision" or "lenet"
+    input_shape: tuple[int, int, int]
+    num_classes: int
+    preprocess: Preprocess
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "family": self.family, "input_shape": list(self.input_shape),
+                "num_classes": self.num_classes}
+
+
+def resolve(name: str) -> ModelSpec:
+    """Name -> spec; an unknown name is a UsageError that suggests the closest one."""
+    key = ALIASES.get(name.strip().lower(), name.strip())
+    if key == "lenet5":
+        return ModelSpec("lenet5", "lenet", (1, 32, 32), 10, Preprocess(kind="digits", resize=32, crop=32,
+                                                                         mean=(0.0,), std=(1.0,), channels=1))
+    if not deps.has("torchvision"):
+        raise UsageError(f"model '{name}' needs torchvision: {deps.hint('torchvision')}")
+    from . import torchvision_zoo as tvz
+
+    names = tvz.classification_names()
+    if key not in names:
+        close = difflib.get_close_matches(key.lower(), list(BUILTIN) + names, n=3, cutoff=0.5)
+        sugg = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise UsageError(f"unknown model '{name}'{sugg} (built in: {', '.join(BUILTIN)}; "
+                         "or any torchvision classification model name)")
+    pre = tvz.preprocessing(key)
+    p = Preprocess(kind="imagenet", **pre)
+    return ModelSpec(key, "torchvision", (3, p.crop, p.crop), 1000, p)
+
+
+def build_architecture(spec: dict[str, Any] | ModelSpec):
+    """An untrained module of the right architecture (used by the PyTorch runner too)."""
+    s = spec.as_dict() if isinstance(spec, ModelSpec) else spec
+    if s["family"] == "lenet":
+        from . import lenet
+
+        return lenet.build()
+    from . import torchvision_zoo as tvz
+
+    return tvz.build(s["name"], int(s.get("num_classes", 1000)))
+
+
+def state_dict_hash(sd) -> str:
+    h = hashlib.sha256()
+    for k in sorted(sd):
+        t = sd[k]
+        h.update(k.encode())
+        if hasattr(t, "detach"):
+            h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _read_state_dict(path: str):
+    import torch
+
+    if not os.path.exists(path):
+        raise UsageError(f"weights file not found: {path}")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UsageError(f"cannot read weights file {path}: {first[:200]}") from None
+    if isinstance(obj, dict):
+        for k in ("state_dict", "model_state_dict", "model"):
+            if k in obj and isinstance(obj[k], dict):
+                obj = obj[k]
+                break
+    if not isinstance(obj, dict) or not obj:
+        raise UsageError(f"weights file {path} holds no state dict")
+    return obj
+
+
+def _recalibrate_bn(model, calib, log) -> int:
+    import torch
+
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return 0
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average over all batches
+    model.train()
+    x = torch.from_numpy(calib)
+    with torch.no_grad():
+        for i in range(0, len(x), 16):
+            model(x[i:i + 16])
+    model.eval()
+    log(f"re-estimated {len(bns)} BatchNorm layers on {len(x)} calibration crops")
+    return len(bns)
+
+
+def load(spec: ModelSpec, weights: str, data: DataSets, cache: Cache, seed: int = 0,
+         log: Callable[[str], None] = lambda m: None, warn: Callable[[str], None] = lambda m: None):
+    """Return (eval-mode module, ModelInfo, weights file path, weights build seconds)."""
+    deps.require("torch", "building the model")
+    import torch
+
+    torch_mm = ".".join(torch.__version__.split(".")[:2])
+    mode = weights
+    notes: list[str] = []
+    pre = spec.preprocess.as_dict()
+    if mode not in ("auto", "random"):
+        sd = _read_state_dict(mode)
+        model = build_architecture(spec)
+        try:
+            model.load_state_dict(sd)
+        except RuntimeError as e:
+            raise UsageError(f"weights file {mode} does not fit {spec.name}: "
+                             f"{str(e).splitlines()[0][:200]}") from None
+        model.eval()
+        info = ModelInfo(spec.name, spec.family, "file", os.path.abspath(mode), state_dict_hash(model.state_dict()),
+                         spec.input_shape, spec.num_classes, pre, False, True, ("weights loaded from the user's file",))
+        return model, info, os.path.abspath(mode), 0.0
+
+    if spec.family == "lenet":
+        if mode == "auto":
+            from . import lenet
+
+            def build_trained(tmp):
+                torch.manual_seed(seed)
+                m = lenet.build()
+                log("training LeNet-5 on scikit-learn digits (first use; cached afterwards)")
+                stats = lenet.train(m, data.train, data.train_labels, seed=seed, log=log)
+                torch.save(m.state_dict(), tmp / "state_dict.pt")
+                return stats
+
+            entry = cache.get_or_build("weights", {"model": "lenet5", "recipe": lenet.RECIPE, "seed": seed,
+                                                   "torch": torch_mm, "data": data.digest()}, build_trained)
+            model = lenet.build()
+            model.load_state_dict(torch.load(entry.file("state_dict.pt"), weights_only=True))
+            model.eval()
+            notes.append(f"trained on scikit-learn digits ({entry.manifest.get('epochs')} epochs, "
+                         f"{entry.manifest.get('train_s')} s{', cached' if entry.hit else ''})")
+            info = ModelInfo(spec.name, spec.family, "trained", str(entry.path), state_dict_hash(model.state_dict()),
+                             spec.input_shape, spec.num_classes, pre, False, True, tuple(notes))
+            return model, info, str(entry.file("state_dict.pt")), float(entry.manifest.get("build_s", 0.0))
+        torch.manual_seed(seed)
+        model = build_architecture(spec).eval()
+        warn(f"{spec.name}: seeded random weights (seed {seed}); accuracy is chance level")
+        path = _save_plain(cache, spec, model, seed, torch_mm)
+        info = ModelInfo(spec.name, spec.family, "random", f"seed {seed}", state_dict_hash(model.state_dict()),
+                         spec.input_shape, spec.num_classes, pre, False, False, (f"seeded random weights (seed {seed})",))
+        return model, info, path, 0.0
+
+    from . import torchvision_zoo as tvz
+
+    if mode == "auto":
+        path, looked = tvz.cached_weights_file(spec.name)
+        if path is not None:
+            model = build_architecture(spec)
+            model.load_state_dict(_read_state_dict(path))
+            model.eval()
+            w = tvz.default_weights(spec.name)
+            info = ModelInfo(spec.name, spec.family, "pretrained", f"{w} ({path})", state_dict_hash(model.state_dict()),
+                             spec.input_shape, spec.num_classes, pre, False, True, (f"pretrained torchvision weights {w}",))
+            return model, info, path, 0.0
+        warn(f"{spec.name}: no pretrained weights in the local cache ({looked}); using SEEDED RANDOM weights "
+             f"(seed {seed}) with BatchNorm statistics re-estimated on bundled photos. Latency is real; accuracy "
+             "is meaningless and top-1 agreement is not judged.")
+
+    def build_random(tmp):
+        torch.manual_seed(seed)
+        m = build_architecture(spec)
+        n = _recalibrate_bn(m, data.calibration, log)
+        torch.save(m.state_dict(), tmp / "state_dict.pt")
+        return {"bn_layers": n}
+
+    log(f"building {spec.name} with seeded random weights")
+    entry = cache.get_or_build("weights", {"model": spec.name, "seed": seed, "torch": torch_mm, "bn_recal": True,
+                                           "data": data.digest()}, build_random)
+    model = build_architecture(spec)
+    model.load_state_dict(torch.load(entry.file("state_dict.pt"), weights_only=True))
+    model.eval()
+    recal = bool(entry.manifest.get("bn_layers"))
+    notes = [f"seeded random weights (seed {seed})"]
+    if recal:
+        notes.append(f"BatchNorm statistics re-estimated on {len(data.calibration)} calibration crops so that "
+                     "outputs depend on the input; top-1 margins stay tiny, so top-1 agreement and int8 parity "
+                     "are reported, not judged")
+    info = ModelInfo(spec.name, spec.family, "random", f"seed {seed}", state_dict_hash(model.state_dict()),
+                     spec.input_shape, spec.num_classes, pre, recal, False, tuple(notes))
+    return model, info, str(entry.file("state_dict.pt")), float(entry.manifest.get("build_s", 0.0))
+
+
+def _save_plain(cache: Cache, spec: ModelSpec, model, seed: int, torch_mm: str) -> str:
+    import torch
+
+    def b(tmp):
+        torch.save(model.state_dict(), tmp / "state_dict.pt")
+        return {}
+
+    e = cache.get_or_build("weights", {"model": spec.name, "seed": seed, "torch": torch_mm, "bn_recal": False}, b)
+    return str(e.file("state_dict.pt"))
+
+
+def with_preprocess(spec: ModelSpec, **kw) -> ModelSpec:
+    return replace(spec, preprocess=replace(spec.preprocess, **kw))

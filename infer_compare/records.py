@@ -1,0 +1,318 @@
+"""Frozen result records with ``to_dict``/``from_dict`` and a schema version.
+
+Renderers take a :class:`Report`; records never render themselves. Sequences are
+tuples so that every record is hashable and immutable; JSON turns them into lists
+and ``from_dict`` turns them back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from .errors import SchemaError
+
+SCHEMA_VERSION = 1
+
+# Row statuses.
+OK = "ok"
+SKIPPED = "skipped"
+EXPORT_FAILED = "export_failed"
+RUN_FAILED = "run_failed"
+PARITY_FAILED = "parity_failed"
+STATUSES = (OK, SKIPPED, EXPORT_FAILED, RUN_FAILED, PARITY_FAILED)
+
+
+class _Record:
+    """Mixin: generic, type-driven (de)serialisation for the frozen dataclasses below."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _encode(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        return _decode(cls, d)
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+def _encode(v: Any) -> Any:
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _encode(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, (tuple, list)):
+        return [_encode(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _encode(x) for k, x in v.items()}
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else (1e308 if v > 0 else -1e308)
+    return v
+
+
+def _decode(tp: Any, v: Any) -> Any:
+    if v is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _decode(args[0], v) if len(args) == 1 else v
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(v, dict):
+            raise SchemaError(f"expected an object for {tp.__name__}, got {type(v).__name__}")
+        hints = typing.get_type_hints(tp)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.name in v:
+                kwargs[f.name] = _decode(hints[f.name], v[f.name])
+        try:
+            return tp(**kwargs)
+        except TypeError as e:
+            raise SchemaError(f"cannot read {tp.__name__}: {e}") from e
+    if origin is tuple:
+        args = typing.get_args(tp)
+        inner = args[0] if args else Any
+        return tuple(_decode(inner, x) for x in v)
+    if origin is dict:
+        args = typing.get_args(tp)
+        inner = args[1] if len(args) == 2 else Any
+        return {k: _decode(inner, x) for k, x in v.items()}
+    return v
+
+
+@dataclass(frozen=True)
+class Availability(_Record):
+    """What a probe found: never raises, always says why not."""
+
+    available: bool
+    reason: str = ""
+    hint: str = ""
+    version: str | None = None
+    devices: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LatencyStats(_Record):
+    """Summary of raw per-call latencies. No outlier clipping: tails matter."""
+
+    count: int
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    p50_ms: float
+    p90_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+
+    @classmethod
+    def from_samples_ns(cls, samples_ns) -> LatencyStats:
+        import numpy as np
+
+        a = np.asarray(samples_ns, dtype=np.float64) / 1e6
+        if a.size == 0:
+            raise ValueError("no latency samples")
+        p = np.percentile(a, [50, 90, 95, 99])
+        return cls(
+            count=int(a.size),
+            mean_ms=float(a.mean()),
+            std_ms=float(a.std(ddof=1)) if a.size > 1 else 0.0,
+            min_ms=float(a.min()),
+            p50_ms=float(p[0]),
+            p90_ms=float(p[1]),
+            p95_ms=float(p[2]),
+            p99_ms=float(p[3]),
+            max_ms=float(a.max()),
+        )
+
+
+@dataclass(frozen=True)
+class ExportRecord(_Record):
+    """One artifact: where it is, how big, how long it took to build, from what."""
+
+    format: str
+    precision: str
+    path: str
+    size_bytes: int
+    export_s: float  # wall time of the build that produced it (also for a cache hit)
+    cached: bool  # True when this run reused it from the cache
+    key: str = ""
+    source: str = ""  # the artifact it was built from (path), if any
+    options: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParityResult(_Record):
+    """Comparison of one row's outputs with the PyTorch FP32 reference on the same inputs."""
+
+    n: int
+    max_abs: float
+    mean_abs: float
+    rel_max: float  # max_abs / max |reference|
+    cosine_mean: float
+    cosine_min: float
+    top1_agreement: float
+    top5_agreement: float | None
+    accuracy: float | None = None  # with labels (LeNet digits)
+    reference_accuracy: float | None = None
+    judged: bool = True  # False: reported, not judged (e.g. int8 with random weights)
+    passed: bool = True
+    failures: tuple[str, ...] = ()
+    tolerance: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class RunRecord(_Record):
+    """One row of the comparison: a (backend, format, precision, device, batch) cell."""
+
+    backend: str  # runner name, e.g. "onnxruntime"
+    format: str
+    precision: str  # requested precision (format table key)
+    device: str  # "cpu", "cuda:0", ...
+    batch_size: int | None
+    status: str
+    reason: str = ""
+    hint: str = ""
+    exec_precision: str = ""  # what actually executed, as the runtime reports it
+    threads: int | None = None
+    latency: LatencyStats | None = None
+    throughput: float | None = None  # images per second of wall time in the measured loop
+    load_s: float | None = None
+    first_infer_ms: float | None = None
+    peak_rss_mb: float | None = None
+    export: ExportRecord | None = None
+    parity: ParityResult | None = None
+    samples_ns: tuple[int, ...] = ()
+    measured_wall_s: float | None = None
+    warmup_iters: int | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # backend-specific figures (GPU times, op coverage...)
+
+    @property
+    def label(self) -> str:
+        """Stable identity of a row across runs (used by diff and merge)."""
+        b = "-" if self.batch_size is None else f"b{self.batch_size}"
+        return f"{self.backend}/{self.format}/{self.precision}/{self.device}/{b}"
+
+
+@dataclass(frozen=True)
+class ModelInfo(_Record):
+    name: str
+    family: str
+    weights: str  # "pretrained", "random", "trained", or "file"
+    weights_source: str  # torchvision weights enum, cache path, or the user's file
+    weights_hash: str
+    input_shape: tuple[int, ...]  # C, H, W
+    num_classes: int
+    preprocessing: dict[str, Any] = field(default_factory=dict)
+    bn_recalibrated: bool = False
+    meaningful_top1: bool = True  # False for random weights: top-1 margins are tiny
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Environment(_Record):
+    hostname_hash: str
+    os: str
+    kernel: str
+    machine: str
+    python: str
+    cpu_model: str
+    cpu_flags: tuple[str, ...]
+    cores_physical: int | None
+    cores_logical: int | None
+    ram_gb: float | None
+    tool_version: str
+    libraries: dict[str, str] = field(default_factory=dict)
+    gpus: tuple[dict[str, Any], ...] = ()
+    device_facts: dict[str, Any] = field(default_factory=dict)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What must match for two runs to be compared as a regression check."""
+        return {
+            "cpu_model": self.cpu_model,
+            "cores_logical": self.cores_logical,
+            "machine": self.machine,
+            "gpus": [g.get("name") for g in self.gpus],
+            "libraries": dict(self.libraries),
+        }
+
+
+@dataclass(frozen=True)
+class Settings(_Record):
+    batch_sizes: dict[str, tuple[int, ...]]  # device kind -> batch sizes
+    threads: int | None
+    warmup_iters: int
+    min_iters: int
+    min_time_s: float
+    parity_samples: int
+    cell_timeout_s: float
+    devices: tuple[str, ...] = ()
+    seed: int = 0
+    requested: dict[str, Any] = field(default_factory=dict)  # what the user asked for explicitly
+
+
+@dataclass(frozen=True)
+class Report(_Record):
+    schema_version: int
+    tool_version: str
+    created: str
+    command: tuple[str, ...]
+    model: ModelInfo
+    environment: Environment
+    settings: Settings
+    rows: tuple[RunRecord, ...]
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    elapsed_s: float | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Report:
+        if not isinstance(d, dict) or "schema_version" not in d:
+            raise SchemaError("not an infer-compare results file (no schema_version)")
+        v = d["schema_version"]
+        if not isinstance(v, int) or v > SCHEMA_VERSION or v < 1:
+            raise SchemaError(
+                f"results file has schema_version {v!r}; this infer-compare reads 1..{SCHEMA_VERSION} "
+                "(upgrade infer-compare to read newer files)"
+            )
+        return _decode(cls, d)
+
+    def save(self, path) -> None:
+        import json
+        import os
+        import tempfile
+
+        path = os.fspath(path)
+        d = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.to_dict(), f, indent=1)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.status == PARITY_FAILED for r in self.rows)
+
+
+def load_report(path) -> Report:
+    import json
+
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except FileNotFoundError as e:
+        raise SchemaError(f"results file not found: {path}") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SchemaError(f"{path} is not a JSON results file: {e}") from e
+    return Report.from_dict(d)

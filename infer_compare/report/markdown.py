@@ -1,0 +1,87 @@
+"""Markdown report: header with the model and the machine, the results table,
+skips with their reasons and install hints, failures, notes."""
+
+from __future__ import annotations
+
+from ..records import Report
+from . import common
+
+
+def _esc(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def render(rep: Report) -> str:
+    out = [f"# infer-compare: {rep.model.name}", ""]
+    out.append(f"**Model:** {_esc(common.model_line(rep))}")
+    out.append("")
+    for w in rep.warnings:
+        out.append(f"> **WARNING:** {_esc(w)}")
+        out.append("")
+    out.append("## Environment")
+    out.append("")
+    out += [f"- {_esc(line)}" for line in common.env_lines(rep)]
+    out.append(f"- command: `{' '.join(rep.command)}`")
+    out.append("")
+    out.append("## Results")
+    out.append("")
+    out.append("Latency per call of one batch (host clock); img/s = images / wall time of the measured loop; "
+               "cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = accuracy on labelled data.")
+    out.append("")
+    out.append("| " + " | ".join(common.COLUMNS) + " |")
+    out.append("|" + "|".join("---" for _ in common.COLUMNS) + "|")
+    for r in common.measured_rows(rep):
+        cells = common.row_cells(r)
+        if r.status not in ("ok",):
+            cells[-1] = f"**{cells[-1]}**"
+        out.append("| " + " | ".join(_esc(c) for c in cells) + " |")
+    out.append("")
+    rows = common.measured_rows(rep)
+    if rows:
+        out.append("Latency percentiles (ms):")
+        out.append("")
+        out.append("| backend | format | precision | device | batch | n | mean | std | min | p50 | p90 | p95 | p99 | max |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            lat = r.latency
+            if lat is None:
+                continue
+            out.append(f"| {r.backend} | {r.format} | {_esc(common.prec_label(r))} | {r.device} | {r.batch_size} | "
+                       f"{lat.count} | " + " | ".join(common.fmt_num(v) for v in (
+                           lat.mean_ms, lat.std_ms, lat.min_ms, lat.p50_ms, lat.p90_ms, lat.p95_ms, lat.p99_ms,
+                           lat.max_ms)) + " |")
+        out.append("")
+    fails = common.failures(rep)
+    if fails:
+        out.append("## Failures")
+        out.append("")
+        for r in fails:
+            out.append(f"- **{r.label}** `{r.status}`: {_esc(r.reason)}")
+        out.append("")
+    skips = common.grouped_skips(rep)
+    if skips:
+        out.append("## Skipped")
+        out.append("")
+        out.append("| what | reason | how to get it |")
+        out.append("|---|---|---|")
+        for what, reason, hint in skips:
+            out.append(f"| {_esc(what)} | {_esc(reason)} | {_esc(hint) or '–'} |")
+        out.append("")
+    notes = list(rep.notes)
+    for r in rep.rows:
+        for n in r.notes:
+            notes.append(f"{r.label}: {n}")
+        if r.export is not None and r.export.notes and r.batch_size in (None, min(rep.settings.batch_sizes.get(
+                r.device.split(':')[0], (1,)))):
+            for n in r.export.notes:
+                notes.append(f"{r.format} {r.export.precision} artifact: {n}")
+    if notes:
+        out.append("## Notes")
+        out.append("")
+        seen = set()
+        for n in notes:
+            if n not in seen:
+                seen.add(n)
+                out.append(f"- {_esc(n)}")
+        out.append("")
+    return "\n".join(out)
