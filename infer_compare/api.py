@@ -139,12 +139,14 @@ def compare(
     command: Iterable[str] | None = None,
     progress: Progress | None = None,
     on_row: Callable[[Report], None] | None = None,
+    runner_options: dict[str, dict[str, Any]] | None = None,
 ) -> Report:
     """Export ``model`` to every format it can, measure each on every device present,
     check every output against the PyTorch FP32 reference, and return the Report.
 
     ``on_row(partial_report)`` is called after each row so that a caller can save
-    what is already measured. Raises UsageError for bad arguments; a failure of one
+    what is already measured. ``runner_options`` maps a runner name to extra options
+    for it (``RunOptions.extra``), e.g. ``{"openvino": {"performance_hint": "THROUGHPUT"}}``. Raises UsageError for bad arguments; a failure of one
     backend becomes a failed row, never an exception.
     """
     t_start = time.perf_counter()
@@ -311,7 +313,8 @@ def compare(
             # 3. one isolated child per batch size
             for b in bs_by_kind[c.kind]:
                 prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {b}")
-                add(_measure(c, b, art, base, minfo, spec, ds, ref, settings, work, f"cell{idx}-b{b}"))
+                add(_measure(c, b, art, base, minfo, spec, ds, ref, settings, work, f"cell{idx}-b{b}",
+                             (runner_options or {}).get(c.runner, {})))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return partial()
@@ -423,7 +426,7 @@ def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, wei
 
 
 def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, spec, ds, ref, settings: Settings,
-             work: Path, tag: str) -> RunRecord:
+             work: Path, tag: str, extra: dict[str, Any]) -> RunRecord:
     import numpy as np
 
     from . import parity
@@ -436,7 +439,7 @@ def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, spec, ds, r
         "artifact": art.path,
         "device": c.device,
         "options": {"precision": c.precision, "format": c.fmt, "threads": base["threads"], "batch_size": b,
-                    "model": spec.as_dict()},
+                    "model": spec.as_dict(), "extra": dict(extra)},
         "inputs": str(work / "eval.npy"),
         "parity_inputs": str(work / "eval.npy"),
         "outputs": str(out_path),
