@@ -46,7 +46,10 @@ class OnnxExporter(Exporter):
         model = ctx.model
         if model is None:
             raise ExportError("ONNX export needs the PyTorch model")
-        x = torch.from_numpy(np.ascontiguousarray(ctx.calibration[:1]))
+        # A fresh tensor with canonical strides: a numpy view like digits[:, None] has an odd stride on its
+        # size-1 channel axis, which makes torch.export's dynamic batch fail ("Invalid ranges [2:1]").
+        x = torch.zeros((1, *ctx.calibration.shape[1:]), dtype=torch.float32)
+        x.copy_(torch.from_numpy(np.asarray(ctx.calibration[:1], dtype=np.float32)))
         if precision == "fp16":
             model = copy.deepcopy(model).half()
             x = x.half()
@@ -69,7 +72,8 @@ class OnnxExporter(Exporter):
                 _export_torchscript(model, x, path)
                 used = "torchscript"
                 if errors:
-                    notes.append("the dynamo exporter failed; the TorchScript exporter wrote this file")
+                    notes.append(f"the dynamo exporter failed ({errors[0][:300]}); the TorchScript exporter "
+                                 "wrote this file")
             except Exception as e:
                 msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise ExportError("; ".join(errors + [f"TorchScript exporter: {type(e).__name__}: {msg}"])) from e

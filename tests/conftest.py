@@ -1,0 +1,43 @@
+"""Shared fixtures. LeNet-5 is the workhorse: its artifacts are built once per test
+session in a private cache directory, so the tests never touch the user's cache."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("cache")
+    os.environ["INFER_COMPARE_CACHE"] = str(d)  # children and CLI subprocesses use it too
+    return d
+
+
+FAST = dict(warmup_iters=1, min_iters=5, min_time_s=0.05)
+
+
+@pytest.fixture(scope="session")
+def lenet_report(cache_dir):
+    """One real LeNet-5 comparison on the CPU backends (export -> run -> parity)."""
+    from infer_compare import compare
+
+    return compare("lenet5", devices=["cpu"], batch_sizes=[1, 4], cache_dir=cache_dir,
+                   formats=["pytorch", "onnx", "openvino"], **FAST)
+
+
+def python_env() -> dict[str, str]:
+    """Environment for subprocesses: the repo importable, the test cache, no colour."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["NO_COLOR"] = "1"
+    env["COLUMNS"] = "200"
+    return env
+
+
+PY = sys.executable

@@ -1,0 +1,50 @@
+import pytest
+
+from infer_compare.cache import MANIFEST, Cache, key_of
+
+
+def test_build_once_then_hit(tmp_path):
+    c = Cache(tmp_path)
+    calls = []
+
+    def build(d):
+        calls.append(d)
+        (d / "a.bin").write_bytes(b"x" * 10)
+        return {"file": "a.bin"}
+
+    e1 = c.get_or_build("onnx", {"k": 1}, build)
+    e2 = c.get_or_build("onnx", {"k": 1}, build)
+    e3 = c.get_or_build("onnx", {"k": 2}, build)
+    assert not e1.hit and e2.hit and not e3.hit
+    assert len(calls) == 2
+    assert e1.path == e2.path != e3.path
+    assert (e1.path / "a.bin").read_bytes() == b"x" * 10
+    assert e2.manifest["parts"] == {"k": 1} and "build_s" in e2.manifest
+
+
+def test_interrupted_build_leaves_nothing_trusted(tmp_path):
+    c = Cache(tmp_path)
+
+    def bad(d):
+        (d / "half.onnx").write_bytes(b"partial")
+        raise KeyboardInterrupt  # e.g. Ctrl-C in the middle of an export
+
+    with pytest.raises(KeyboardInterrupt):
+        c.get_or_build("onnx", {"k": 1}, bad)
+    assert c.lookup("onnx", {"k": 1}) is None
+    assert not any(p.name.startswith(".tmp") for p in (tmp_path / "onnx").iterdir())
+    # an entry directory without its manifest (e.g. written by hand, or by an old tool) is not trusted
+    key_dir = tmp_path / "onnx" / key_of({"k": 1})
+    key_dir.mkdir()
+    (key_dir / "f").write_text("stale")
+    assert c.lookup("onnx", {"k": 1}) is None
+
+    ok = c.get_or_build("onnx", {"k": 1}, lambda d: (d / "f").write_text("good") and {"file": "f"})
+    assert not ok.hit and (ok.path / "f").read_text() == "good" and (ok.path / MANIFEST).is_file()
+
+
+def test_disabled_cache_rebuilds(tmp_path):
+    n = []
+    Cache(tmp_path).get_or_build("x", {"a": 1}, lambda d: n.append(1) or {})
+    Cache(tmp_path, enabled=False).get_or_build("x", {"a": 1}, lambda d: n.append(1) or {})
+    assert len(n) == 2
