@@ -1,0 +1,125 @@
+"""The command line, through a real subprocess: help, env, bad input (one line, exit 2,
+no traceback), a real run, and the exit code of a parity failure."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import PY, python_env
+
+
+def cli(*args, cwd=None, timeout=600):
+    return subprocess.run([PY, "-m", "infer_compare.cli", *args], capture_output=True, text=True,
+                          env=python_env(), cwd=cwd, timeout=timeout)
+
+
+def _one_line_error(p, *needles):
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    err = [ln for ln in p.stderr.splitlines() if ln.startswith("infer-compare: error:")]
+    assert len(err) == 1, p.stderr
+    for n in needles:
+        assert n in err[0], err[0]
+
+
+def test_help_and_version():
+    p = cli("--help")
+    assert p.returncode == 0 and "--model" in p.stdout and "--batch-sizes" in p.stdout
+    p = cli("--version")
+    assert p.returncode == 0 and "infer-compare" in p.stdout
+
+
+def test_env_lists_every_backend():
+    from infer_compare.formats import RUNNERS
+
+    p = cli("env", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    names = {r["backend"] for r in d["backends"]}
+    assert names == set(RUNNERS)
+    for r in d["backends"]:
+        assert r["available"] or r["reason"], r
+    assert d["environment"]["cores_logical"] >= 1
+    p = cli("env")
+    assert p.returncode == 0 and "onnxruntime" in p.stdout
+
+
+def test_unknown_model_suggests_closest(cache_dir):
+    _one_line_error(cli("--model", "resnet5O"), "unknown model", "resnet50")
+    _one_line_error(cli("--model", "lenet6"), "lenet5")
+
+
+@pytest.mark.parametrize("bad", ["1,x", "0", "1,,8", "-4", "99999", "1.5"])
+def test_bad_batch_list(bad, tmp_path):
+    _one_line_error(cli("--model", "lenet5", "--batch-sizes", bad, "-o", str(tmp_path)), "batch size")
+
+
+def test_missing_and_corrupt_weights(tmp_path):
+    _one_line_error(cli("--model", "lenet5", "--weights", str(tmp_path / "nope.pt")), "weights file not found")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"this is not a torch file")
+    _one_line_error(cli("--model", "lenet5", "--weights", str(bad), "-o", str(tmp_path / "o")),
+                    "cannot read weights file")
+
+
+def test_unwritable_output_dir(tmp_path):
+    if os.geteuid() == 0:
+        target = "/proc/infer-compare-out"  # not writable even for root
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        target = str(ro / "sub")
+    _one_line_error(cli("--model", "lenet5", "-o", target), "not writable")
+
+
+def test_unknown_backend_and_device():
+    _one_line_error(cli("--model", "lenet5", "--backends", "onnxruntme"), "unknown backend", "onnxruntime")
+    _one_line_error(cli("--model", "lenet5", "--device", "tpu"), "unknown device")
+
+
+def test_real_run_writes_reports(cache_dir, tmp_path):
+    out = tmp_path / "out"
+    p = cli("--model", "lenet5", "--backends", "onnxruntime", "--device", "cpu", "--batch-sizes", "1,2",
+            "--min-time", "0.05", "--min-iters", "5", "--warmup", "1", "-o", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    d = json.loads((out / "results.json").read_text())
+    assert d["schema_version"] == 1 and d["command"][0] == "infer-compare"
+    ok = [r for r in d["rows"] if r["status"] == "ok"]
+    assert {r["batch_size"] for r in ok} == {1, 2}
+    assert all(len(r["samples_ns"]) == r["latency"]["count"] for r in ok)
+    assert "onnxruntime" in p.stdout and "p50 ms" in p.stdout
+    md = (out / "results.md").read_text()
+    assert "| onnxruntime | onnx | fp32 | cpu | 1 |" in md
+
+
+def test_parity_failure_exits_1(cache_dir, tmp_path, monkeypatch, capsys):
+    """A row outside its tolerance is parity_failed and makes the exit code 1."""
+    from infer_compare import cli as climod
+    from infer_compare import formats
+
+    monkeypatch.setitem(formats.TOLERANCES, "fp32", formats.Tolerance(min_cosine=1.1, max_rel_err=0, min_top1=1))
+    code = climod.main(["--model", "lenet5", "--backends", "onnxruntime", "--device", "cpu", "--batch-sizes", "1",
+                        "--min-time", "0", "--min-iters", "2", "--warmup", "1", "-o", str(tmp_path), "-q"])
+    assert code == 1
+    d = json.loads((tmp_path / "results.json").read_text())
+    failed = [r for r in d["rows"] if r["status"] == "parity_failed"]
+    assert failed and "cosine" in failed[0]["reason"]
+
+
+def test_requested_backend_skipped_exits_1(cache_dir, tmp_path):
+    p = cli("--model", "lenet5", "--backends", "tensorrt", "--batch-sizes", "1", "-o", str(tmp_path), "-q")
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "explicitly requested" in p.stderr
+
+
+def test_core_import_is_light():
+    code = ("import sys, infer_compare, infer_compare.cli, infer_compare.api, infer_compare.records, "
+            "infer_compare.formats, infer_compare.report, infer_compare.env\n"
+            "heavy = [m for m in ('torch', 'onnxruntime', 'openvino', 'tensorflow', 'tensorrt', 'onnx') "
+            "if m in sys.modules]\nassert not heavy, heavy")
+    p = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
