@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create (or update) ./.venv with infer-compare and every backend this kind of machine can run:
+# PyTorch (reference + export), ONNX Runtime, OpenVINO + NNCF, the TFLite converter stack and LiteRT.
+# Versions come from constraints.txt (verified together); usage: scripts/setup.sh [--dev]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+V=.venv/bin/python
+extras="all"
+[ "${1:-}" = "--dev" ] && extras="all,dev"
+$V -m pip install -q --disable-pip-version-check --upgrade pip
+# torch first and alone, so that pip takes the pinned build and nothing drags in another one.
+$V -m pip install -q --disable-pip-version-check -c constraints.txt torch torchvision
+$V -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[$extras]"
+echo "infer-compare installed in .venv: $(.venv/bin/infer-compare --version)"
