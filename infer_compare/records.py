@@ -273,6 +273,8 @@ class Report(_Record):
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     elapsed_s: float | None = None
+    # merged reports (merge.py): machine label -> that machine's environment
+    machines: dict[str, Environment] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
