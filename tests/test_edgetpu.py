@@ -1,0 +1,201 @@
+"""Edge TPU: compiler log parsing, probes and skip reasons; a real run needs a Coral device."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infer_compare.errors import BackendUnavailable
+from infer_compare.exporters import edgetpu as et
+from infer_compare.runners.edgetpu import EdgeTpuRunner, _coral_device, delegate_library, read_coverage
+
+# The layout of edgetpu_compiler 16's summary (-s) and operation log, as documented at
+# coral.ai/docs/edgetpu/compiler; the counts here are made up for the test.
+PARTIAL_LOG = """Edge TPU Compiler version 16.0.384591198
+Started a compilation timeout timer of 180 seconds.
+
+Model compiled successfully in 1149 ms.
+
+Input model: model.tflite
+Input size: 3.95MiB
+Output model: model_edgetpu.tflite
+Output size: 4.12MiB
+On-chip memory used for caching model parameters: 3.42MiB
+On-chip memory remaining for caching model parameters: 4.31MiB
+Off-chip memory used for streaming uncached model parameters: 0.00B
+Number of Edge TPU subgraphs: 1
+Total number of operations: 72
+Operation log: model_edgetpu.log
+
+Model successfully compiled but not all operations are supported by the Edge TPU. A percentage of the model will \
+instead run on the CPU, which is slower.
+Number of operations that will run on Edge TPU: 70
+Number of operations that will run on CPU: 2
+
+Operator                       Count      Status
+
+ADD                            10         Mapped to Edge TPU
+CONV_2D                        35         Mapped to Edge TPU
+DEPTHWISE_CONV_2D              17         Mapped to Edge TPU
+MEAN                           1          Mapped to Edge TPU
+FULLY_CONNECTED                1          Mapped to Edge TPU
+PAD                            6          Mapped to Edge TPU
+TRANSPOSE                      1          Operation is otherwise supported, but not mapped due to some unspecified limitation
+QUANTIZE                       1          Operation is otherwise supported, but not mapped due to some unspecified limitation
+"""
+
+MOSTLY_CPU_LOG = """Operator                       Count      Status
+
+CONV_2D                        1          Mapped to Edge TPU
+HARD_SWISH                     12         Operation is working on an unsupported data type
+MUL                            9          More than one subgraph is not supported
+"""
+
+ALL_MAPPED_SUMMARY = """Edge TPU Compiler version 16.0.384591198
+Number of Edge TPU subgraphs: 1
+Total number of operations: 12
+"""
+
+
+def test_parse_partial_coverage():
+    cov = et.parse_log(PARTIAL_LOG)
+    assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"], cov["subgraphs"]) == (70, 2, 72, 1)
+    assert cov["ops"]["CONV_2D"] == {"count": 35, "tpu": 35, "cpu": 0, "status": ["Mapped to Edge TPU"]}
+    assert cov["ops"]["TRANSPOSE"]["cpu"] == 1
+    assert cov["tpu_fraction"] == pytest.approx(70 / 72)
+    assert et.coverage_note(cov) is None
+
+
+def test_mostly_cpu_is_flagged():
+    cov = et.parse_log(MOSTLY_CPU_LOG)
+    assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"]) == (1, 21, 22)
+    note = et.coverage_note(cov)
+    assert note and note.startswith("MOSTLY ON THE CPU") and "HARD_SWISH" in note and "MUL" in note
+
+
+def test_summary_without_table_means_all_mapped():
+    cov = et.parse_log(ALL_MAPPED_SUMMARY)
+    assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"]) == (12, 0, 12)
+    assert et.parse_log("")["total_ops"] is None and et.coverage_note(et.parse_log("")) is None
+
+
+def test_compiler_probe_says_why_and_how(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    av = et.EdgeTpuExporter.probe()
+    assert not av.available and "edgetpu_compiler" in av.reason
+    assert "apt-get install edgetpu-compiler" in av.hint and "x86-64" in av.hint
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="shell script stand-in for the compiler")
+def test_compiler_invocation_and_failure(monkeypatch, tmp_path):
+    """The exporter's plumbing with a stand-in compiler (the real one is not installable here):
+    argument list, output and log files parsed into op coverage, a failing exit is an ExportError
+    that carries the compiler's stderr."""
+    from infer_compare.errors import ExportError
+    from infer_compare.exporters.base import ExportContext
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "edgetpu_compiler"
+    log = tmp_path / "log.txt"
+    log.write_text(PARTIAL_LOG)
+    script.write_text(f"""#!/bin/sh
+if [ "$1" = "--version" ]; then echo "Edge TPU Compiler version 16.0.test"; exit 0; fi
+if [ -n "$FAIL" ]; then echo "ERROR: Didn't find op for builtin opcode 'HARD_SWISH'" >&2; exit 1; fi
+out="$3"; src="$4"
+cp "$src" "$out/model_edgetpu.tflite"
+cat {log}
+""")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(bindir) + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.setattr("infer_compare.runners.tflite_common.inspect_model",
+                        lambda p, *a: {"full_integer": True, "problems": []})
+    src = tmp_path / "int8.tflite"
+    src.write_bytes(b"TFL3")
+    ctx = ExportContext(model=None, model_name="x", input_shape=(3, 8, 8), num_classes=10, calibration=None)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert et.EdgeTpuExporter.probe().available
+    res = et.EdgeTpuExporter().export(ctx, str(src), out, "int8")
+    assert Path(res.path).name == "model_edgetpu.tflite" and Path(res.path).exists()
+    assert res.options["op_coverage"]["tpu_ops"] == 70 and res.options["compiler"] == "16.0.test"
+    assert any("70/72" in n for n in res.notes)
+    monkeypatch.setenv("FAIL", "1")
+    out2 = tmp_path / "out2"
+    out2.mkdir()
+    with pytest.raises(ExportError, match="HARD_SWISH"):
+        et.EdgeTpuExporter().export(ctx, str(src), out2, "int8")
+    with pytest.raises(ExportError, match="int8"):
+        et.EdgeTpuExporter().export(ctx, str(src), out2, "fp32")
+
+
+def test_exporter_refuses_a_file_that_is_not_full_integer(monkeypatch, tmp_path):
+    from infer_compare.errors import ExportError
+    from infer_compare.exporters.base import ExportContext
+
+    monkeypatch.setattr("infer_compare.runners.tflite_common.inspect_model",
+                        lambda p, *a: {"full_integer": False, "problems": ["float ops: ADD x16"]})
+    ctx = ExportContext(model=None, model_name="x", input_shape=(3, 8, 8), num_classes=10, calibration=None)
+    with pytest.raises(ExportError, match="full-integer.*ADD x16"):
+        et.EdgeTpuExporter().export(ctx, str(tmp_path / "x.tflite"), tmp_path, "int8")
+
+
+def test_runner_probe_without_device(monkeypatch):
+    monkeypatch.setattr("infer_compare.env.edgetpu_devices", lambda: [])
+    av = EdgeTpuRunner.probe("edgetpu")
+    assert not av.available and "no Coral Edge TPU" in av.reason and av.hint
+    assert not EdgeTpuRunner.supports("edgetpu", "fp32", "edgetpu:usb:0").available
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # litert Delegate.__del__
+def test_missing_delegate_is_a_reason_not_a_crash(monkeypatch, tmp_path):
+    """With a device 'present' but no libedgetpu, the probe or the delegate load says why."""
+    from infer_compare import deps
+    from infer_compare.runners.base import RunOptions
+
+    if deps.has("pycoral"):
+        pytest.skip("pycoral is installed: it opens the device itself")
+    monkeypatch.setattr("infer_compare.env.edgetpu_devices", lambda: ["edgetpu:usb:0"])
+    av = EdgeTpuRunner.probe("edgetpu:usb:0")
+    if av.available:
+        pytest.skip("libedgetpu is installed here")
+    assert "edgetpu" in av.reason.lower() and av.hint
+    if not (deps.has("ai_edge_litert") or deps.has("tflite_runtime")):
+        return
+    from infer_compare.runners.tflite_common import interpreter_module
+
+    mod, _, _ = interpreter_module()
+    r = EdgeTpuRunner(str(tmp_path / "m_edgetpu.tflite"), "edgetpu:usb:0", RunOptions(precision="int8"))
+    r._pkg = "ai_edge_litert"
+    with pytest.raises(BackendUnavailable, match=delegate_library().replace(".", r"\.")):
+        r._make_interpreter(mod)
+
+
+def test_device_names_and_manifest_coverage(tmp_path):
+    assert _coral_device("edgetpu:usb:0") == "usb:0" and _coral_device("edgetpu:pci:1") == "pci:1"
+    assert _coral_device("edgetpu") == ""
+    (tmp_path / "manifest.json").write_text('{"options": {"op_coverage": {"tpu_ops": 3, "total_ops": 4}}}')
+    assert read_coverage(str(tmp_path / "model_edgetpu.tflite")) == {"tpu_ops": 3, "total_ops": 4}
+    assert read_coverage(str(tmp_path / "nowhere" / "m.tflite")) is None
+
+
+@pytest.mark.edgetpu
+def test_real_edgetpu_run(cache_dir):
+    """Runs only where a Coral device, libedgetpu and edgetpu_compiler are all present."""
+    from infer_compare import compare
+    from infer_compare.env import edgetpu_devices
+
+    if not edgetpu_devices():
+        pytest.skip("no Coral Edge TPU found (USB 1a6e:089a / 18d1:9302, or /dev/apex_*)")
+    av = et.EdgeTpuExporter.probe()
+    if not av.available:
+        pytest.skip(av.reason)
+    rep = compare("lenet5", formats=["edgetpu"], cache_dir=cache_dir, warmup_iters=1, min_iters=5, min_time_s=0.05)
+    rows = [r for r in rep.rows if r.backend == "edgetpu"]
+    assert rows and rows[0].status == "ok", rows[0].reason
+    assert rows[0].extra.get("op_coverage") and np.isfinite(rows[0].latency.p50_ms)

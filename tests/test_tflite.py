@@ -1,0 +1,129 @@
+"""TFLite: LeNet-5 export (litert-torch) -> LiteRT run -> parity for fp32, fp16 and full-integer int8.
+
+The int8 file is proven full-integer by reading its tensors and ops; the Edge TPU rows
+skip with their reasons on a machine without a Coral accelerator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from infer_compare import deps
+from infer_compare.runners.tflite import dequantize, quantize
+
+from .conftest import FAST
+
+
+def _need_tflite():
+    from infer_compare.exporters.tflite import TFLiteExporter
+    from infer_compare.runners.tflite import TFLiteRunner
+
+    for av in (TFLiteExporter.probe(), TFLiteRunner.probe("cpu")):
+        if not av.available:
+            pytest.skip(f"{av.reason} ({av.hint})")
+
+
+@pytest.fixture(scope="module")
+def tflite_report(cache_dir):
+    _need_tflite()
+    from infer_compare import compare
+
+    return compare("lenet5", formats=["tflite", "edgetpu"], batch_sizes=[1, 8], cache_dir=cache_dir,
+                   calibration_samples=64, **FAST)
+
+
+def _row(report, precision, batch=1, backend="tflite"):
+    rows = [r for r in report.rows if r.backend == backend and r.precision == precision
+            and (r.batch_size == batch or r.batch_size is None)]
+    assert rows, f"no {backend} {precision} row in {[r.label for r in report.rows]}"
+    return rows[0]
+
+
+def test_quantize_roundtrip():
+    x = np.linspace(-3, 3, 101, dtype=np.float32)
+    q = quantize(x, 0.05, -3, np.int8)
+    assert q.dtype == np.int8
+    back = dequantize(q, 0.05, -3)
+    assert np.abs(back - x).max() <= 0.025 + 1e-6  # half a step
+    assert q.min() == -63 and q.max() == 57  # round(x / scale) + zero_point
+    # clipping: values below the int8 range saturate
+    assert quantize(np.array([-100.0], np.float32), 0.05, 0, np.int8)[0] == -128
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
+def test_lenet_tflite_rows_pass_parity(tflite_report, precision):
+    r = _row(tflite_report, precision)
+    assert r.status == "ok", (r.status, r.reason, r.extra)
+    assert r.parity is not None and r.parity.n == tflite_report.settings.parity_samples
+    assert r.latency is not None and r.latency.count >= FAST["min_iters"]
+    assert r.exec_precision == ("int8" if precision == "int8" else "fp32")
+    assert r.options["interpreter"].startswith(("ai_edge_litert", "tflite_runtime"))
+    assert r.options["input"].startswith("NHWC")
+    if precision == "fp32":
+        assert r.parity.cosine_mean > 0.99999 and r.parity.top1_agreement == 1.0
+    elif precision == "fp16":
+        assert r.parity.cosine_mean > 0.9999 and r.parity.top1_agreement >= 0.99
+    else:
+        assert r.parity.cosine_mean > 0.99 and r.parity.top1_agreement >= 0.97
+        assert r.options["input_quantization"]["scale"] > 0
+    # real accuracy on the held-out digits stays within 1.5 points of PyTorch FP32
+    assert r.parity.accuracy is not None and r.parity.reference_accuracy is not None
+    assert r.parity.accuracy >= r.parity.reference_accuracy - 0.015
+
+
+@pytest.mark.slow
+def test_static_batch_is_a_stated_skip(tflite_report):
+    r = _row(tflite_report, "fp32", batch=8)
+    assert r.status == "skipped" and "static batch of 1" in r.reason
+
+
+@pytest.mark.slow
+def test_int8_file_is_full_integer(tflite_report):
+    from infer_compare.runners.tflite_common import inspect_model
+
+    r = _row(tflite_report, "int8")
+    assert r.export is not None and r.export.options["full_integer"] is True
+    info = inspect_model(r.export.path)
+    assert info["full_integer"], info["problems"]
+    assert set(info["tensor_dtypes"]) <= {"int8", "int32"}
+    assert "DEQUANTIZE" not in info["ops"] and not info["float_ops"]
+    assert info["io"]["inputs"][0]["dtype"] == "int8" and info["io"]["outputs"][0]["dtype"] == "int8"
+    assert info["io"]["inputs"][0]["shape"] == [1, 32, 32, 1]  # NHWC, batch 1
+    assert {"CONV_2D", "FULLY_CONNECTED"} <= set(info["ops"])
+    assert r.extra.get("full_integer") is True  # the runner reports it in the row too
+
+
+@pytest.mark.slow
+def test_full_integer_check_rejects_float_files(tflite_report):
+    """The checker can fail: the fp16 file (float16 weights, DEQUANTIZE, float ops) is not full-integer."""
+    from infer_compare.runners.tflite_common import inspect_model
+
+    info = inspect_model(_row(tflite_report, "fp16").export.path)
+    assert not info["full_integer"]
+    assert info["ops"].get("DEQUANTIZE", 0) > 0 and "float16" in info["tensor_dtypes"]
+    assert any("float ops" in p for p in info["problems"])
+    assert any("not int8" in p for p in info["problems"])
+
+
+@pytest.mark.slow
+def test_edgetpu_rows_skip_with_reason(tflite_report):
+    from infer_compare.env import edgetpu_devices
+
+    if edgetpu_devices():
+        pytest.skip("a Coral Edge TPU is present: the rows run (see tests/test_edgetpu.py)")
+    rows = [r for r in tflite_report.rows if r.backend == "edgetpu"]
+    assert rows and all(r.status == "skipped" for r in rows)
+    assert all("Edge TPU" in r.reason and r.hint for r in rows)
+
+
+def test_runner_probe_is_cheap_and_honest():
+    from infer_compare.runners.tflite import TFLiteRunner
+
+    av = TFLiteRunner.probe("cpu")
+    if deps.has("ai_edge_litert") or deps.has("tflite_runtime"):
+        assert av.available or av.reason
+    else:
+        assert not av.available and "ai-edge-litert" in av.hint
+    assert not TFLiteRunner.probe("cuda:0").available
