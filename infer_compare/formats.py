@@ -86,10 +86,10 @@ FORMATS: dict[str, Format] = {
             title="PyTorch",
             suffix=".pt",
             built_from=None,
-            precisions=("fp32", "fp16", "bf16"),
+            precisions=("fp32", "tf32", "fp16", "bf16"),
             exporter="infer_compare.exporters.pytorch:PyTorchExporter",
-            runners=("pytorch",),
-            artifact_precision={"fp16": "fp32", "bf16": "fp32"},
+            runners=("pytorch", "pytorch-compile"),
+            artifact_precision={"tf32": "fp32", "fp16": "fp32", "bf16": "fp32"},
             description="eager PyTorch on the state dict; fp32 on the CPU is the reference",
         ),
         Format(
@@ -97,9 +97,10 @@ FORMATS: dict[str, Format] = {
             title="ONNX",
             suffix=".onnx",
             built_from="pytorch",
-            precisions=("fp32", "fp16"),
+            precisions=("fp32", "tf32", "fp16"),
             exporter="infer_compare.exporters.onnx:OnnxExporter",
             runners=("onnxruntime", "onnxruntime-trt"),
+            artifact_precision={"tf32": "fp32"},  # tf32: the fp32 file run with TF32 math (CUDA)
             description="torch.onnx.export, dynamic batch axis, checked with onnx.checker",
         ),
         Format(
@@ -127,11 +128,11 @@ FORMATS: dict[str, Format] = {
             name="tflite",
             title="TFLite",
             suffix=".tflite",
-            built_from="onnx",
+            built_from="pytorch",
             precisions=("fp32", "fp16", "int8"),
             exporter="infer_compare.exporters.tflite:TFLiteExporter",
             runners=("tflite",),
-            description="NHWC TFLite flatbuffer; int8 is full-integer (int8 in/out)",
+            description="litert-torch, NHWC, static batch 1; int8 is full-integer (int8 in/out)",
         ),
         Format(
             name="edgetpu",
@@ -151,6 +152,8 @@ RUNNERS: dict[str, RunnerInfo] = {
     r.name: r
     for r in (
         RunnerInfo("pytorch", "PyTorch eager", "infer_compare.runners.pytorch:PyTorchRunner", ("cpu", "cuda")),
+        RunnerInfo("pytorch-compile", "PyTorch torch.compile", "infer_compare.runners.pytorch:PyTorchCompileRunner",
+                   ("cuda",)),
         RunnerInfo("onnxruntime", "ONNX Runtime", "infer_compare.runners.onnxruntime:OnnxRuntimeRunner", ("cpu", "cuda")),
         RunnerInfo(
             "onnxruntime-trt",
