@@ -9,11 +9,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "compare", "load_report"]
+__all__ = ["__version__", "compare", "load_report", "check_regression"]
 
 
 def __getattr__(name: str):  # PEP 562 lazy attributes
-    if name in ("compare", "load_report"):
+    if name in ("compare", "load_report", "check_regression"):
         from . import api
 
         return getattr(api, name)

@@ -38,7 +38,15 @@ from .records import (
     load_report,
 )
 
-__all__ = ["compare", "load_report", "Progress", "DEFAULT_BATCH_SIZES", "parse_batch_sizes"]
+__all__ = ["compare", "load_report", "check_regression", "Progress", "DEFAULT_BATCH_SIZES", "parse_batch_sizes"]
+
+
+def check_regression(current, baseline, rules=(), **kwargs):
+    """Compare ``current`` with ``baseline`` (Reports or paths) under ``rules``; see regress.check_regression."""
+    from .regress import check_regression as _check
+
+    return _check(current, baseline, rules, **kwargs)
+
 
 DEFAULT_BATCH_SIZES = {"cpu": (1, 8), "cuda": (1, 32, 256), "edgetpu": (1,)}
 DEVICE_KINDS = ("cpu", "cuda", "edgetpu")
@@ -204,6 +212,10 @@ def compare(
     torch.set_num_threads(int(threads))
     net, minfo, weights_path, weights_build_s = models.load(spec, weights, ds, cache, seed=seed, log=prog.log,
                                                             warn=warn)
+    from .flops import count_flops
+
+    flops_per_image, flops_source = count_flops(net, spec.input_shape)
+    minfo = minfo.replace(flops_per_image=flops_per_image, flops_source=flops_source)
     prog.task("computing the PyTorch FP32 reference outputs")
     ref = _reference(cache, net, minfo.weights_hash, ds)
 

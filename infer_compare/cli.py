@@ -2,9 +2,11 @@
 
     infer-compare --model resnet50 [options]     compare every backend present
     infer-compare env                            list every backend: available or why not
+    infer-compare report RESULTS.json --format html|md|csv|json [--out FILE]   re-render saved results
+    infer-compare diff BASELINE.json CURRENT.json [--fail-on RULE ...]       the regression gate
 
-Exit codes: 0 ok, 1 parity failure (or an explicitly requested backend skipped or
-failed), 2 usage error.
+Exit codes: 0 ok, 1 parity failure or regression (or an explicitly requested backend
+skipped or failed), 2 usage error.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from . import __version__
 from .errors import InferCompareError, UsageError
 
-SUBCOMMANDS = ("env", "compare")
+SUBCOMMANDS = ("env", "compare", "report", "diff")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,10 +74,22 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
     o = p.add_argument_group("output and cache")
     o.add_argument("--output-dir", "-o", metavar="DIR",
-                   help="where results.json and results.md go (default ./infer-compare-results/<model>-<time>/)")
+                   help="where results.json, .md, .csv and .html go (default ./infer-compare-results/<model>-<time>/)")
     o.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare or $INFER_COMPARE_CACHE)")
     o.add_argument("--no-cache", action="store_true", help="rebuild every artifact (the cache is still written)")
     o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    _add_gate_args(p.add_argument_group("regression gate (see docs/reports-and-regression.md)"), with_baseline=True)
+
+
+def _add_gate_args(g, with_baseline: bool) -> None:
+    if with_baseline:
+        g.add_argument("--baseline", metavar="FILE", help="a results.json to compare this run with after measuring")
+    g.add_argument("--fail-on", action="append", default=[], metavar="RULE",
+                   help="exit 1 when a row gets worse than RULE, e.g. p50:+10%%, throughput:-5%%, accuracy:-0.5 "
+                        "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
+                        "rel_err load memory size)")
+    g.add_argument("--allow-environment-change", action="store_true",
+                   help="compare with a baseline from another machine or other library versions")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,8 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="infer-compare",
         description="Export a vision model to ONNX, OpenVINO IR, TensorRT and TFLite/Edge TPU, run each with its "
                     "runtime, measure latency and throughput, and check every output against PyTorch.",
-        epilog="Subcommands: 'infer-compare env' lists every backend and why it is (un)available. "
-               "Exit codes: 0 ok, 1 parity failure or a requested backend did not run, 2 usage error.",
+        epilog="Subcommands: 'infer-compare env' lists every backend and why it is (un)available; "
+               "'infer-compare report RESULTS.json --format html' re-renders saved results; "
+               "'infer-compare diff BASELINE.json CURRENT.json --fail-on p50:+10%' is the regression gate. "
+               "Exit codes: 0 ok, 1 parity failure, regression, or a requested backend did not run, 2 usage error.",
     )
     p.add_argument("--version", action="version", version=f"infer-compare {__version__}")
     _add_compare_args(p)
@@ -103,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] == "env":
             return cmd_env(build_env_parser().parse_args(argv[1:]))
+        if argv and argv[0] == "report":
+            return cmd_report(build_report_parser().parse_args(argv[1:]))
+        if argv and argv[0] == "diff":
+            return cmd_diff(build_diff_parser().parse_args(argv[1:]))
         if argv and argv[0] == "compare":
             argv = argv[1:]
         return cmd_compare(build_parser().parse_args(argv), argv)
@@ -275,6 +295,7 @@ def cmd_compare(args, argv: list[str]) -> int:
     batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes else None  # fail before any work
     if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
         raise UsageError(f"weights file not found: {args.weights}")
+    gate = _gate_setup(args)  # a bad baseline, rule or environment fails before any work
     out = _output_dir(args)
     partial = out / "results.json"
     command = ["infer-compare", *argv]
@@ -315,7 +336,126 @@ def cmd_compare(args, argv: list[str]) -> int:
             print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
                   f"({', '.join(sorted({r.backend for r in bad}))})", file=sys.stderr)
             code = 1
+    if gate is not None:
+        from .regress import check_regression, print_result
+
+        baseline, rules = gate
+        result = check_regression(rep, baseline, rules, allow_environment_change=args.allow_environment_change)
+        print_result(result)
+        if not result.passed:
+            code = 1
     return code
+
+
+def requested_not_run(rep) -> list:
+    """Rows that count as failures because the user asked for that backend by name.
+
+    A skip is not a failure unless the user asked for that backend explicitly: then a
+    failed row, a skip for missing software, a skip for an absent device or an
+    unsupported precision that the user also named, or no measured row at all, is.
+    """
+    req = rep.settings.requested
+    asked = set(req.get("backends") or ())
+    if not asked:
+        return []
+    devs, precs = set(req.get("devices") or ()), set(req.get("precisions") or ())
+    bad = []
+    for r in rep.rows:
+        if r.backend not in asked:
+            continue
+        if r.status in ("run_failed", "export_failed"):
+            bad.append(r)
+        elif r.status == "skipped" and (
+            r.skip_kind == "unavailable"
+            or r.skip_kind == "no_device" and (r.device in devs or r.device.split(":")[0] in devs)
+            or r.skip_kind == "unsupported" and r.precision in precs
+        ):
+            bad.append(r)
+    for name in asked:
+        if not any(r.backend == name and r.status in ("ok", "parity_failed") for r in rep.rows):
+            bad += [r for r in rep.rows if r.backend == name and r not in bad]
+    return bad
+
+
+# ------------------------------------------------------------------ report and diff
+
+
+def _gate_setup(args):
+    """(baseline Report, rules) for --baseline, or None. Raises UsageError/SchemaError/EnvironmentMismatch."""
+    if not args.baseline:
+        if args.fail_on:
+            raise UsageError("--fail-on needs --baseline FILE (a results.json to compare with)")
+        return None
+    from . import env as envmod
+    from .records import load_report
+    from .regress import check_environment, parse_rules
+
+    rules = parse_rules(args.fail_on)
+    baseline = load_report(args.baseline)
+    check_environment(baseline.environment, envmod.collect(), args.allow_environment_change)
+    return baseline, rules
+
+
+def build_report_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare report", description="Re-render a saved results.json as HTML, Markdown, CSV or "
+                                                         "JSON (written by this version of the tool).")
+    p.add_argument("results", metavar="RESULTS.json")
+    p.add_argument("--format", "-f", choices=("html", "md", "csv", "json"), default="html",
+                   help="output format (default html)")
+    p.add_argument("--out", "-o", metavar="FILE", help="write here instead of standard output")
+    return p
+
+
+def cmd_report(args) -> int:
+    from .records import load_report
+    from .report import render
+
+    text = render(load_report(args.results), args.format)
+    if not args.out:
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.out)
+    try:
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as e:
+        raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def build_diff_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare diff",
+                description="Compare two results.json files row by row (matched by backend/format/precision/device/"
+                            "batch) and exit 1 when a --fail-on rule is broken or an ok row now fails. A change "
+                            "within the measured run-to-run spread (bootstrap over the raw samples) is not a "
+                            "regression.",
+                epilog="Rules: METRIC:[+|-]NUMBER[%], e.g. p50:+10%, throughput:-5%, accuracy:-0.5 (percentage "
+                       "points). Exit codes: 0 no regression, 1 regression, 2 usage error (incl. a baseline from "
+                       "another environment without --allow-environment-change).")
+    p.add_argument("baseline", metavar="BASELINE.json")
+    p.add_argument("current", metavar="CURRENT.json")
+    _add_gate_args(p, with_baseline=False)
+    p.add_argument("--confidence", type=float, default=0.95, metavar="C",
+                   help="confidence level of the noise intervals (default 0.95)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--all", action="store_true", help="also list rows skipped in both runs")
+    return p
+
+
+def cmd_diff(args) -> int:
+    from .regress import check_regression, print_result
+
+    result = check_regression(args.current, args.baseline, args.fail_on,
+                              allow_environment_change=args.allow_environment_change, confidence=args.confidence)
+    if args.json:
+        import json
+
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print_result(result, show_all=args.all)
+    return 0 if result.passed else 1
 
 
 if __name__ == "__main__":

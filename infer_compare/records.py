@@ -216,6 +216,8 @@ class ModelInfo(_Record):
     bn_recalibrated: bool = False
     meaningful_top1: bool = True  # False for random weights: top-1 margins are tiny
     notes: tuple[str, ...] = ()
+    flops_per_image: float | None = None  # forward-pass FLOPs at batch 1 (2 per multiply-add); see flops.py
+    flops_source: str = ""  # how flops_per_image was counted
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..records import Report
 
-RENDERERS = ("json", "md")
+RENDERERS = ("json", "md", "csv", "html")
 
 
 def render(report: Report, fmt: str) -> str:
@@ -18,10 +18,18 @@ def render(report: Report, fmt: str) -> str:
         from .markdown import render as md
 
         return md(report)
+    if fmt == "csv":
+        from .csv import render as csv_render
+
+        return csv_render(report)
+    if fmt == "html":
+        from .html import render as html_render
+
+        return html_render(report)
     raise ValueError(f"unknown report format {fmt!r}")
 
 
-def write_all(report: Report, out_dir: Path, formats=("json", "md")) -> dict[str, Path]:
+def write_all(report: Report, out_dir: Path, formats=("json", "md", "csv", "html")) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {}
     for fmt in formats:
@@ -30,7 +38,7 @@ def write_all(report: Report, out_dir: Path, formats=("json", "md")) -> dict[str
             report.save(p)
         else:
             tmp = p.with_suffix(p.suffix + ".tmp")
-            tmp.write_text(render(report, fmt))
+            tmp.write_text(render(report, fmt), encoding="utf-8")
             tmp.replace(p)
         paths[fmt] = p
     return paths

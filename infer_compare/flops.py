@@ -1,0 +1,147 @@
+"""Model FLOPs and the efficiency figures derived from them.
+
+* :func:`count_flops` counts the forward pass of a PyTorch model at batch 1 with
+  ``torch.utils.flop_counter.FlopCounterMode`` (convolutions, matrix products,
+  attention: 2 FLOPs per multiply-add; element-wise ops, normalisation and pooling
+  are not counted, as in fvcore and the papers' "FLOPs" figures).
+* :data:`GPU_PEAKS` holds dense peak throughput figures from NVIDIA's datasheets,
+  matched by GPU name. A row's share of peak is only given where its device is in
+  the table: CPU peaks depend on clocks under load, AVX-512/AMX port counts and
+  turbo licences, so they are left unknown rather than guessed.
+* :func:`efficiency` gives a row's achieved GFLOP/s, its share of the device's peak
+  and its energy per image (when the runner measured it).
+
+Nothing here imports torch at import time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .records import Report, RunRecord
+
+FLOPS_SOURCE = "torch.utils.flop_counter.FlopCounterMode, batch 1 (2 FLOPs per multiply-add; conv/matmul only)"
+
+
+def count_flops(model, input_shape) -> tuple[float | None, str]:
+    """(FLOPs of one forward pass per image, how it was counted); (None, reason) when it cannot be counted.
+
+    ``input_shape`` is (C, H, W). The model is run once at batch 1 on the CPU in
+    inference mode; the model is not modified.
+    """
+    try:
+        import torch
+        from torch.utils.flop_counter import FlopCounterMode
+    except Exception as e:  # torch missing or too old (< 2.1)
+        return None, f"not counted: {type(e).__name__}: {e}"
+    try:
+        x = torch.zeros((1, *tuple(int(d) for d in input_shape)), dtype=torch.float32)
+        try:
+            dev = next(model.parameters()).device
+            x = x.to(dev)
+        except StopIteration:
+            pass
+        was_training = bool(getattr(model, "training", False))
+        model.eval()
+        try:
+            counter = FlopCounterMode(display=False)
+            with torch.inference_mode(), counter:
+                model(x)
+        finally:
+            if was_training:
+                model.train()
+        total = float(counter.get_total_flops())
+    except Exception as e:  # a model FlopCounterMode cannot trace: report, don't fail the run
+        msg = (str(e).strip().splitlines() or [""])[0][:200]
+        return None, f"not counted: {type(e).__name__}: {msg}"
+    if total <= 0:
+        return None, "not counted: FlopCounterMode found no convolution or matrix product"
+    return total, FLOPS_SOURCE
+
+
+@dataclass(frozen=True)
+class Peak:
+    device: str  # what it matched, e.g. "NVIDIA H100 SXM5"
+    per_precision: dict[str, float]  # precision -> FLOP/s (int8: ops/s), dense
+    source: str
+
+
+_NV_DENSE = "NVIDIA datasheet, dense (the datasheet's sparsity figures halved)"
+# Order matters: the first entry whose every token is in the lower-cased GPU name wins.
+GPU_PEAKS: tuple[tuple[tuple[str, ...], Peak], ...] = (
+    (("h200", "nvl"), Peak("NVIDIA H200 NVL", {"fp32": 60e12, "tf32": 417.5e12, "fp16": 835.5e12,
+                                               "bf16": 835.5e12, "fp8": 1670.5e12, "int8": 1670.5e12}, _NV_DENSE)),
+    (("h200",), Peak("NVIDIA H200 SXM", {"fp32": 67e12, "tf32": 494.5e12, "fp16": 989.5e12, "bf16": 989.5e12,
+                                         "fp8": 1979e12, "int8": 1979e12}, _NV_DENSE)),
+    (("h100", "nvl"), Peak("NVIDIA H100 NVL", {"fp32": 60e12, "tf32": 417.5e12, "fp16": 835.5e12,
+                                               "bf16": 835.5e12, "fp8": 1670.5e12, "int8": 1670.5e12}, _NV_DENSE)),
+    (("h100", "pcie"), Peak("NVIDIA H100 PCIe", {"fp32": 51e12, "tf32": 378e12, "fp16": 756.5e12, "bf16": 756.5e12,
+                                                 "fp8": 1513e12, "int8": 1513e12}, _NV_DENSE)),
+    (("h100",), Peak("NVIDIA H100 SXM5", {"fp32": 67e12, "tf32": 494.5e12, "fp16": 989.5e12, "bf16": 989.5e12,
+                                          "fp8": 1979e12, "int8": 1979e12}, _NV_DENSE)),
+    (("a100",), Peak("NVIDIA A100", {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12,
+                                     "int8": 624e12}, "NVIDIA A100 datasheet, dense")),
+    (("t4",), Peak("NVIDIA T4", {"fp32": 8.1e12, "fp16": 65e12, "int8": 130e12}, "NVIDIA T4 datasheet")),
+)
+EDGETPU_PEAK = Peak("Coral Edge TPU", {"int8": 4e12}, "Coral Edge TPU datasheet (4 TOPS int8)")
+
+
+def _norm_precision(p: str) -> str:
+    p = (p or "").lower()
+    for known in ("int8", "fp8", "fp16", "bf16", "tf32", "fp32"):
+        if known in p.split("+")[0]:
+            return known
+    return p
+
+
+def gpu_peak(name: str | None) -> Peak | None:
+    n = (name or "").lower()
+    if not n:
+        return None
+    for tokens, peak in GPU_PEAKS:
+        if all(t in n for t in tokens):
+            # "t4" must be a word: avoid matching e.g. "rtx 4090" -> no "t4" there, but be strict anyway
+            if tokens == ("t4",) and not any(w == "t4" for w in n.replace("-", " ").split()):
+                continue
+            return peak
+    return None
+
+
+def device_peak(rep: Report, row: RunRecord) -> tuple[float, str] | None:
+    """(peak FLOP/s for this row's device and precision, what it is) or None when unknown."""
+    kind, _, idx = row.device.partition(":")
+    prec = _norm_precision(row.exec_precision or row.precision)
+    peak: Peak | None = None
+    if kind == "cuda":
+        gpus = list(rep.environment.gpus)
+        g = None
+        if idx.isdigit():
+            g = next((x for x in gpus if x.get("index") == int(idx)), None)
+            if g is None and int(idx) < len(gpus):
+                g = gpus[int(idx)]
+        elif gpus:
+            g = gpus[0]
+        peak = gpu_peak(g.get("name") if g else None)
+    elif kind == "edgetpu":
+        peak = EDGETPU_PEAK
+    if peak is None or prec not in peak.per_precision:
+        return None
+    return peak.per_precision[prec], f"{peak.device} {prec} peak {peak.per_precision[prec] / 1e12:g} T/s ({peak.source})"
+
+
+def efficiency(rep: Report, row: RunRecord) -> dict[str, Any]:
+    """gflops_per_s, peak_share (0..1), peak_source, energy_j_per_image: None where not known."""
+    out: dict[str, Any] = {"gflops_per_s": None, "peak_share": None, "peak_source": "", "energy_j_per_image": None}
+    fl = getattr(rep.model, "flops_per_image", None)
+    if fl and row.throughput:
+        achieved = fl * row.throughput
+        out["gflops_per_s"] = achieved / 1e9
+        pk = device_peak(rep, row)
+        if pk is not None:
+            out["peak_share"] = achieved / pk[0]
+            out["peak_source"] = pk[1]
+    e = (row.extra or {}).get("energy_j_per_image")
+    if isinstance(e, (int, float)) and not isinstance(e, bool):
+        out["energy_j_per_image"] = float(e)
+    return out

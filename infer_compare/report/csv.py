@@ -1,0 +1,113 @@
+"""CSV of the rows, one line per row (skips and failures included), stable column names.
+
+    import pandas as pd
+    df = pd.read_csv("results.csv")
+
+Numbers are written in full precision with '.' as decimal point; a missing value
+is an empty field. Latency is in milliseconds, throughput in images per second,
+sizes in bytes, accuracy and agreement as fractions (0..1). New columns are only
+ever appended at the end; existing names never change meaning.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ..flops import efficiency
+from ..records import Report, RunRecord
+
+
+def _lat(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
+    return lambda rep, r, eff: getattr(r.latency, attr) if r.latency is not None else None
+
+
+def _par(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
+    return lambda rep, r, eff: getattr(r.parity, attr) if r.parity is not None else None
+
+
+def _exp(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
+    return lambda rep, r, eff: getattr(r.export, attr) if r.export is not None else None
+
+
+COLUMNS: tuple[tuple[str, Callable[[Report, RunRecord, dict], Any]], ...] = (
+    ("label", lambda rep, r, eff: r.label),
+    ("model", lambda rep, r, eff: rep.model.name),
+    ("backend", lambda rep, r, eff: r.backend),
+    ("format", lambda rep, r, eff: r.format),
+    ("precision", lambda rep, r, eff: r.precision),
+    ("exec_precision", lambda rep, r, eff: r.exec_precision),
+    ("device", lambda rep, r, eff: r.device),
+    ("batch_size", lambda rep, r, eff: r.batch_size),
+    ("status", lambda rep, r, eff: r.status),
+    ("threads", lambda rep, r, eff: r.threads),
+    ("latency_count", _lat("count")),
+    ("latency_mean_ms", _lat("mean_ms")),
+    ("latency_std_ms", _lat("std_ms")),
+    ("latency_min_ms", _lat("min_ms")),
+    ("latency_p50_ms", _lat("p50_ms")),
+    ("latency_p90_ms", _lat("p90_ms")),
+    ("latency_p95_ms", _lat("p95_ms")),
+    ("latency_p99_ms", _lat("p99_ms")),
+    ("latency_max_ms", _lat("max_ms")),
+    ("throughput_img_s", lambda rep, r, eff: r.throughput),
+    ("load_s", lambda rep, r, eff: r.load_s),
+    ("first_infer_ms", lambda rep, r, eff: r.first_infer_ms),
+    ("peak_rss_mb", lambda rep, r, eff: r.peak_rss_mb),
+    ("measured_wall_s", lambda rep, r, eff: r.measured_wall_s),
+    ("artifact_path", _exp("path")),
+    ("artifact_size_bytes", _exp("size_bytes")),
+    ("export_s", _exp("export_s")),
+    ("export_cached", _exp("cached")),
+    ("parity_n", _par("n")),
+    ("parity_max_abs", _par("max_abs")),
+    ("parity_mean_abs", _par("mean_abs")),
+    ("parity_rel_max", _par("rel_max")),
+    ("parity_cosine_mean", _par("cosine_mean")),
+    ("parity_cosine_min", _par("cosine_min")),
+    ("top1_agreement", _par("top1_agreement")),
+    ("top5_agreement", _par("top5_agreement")),
+    ("accuracy", _par("accuracy")),
+    ("reference_accuracy", _par("reference_accuracy")),
+    ("parity_judged", _par("judged")),
+    ("parity_passed", _par("passed")),
+    ("flops_per_image", lambda rep, r, eff: rep.model.flops_per_image),
+    ("achieved_gflops_s", lambda rep, r, eff: eff["gflops_per_s"]),
+    ("peak_share", lambda rep, r, eff: eff["peak_share"]),
+    ("energy_j_per_image", lambda rep, r, eff: eff["energy_j_per_image"]),
+    ("reason", lambda rep, r, eff: r.reason),
+    ("hint", lambda rep, r, eff: r.hint),
+    ("versions", lambda rep, r, eff: json.dumps(r.versions, sort_keys=True) if r.versions else ""),
+    ("created", lambda rep, r, eff: rep.created),
+)
+COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def rows(rep: Report) -> list[dict[str, str]]:
+    """The CSV lines as dicts (column name -> text)."""
+    out = []
+    for r in rep.rows:
+        eff = efficiency(rep, r)
+        out.append({name: _cell(get(rep, r, eff)) for name, get in COLUMNS})
+    return out
+
+
+def render(rep: Report) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(COLUMN_NAMES), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows(rep))
+    return buf.getvalue()
