@@ -179,6 +179,9 @@ class RunRecord(_Record):
     status: str
     reason: str = ""
     hint: str = ""
+    # for skipped rows: "no_device" (hardware absent), "unsupported" (this runner/precision/device cannot),
+    # "unavailable" (software missing or failing to load)
+    skip_kind: str = ""
     exec_precision: str = ""  # what actually executed, as the runtime reports it
     threads: int | None = None
     latency: LatencyStats | None = None
@@ -220,6 +223,12 @@ class ModelInfo(_Record):
     flops_source: str = ""  # how flops_per_image was counted
 
 
+# Libraries recorded in the environment that change no measured figure (inputs are real photos whose
+# decoding is checked by the data digest; NVML only reads the GPU): a baseline is not refused for them.
+NOT_MEASURED_LIBRARIES = frozenset({"nvidia-ml-py", "pynvml", "scikit-learn", "scikit-image", "pillow", "Pillow",
+                                    "matplotlib", "scipy", "py-cpuinfo", "rich", "psutil"})
+
+
 @dataclass(frozen=True)
 class Environment(_Record):
     hostname_hash: str
@@ -244,7 +253,7 @@ class Environment(_Record):
             "cores_logical": self.cores_logical,
             "machine": self.machine,
             "gpus": [g.get("name") for g in self.gpus],
-            "libraries": dict(self.libraries),
+            "libraries": {k: v for k, v in self.libraries.items() if k not in NOT_MEASURED_LIBRARIES},
         }
 
 
