@@ -262,6 +262,7 @@ def compare(
 
     ctx = ExportContext(model=net, model_name=spec.name, input_shape=spec.input_shape, num_classes=spec.num_classes,
                         calibration=ds.calibration, max_batch=max_batch, preprocessing=spec.preprocess.as_dict(),
+                        options={"cache_root": str(cache.root), **(runner_options or {}).get("tensorrt", {})},
                         log=prog.log)
     notes = list(minfo.notes) + [f"inputs: {ds.description}"]
     if not minfo.meaningful_top1:

@@ -72,6 +72,7 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
                    help="kill a backend process after S seconds and record a failed row (default 600)")
     m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
+    _add_gpu_args(p)
     o = p.add_argument_group("output and cache")
     o.add_argument("--output-dir", "-o", metavar="DIR",
                    help="where results.json, .md, .csv and .html go (default ./infer-compare-results/<model>-<time>/)")
@@ -90,6 +91,44 @@ def _add_gate_args(g, with_baseline: bool) -> None:
                         "rel_err load memory size)")
     g.add_argument("--allow-environment-change", action="store_true",
                    help="compare with a baseline from another machine or other library versions")
+
+
+def _add_gpu_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("GPU (CUDA) rows")
+    g.add_argument("--cuda-graphs", action="store_true",
+                   help="PyTorch rows replay a captured CUDA graph; pytorch-compile uses mode reduce-overhead")
+    g.add_argument("--compile-mode", metavar="MODE",
+                   help="torch.compile mode for the pytorch-compile rows (default: default; max-autotune takes many "
+                        "minutes per shape)")
+    g.add_argument("--no-channels-last", action="store_true", help="PyTorch CUDA rows keep NCHW (default: channels_last)")
+    g.add_argument("--ort-no-io-binding", action="store_true",
+                   help="ONNX Runtime CUDA rows pass numpy arrays (host copies inside each timed call)")
+    g.add_argument("--tensorrt-workspace", type=int, metavar="MIB", help="TensorRT builder workspace (default 4096 MiB)")
+    g.add_argument("--tensorrt-io", choices=("host", "device"),
+                   help="TensorRT timed call with host copies (default, as trtexec) or device-resident buffers")
+
+
+def gpu_runner_options(args) -> dict:
+    """The GPU flags as compare(runner_options=...)."""
+    opts: dict = {}
+    torch_opts = {}
+    if args.cuda_graphs:
+        torch_opts["cuda_graphs"] = True
+    if args.no_channels_last:
+        torch_opts["channels_last"] = False
+    if torch_opts:
+        opts["pytorch"] = dict(torch_opts)
+        opts["pytorch-compile"] = dict(torch_opts)
+    if args.compile_mode:
+        opts.setdefault("pytorch-compile", {})["compile_mode"] = args.compile_mode
+    if args.ort_no_io_binding:
+        opts["onnxruntime"] = {"io_binding": False}
+    if args.tensorrt_workspace:
+        opts["tensorrt"] = {"tensorrt_workspace_mib": int(args.tensorrt_workspace)}
+        opts["onnxruntime-trt"] = {"tensorrt_workspace_mib": int(args.tensorrt_workspace)}
+    if args.tensorrt_io:
+        opts.setdefault("tensorrt", {})["io"] = args.tensorrt_io
+    return opts
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,6 +352,7 @@ def cmd_compare(args, argv: list[str]) -> int:
             warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time,
             parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
             use_cache=not args.no_cache, seed=args.seed, command=command, progress=prog, on_row=save_partial,
+            runner_options=gpu_runner_options(args),
         )
     try:
         paths = write_all(rep, out)

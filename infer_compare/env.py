@@ -141,10 +141,29 @@ def collect(extra_facts: dict[str, Any] | None = None) -> Environment:
         ram_gb=round(psutil.virtual_memory().total / 2**30, 1),
         tool_version=__version__,
         libraries=deps.library_versions(),
-        gpus=gpus(),
+        gpus=(found_gpus := gpus()),
         device_facts={"governor": (_read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "").strip() or None,
-                      "executable": sys.executable, **(extra_facts or {})},
+                      "executable": sys.executable, **_cuda_facts(found_gpus), **(extra_facts or {})},
     )
+
+
+def _cuda_facts(found: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    """CUDA runtime / cuDNN versions (through torch, imported only when a GPU is present)."""
+    if not found:
+        return {}
+    from .gpu import cuda_versions
+
+    return cuda_versions()
+
+
+def _device_facts() -> dict[str, Any]:
+    """Jetson / Raspberry Pi / Coral / CPU governor facts (devices.py); absent-tolerant."""
+    from . import devices
+
+    try:
+        return devices.collect()
+    except Exception as e:  # a probe never takes the run down
+        return {"governor": None, "device_probe_error": f"{type(e).__name__}: {e}"}
 
 
 def _os_release() -> str:
