@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from infer_compare.formats import TOLERANCES
 from infer_compare.parity import compare
@@ -11,7 +12,7 @@ def _logits(n=64, c=10, seed=0):
 def test_identical_outputs_pass_everything():
     ref = _logits()
     p = compare(ref, ref.copy(), TOLERANCES["fp32"], labels=ref.argmax(1))
-    assert p.passed and p.max_abs == 0 and p.top1_agreement == 1 and p.cosine_min == 1.0
+    assert p.passed and p.max_abs == 0 and p.top1_agreement == 1 and p.cosine_min == pytest.approx(1.0)
     assert p.top5_agreement == 1.0 and p.accuracy == 1.0 == p.reference_accuracy
 
 

@@ -36,7 +36,7 @@ class OnnxExporter(Exporter):
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
         return {"torch": deps.version("torch"), "onnx": deps.version("onnx"), "onnxscript": deps.version("onnxscript"),
-                "max_batch": _dim_max(ctx), "exporter_rev": 1}
+                "max_batch": _dim_max(ctx), "exporter_rev": 2}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import numpy as np
