@@ -32,6 +32,7 @@ from .records import (
     Availability,
     ExportRecord,
     LatencyStats,
+    ModelInfo,
     Report,
     RunRecord,
     Settings,
@@ -159,6 +160,56 @@ def compare(
     """
     t_start = time.perf_counter()
     prog = progress or Progress()
+    sel = _selection(backends, formats, precisions, devices, batch_sizes, threads, warmup_iters, min_iters,
+                     min_time_s, cell_timeout_s, seed, runner_options)
+    if parity_samples is not None and parity_samples < 1:
+        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
+
+    from . import env as envmod
+    from . import models
+
+    models.resolve(model)  # an unknown model is a usage error before any work
+
+    cache = Cache(cache_dir, enabled=use_cache)
+    warnings: list[str] = []
+
+    def warn(msg: str) -> None:
+        warnings.append(msg)
+        prog.warn(msg)
+
+    prog.task("probing the environment")
+    environment = envmod.collect()
+    present = envmod.devices()
+    if sel.threads is None:
+        sel.threads = environment.cores_physical or environment.cores_logical or 1
+    prep = prepare_model(model, weights=weights, parity_samples=parity_samples,
+                         calibration_samples=calibration_samples, seed=seed, cache=cache, threads=sel.threads,
+                         prog=prog, warn=warn)
+    return measure_prepared(prep, sel, environment=environment, present=present, cache=cache, prog=prog,
+                            warnings=warnings, command=command, on_row=on_row, t_start=t_start)
+
+
+@dataclass
+class Selection:
+    """What to measure and how: compare()'s and run_bundle()'s arguments, checked."""
+
+    backends: tuple[str, ...] | None = None
+    formats: tuple[str, ...] | None = None
+    precisions: tuple[str, ...] | None = None
+    devices: tuple[str, ...] | None = None
+    batch_sizes: tuple[int, ...] | None = None
+    threads: int | None = None
+    warmup_iters: int = 3
+    min_iters: int = 10
+    min_time_s: float = 1.0
+    cell_timeout_s: float = 600.0
+    seed: int = 0
+    runner_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _selection(backends, formats, precisions, devices, batch_sizes, threads, warmup_iters, min_iters, min_time_s,
+               cell_timeout_s, seed, runner_options) -> Selection:
+    """Check the user's choices (UsageError on a bad one) before any work."""
     backends_t = _check_choice("backend", backends, RUNNERS)
     formats_t = _check_choice("format", formats, FORMATS)
     precisions_t = _check_choice("precision", precisions, PRECISIONS)
@@ -176,28 +227,38 @@ def compare(
         raise UsageError("--min-time must be >= 0 and --cell-timeout > 0")
     if threads is not None and threads < 1:
         raise UsageError(f"--threads must be >= 1, got {threads}")
-    if parity_samples is not None and parity_samples < 1:
-        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
+    return Selection(backends_t, formats_t, precisions_t, devices_t, bs_user, threads, int(warmup_iters),
+                     int(min_iters), float(min_time_s), float(cell_timeout_s), int(seed), dict(runner_options or {}))
 
+
+@dataclass
+class Prepared:
+    """Everything measuring needs once the reference exists: no torch in here.
+
+    compare() fills it from the PyTorch model (``prepare_model``); a bundle fills it
+    from its files (bundle.run_bundle), with ``arts`` holding the bundle's artifacts."""
+
+    minfo: ModelInfo
+    model_spec: dict[str, Any]  # ModelSpec.as_dict(): runners that rebuild the model (PyTorch) read it
+    preprocessing: dict[str, Any]
+    ds: Any  # data.DataSets: eval (+ labels) for parity, calibration for int8 builds
+    ref: Any  # np.ndarray: PyTorch FP32 reference outputs on ds.eval
+    arts: _Artifacts = field(default_factory=_Artifacts)
+    model: Any = None  # the torch module; None without torch (exporters then work from source files)
+    weights_path: str | None = None
+    weights_build_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare_model(model: str, *, weights: str = "auto", parity_samples: int | None = None,
+                  calibration_samples: int | None = None, seed: int = 0, cache: Cache, threads: int | None = None,
+                  prog: Progress | None = None, warn: Callable[[str], None] = lambda m: None) -> Prepared:
+    """Inputs, the PyTorch model and its FP32 reference outputs (needs torch)."""
     from . import data as datamod
-    from . import env as envmod
     from . import models
 
+    prog = prog or Progress()
     spec = models.resolve(model)
-    cache = Cache(cache_dir, enabled=use_cache)
-    warnings: list[str] = []
-
-    def warn(msg: str) -> None:
-        warnings.append(msg)
-        prog.warn(msg)
-
-    prog.task("probing the environment")
-    environment = envmod.collect()
-    present = envmod.devices()
-    if threads is None:
-        threads = environment.cores_physical or environment.cores_logical or 1
-
-    # ---- data and model ------------------------------------------------------------
     prog.task(f"preparing {spec.name} inputs")
     if spec.family == "lenet":
         ds = datamod.digit_sets(n_calib=calibration_samples or 200, seed=seed)
@@ -209,7 +270,8 @@ def compare(
     prog.task(f"loading {spec.name} weights ({weights})")
     import torch
 
-    torch.set_num_threads(int(threads))
+    if threads is not None:
+        torch.set_num_threads(int(threads))
     net, minfo, weights_path, weights_build_s = models.load(spec, weights, ds, cache, seed=seed, log=prog.log,
                                                             warn=warn)
     from .flops import count_flops
@@ -218,18 +280,23 @@ def compare(
     minfo = minfo.replace(flops_per_image=flops_per_image, flops_source=flops_source)
     prog.task("computing the PyTorch FP32 reference outputs")
     ref = _reference(cache, net, minfo.weights_hash, ds)
+    notes = list(minfo.notes) + [f"inputs: {ds.description}"]
+    return Prepared(minfo, spec.as_dict(), spec.preprocess.as_dict(), ds, ref, model=net, weights_path=weights_path,
+                    weights_build_s=weights_build_s, notes=notes)
 
-    # ---- plan ----------------------------------------------------------------------
+
+def plan_cells(present: dict[str, list[str]], sel: Selection) -> list[_Cell]:
+    """The (format, runner, precision, device) cells of the selection, in table order."""
     cells: list[_Cell] = []
     for f in FORMATS.values():
-        if formats_t is not None and f.name not in formats_t:
+        if sel.formats is not None and f.name not in sel.formats:
             continue
         for rname in f.runners:
-            if backends_t is not None and rname not in backends_t:
+            if sel.backends is not None and rname not in sel.backends:
                 continue
             for kind in RUNNERS[rname].device_kinds:
-                want = [d for d in (devices_t or ()) if _device_kind(d) == kind]
-                if devices_t is not None and not want:
+                want = [d for d in (sel.devices or ()) if _device_kind(d) == kind]
+                if sel.devices is not None and not want:
                     continue
                 have = present.get(kind, [])
                 if want:
@@ -238,33 +305,59 @@ def compare(
                 else:
                     chosen = list(have)
                 for p in f.precisions:
-                    if precisions_t is not None and p not in precisions_t:
+                    if sel.precisions is not None and p not in sel.precisions:
                         continue
                     if not chosen:
                         cells.append(_Cell(f.name, rname, p, kind, None))
                     for d in chosen:
                         cells.append(_Cell(f.name, rname, p, kind, d))
+    return cells
+
+
+def measure_prepared(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
+                     prog: Progress | None = None, warnings: list[str] | None = None,
+                     command: Iterable[str] | None = None, on_row: Callable[[Report], None] | None = None,
+                     t_start: float | None = None) -> Report:
+    """Plan the cells, probe the runners, get each artifact (``prep.arts``, the cache, or
+    an exporter from its source file), measure every cell in an isolated child, check
+    parity against ``prep.ref`` and build the Report. Imports no torch itself."""
+    t_start = time.perf_counter() if t_start is None else t_start
+    prog = prog or Progress()
+    warnings = [] if warnings is None else warnings
+
+    def warn(msg: str) -> None:
+        warnings.append(msg)
+        prog.warn(msg)
+
+    from .devices import measurement_warnings
+
+    for w in measurement_warnings(environment.device_facts):
+        warn(w)
+    minfo, ds, ref = prep.minfo, prep.ds, prep.ref
+    threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
+
+    # ---- plan ----------------------------------------------------------------------
+    cells = plan_cells(present, sel)
     if not cells:
         raise UsageError("the selection of --backends/--formats/--precisions/--device leaves nothing to measure")
 
-    bs_by_kind = {k: (bs_user or DEFAULT_BATCH_SIZES[k]) for k in DEVICE_KINDS}
+    bs_by_kind = {k: (sel.batch_sizes or DEFAULT_BATCH_SIZES[k]) for k in DEVICE_KINDS}
     max_batch = max(max(v) for v in bs_by_kind.values())
     settings = Settings(
         batch_sizes={k: tuple(v) for k, v in bs_by_kind.items()},  # type: ignore[arg-type]
-        threads=int(threads), warmup_iters=int(warmup_iters), min_iters=int(min_iters), min_time_s=float(min_time_s),
-        parity_samples=int(len(ds.eval)), cell_timeout_s=float(cell_timeout_s),
-        devices=tuple(d for k in DEVICE_KINDS for d in present.get(k, [])), seed=int(seed),
-        requested={"backends": list(backends_t or ()), "formats": list(formats_t or ()),
-                   "precisions": list(precisions_t or ()), "devices": list(devices_t or ()),
-                   "batch_sizes": list(bs_user or ())},
+        threads=int(threads), warmup_iters=int(sel.warmup_iters), min_iters=int(sel.min_iters),
+        min_time_s=float(sel.min_time_s), parity_samples=int(len(ds.eval)), cell_timeout_s=float(sel.cell_timeout_s),
+        devices=tuple(d for k in DEVICE_KINDS for d in present.get(k, [])), seed=int(sel.seed),
+        requested={"backends": list(sel.backends or ()), "formats": list(sel.formats or ()),
+                   "precisions": list(sel.precisions or ()), "devices": list(sel.devices or ()),
+                   "batch_sizes": list(sel.batch_sizes or ())},
     )
     from .exporters.base import ExportContext
 
-    ctx = ExportContext(model=net, model_name=spec.name, input_shape=spec.input_shape, num_classes=spec.num_classes,
-                        calibration=ds.calibration, max_batch=max_batch, preprocessing=spec.preprocess.as_dict(),
-                        options={"cache_root": str(cache.root), **(runner_options or {}).get("tensorrt", {})},
-                        log=prog.log)
-    notes = list(minfo.notes) + [f"inputs: {ds.description}"]
+    ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
+                        num_classes=minfo.num_classes, calibration=ds.calibration, max_batch=max_batch,
+                        preprocessing=dict(prep.preprocessing), log=prog.log)
+    notes = list(prep.notes)
     if not minfo.meaningful_top1:
         notes.append("random weights: top-1 agreement is reported but not judged; int8 rows are reported, not judged "
                      "(top-1 margins of random networks are tiny, so small quantization noise flips them)")
@@ -276,7 +369,7 @@ def compare(
     import numpy as np
 
     np.save(work / "eval.npy", ds.eval)
-    arts = _Artifacts()
+    arts = prep.arts
     n_measure = sum(len(bs_by_kind[c.kind]) for c in cells if c.device is not None)
     prog.task("measuring", total=n_measure)
 
@@ -299,35 +392,38 @@ def compare(
             try:
                 rcls = load_impl(RUNNERS[c.runner].impl)
             except (ImportError, AttributeError) as e:
-                add(RunRecord(**base, batch_size=None, status=SKIPPED,
+                add(RunRecord(**base, batch_size=None, status=SKIPPED, skip_kind="unavailable",
                               reason=f"the {c.runner} runner is not available in this build ({type(e).__name__}: {e})"))
                 continue
             av = _safe_probe(rcls, c.device or c.kind)
             if c.device is None:
                 what = {"cuda": "no CUDA device found (NVML / NVIDIA driver)",
                         "edgetpu": "no Coral Edge TPU found (USB 1a6e:089a / 18d1:9302, or /dev/apex_*)"}[c.kind]
-                add(RunRecord(**base, batch_size=None, status=SKIPPED, reason=what,
+                add(RunRecord(**base, batch_size=None, status=SKIPPED, reason=what, skip_kind="no_device",
                               hint=av.hint if not av.available else ""))
                 continue
             if not av.available:
-                add(RunRecord(**base, batch_size=None, status=SKIPPED, reason=av.reason, hint=av.hint))
+                add(RunRecord(**base, batch_size=None, status=SKIPPED, reason=av.reason, hint=av.hint,
+                              skip_kind="unavailable"))
                 continue
             sup = rcls.supports(c.fmt, c.precision, c.device)
             if not sup.available:
-                add(RunRecord(**base, batch_size=None, status=SKIPPED, reason=sup.reason, hint=sup.hint))
+                add(RunRecord(**base, batch_size=None, status=SKIPPED, reason=sup.reason, hint=sup.hint,
+                              skip_kind="unsupported"))
                 continue
             # 2. the artifact (and its sources), from the cache or built now
-            art = _ensure(c.fmt, f.artifact_for(c.precision), ctx, arts, cache, minfo, weights_path, weights_build_s,
-                          ds, prog)
+            art = _ensure(c.fmt, f.artifact_for(c.precision), ctx, arts, cache, minfo, prep.weights_path,
+                          prep.weights_build_s, ds, prog)
             if isinstance(art, tuple):
                 status, reason, hint = art
-                add(RunRecord(**base, batch_size=None, status=status, reason=reason, hint=hint))
+                add(RunRecord(**base, batch_size=None, status=status, reason=reason, hint=hint,
+                              skip_kind="unavailable" if status == SKIPPED else ""))
                 continue
             # 3. one isolated child per batch size
             for b in bs_by_kind[c.kind]:
                 prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {b}")
-                add(_measure(c, b, art, base, minfo, spec, ds, ref, settings, work, f"cell{idx}-b{b}",
-                             (runner_options or {}).get(c.runner, {})))
+                add(_measure(c, b, art, base, minfo, prep.model_spec, ds, ref, settings, work, f"cell{idx}-b{b}",
+                             sel.runner_options.get(c.runner, {})))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return partial()
@@ -360,7 +456,7 @@ def _reference(cache: Cache, net, weights_hash: str, ds):
     return np.load(e.file("reference.npy"))
 
 
-def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, weights_path: str,
+def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, weights_path: str | None,
             weights_build_s: float, ds, prog: Progress):
     """ExportRecord of (fmt, prec), building its chain of sources first; or a failure tuple."""
     from .exporters.base import file_size
@@ -372,6 +468,10 @@ def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, wei
         return arts.failed[key]
     f = get_format(fmt)
     if f.built_from is None:  # the PyTorch state dict
+        if weights_path is None:
+            fail = (SKIPPED, "no PyTorch weights file in this run", "")
+            arts.failed[key] = fail
+            return fail
         rec = ExportRecord(fmt, prec, weights_path, os.path.getsize(weights_path), weights_build_s, True,
                            key=minfo.weights_hash, notes=(f"weights: {minfo.weights}",))
         arts.done[key] = rec
@@ -438,7 +538,8 @@ def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, wei
     return rec
 
 
-def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, spec, ds, ref, settings: Settings,
+def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, model_spec: dict, ds, ref,
+             settings: Settings,
              work: Path, tag: str, extra: dict[str, Any]) -> RunRecord:
     import numpy as np
 
@@ -448,11 +549,11 @@ def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, spec, ds, r
     f = get_format(c.fmt)
     out_path = work / f"{tag}.out.npy"
     cell_spec = {
-        "runner": c.runner,
+        "runner": RUNNERS[c.runner].impl,  # resolved here: the child sees exactly the parent's table
         "artifact": art.path,
         "device": c.device,
         "options": {"precision": c.precision, "format": c.fmt, "threads": base["threads"], "batch_size": b,
-                    "model": spec.as_dict(), "extra": dict(extra)},
+                    "model": dict(model_spec), "extra": dict(extra)},
         "inputs": str(work / "eval.npy"),
         "parity_inputs": str(work / "eval.npy"),
         "outputs": str(out_path),
@@ -464,7 +565,9 @@ def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, spec, ds, r
     if not res.get("ok"):
         status = res.get("status", RUN_FAILED)
         reason = res.get("error", "unknown failure")
-        return RunRecord(**common, status=status if status in (SKIPPED, RUN_FAILED) else RUN_FAILED,
+        status = status if status in (SKIPPED, RUN_FAILED) else RUN_FAILED
+        kind = ("unsupported" if "static batch" in reason else "unavailable") if status == SKIPPED else ""
+        return RunRecord(**common, status=status, skip_kind=kind,
                          reason=reason, hint=res.get("hint", ""),
                          extra={k: res[k] for k in ("stderr_tail", "traceback") if res.get(k)})
     samples = tuple(int(s) for s in res["samples_ns"])

@@ -4,6 +4,9 @@
     infer-compare env                            list every backend: available or why not
     infer-compare report RESULTS.json --format html|md|csv|json [--out FILE]   re-render saved results
     infer-compare diff BASELINE.json CURRENT.json [--fail-on RULE ...]       the regression gate
+    infer-compare export --model M --out DIR      a bundle to measure on another machine (docs/edge.md)
+    infer-compare run DIR                         measure a bundle here (no torch needed)
+    infer-compare merge R1.json R2.json --out DIR one comparison across machines
 
 Exit codes: 0 ok, 1 parity failure or regression (or an explicitly requested backend
 skipped or failed), 2 usage error.
@@ -20,7 +23,7 @@ from pathlib import Path
 from . import __version__
 from .errors import InferCompareError, UsageError
 
-SUBCOMMANDS = ("env", "compare", "report", "diff")
+SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -162,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_report(build_report_parser().parse_args(argv[1:]))
         if argv and argv[0] == "diff":
             return cmd_diff(build_diff_parser().parse_args(argv[1:]))
+        if argv and argv[0] == "export":
+            return cmd_export(build_export_parser().parse_args(argv[1:]), argv[1:])
+        if argv and argv[0] == "run":
+            return cmd_run(build_run_parser().parse_args(argv[1:]), argv[1:])
+        if argv and argv[0] == "merge":
+            return cmd_merge(build_merge_parser().parse_args(argv[1:]), argv[1:])
         if argv and argv[0] == "compare":
             argv = argv[1:]
         return cmd_compare(build_parser().parse_args(argv), argv)
@@ -369,13 +378,11 @@ def cmd_compare(args, argv: list[str]) -> int:
     if failed:
         print(f"infer-compare: {len(failed)} row(s) outside parity tolerance", file=sys.stderr)
         code = 1
-    asked = set(rep.settings.requested.get("backends") or ())
-    if asked:
-        bad = [r for r in rep.rows if r.backend in asked and r.status in ("skipped", "run_failed", "export_failed")]
-        if bad:
-            print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
-                  f"({', '.join(sorted({r.backend for r in bad}))})", file=sys.stderr)
-            code = 1
+    bad = requested_not_run(rep)
+    if bad:
+        print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
+              f"({', '.join(sorted({r.backend for r in bad}))}): see the skipped/failed rows above", file=sys.stderr)
+        code = 1
     if gate is not None:
         from .regress import check_regression, print_result
 
@@ -496,6 +503,181 @@ def cmd_diff(args) -> int:
     else:
         print_result(result, show_all=args.all)
     return 0 if result.passed else 1
+
+
+# ------------------------------------------------------------- export, run, merge (edge)
+
+
+def _add_measure_args(p: argparse.ArgumentParser) -> None:
+    """What/how to measure, for `run` (the bundle fixes the model, weights and inputs)."""
+    from .formats import FORMATS, PRECISIONS, RUNNERS
+
+    g = p.add_argument_group("what to measure (default: everything the bundle carries, on every device present)")
+    g.add_argument("--backends", type=_csv, metavar="LIST",
+                   help=f"comma-separated runners: {', '.join(r for r in RUNNERS if r != 'null')}")
+    g.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats: {', '.join(FORMATS)}")
+    g.add_argument("--precisions", type=_csv, metavar="LIST", help=f"comma-separated precisions: {', '.join(PRECISIONS)}")
+    g.add_argument("--device", type=_csv, metavar="LIST", dest="devices", help="cpu, cuda, cuda:N, edgetpu")
+    m = p.add_argument_group("how to measure")
+    m.add_argument("--batch-sizes", "-b", metavar="LIST",
+                   help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
+    m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
+    m.add_argument("--warmup", type=int, default=3, metavar="N", help="warm-up calls before timing (default 3)")
+    m.add_argument("--min-iters", type=int, default=10, metavar="N", help="measure at least N calls (default 10)")
+    m.add_argument("--min-time", type=_positive_float, default=1.0, metavar="S", help="and at least S seconds (default 1.0)")
+    m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="kill a backend process after S seconds and record a failed row (default 600)")
+
+
+def build_export_parser() -> argparse.ArgumentParser:
+    from .bundle import DEFAULT_MAX_BATCH
+    from .formats import FORMATS, PRECISIONS
+
+    p = _Parser(prog="infer-compare export",
+                description="Export a model to a bundle for another machine (a Jetson, a Coral host): the artifacts, "
+                            "the reference inputs and PyTorch outputs, labels, calibration inputs and a manifest of "
+                            "sha256 hashes. TensorRT engines (and formats whose exporter is missing here) travel as "
+                            "their source and are built on the device. Run it there with 'infer-compare run DIR'.")
+    p.add_argument("--model", "-m", required=True, help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, ...")
+    p.add_argument("--weights", default="auto", metavar="auto|random|PATH", help="as for a comparison (default auto)")
+    p.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats (default all): {', '.join(FORMATS)}")
+    p.add_argument("--precisions", type=_csv, metavar="LIST",
+                   help=f"comma-separated precisions (default all): {', '.join(PRECISIONS)}")
+    p.add_argument("--out", "-o", required=True, metavar="DIR", help="bundle directory (absent or empty)")
+    p.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH, metavar="N",
+                   help=f"largest batch the artifacts must accept (default {DEFAULT_MAX_BATCH})")
+    p.add_argument("--parity-samples", type=int, metavar="N",
+                   help="reference inputs in the bundle (default: 32 photos; LeNet: all 450 test digits)")
+    p.add_argument("--calibration-samples", type=int, metavar="N",
+                   help="calibration inputs for int8 (default: 64 photos; LeNet: 200 digits)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
+    p.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare)")
+    p.add_argument("--no-cache", action="store_true", help="rebuild every artifact")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    return p
+
+
+def cmd_export(args, argv: list[str]) -> int:
+    from .bundle import export_bundle
+
+    if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
+        raise UsageError(f"weights file not found: {args.weights}")
+    if args.calibration_samples is not None and args.calibration_samples < 1:
+        raise UsageError(f"--calibration-samples must be >= 1, got {args.calibration_samples}")
+    with _RichProgress(args.quiet) as prog:
+        man = export_bundle(args.model, args.out, weights=args.weights, formats=args.formats,
+                            precisions=args.precisions, parity_samples=args.parity_samples,
+                            calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
+                            cache_dir=args.cache_dir, use_cache=not args.no_cache,
+                            command=["infer-compare", "export", *argv], progress=prog)
+    size = sum(m["size"] for m in man["files"].values())
+    print(f"bundle {args.out}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, {size / 2**20:.1f} MiB")
+    for a in man["artifacts"]:
+        print(f"  {a['format']} {a['precision']}: {a['path']}")
+    for d in man["deferred"]:
+        print(f"  {d['format']} {d['precision']}: built on the device from {' '.join(d['source'])}")
+    for d in man["not_built"]:
+        print(f"  {d['format']} {d['precision']}: not in the bundle ({d['reason']})")
+    print(f"on the device: infer-compare run {args.out}")
+    return 0
+
+
+def build_run_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare run",
+                description="Measure a bundle written by 'infer-compare export' on this machine, without torch or "
+                            "converters: verify its manifest and sha256 hashes, build what could not travel "
+                            "(TensorRT engines, Edge TPU compile) where the tools are present, measure every backend "
+                            "present, check parity against the bundle's PyTorch reference, and write the reports.",
+                epilog="Exit codes: 0 ok, 1 parity failure or a requested backend did not run, 2 usage error "
+                       "(including a bundle that fails verification).")
+    p.add_argument("bundle", metavar="DIR")
+    _add_measure_args(p)
+    o = p.add_argument_group("output and cache")
+    o.add_argument("--output-dir", "-o", metavar="DIR",
+                   help="where the results go (default ./infer-compare-results/<bundle>-<time>/)")
+    o.add_argument("--cache-dir", metavar="DIR", help="cache for artifacts built on this machine (TensorRT engines)")
+    o.add_argument("--no-cache", action="store_true", help="rebuild what is built here")
+    o.add_argument("--verify-only", action="store_true", help="verify the bundle and stop")
+    o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    return p
+
+
+def cmd_run(args, argv: list[str]) -> int:
+    from .api import parse_batch_sizes
+    from .bundle import run_bundle, verify
+    from .report import write_all
+    from .report.terminal import print_report
+
+    if args.verify_only:
+        v = verify(args.bundle)
+        print(f"bundle {args.bundle}: ok ({v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 verified; model "
+              f"{v.manifest['model'].get('name')})")
+        return 0
+    batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes else None
+    args.model = f"{Path(args.bundle).resolve().name}"
+    out = _output_dir(args)
+    partial = out / "results.json"
+
+    def save_partial(rep):
+        try:
+            rep.save(partial)
+        except OSError:
+            pass
+
+    with _RichProgress(args.quiet) as prog:
+        rep = run_bundle(args.bundle, backends=args.backends, formats=args.formats, precisions=args.precisions,
+                         devices=args.devices, batch_sizes=batch, threads=args.threads, warmup_iters=args.warmup,
+                         min_iters=args.min_iters, min_time_s=args.min_time, cell_timeout_s=args.cell_timeout,
+                         cache_dir=args.cache_dir, use_cache=not args.no_cache,
+                         command=["infer-compare", "run", *argv], progress=prog, on_row=save_partial)
+    paths = write_all(rep, out)
+    print_report(rep)
+    print(f"results: {', '.join(str(p) for p in paths.values())}")
+    return _exit_code(rep)
+
+
+def _exit_code(rep) -> int:
+    code = 0
+    failed = [r for r in rep.rows if r.status == "parity_failed"]
+    if failed:
+        print(f"infer-compare: {len(failed)} row(s) outside parity tolerance", file=sys.stderr)
+        code = 1
+    asked = set(rep.settings.requested.get("backends") or ())
+    bad = [r for r in rep.rows if r.backend in asked and r.status in ("skipped", "run_failed", "export_failed")]
+    if bad:
+        print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
+              f"({', '.join(sorted({r.backend for r in bad}))})", file=sys.stderr)
+        code = 1
+    return code
+
+
+def build_merge_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare merge",
+                description="Merge results.json files of one model from several machines into one comparison "
+                            "(results.json/.md/.csv/.html); each row's device is prefixed by a machine label.")
+    p.add_argument("results", nargs="+", metavar="RESULTS.json")
+    p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--label", action="append", default=[], metavar="NAME",
+                   help="machine label of each file, in order (repeatable; default: Jetson/Pi model, GPU name or "
+                        "CPU model)")
+    return p
+
+
+def cmd_merge(args, argv: list[str]) -> int:
+    from .merge import merge_reports
+    from .records import load_report
+    from .report import write_all
+
+    reps = [load_report(p) for p in args.results]
+    merged = merge_reports(reps, labels=args.label, sources=args.results, command=["infer-compare", "merge", *argv])
+    out = Path(args.out)
+    try:
+        paths = write_all(merged, out)
+    except OSError as e:
+        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+    print(f"merged {len(reps)} results ({', '.join(merged.machines)}): "
+          f"{', '.join(str(p) for p in paths.values())}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def collect(extra_facts: dict[str, Any] | None = None) -> Environment:
         tool_version=__version__,
         libraries=deps.library_versions(),
         gpus=(found_gpus := gpus()),
-        device_facts={"governor": (_read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "").strip() or None,
+        device_facts={**_device_facts(),
                       "executable": sys.executable, **_cuda_facts(found_gpus), **(extra_facts or {})},
     )
 
