@@ -127,3 +127,29 @@ def test_runner_probe_is_cheap_and_honest():
     else:
         assert not av.available and "ai-edge-litert" in av.hint
     assert not TFLiteRunner.probe("cuda:0").available
+
+
+def test_large_int8_is_opt_in(monkeypatch):
+    """ResNet-50-sized int8 conversions are skipped with a reason unless asked for."""
+    torch = pytest.importorskip("torch")
+    from infer_compare.errors import BackendUnavailable
+    from infer_compare.exporters import tflite as tfl
+    from infer_compare.exporters.base import ExportContext
+
+    monkeypatch.delenv(tfl.OPT_IN_ENV, raising=False)
+    monkeypatch.setattr("infer_compare.env.edgetpu_devices", lambda: [])
+    big = torch.nn.Linear(4000, 3000)  # 12 M parameters
+    ctx = ExportContext(model=big, model_name="big", input_shape=(3, 8, 8), num_classes=10, calibration=None)
+    with pytest.raises(BackendUnavailable) as e:
+        tfl._check_int8_opt_in(ctx)
+    assert "only on request" in e.value.reason and "--precisions int8" in e.value.hint
+    ctx.options = {"requested": {"formats": ["tflite"], "precisions": ["int8"]}}
+    tfl._check_int8_opt_in(ctx)  # explicitly requested: allowed
+    ctx.options = {}
+    monkeypatch.setenv(tfl.OPT_IN_ENV, "1")
+    tfl._check_int8_opt_in(ctx)
+    monkeypatch.delenv(tfl.OPT_IN_ENV)
+    monkeypatch.setattr("infer_compare.env.edgetpu_devices", lambda: ["edgetpu:usb:0"])
+    tfl._check_int8_opt_in(ctx)  # an Edge TPU is present: built by default
+    tfl._check_int8_opt_in(ExportContext(model=torch.nn.Linear(10, 10), model_name="small", input_shape=(1,),
+                                         num_classes=10, calibration=None))

@@ -62,7 +62,7 @@ def _elementwise_targets(torch: Any) -> set:
     return out
 
 
-def full_integer_quantizer(per_channel: bool = True):
+def full_integer_quantizer(per_channel: bool = True, observer: str = "minmax"):
     """litert-torch's PT2EQuantizer plus int8 annotations for the ops it misses."""
     import torch
     from litert_torch.quantize import pt2e_quantizer_utils as qutils
@@ -92,7 +92,24 @@ def full_integer_quantizer(per_channel: bool = True):
                 FullIntegerQuantizer.annotated_extra += 1
             return model
 
-    return FullIntegerQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=per_channel))
+    cfg = get_symmetric_quantization_config(is_per_channel=per_channel)
+    if observer == "minmax":
+        # HistogramObserver (litert-torch's default) dominated ResNet-50's conversion time
+        # (658 of 949 s); the running min/max over all calibration inputs is far cheaper.
+        import dataclasses
+
+        try:
+            from torchao.quantization.pt2e.observer import MinMaxObserver
+        except ImportError:
+            from torch.ao.quantization.observer import MinMaxObserver  # type: ignore[no-redef]
+
+        def minmax(spec):
+            return None if spec is None else dataclasses.replace(
+                spec, observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=2**-12))
+
+        cfg = dataclasses.replace(cfg, input_activation=minmax(cfg.input_activation),
+                                  output_activation=minmax(cfg.output_activation))
+    return FullIntegerQuantizer().set_global(cfg)
 
 
 def convert(spec: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +172,8 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
         from litert_torch.quantize.quant_config import QuantConfig
 
         t = time.perf_counter()
-        quantizer_ = full_integer_quantizer()
+        observer = spec.get("observer") or "minmax"
+        quantizer_ = full_integer_quantizer(observer=observer)
         exported = torch.export.export(wrapped, sample).module()
         prepared = prepare_pt2e(exported, quantizer_)
         times["prepare"] = time.perf_counter() - t
@@ -171,7 +189,8 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
         times["convert"] = time.perf_counter() - t
         applied.update(weights="int8 symmetric per-channel", activations="int8 per-tensor", io="int8",
                        quantizer="PT2E (litert-torch PT2EQuantizer + full-integer elementwise annotations)",
-                       extra_annotated_ops=type(quantizer_).annotated_extra, calibration_inputs=int(len(nhwc)))
+                       extra_annotated_ops=type(quantizer_).annotated_extra,
+                       activation_observer=observer, calibration_inputs=int(len(nhwc)))
     else:
         raise ValueError(f"TFLite precisions are fp32, fp16 and int8, not {precision}")
     os.replace(tmp, out)
