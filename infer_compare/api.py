@@ -356,7 +356,8 @@ def measure_prepared(prep: Prepared, sel: Selection, *, environment, present: di
 
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
                         num_classes=minfo.num_classes, calibration=ds.calibration, max_batch=max_batch,
-                        preprocessing=dict(prep.preprocessing), log=prog.log)
+                        preprocessing=dict(prep.preprocessing), log=prog.log,
+                        options={"requested": dict(settings.requested)})
     notes = list(prep.notes)
     if not minfo.meaningful_top1:
         notes.append("random weights: top-1 agreement is reported but not judged; int8 rows are reported, not judged "
