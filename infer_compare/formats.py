@@ -132,7 +132,7 @@ FORMATS: dict[str, Format] = {
             precisions=("fp32", "fp16", "int8"),
             exporter="infer_compare.exporters.tflite:TFLiteExporter",
             runners=("tflite",),
-            description="litert-torch, NHWC, static batch 1; int8 is full-integer (int8 in/out)",
+            description="litert-torch, NHWC, batch-1 file resized at load where its graph allows; int8 is full-integer",
         ),
         Format(
             name="edgetpu",

@@ -2,8 +2,8 @@
 
 - load(): ``Interpreter(model_path, num_threads=threads)``; the default op resolver
   applies the XNNPACK delegate (recorded). The file has batch 1; the input is
-  resized to the requested batch (``resize_tensor_input`` + ``allocate_tensors``),
-  so every batch size runs.
+  resized to the requested batch (``resize_tensor_input`` + ``allocate_tensors``)
+  where the graph allows (otherwise fixed_batch = 1 and the harness skips other sizes).
 - prepare() (untimed): NCHW float32 -> NHWC; for int8 inputs, quantized with the
   file's own scale and zero point.
 - run() (timed): set_tensor, invoke, get_tensor; nothing else.
