@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             argv = argv[1:]
         return cmd_compare(build_parser().parse_args(argv), argv)
     except InferCompareError as e:
-        print(f"infer-compare: error: {e}", file=sys.stderr)
+        hint = getattr(e, "hint", "")
+        print(f"infer-compare: error: {e}" + (f" (install: {hint})" if hint else ""), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("infer-compare: interrupted", file=sys.stderr)
