@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create (or update) ./.venv with infer-compare and every backend this kind of machine can run:
-# PyTorch (reference + export), ONNX Runtime, OpenVINO + NNCF, the TFLite converter stack and LiteRT.
+# PyTorch (reference + export), ONNX Runtime, OpenVINO + NNCF, litert-torch (TFLite export) and LiteRT.
 # Versions come from constraints.txt (verified together); usage: scripts/setup.sh [--dev]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,4 +13,9 @@ $V -m pip install -q --disable-pip-version-check --upgrade pip
 # torch first and alone, so that pip takes the pinned build and nothing drags in another one.
 $V -m pip install -q --disable-pip-version-check -c constraints.txt torch torchvision
 $V -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[$extras]"
+if [ "${1:-}" = "--dev" ]; then
+  # Type stubs for the TensorRT code (TensorRT itself does not install here); --no-deps because the
+  # stubs declare a dependency on the real tensorrt package.
+  $V -m pip install -q --disable-pip-version-check --no-deps tensorrt-stubs==10.13.0.35.1
+fi
 echo "infer-compare installed in .venv: $(.venv/bin/infer-compare --version)"
