@@ -136,8 +136,8 @@ def compare(
     devices: Iterable[str] | None = None,
     batch_sizes: Iterable[int] | str | None = None,
     threads: int | None = None,
-    warmup_iters: int = 3,
-    min_iters: int = 10,
+    warmup_iters: int = 2,
+    min_iters: int = 5,
     min_time_s: float = 1.0,
     parity_samples: int | None = None,
     calibration_samples: int | None = None,
@@ -149,19 +149,24 @@ def compare(
     progress: Progress | None = None,
     on_row: Callable[[Report], None] | None = None,
     runner_options: dict[str, dict[str, Any]] | None = None,
+    parity_every_batch: bool = False,
 ) -> Report:
     """Export ``model`` to every format it can, measure each on every device present,
     check every output against the PyTorch FP32 reference, and return the Report.
 
     ``on_row(partial_report)`` is called after each row so that a caller can save
     what is already measured. ``runner_options`` maps a runner name to extra options
-    for it (``RunOptions.extra``), e.g. ``{"openvino": {"performance_hint": "THROUGHPUT"}}``. Raises UsageError for bad arguments; a failure of one
+    for it (``RunOptions.extra``), e.g. ``{"openvino": {"performance_hint": "THROUGHPUT"}}``.
+    Parity is computed once per configuration, in its largest-batch cell (the cheapest
+    per image), and shared by its other batch sizes; ``parity_every_batch=True``
+    recomputes it in every cell. Raises UsageError for bad arguments; a failure of one
     backend becomes a failed row, never an exception.
     """
     t_start = time.perf_counter()
     prog = progress or Progress()
     sel = _selection(backends, formats, precisions, devices, batch_sizes, threads, warmup_iters, min_iters,
                      min_time_s, cell_timeout_s, seed, runner_options)
+    sel.parity_every_batch = bool(parity_every_batch)
     if parity_samples is not None and parity_samples < 1:
         raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
 
@@ -199,12 +204,13 @@ class Selection:
     devices: tuple[str, ...] | None = None
     batch_sizes: tuple[int, ...] | None = None
     threads: int | None = None
-    warmup_iters: int = 3
-    min_iters: int = 10
+    warmup_iters: int = 2
+    min_iters: int = 5
     min_time_s: float = 1.0
     cell_timeout_s: float = 600.0
     seed: int = 0
     runner_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    parity_every_batch: bool = False
 
 
 def _selection(backends, formats, precisions, devices, batch_sizes, threads, warmup_iters, min_iters, min_time_s,
@@ -420,11 +426,24 @@ def measure_prepared(prep: Prepared, sel: Selection, *, environment, present: di
                 add(RunRecord(**base, batch_size=None, status=status, reason=reason, hint=hint,
                               skip_kind="unavailable" if status == SKIPPED else ""))
                 continue
-            # 3. one isolated child per batch size
-            for b in bs_by_kind[c.kind]:
+            # 3. one isolated child per batch size, largest first: that cell computes the parity
+            #    (cheapest per image) unless every cell is asked to; rows are added in ascending order
+            done: dict[int, RunRecord] = {}
+            shared: RunRecord | None = None
+            for b in sorted(bs_by_kind[c.kind], reverse=True):
                 prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {b}")
-                add(_measure(c, b, art, base, minfo, prep.model_spec, ds, ref, settings, work, f"cell{idx}-b{b}",
-                             sel.runner_options.get(c.runner, {})))
+                rec = _measure(c, b, art, base, minfo, prep.model_spec, ds, ref, settings, work, f"cell{idx}-b{b}",
+                               sel.runner_options.get(c.runner, {}),
+                               with_parity=sel.parity_every_batch or shared is None)
+                if rec.parity is not None and shared is None:
+                    shared = rec
+                elif rec.parity is None and shared is not None and rec.status == OK:
+                    rec = rec.replace(parity=shared.parity, status=shared.status, reason=shared.reason,
+                                      notes=rec.notes + (f"parity measured in the batch-{shared.batch_size} cell "
+                                                         "(same artifact and settings)",))
+                done[b] = rec
+            for b in sorted(done):
+                add(done[b])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return partial()
@@ -541,7 +560,7 @@ def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, wei
 
 def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, model_spec: dict, ds, ref,
              settings: Settings,
-             work: Path, tag: str, extra: dict[str, Any]) -> RunRecord:
+             work: Path, tag: str, extra: dict[str, Any], with_parity: bool = True) -> RunRecord:
     import numpy as np
 
     from . import parity
@@ -556,7 +575,7 @@ def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, model_spec:
         "options": {"precision": c.precision, "format": c.fmt, "threads": base["threads"], "batch_size": b,
                     "model": dict(model_spec), "extra": dict(extra)},
         "inputs": str(work / "eval.npy"),
-        "parity_inputs": str(work / "eval.npy"),
+        "parity_inputs": str(work / "eval.npy") if with_parity else None,
         "outputs": str(out_path),
         "loop": {"warmup_iters": settings.warmup_iters, "min_iters": settings.min_iters,
                  "min_time_s": settings.min_time_s},

@@ -17,8 +17,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class LoopSettings:
-    warmup_iters: int = 3
-    min_iters: int = 10
+    warmup_iters: int = 2
+    min_iters: int = 5
     min_time_s: float = 1.0
     max_iters: int = 100_000
     max_time_s: float | None = None  # stop after this even if min_iters is not reached

@@ -66,12 +66,15 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--batch-sizes", "-b", metavar="LIST",
                    help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
     m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
-    m.add_argument("--warmup", type=int, default=3, metavar="N", help="warm-up calls before timing (default 3)")
-    m.add_argument("--min-iters", type=int, default=10, metavar="N", help="measure at least N calls (default 10)")
+    m.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up calls before timing (default 2)")
+    m.add_argument("--min-iters", type=int, default=5, metavar="N", help="measure at least N calls (default 5)")
     m.add_argument("--min-time", type=_positive_float, default=1.0, metavar="S",
                    help="and at least S seconds (default 1.0)")
     m.add_argument("--parity-samples", type=int, metavar="N",
                    help="inputs compared with the reference (default: 32 photos; LeNet: all 450 test digits)")
+    m.add_argument("--parity-every-batch", action="store_true",
+                   help="recompute parity in every batch-size cell (default: once per configuration, at its "
+                        "largest batch, shared by the others)")
     m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
                    help="kill a backend process after S seconds and record a failed row (default 600)")
     m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
@@ -362,7 +365,7 @@ def cmd_compare(args, argv: list[str]) -> int:
             warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time,
             parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
             use_cache=not args.no_cache, seed=args.seed, command=command, progress=prog, on_row=save_partial,
-            runner_options=gpu_runner_options(args),
+            runner_options=gpu_runner_options(args), parity_every_batch=args.parity_every_batch,
         )
     try:
         paths = write_all(rep, out)
@@ -523,9 +526,12 @@ def _add_measure_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--batch-sizes", "-b", metavar="LIST",
                    help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
     m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
-    m.add_argument("--warmup", type=int, default=3, metavar="N", help="warm-up calls before timing (default 3)")
-    m.add_argument("--min-iters", type=int, default=10, metavar="N", help="measure at least N calls (default 10)")
+    m.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up calls before timing (default 2)")
+    m.add_argument("--min-iters", type=int, default=5, metavar="N", help="measure at least N calls (default 5)")
     m.add_argument("--min-time", type=_positive_float, default=1.0, metavar="S", help="and at least S seconds (default 1.0)")
+    m.add_argument("--parity-every-batch", action="store_true",
+                   help="recompute parity in every batch-size cell (default: once per configuration, at its "
+                        "largest batch, shared by the others)")
     m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
                    help="kill a backend process after S seconds and record a failed row (default 600)")
 

@@ -28,7 +28,7 @@ def lenet_report(cache_dir):
     from infer_compare import compare
 
     return compare("lenet5", devices=["cpu"], batch_sizes=[1, 4], cache_dir=cache_dir,
-                   formats=["pytorch", "onnx", "openvino"], **FAST)
+                   formats=["pytorch", "onnx", "openvino"], parity_every_batch=True, **FAST)
 
 
 def python_env() -> dict[str, str]:
