@@ -377,16 +377,7 @@ def cmd_compare(args, argv: list[str]) -> int:
         print(f"infer-compare: could not write to {out} ({e}); results saved in {fallback}", file=sys.stderr)
     print_report(rep)
     print(f"results: {', '.join(str(p) for p in paths.values())}")
-    code = 0
-    failed = [r for r in rep.rows if r.status == "parity_failed"]
-    if failed:
-        print(f"infer-compare: {len(failed)} row(s) outside parity tolerance", file=sys.stderr)
-        code = 1
-    bad = requested_not_run(rep)
-    if bad:
-        print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
-              f"({', '.join(sorted({r.backend for r in bad}))}): see the skipped/failed rows above", file=sys.stderr)
-        code = 1
+    code = _exit_code(rep)
     if gate is not None:
         from .regress import check_regression, print_result
 
@@ -649,11 +640,10 @@ def _exit_code(rep) -> int:
     if failed:
         print(f"infer-compare: {len(failed)} row(s) outside parity tolerance", file=sys.stderr)
         code = 1
-    asked = set(rep.settings.requested.get("backends") or ())
-    bad = [r for r in rep.rows if r.backend in asked and r.status in ("skipped", "run_failed", "export_failed")]
+    bad = requested_not_run(rep)
     if bad:
         print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
-              f"({', '.join(sorted({r.backend for r in bad}))})", file=sys.stderr)
+              f"({', '.join(sorted({r.backend for r in bad}))}): see the skipped/failed rows above", file=sys.stderr)
         code = 1
     return code
 
