@@ -100,6 +100,16 @@ def env_lines(rep: Report) -> list[str]:
     libs = ", ".join(f"{k} {v}" for k, v in e.libraries.items())
     gpus = "; ".join(f"{g.get('name')} ({g.get('memory_mib', '?')} MiB, driver {g.get('driver', '?')})" for g in e.gpus)
     bs = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in s.batch_sizes.items())
+    machines = getattr(rep, "machines", None) or {}
+    if machines:  # a merged report: one line per machine; their settings are in the notes
+        lines = [f"machine {lab}: {m.cpu_model} ({m.cores_physical} physical / {m.cores_logical} logical cores, "
+                 f"{m.ram_gb} GiB RAM), {m.os}, {m.machine}, {m.python}" for lab, m in machines.items()]
+        return lines + [
+            f"GPUs: {gpus or 'none'}",
+            f"libraries: {libs}",
+            "settings: per machine, see the notes (each row was measured with its own machine's settings)",
+            f"infer-compare {rep.tool_version}, schema {rep.schema_version}, merged {rep.created}",
+        ]
     return [
         f"machine: {e.cpu_model} ({e.cores_physical} physical / {e.cores_logical} logical cores, {e.ram_gb} GiB RAM), "
         f"{e.os}, {e.machine}, {e.python}",
