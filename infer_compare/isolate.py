@@ -93,6 +93,16 @@ def run_cell(spec: dict[str, Any], timeout_s: float, workdir: Path, tag: str,
 
 
 def _peak_rss_mb() -> float | None:
+    """This process's own peak RSS. On Linux, VmHWM of /proc/self/status: ru_maxrss would carry the
+    parent's RSS at fork time across exec (Linux keeps it in the signal struct), so a small runtime
+    started from a parent holding ResNet-50 would report the parent's gigabyte."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import resource
 

@@ -46,6 +46,16 @@ def test_null_runner_measures(tmp_path):
     assert res["exec_precision"] == "none"
 
 
+def test_child_peak_rss_is_its_own(tmp_path):
+    """The child's peak RSS must not include what the parent held when it forked (ru_maxrss does, on Linux)."""
+    big = np.ones(400 * 2**20 // 8)  # 400 MiB held by the parent
+    spec = _spec(tmp_path, "X")
+    spec["runner"] = "null"
+    res = run_cell(spec, 60, tmp_path, "null", env=python_env())
+    assert big.sum() > 0
+    assert 1 < res["peak_rss_mb"] < 300, res["peak_rss_mb"]
+
+
 def test_compare_survives_a_crashing_backend(cache_dir, monkeypatch):
     """The crash happens inside compare(): the row fails, the other rows are measured."""
     from infer_compare import compare, formats
