@@ -464,6 +464,7 @@ def run_bundle(
     progress=None,
     on_row: Callable | None = None,
     runner_options: dict[str, dict[str, Any]] | None = None,
+    parity_every_batch: bool = False,
 ):
     """Verify the bundle, build its deferred formats where possible, measure every
     backend present and check parity against the bundle's reference. No torch needed."""
@@ -476,6 +477,7 @@ def run_bundle(
     prog = progress or api.Progress()
     sel = api._selection(backends, formats, precisions, devices, batch_sizes, threads, warmup_iters, min_iters,
                          min_time_s, cell_timeout_s, 0, runner_options)
+    sel.parity_every_batch = bool(parity_every_batch)
     prog.task("verifying the bundle")
     v = verify(bundle_dir)
     man = v.manifest

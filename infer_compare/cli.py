@@ -627,7 +627,8 @@ def cmd_run(args, argv: list[str]) -> int:
                          devices=args.devices, batch_sizes=batch, threads=args.threads, warmup_iters=args.warmup,
                          min_iters=args.min_iters, min_time_s=args.min_time, cell_timeout_s=args.cell_timeout,
                          cache_dir=args.cache_dir, use_cache=not args.no_cache,
-                         command=["infer-compare", "run", *argv], progress=prog, on_row=save_partial)
+                         command=["infer-compare", "run", *argv], progress=prog, on_row=save_partial,
+                         parity_every_batch=args.parity_every_batch)
     paths = write_all(rep, out)
     print_report(rep)
     print(f"results: {', '.join(str(p) for p in paths.values())}")
