@@ -46,6 +46,24 @@ def _positive_float(s: str) -> float:
     return v
 
 
+def _add_how_to_measure(p: argparse.ArgumentParser):
+    """The measuring options shared by the comparison and `run`; returns the group for more."""
+    m = p.add_argument_group("how to measure")
+    m.add_argument("--batch-sizes", "-b", metavar="LIST",
+                   help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
+    m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
+    m.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up calls before timing (default 2)")
+    m.add_argument("--min-iters", type=int, default=5, metavar="N", help="measure at least N calls (default 5)")
+    m.add_argument("--min-time", type=_positive_float, default=1.0, metavar="S",
+                   help="and at least S seconds (default 1.0)")
+    m.add_argument("--parity-every-batch", action="store_true",
+                   help="recompute parity in every batch-size cell (default: once per configuration, at its "
+                        "largest batch, shared by the others)")
+    m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="kill a backend process after S seconds and record a failed row (default 600)")
+    return m
+
+
 def _add_compare_args(p: argparse.ArgumentParser) -> None:
     from .formats import FORMATS, PRECISIONS, RUNNERS
 
@@ -62,21 +80,9 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
                    help=f"comma-separated precisions (default: all): {', '.join(PRECISIONS)}")
     g.add_argument("--device", type=_csv, metavar="LIST", dest="devices",
                    help="cpu, cuda, cuda:N, edgetpu (default: every device present)")
-    m = p.add_argument_group("how to measure")
-    m.add_argument("--batch-sizes", "-b", metavar="LIST",
-                   help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
-    m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
-    m.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up calls before timing (default 2)")
-    m.add_argument("--min-iters", type=int, default=5, metavar="N", help="measure at least N calls (default 5)")
-    m.add_argument("--min-time", type=_positive_float, default=1.0, metavar="S",
-                   help="and at least S seconds (default 1.0)")
+    m = _add_how_to_measure(p)
     m.add_argument("--parity-samples", type=int, metavar="N",
                    help="inputs compared with the reference (default: 32 photos; LeNet: all 450 test digits)")
-    m.add_argument("--parity-every-batch", action="store_true",
-                   help="recompute parity in every batch-size cell (default: once per configuration, at its "
-                        "largest batch, shared by the others)")
-    m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
-                   help="kill a backend process after S seconds and record a failed row (default 600)")
     m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
     _add_gpu_args(p)
     o = p.add_argument_group("output and cache")
@@ -513,18 +519,7 @@ def _add_measure_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats: {', '.join(FORMATS)}")
     g.add_argument("--precisions", type=_csv, metavar="LIST", help=f"comma-separated precisions: {', '.join(PRECISIONS)}")
     g.add_argument("--device", type=_csv, metavar="LIST", dest="devices", help="cpu, cuda, cuda:N, edgetpu")
-    m = p.add_argument_group("how to measure")
-    m.add_argument("--batch-sizes", "-b", metavar="LIST",
-                   help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
-    m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
-    m.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up calls before timing (default 2)")
-    m.add_argument("--min-iters", type=int, default=5, metavar="N", help="measure at least N calls (default 5)")
-    m.add_argument("--min-time", type=_positive_float, default=1.0, metavar="S", help="and at least S seconds (default 1.0)")
-    m.add_argument("--parity-every-batch", action="store_true",
-                   help="recompute parity in every batch-size cell (default: once per configuration, at its "
-                        "largest batch, shared by the others)")
-    m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
-                   help="kill a backend process after S seconds and record a failed row (default 600)")
+    _add_how_to_measure(p)
 
 
 def build_export_parser() -> argparse.ArgumentParser:
