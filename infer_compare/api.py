@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .backends import load_impl, options_class
 from .cache import Cache
 from .errors import BackendUnavailable, InferCompareError, UsageError
-from .formats import FORMATS, PRECISIONS, RUNNERS, get_format, load_impl
+from .formats import FORMATS, PRECISIONS, RUNNERS, get_format
+from .options import Options
 from .records import (
     EXPORT_FAILED,
     OK,
@@ -72,6 +74,8 @@ def parse_batch_sizes(text: str | Iterable[int]) -> tuple[int, ...]:
     """'1,8,32' -> (1, 8, 32). Positive integers up to 4096, no duplicates kept."""
     items = text.replace(" ", "").split(",") if isinstance(text, str) else list(text)
     out: list[int] = []
+    if not items:
+        raise UsageError("bad batch size list: no batch size given")
     for it in items:
         if it == "":
             raise UsageError(f"bad batch size list {text!r}: empty item")
@@ -155,8 +159,10 @@ def compare(
     check every output against the PyTorch FP32 reference, and return the Report.
 
     ``on_row(partial_report)`` is called after each row so that a caller can save
-    what is already measured. ``runner_options`` maps a runner name to extra options
-    for it (``RunOptions.extra``), e.g. ``{"openvino": {"performance_hint": "THROUGHPUT"}}``.
+    what is already measured. ``runner_options`` maps a runner name to values of its
+    declared options (``backends/<runtime>/options.py``), e.g.
+    ``{"openvino": {"performance_hint": "THROUGHPUT"}}``; an unknown runner or option is a
+    UsageError.
     Parity is computed once per configuration, in its largest-batch cell (the cheapest
     per image), and shared by its other batch sizes; ``parity_every_batch=True``
     recomputes it in every cell. Raises UsageError for bad arguments; a failure of one
@@ -209,8 +215,12 @@ class Selection:
     min_time_s: float = 1.0
     cell_timeout_s: float = 600.0
     seed: int = 0
-    runner_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runner_options: dict[str, Options] = field(default_factory=dict)  # runner name -> its declared options
     parity_every_batch: bool = False
+
+    def options_for(self, runner: str) -> Options:
+        """The options of ``runner``: the user's, else its declared defaults."""
+        return self.runner_options.get(runner) or options_class(runner)()
 
 
 def _selection(backends, formats, precisions, devices, batch_sizes, threads, warmup_iters, min_iters, min_time_s,
@@ -234,7 +244,18 @@ def _selection(backends, formats, precisions, devices, batch_sizes, threads, war
     if threads is not None and threads < 1:
         raise UsageError(f"--threads must be >= 1, got {threads}")
     return Selection(backends_t, formats_t, precisions_t, devices_t, bs_user, threads, int(warmup_iters),
-                     int(min_iters), float(min_time_s), float(cell_timeout_s), int(seed), dict(runner_options or {}))
+                     int(min_iters), float(min_time_s), float(cell_timeout_s), int(seed),
+                     check_runner_options(runner_options))
+
+
+def check_runner_options(given: dict[str, Any] | None) -> dict[str, Options]:
+    """``{runner: {option: value}}`` checked against each runner's declared options."""
+    out: dict[str, Options] = {}
+    for name, vals in (given or {}).items():
+        if name not in RUNNERS:
+            raise UsageError(f"runner_options: unknown runner '{name}' (known: {', '.join(RUNNERS)})")
+        out[name] = vals if isinstance(vals, Options) else options_class(name).build(name, vals)
+    return out
 
 
 @dataclass
@@ -358,12 +379,13 @@ def measure_prepared(prep: Prepared, sel: Selection, *, environment, present: di
                    "precisions": list(sel.precisions or ()), "devices": list(sel.devices or ()),
                    "batch_sizes": list(sel.batch_sizes or ())},
     )
-    from .exporters.base import ExportContext
+    from .backends.exporter import ExportContext
 
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
                         num_classes=minfo.num_classes, calibration=ds.calibration, max_batch=max_batch,
                         preprocessing=dict(prep.preprocessing), log=prog.log,
-                        options={"requested": dict(settings.requested)})
+                        requested=dict(settings.requested), threads=int(threads), cache_root=str(cache.root),
+                        option_sets=dict(sel.runner_options))
     notes = list(prep.notes)
     if not minfo.meaningful_top1:
         notes.append("random weights: top-1 agreement is reported but not judged; int8 rows are reported, not judged "
@@ -433,7 +455,7 @@ def measure_prepared(prep: Prepared, sel: Selection, *, environment, present: di
             for b in sorted(bs_by_kind[c.kind], reverse=True):
                 prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {b}")
                 rec = _measure(c, b, art, base, minfo, prep.model_spec, ds, ref, settings, work, f"cell{idx}-b{b}",
-                               sel.runner_options.get(c.runner, {}),
+                               sel.options_for(c.runner), str(cache.root),
                                with_parity=sel.parity_every_batch or shared is None)
                 if rec.parity is not None and shared is None:
                     shared = rec
@@ -479,7 +501,7 @@ def _reference(cache: Cache, net, weights_hash: str, ds):
 def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, weights_path: str | None,
             weights_build_s: float, ds, prog: Progress):
     """ExportRecord of (fmt, prec), building its chain of sources first; or a failure tuple."""
-    from .exporters.base import file_size
+    from .backends.exporter import file_size
 
     key = (fmt, prec)
     if key in arts.done:
@@ -487,7 +509,8 @@ def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, wei
     if key in arts.failed:
         return arts.failed[key]
     f = get_format(fmt)
-    if f.built_from is None:  # the PyTorch state dict
+    src_key = f.source_of(prec)
+    if src_key is None:  # the root: the PyTorch state dict
         if weights_path is None:
             fail = (SKIPPED, "no PyTorch weights file in this run", "")
             arts.failed[key] = fail
@@ -496,14 +519,13 @@ def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, wei
                            key=minfo.weights_hash, notes=(f"weights: {minfo.weights}",))
         arts.done[key] = rec
         return rec
-    src_prec = get_format(f.built_from).artifact_for(f.source_for(prec))
-    src = _ensure(f.built_from, src_prec, ctx, arts, cache, minfo, weights_path, weights_build_s, ds, prog)
+    src = _ensure(*src_key, ctx, arts, cache, minfo, weights_path, weights_build_s, ds, prog)
     if isinstance(src, tuple):
-        fail = (src[0], f"needs the {f.built_from} {src_prec} artifact: {src[1]}", src[2])
+        fail = (src[0], f"needs the {src_key[0]} {src_key[1]} artifact: {src[1]}", src[2])
         arts.failed[key] = fail
         return fail
     try:
-        ecls = load_impl(f.exporter)
+        ecls = load_impl(f.exporter_for(prec))
     except (ImportError, AttributeError) as e:
         fail = (SKIPPED, f"the {fmt} exporter is not available in this build ({type(e).__name__}: {e})", "")
         arts.failed[key] = fail
@@ -516,16 +538,17 @@ def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, wei
         fail = (SKIPPED, f"cannot build {f.title}: {av.reason}", av.hint)
         arts.failed[key] = fail
         return fail
+    fctx = ctx.for_format(f)
     parts = {"format": fmt, "precision": prec, "model": minfo.name, "weights": minfo.weights_hash,
              "input": list(minfo.input_shape), "dtype": "float32", "source": src.key,
-             **ecls.cache_extras(ctx, prec)}
+             **ecls.cache_extras(fctx, prec)}
     if prec == "int8":
         parts["calibration"] = ds.digest()
     holder: dict[str, Any] = {}
 
     def build(tmp: Path) -> dict:
         prog.log(f"exporting {f.title} {prec} ...")
-        res = ecls().export(ctx, src.path, tmp, prec)
+        res = ecls().export(fctx, src.path, tmp, prec)
         holder["res"] = res
         return {"file": os.path.relpath(res.path, tmp), "options": res.options, "notes": res.notes,
                 "format": fmt, "precision": prec, "model": minfo.name, "source": src.path}
@@ -560,7 +583,7 @@ def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, wei
 
 def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, model_spec: dict, ds, ref,
              settings: Settings,
-             work: Path, tag: str, extra: dict[str, Any], with_parity: bool = True) -> RunRecord:
+             work: Path, tag: str, runner_opts: Options, cache_dir: str, with_parity: bool = True) -> RunRecord:
     import numpy as np
 
     from . import parity
@@ -573,7 +596,7 @@ def _measure(c: _Cell, b: int, art: ExportRecord, base: dict, minfo, model_spec:
         "artifact": art.path,
         "device": c.device,
         "options": {"precision": c.precision, "format": c.fmt, "threads": base["threads"], "batch_size": b,
-                    "model": dict(model_spec), "extra": dict(extra)},
+                    "model": dict(model_spec), "cache_dir": cache_dir, "runner": runner_opts.to_dict()},
         "inputs": str(work / "eval.npy"),
         "parity_inputs": str(work / "eval.npy") if with_parity else None,
         "outputs": str(out_path),

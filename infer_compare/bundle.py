@@ -50,11 +50,6 @@ BUNDLE_VERSION = 1
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 16 * 2**20
 
-# Formats whose artifacts do not move between machines: always built on the device.
-DEVICE_BUILT = {
-    "tensorrt": "TensorRT engines are tied to the GPU and the TensorRT version: the engine is built on the device "
-                "from the bundle's ONNX",
-}
 DEFAULT_MAX_BATCH = 256  # the largest default batch on any device kind (CUDA: 1, 32, 256)
 
 
@@ -97,9 +92,9 @@ def export_bundle(
     bundle to ``out_dir`` (absent or empty). Returns the manifest."""
     from . import api
     from . import env as envmod
+    from .backends.exporter import ExportContext
     from .cache import MANIFEST as CACHE_MANIFEST
     from .cache import Cache
-    from .exporters.base import ExportContext
     from .records import SKIPPED
 
     prog = progress or api.Progress()
@@ -143,7 +138,8 @@ def export_bundle(
     minfo, ds = prep.minfo, prep.ds
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
                         num_classes=minfo.num_classes, calibration=ds.calibration, max_batch=int(max_batch),
-                        preprocessing=dict(prep.preprocessing), log=prog.log)
+                        preprocessing=dict(prep.preprocessing), log=prog.log, threads=int(threads),
+                        cache_root=str(cache.root))
     arts = prep.arts
 
     def ensure(fmt: str, prec: str):
@@ -155,17 +151,15 @@ def export_bundle(
     for fmt, prec in wanted:
         f = get_format(fmt)
         prog.task(f"exporting {f.title} {prec}")
-        src_key = None
-        if f.built_from is not None:
-            src_key = (f.built_from, get_format(f.built_from).artifact_for(f.source_for(prec)))
-        if fmt in DEVICE_BUILT and src_key is not None:
+        src_key = f.source_of(prec)
+        if f.device_built and src_key is not None:
             src = ensure(*src_key)
             if isinstance(src, tuple):
                 not_built.append({"format": fmt, "precision": prec, "status": src[0],
                                   "reason": f"its source {src_key[0]} {src_key[1]} was not built: {src[1]}",
                                   "hint": src[2]})
                 continue
-            deferred.append({"format": fmt, "precision": prec, "source": list(src_key), "note": DEVICE_BUILT[fmt]})
+            deferred.append({"format": fmt, "precision": prec, "source": list(src_key), "note": f.device_built})
             if src_key not in ship:
                 ship.append(src_key)
             continue
@@ -208,7 +202,7 @@ def export_bundle(
             d = f"artifacts/{fmt}-{prec}"
             (tmp / d).mkdir(parents=True)
             main = Path(rec.path)
-            if get_format(fmt).built_from is None:  # the weights file itself (cache, hub or the user's)
+            if get_format(fmt).source_of(prec) is None:  # the weights file itself (cache, hub or the user's)
                 files = [(main, "weights.pt")]
                 main_rel = f"{d}/weights.pt"
             else:
@@ -223,10 +217,8 @@ def export_bundle(
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(srcf, dst)
             src_rec = rec.source
-            source = None
-            f = get_format(fmt)
-            if f.built_from is not None:
-                source = [f.built_from, get_format(f.built_from).artifact_for(f.source_for(prec))]
+            src_of = get_format(fmt).source_of(prec)
+            source = list(src_of) if src_of is not None else None
             artifacts.append({
                 "format": fmt, "precision": prec, "path": main_rel, "dir": d, "source": source,
                 "export": {"options": rec.options, "notes": list(rec.notes), "build_s": rec.export_s,
@@ -272,10 +264,12 @@ def export_bundle(
 
 def _exporter_exists(fmt: str) -> bool:
     """True when this build has an exporter for ``fmt`` (its software may still be missing here)."""
-    from .formats import load_impl
+    from .backends import load_impl
 
     try:
-        load_impl(get_format(fmt).exporter)
+        f = get_format(fmt)
+        for p in f.precisions:
+            load_impl(f.exporter_for(f.artifact_for(p)))
     except (ImportError, AttributeError):
         return False
     return True

@@ -13,25 +13,10 @@ from typing import Any
 
 from .errors import BackendUnavailable
 
-# module name -> (distribution names to read the version from, install hint)
-KNOWN: dict[str, tuple[tuple[str, ...], str]] = {
-    "torch": (("torch",), "pip install 'infer-compare[torch]'  (PyTorch: see pytorch.org for the build for your CUDA)"),
-    "torchvision": (("torchvision",), "pip install 'infer-compare[torch]'"),
-    "onnx": (("onnx",), "pip install 'infer-compare[torch]'  (or: pip install onnx)"),
-    "onnxscript": (("onnxscript",), "pip install onnxscript"),
-    "onnxruntime": (
-        ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml"),
-        "pip install 'infer-compare[onnxruntime]'  (GPU: pip install onnxruntime-gpu)",
-    ),
-    "openvino": (("openvino",), "pip install 'infer-compare[openvino]'"),
-    "nncf": (("nncf",), "pip install 'infer-compare[openvino]'  (nncf brings OpenVINO int8 quantization)"),
-    "tensorrt": (
-        ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt_libs"),
-        "pip install tensorrt (x86-64 with CUDA), or on a Jetson use JetPack's python3-libnvinfer",
-    ),
-    "ai_edge_litert": (("ai-edge-litert",), "pip install 'infer-compare[tflite]'  (ai-edge-litert)"),
-    "tflite_runtime": (("tflite-runtime",), "pip install tflite-runtime  (needs numpy<2)"),
-    "pycoral": (("pycoral",), "install pycoral and libedgetpu from Coral's package repository (coral.ai/software)"),
+# Modules of the core (data, GPU facts, reports); each runtime declares its own in
+# backends/<runtime>/__init__.py (Library: module, distributions, install hint).
+CORE: dict[str, tuple[tuple[str, ...], str]] = {
+    "numpy": (("numpy",), "pip install numpy"),
     "sklearn": (("scikit-learn",), "pip install 'infer-compare[data]'"),
     "skimage": (("scikit-image",), "pip install 'infer-compare[data]'"),
     "PIL": (("pillow", "Pillow"), "pip install pillow"),
@@ -40,6 +25,15 @@ KNOWN: dict[str, tuple[tuple[str, ...], str]] = {
     "scipy": (("scipy",), "pip install 'infer-compare[report]'"),
     "cpuinfo": (("py-cpuinfo",), "pip install py-cpuinfo"),
 }
+# Core libraries recorded in every report's environment (with every runtime's own).
+CORE_VERSIONED = ("numpy", "sklearn", "skimage", "PIL", "pynvml")
+
+
+def known() -> dict[str, tuple[tuple[str, ...], str]]:
+    """Module -> (distributions, install hint): the core's and every runtime's."""
+    from .backends import libraries
+
+    return {**CORE, **{m: (lib.dists, lib.hint) for m, lib in libraries().items()}}
 
 
 def has(module: str) -> bool:
@@ -51,12 +45,12 @@ def has(module: str) -> bool:
 
 
 def hint(module: str) -> str:
-    return KNOWN.get(module, ((), f"pip install {module}"))[1]
+    return known().get(module, ((), f"pip install {module}"))[1]
 
 
 def version(module_or_dist: str) -> str | None:
     """The installed version of a module (via its known distributions) or distribution."""
-    dists = KNOWN.get(module_or_dist, ((module_or_dist,), ""))[0]
+    dists = known().get(module_or_dist, ((module_or_dist,), ""))[0]
     for dist in dists:
         try:
             return md.version(dist)
@@ -77,17 +71,15 @@ def require(module: str, purpose: str = "") -> Any:
         raise BackendUnavailable(f"'{module}' is installed but fails to import: {first}", hint(module)) from e
 
 
-# Library versions recorded in every report (only those installed appear).
-VERSIONED = (
-    "numpy", "torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "openvino", "nncf",
-    "tensorrt", "ai_edge_litert", "tflite_runtime", "pycoral", "sklearn", "skimage", "PIL", "pynvml",
-)
-
-
 def library_versions() -> dict[str, str]:
+    """Installed versions of the core's and every runtime's recorded libraries, by distribution name."""
+    from .backends import libraries
+
+    table = known()
+    modules = [CORE_VERSIONED[0]] + [m for m, lib in libraries().items() if lib.record_version] + list(CORE_VERSIONED[1:])
     out = {}
-    for m in VERSIONED:
+    for m in modules:
         v = version(m)
         if v is not None:
-            out[KNOWN.get(m, ((m,), ""))[0][0]] = v
+            out[table.get(m, ((m,), ""))[0][0]] = v
     return out

@@ -2,13 +2,16 @@
 
 The CLI's choices, artifact building, test parametrisation and the report's rows
 all read this table. Adding a format is one exporter file, one runner file and one
-row here.
+row here; the runners that execute a format are declared by their runtime packages
+(infer_compare/backends/<runtime>/__init__.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import backends as _backends
+from .backends import RunnerInfo, load_impl  # noqa: F401  (re-exported)
 from .errors import UsageError
 
 
@@ -43,6 +46,13 @@ TOLERANCES: dict[str, Tolerance] = {
 PRECISIONS = tuple(TOLERANCES)
 
 
+# Names of the ONNX graph's input and output, as the ONNX exporter writes them (read by
+# every runtime that consumes the ONNX file).
+ONNX_INPUT_NAME, ONNX_OUTPUT_NAME = "input", "logits"
+
+_B = "infer_compare.backends"
+
+
 @dataclass(frozen=True)
 class Format:
     name: str
@@ -51,13 +61,21 @@ class Format:
     built_from: str | None  # the format it is exported from
     precisions: tuple[str, ...]
     exporter: str  # "module:Class"
-    runners: tuple[str, ...]  # runner names (see RUNNERS)
     # precision -> precision of the artifact it runs (OpenVINO bf16 runs the fp32 IR with a bf16 hint)
     artifact_precision: dict[str, str] = field(default_factory=dict)
     # precision -> precision of the source artifact to build from (default: fp32)
     source_precision: dict[str, str] = field(default_factory=dict)
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
     description: str = ""
+    # artifact precision -> exporter "module:Class" when it differs from ``exporter``
+    exporters: dict[str, str] = field(default_factory=dict)
+    # artifact precision -> (format, artifact precision) it is built from, when that is not
+    # ``built_from`` (e.g. the fp16 and int8 ONNX files are built from the fp32 ONNX file)
+    sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # the runner whose declared options the exporter reads (its builder options)
+    options_from: str | None = None
+    # why the artifact never travels in a bundle (built on the device), or ""
+    device_built: str = ""
 
     def tolerance(self, precision: str) -> Tolerance:
         return self.tolerances.get(precision, TOLERANCES[precision])
@@ -68,14 +86,22 @@ class Format:
     def source_for(self, precision: str) -> str:
         return self.source_precision.get(precision, "fp32")
 
+    def source_of(self, artifact_precision: str) -> tuple[str, str] | None:
+        """(format, artifact precision) the artifact of ``artifact_precision`` is built from; None for a root."""
+        if artifact_precision in self.sources:
+            return self.sources[artifact_precision]
+        if self.built_from is None:
+            return None
+        src = get_format(self.built_from)
+        return src.name, src.artifact_for(self.source_for(artifact_precision))
 
-@dataclass(frozen=True)
-class RunnerInfo:
-    name: str
-    title: str
-    impl: str  # "module:Class"
-    device_kinds: tuple[str, ...]  # "cpu", "cuda", "edgetpu"
-    description: str = ""
+    def exporter_for(self, artifact_precision: str) -> str:
+        return self.exporters.get(artifact_precision, self.exporter)
+
+    @property
+    def runners(self) -> tuple[str, ...]:
+        """The runners that execute this format (declared by the runtime packages), in table order."""
+        return tuple(r.name for r in RUNNERS.values() if self.name in r.formats)
 
 
 FORMATS: dict[str, Format] = {
@@ -87,8 +113,7 @@ FORMATS: dict[str, Format] = {
             suffix=".pt",
             built_from=None,
             precisions=("fp32", "tf32", "fp16", "bf16"),
-            exporter="infer_compare.exporters.pytorch:PyTorchExporter",
-            runners=("pytorch", "pytorch-compile"),
+            exporter=f"{_B}.pytorch.export:PyTorchExporter",
             artifact_precision={"tf32": "fp32", "fp16": "fp32", "bf16": "fp32"},
             description="eager PyTorch on the state dict; fp32 on the CPU is the reference",
         ),
@@ -98,8 +123,7 @@ FORMATS: dict[str, Format] = {
             suffix=".onnx",
             built_from="pytorch",
             precisions=("fp32", "tf32", "fp16"),
-            exporter="infer_compare.exporters.onnx:OnnxExporter",
-            runners=("onnxruntime", "onnxruntime-trt"),
+            exporter=f"{_B}.pytorch.export_onnx:OnnxExporter",
             artifact_precision={"tf32": "fp32"},  # tf32: the fp32 file run with TF32 math (CUDA)
             description="torch.onnx.export, dynamic batch axis, checked with onnx.checker",
         ),
@@ -109,8 +133,7 @@ FORMATS: dict[str, Format] = {
             suffix=".xml",
             built_from="onnx",
             precisions=("fp32", "bf16", "fp16", "int8"),
-            exporter="infer_compare.exporters.openvino:OpenVinoExporter",
-            runners=("openvino",),
+            exporter=f"{_B}.openvino.export:OpenVinoExporter",
             artifact_precision={"bf16": "fp32"},
             description="ov.convert_model(ONNX) + ov.save_model; int8 by NNCF post-training quantization",
         ),
@@ -120,9 +143,11 @@ FORMATS: dict[str, Format] = {
             suffix=".engine",
             built_from="onnx",
             precisions=("fp32", "fp16", "int8"),
-            exporter="infer_compare.exporters.tensorrt:TensorRTExporter",
-            runners=("tensorrt",),
+            exporter=f"{_B}.tensorrt.export:TensorRTExporter",
             description="tensorrt.Builder + OnnxParser; engines are tied to the GPU and TensorRT version",
+            options_from="tensorrt",
+            device_built="TensorRT engines are tied to the GPU and the TensorRT version: the engine is built on "
+                         "the device from the bundle's ONNX",
         ),
         Format(
             name="tflite",
@@ -130,9 +155,9 @@ FORMATS: dict[str, Format] = {
             suffix=".tflite",
             built_from="pytorch",
             precisions=("fp32", "fp16", "int8"),
-            exporter="infer_compare.exporters.tflite:TFLiteExporter",
-            runners=("tflite",),
+            exporter=f"{_B}.tflite.export:TFLiteExporter",
             description="litert-torch, NHWC, batch-1 file resized at load where its graph allows; int8 is full-integer",
+            options_from="tflite",
         ),
         Format(
             name="edgetpu",
@@ -140,34 +165,23 @@ FORMATS: dict[str, Format] = {
             suffix="_edgetpu.tflite",
             built_from="tflite",
             precisions=("int8",),
-            exporter="infer_compare.exporters.edgetpu:EdgeTpuExporter",
-            runners=("edgetpu",),
+            exporter=f"{_B}.tflite.edgetpu_export:EdgeTpuExporter",
             source_precision={"int8": "int8"},
             description="edgetpu_compiler on the full-integer TFLite file",
+            options_from="edgetpu",
         ),
     )
 }
 
-RUNNERS: dict[str, RunnerInfo] = {
-    r.name: r
-    for r in (
-        RunnerInfo("pytorch", "PyTorch eager", "infer_compare.runners.pytorch:PyTorchRunner", ("cpu", "cuda")),
-        RunnerInfo("pytorch-compile", "PyTorch torch.compile", "infer_compare.runners.pytorch:PyTorchCompileRunner",
-                   ("cuda",)),
-        RunnerInfo("onnxruntime", "ONNX Runtime", "infer_compare.runners.onnxruntime:OnnxRuntimeRunner", ("cpu", "cuda")),
-        RunnerInfo(
-            "onnxruntime-trt",
-            "ONNX Runtime TensorRT EP",
-            "infer_compare.runners.onnxruntime:OnnxRuntimeTensorRTRunner",
-            ("cuda",),
-        ),
-        RunnerInfo("openvino", "OpenVINO", "infer_compare.runners.openvino:OpenVinoRunner", ("cpu",)),
-        RunnerInfo("tensorrt", "TensorRT", "infer_compare.runners.tensorrt:TensorRTRunner", ("cuda",)),
-        RunnerInfo("tflite", "LiteRT / TFLite", "infer_compare.runners.tflite:TFLiteRunner", ("cpu",)),
-        RunnerInfo("edgetpu", "Coral Edge TPU", "infer_compare.runners.edgetpu:EdgeTpuRunner", ("edgetpu",)),
-        RunnerInfo("null", "null (harness overhead)", "infer_compare.runners.null:NullRunner", ("cpu",)),
-    )
-}
+# The runners, from the runtime packages' declarations (infer_compare/backends/*/__init__.py).
+RUNNERS: dict[str, RunnerInfo] = _backends.runners()
+
+
+def runner_info(name: str) -> RunnerInfo:
+    try:
+        return RUNNERS[name]
+    except KeyError:
+        raise UsageError(f"unknown runner '{name}' (known: {', '.join(RUNNERS)})") from None
 
 
 def get_format(name: str) -> Format:
@@ -184,22 +198,12 @@ def runner_format(runner: str) -> list[str]:
 
 def build_chain(fmt: str, precision: str) -> list[tuple[str, str]]:
     """[(format, artifact precision), ...] from the root (pytorch) to ``fmt``."""
-    chain: list[tuple[str, str]] = []
     f = get_format(fmt)
-    p = f.artifact_for(precision)
-    while True:
-        chain.append((f.name, p))
-        if f.built_from is None:
-            break
-        p = f.source_for(p)
-        f = get_format(f.built_from)
-        p = f.artifact_for(p)
+    step: tuple[str, str] | None = (f.name, f.artifact_for(precision))
+    chain: list[tuple[str, str]] = []
+    while step is not None:
+        if step in chain:
+            raise ValueError(f"format table: a cycle through {step}")
+        chain.append(step)
+        step = get_format(step[0]).source_of(step[1])
     return list(reversed(chain))
-
-
-def load_impl(path: str):
-    """Import "module:Class" lazily."""
-    import importlib
-
-    mod, _, attr = path.partition(":")
-    return getattr(importlib.import_module(mod), attr)

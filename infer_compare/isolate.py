@@ -11,7 +11,8 @@ The spec is a JSON file:
     runner       runner name from formats.RUNNERS, or "module:Class"
     artifact     path of the artifact to load
     device       "cpu", "cuda:0", ...
-    options      RunOptions fields (precision, format, threads, batch_size, model, extra)
+    options      RunOptions fields (precision, format, threads, batch_size, model, cache_dir) and
+                 ``runner``: the runner's declared options as a dict (options.py)
     inputs       .npy of preprocessed real images; the timed batch is built from them
     parity_inputs  .npy of the parity set (may be null); outputs go to ``outputs``
     loop         LoopSettings fields
@@ -125,10 +126,12 @@ def execute(spec: dict[str, Any]) -> dict[str, Any]:
     """The child's work: load, first inference, warm-up, timed loop, parity outputs."""
     import numpy as np
 
+    from .backends import load_impl, options_class
+    from .backends.runner import RunOptions
     from .bench import LoopSettings, time_loop
     from .errors import BackendUnavailable
-    from .formats import RUNNERS, load_impl
-    from .runners.base import RunOptions
+    from .formats import RUNNERS
+    from .options import NoOptions
 
     rname = spec["runner"]
     impl = RUNNERS[rname].impl if rname in RUNNERS else rname
@@ -136,7 +139,10 @@ def execute(spec: dict[str, Any]) -> dict[str, Any]:
     runner = None
     try:
         cls = load_impl(impl)
-        opts = RunOptions(**spec.get("options", {}))
+        given = dict(spec.get("options", {}))
+        ocls = options_class(rname) if rname in RUNNERS else NoOptions
+        given["runner"] = ocls.from_dict(given.get("runner") or {})
+        opts = RunOptions(**given)
         runner = cls(spec["artifact"], spec.get("device", "cpu"), opts)
         stage = "load"
         t0 = time.perf_counter()

@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
+from infer_compare.backends.runner import Runner
 from infer_compare.errors import BackendUnavailable
 from infer_compare.records import Availability
-from infer_compare.runners.base import Runner
 
 
 class _Base(Runner):

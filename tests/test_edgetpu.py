@@ -10,9 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from infer_compare.backends.tflite import edgetpu_export as et
+from infer_compare.backends.tflite.edgetpu_run import (
+    EdgeTpuRunner,
+    _coral_device,
+    delegate_library,
+    read_coverage,
+)
 from infer_compare.errors import BackendUnavailable
-from infer_compare.exporters import edgetpu as et
-from infer_compare.runners.edgetpu import EdgeTpuRunner, _coral_device, delegate_library, read_coverage
 
 # The layout of edgetpu_compiler 16's summary (-s) and operation log, as documented at
 # coral.ai/docs/edgetpu/compiler; the counts here are made up for the test.
@@ -96,8 +101,8 @@ def test_compiler_invocation_and_failure(monkeypatch, tmp_path):
     """The exporter's plumbing with a stand-in compiler (the real one is not installable here):
     argument list, output and log files parsed into op coverage, a failing exit is an ExportError
     that carries the compiler's stderr."""
+    from infer_compare.backends.exporter import ExportContext
     from infer_compare.errors import ExportError
-    from infer_compare.exporters.base import ExportContext
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -113,7 +118,7 @@ cat {log}
 """)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", str(bindir) + os.pathsep + os.environ.get("PATH", ""))
-    monkeypatch.setattr("infer_compare.runners.tflite_common.inspect_model",
+    monkeypatch.setattr("infer_compare.backends.tflite.common.inspect_model",
                         lambda p, *a: {"full_integer": True, "problems": []})
     src = tmp_path / "int8.tflite"
     src.write_bytes(b"TFL3")
@@ -135,10 +140,10 @@ cat {log}
 
 
 def test_exporter_refuses_a_file_that_is_not_full_integer(monkeypatch, tmp_path):
+    from infer_compare.backends.exporter import ExportContext
     from infer_compare.errors import ExportError
-    from infer_compare.exporters.base import ExportContext
 
-    monkeypatch.setattr("infer_compare.runners.tflite_common.inspect_model",
+    monkeypatch.setattr("infer_compare.backends.tflite.common.inspect_model",
                         lambda p, *a: {"full_integer": False, "problems": ["float ops: ADD x16"]})
     ctx = ExportContext(model=None, model_name="x", input_shape=(3, 8, 8), num_classes=10, calibration=None)
     with pytest.raises(ExportError, match="full-integer.*ADD x16"):
@@ -156,7 +161,7 @@ def test_runner_probe_without_device(monkeypatch):
 def test_missing_delegate_is_a_reason_not_a_crash(monkeypatch, tmp_path):
     """With a device 'present' but no libedgetpu, the probe or the delegate load says why."""
     from infer_compare import deps
-    from infer_compare.runners.base import RunOptions
+    from infer_compare.backends.runner import RunOptions
 
     if deps.has("pycoral"):
         pytest.skip("pycoral is installed: it opens the device itself")
@@ -167,7 +172,7 @@ def test_missing_delegate_is_a_reason_not_a_crash(monkeypatch, tmp_path):
     assert "edgetpu" in av.reason.lower() and av.hint
     if not (deps.has("ai_edge_litert") or deps.has("tflite_runtime")):
         return
-    from infer_compare.runners.tflite_common import interpreter_module
+    from infer_compare.backends.tflite.common import interpreter_module
 
     mod, _, _ = interpreter_module()
     r = EdgeTpuRunner(str(tmp_path / "m_edgetpu.tflite"), "edgetpu:usb:0", RunOptions(precision="int8"))

@@ -12,7 +12,7 @@ from infer_compare.formats import FORMATS, RUNNERS, build_chain
 
 
 def _has_cuda() -> bool:
-    from infer_compare.runners.pytorch import PyTorchRunner
+    from infer_compare.backends.pytorch.run import PyTorchRunner
 
     return PyTorchRunner.probe("cuda:0").available
 
@@ -94,21 +94,22 @@ def test_format_rows_for_gpu_precisions():
 
 
 def test_cli_gpu_flags_become_runner_options():
-    from infer_compare.cli import build_parser, gpu_runner_options
+    from infer_compare.cli import build_parser, runner_options_from_args
 
     a = build_parser().parse_args(["--model", "lenet5", "--cuda-graphs", "--compile-mode", "max-autotune",
                                    "--ort-no-io-binding", "--tensorrt-workspace", "2048", "--tensorrt-io", "device"])
-    o = gpu_runner_options(a)
+    o = runner_options_from_args(a)
     assert o["pytorch"] == {"cuda_graphs": True}
     assert o["pytorch-compile"] == {"cuda_graphs": True, "compile_mode": "max-autotune"}
     assert o["onnxruntime"] == {"io_binding": False}
-    assert o["tensorrt"] == {"tensorrt_workspace_mib": 2048, "io": "device"}
-    assert gpu_runner_options(build_parser().parse_args(["--model", "lenet5"])) == {}
+    assert o["onnxruntime-trt"] == {"io_binding": False, "workspace_mib": 2048}
+    assert o["tensorrt"] == {"workspace_mib": 2048, "io": "device"}
+    assert runner_options_from_args(build_parser().parse_args(["--model", "lenet5"])) == {}
 
 
 def test_cpu_runners_refuse_gpu_precisions_with_a_reason():
-    from infer_compare.runners.onnxruntime import OnnxRuntimeRunner
-    from infer_compare.runners.pytorch import PyTorchRunner
+    from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
+    from infer_compare.backends.pytorch.run import PyTorchRunner
 
     for cls in (PyTorchRunner, OnnxRuntimeRunner):
         av = cls.supports("x", "tf32", "cpu")
@@ -117,9 +118,9 @@ def test_cpu_runners_refuse_gpu_precisions_with_a_reason():
 
 @pytest.mark.skipif(_has_cuda(), reason="this machine has a CUDA device")
 def test_gpu_runners_skip_with_reasons_without_a_gpu():
-    from infer_compare.runners.onnxruntime import OnnxRuntimeTensorRTRunner
-    from infer_compare.runners.pytorch import PyTorchCompileRunner, PyTorchRunner
-    from infer_compare.runners.tensorrt import TensorRTRunner
+    from infer_compare.backends.onnxruntime.run_trt import OnnxRuntimeTensorRTRunner
+    from infer_compare.backends.pytorch.run import PyTorchCompileRunner, PyTorchRunner
+    from infer_compare.backends.tensorrt.run import TensorRTRunner
 
     for cls in (PyTorchRunner, PyTorchCompileRunner, OnnxRuntimeTensorRTRunner, TensorRTRunner):
         av = cls.probe("cuda:0")
@@ -143,7 +144,7 @@ def test_compare_lists_gpu_rows_as_skipped_on_cpu(cache_dir):
 @pytest.mark.slow
 def test_lenet_on_cuda_round_trip(cache_dir):
     if not _has_cuda():
-        pytest.skip("no CUDA device: " + __import__("infer_compare.runners.pytorch", fromlist=["x"])
+        pytest.skip("no CUDA device: " + __import__("infer_compare.backends.pytorch.run", fromlist=["x"])
                     .PyTorchRunner.probe("cuda:0").reason)
     from infer_compare import compare
 

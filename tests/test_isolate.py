@@ -61,7 +61,7 @@ def test_compare_survives_a_crashing_backend(cache_dir, monkeypatch):
     from infer_compare import compare, formats
 
     monkeypatch.setitem(formats.RUNNERS, "onnxruntime", formats.RunnerInfo(
-        "onnxruntime", "crashing stand-in", "tests.fake_runners:CrashRunner", ("cpu",)))
+        "onnxruntime", "crashing stand-in", "tests.fake_runners:CrashRunner", ("cpu",), formats=("onnx",)))
     monkeypatch.setenv("PYTHONPATH", python_env()["PYTHONPATH"])
     rep = compare("lenet5", devices=["cpu"], formats=["pytorch", "onnx"], batch_sizes=[1], cache_dir=cache_dir,
                   warmup_iters=1, min_iters=3, min_time_s=0.0)

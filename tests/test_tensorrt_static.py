@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infer_compare.exporters import tensorrt as trt_exp
+from infer_compare.backends.tensorrt import common as trt_common
+from infer_compare.backends.tensorrt import export as trt_exp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,7 +126,7 @@ def test_calibration_batches_and_profile():
 
 
 def test_cache_key_names_tensorrt_version_and_gpu(monkeypatch):
-    from infer_compare.exporters.base import ExportContext
+    from infer_compare.backends.exporter import ExportContext
 
     monkeypatch.setattr(trt_exp, "trt_status", lambda: (object(), "", "10.13.0"))
     monkeypatch.setattr(trt_exp, "first_gpu", lambda: {"name": "NVIDIA H200", "compute_capability": "9.0"})
@@ -135,12 +136,16 @@ def test_cache_key_names_tensorrt_version_and_gpu(monkeypatch):
     assert e["tensorrt"] == "10.13.0" and e["gpu"] == "NVIDIA H200" and e["compute_capability"] == "9.0"
     assert e["max_batch"] == 256 and e["calibration_n"] == 4
     assert trt_exp.TensorRTExporter.cache_extras(ctx, "fp16") != e
-    ctx.options["cache_root"] = "/x"
+    from infer_compare.backends.tensorrt.options import TensorRTOptions
+
+    ctx.options = TensorRTOptions(workspace_mib=1024)  # the builder options reach the cache key
+    assert trt_exp.TensorRTExporter.cache_extras(ctx, "int8")["workspace_mib"] == 1024
+    ctx.cache_root = "/x"
     p = trt_exp._timing_cache_path(ctx, "10.13.0")
     assert str(p).startswith("/x/tensorrt-timing/") and "H200" in p.name and "10.13.0" in p.name
 
 
 def test_version_parse():
-    assert trt_exp.parse_version("8.6.1.6") == (8, 6)
-    assert trt_exp.parse_version("10.13.0.35") == (10, 13)
-    assert trt_exp.parse_version("") == (0, 0)
+    assert trt_common.parse_version("8.6.1.6") == (8, 6)
+    assert trt_common.parse_version("10.13.0.35") == (10, 13)
+    assert trt_common.parse_version("") == (0, 0)

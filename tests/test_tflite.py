@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from infer_compare import deps
-from infer_compare.runners.tflite import dequantize, quantize
+from infer_compare.backends.tflite.run import dequantize, quantize
 
 from .conftest import FAST
 
 
 def _need_tflite():
-    from infer_compare.exporters.tflite import TFLiteExporter
-    from infer_compare.runners.tflite import TFLiteRunner
+    from infer_compare.backends.tflite.export import TFLiteExporter
+    from infer_compare.backends.tflite.run import TFLiteRunner
 
     for av in (TFLiteExporter.probe(), TFLiteRunner.probe("cpu")):
         if not av.available:
@@ -81,7 +81,7 @@ def test_static_batch_is_a_stated_skip(tflite_report):
 
 @pytest.mark.slow
 def test_int8_file_is_full_integer(tflite_report):
-    from infer_compare.runners.tflite_common import inspect_model
+    from infer_compare.backends.tflite.common import inspect_model
 
     r = _row(tflite_report, "int8")
     assert r.export is not None and r.export.options["full_integer"] is True
@@ -98,7 +98,7 @@ def test_int8_file_is_full_integer(tflite_report):
 @pytest.mark.slow
 def test_full_integer_check_rejects_float_files(tflite_report):
     """The checker can fail: the fp16 file (float16 weights, DEQUANTIZE, float ops) is not full-integer."""
-    from infer_compare.runners.tflite_common import inspect_model
+    from infer_compare.backends.tflite.common import inspect_model
 
     info = inspect_model(_row(tflite_report, "fp16").export.path)
     assert not info["full_integer"]
@@ -119,7 +119,7 @@ def test_edgetpu_rows_skip_with_reason(tflite_report):
 
 
 def test_runner_probe_is_cheap_and_honest():
-    from infer_compare.runners.tflite import TFLiteRunner
+    from infer_compare.backends.tflite.run import TFLiteRunner
 
     av = TFLiteRunner.probe("cpu")
     if deps.has("ai_edge_litert") or deps.has("tflite_runtime"):
@@ -132,9 +132,9 @@ def test_runner_probe_is_cheap_and_honest():
 def test_large_int8_is_opt_in(monkeypatch):
     """ResNet-50-sized int8 conversions are skipped with a reason unless asked for."""
     torch = pytest.importorskip("torch")
+    from infer_compare.backends.exporter import ExportContext
+    from infer_compare.backends.tflite import export as tfl
     from infer_compare.errors import BackendUnavailable
-    from infer_compare.exporters import tflite as tfl
-    from infer_compare.exporters.base import ExportContext
 
     monkeypatch.delenv(tfl.OPT_IN_ENV, raising=False)
     monkeypatch.setattr("infer_compare.env.edgetpu_devices", lambda: [])
@@ -143,9 +143,14 @@ def test_large_int8_is_opt_in(monkeypatch):
     with pytest.raises(BackendUnavailable) as e:
         tfl._check_int8_opt_in(ctx)
     assert "only on request" in e.value.reason and "--precisions int8" in e.value.hint
-    ctx.options = {"requested": {"formats": ["tflite"], "precisions": ["int8"]}}
+    ctx.requested = {"formats": ["tflite"], "precisions": ["int8"]}
     tfl._check_int8_opt_in(ctx)  # explicitly requested: allowed
-    ctx.options = {}
+    ctx.requested = {}
+    from infer_compare.backends.tflite.options import TFLiteOptions
+
+    ctx.options = TFLiteOptions(int8=True)  # the runner option --tflite-int8
+    tfl._check_int8_opt_in(ctx)
+    ctx.options = TFLiteOptions()
     monkeypatch.setenv(tfl.OPT_IN_ENV, "1")
     tfl._check_int8_opt_in(ctx)
     monkeypatch.delenv(tfl.OPT_IN_ENV)

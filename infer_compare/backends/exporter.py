@@ -1,0 +1,107 @@
+"""The exporter interface.
+
+``probe() -> Availability`` (class method, cheap, never raises) and
+``export(ctx, source, out_dir, precision) -> ExportResult``. External compilers run
+with an argument list and ``check=True``; their stderr goes into the ExportError.
+Nothing installs anything at run time: a missing piece yields the pip extra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ExportError
+from ..options import NoOptions, Options
+from ..records import Availability
+
+
+@dataclass
+class ExportContext:
+    """Everything an exporter may need; heavy members are None where unavailable."""
+
+    model: Any  # torch.nn.Module in eval mode (None when exporting from a bundle)
+    model_name: str
+    input_shape: tuple[int, ...]  # C, H, W
+    num_classes: int
+    calibration: Any  # np.ndarray N,C,H,W float32, real preprocessed images
+    max_batch: int = 64
+    opt_batch: int = 1
+    preprocessing: dict[str, Any] = field(default_factory=dict)
+    # the declared options of the runner named by the format's ``options_from`` (builder options)
+    options: Options = field(default_factory=NoOptions)
+    requested: dict[str, Any] = field(default_factory=dict)  # what the user asked for explicitly
+    threads: int | None = None
+    cache_root: str = ""  # the artifact cache root: exporters keep tool caches (TensorRT timing cache) below it
+    log: Callable[[str], None] = lambda msg: None
+    option_sets: dict[str, Options] = field(default_factory=dict)  # runner name -> the user's options
+
+    def options_as(self, cls: type) -> Any:
+        """The options as ``cls`` (the exporter's declared class): the given ones, else its defaults."""
+        return self.options if isinstance(self.options, cls) else cls()
+
+    def for_format(self, fmt: Any) -> ExportContext:
+        """This context with ``options`` set to those of the runner the format's exporter reads
+        (``Format.options_from``): the user's, else that runner's declared defaults."""
+        name = getattr(fmt, "options_from", None)
+        if not name:
+            return self
+        from . import options_class
+
+        return dataclasses.replace(self, options=self.option_sets.get(name) or options_class(name)())
+
+
+@dataclass
+class ExportResult:
+    path: str  # main artifact file, inside out_dir
+    options: dict[str, Any] = field(default_factory=dict)  # what was applied (recorded in the manifest)
+    notes: list[str] = field(default_factory=list)
+
+
+class Exporter:
+    format = "base"
+
+    @classmethod
+    def probe(cls) -> Availability:
+        raise NotImplementedError
+
+    @classmethod
+    def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
+        """What besides model, weights, shape and precision changes the artifact
+        (library versions, options, for TensorRT the GPU)."""
+        return {}
+
+    def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
+        raise NotImplementedError
+
+
+def run_tool(args: list[str], what: str, timeout: float | None = None, cwd: str | None = None,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run an external converter/compiler; failure raises ExportError carrying its stderr."""
+    try:
+        return subprocess.run(
+            args, check=True, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+            env={**os.environ, **(env or {})},
+        )
+    except FileNotFoundError as e:
+        raise ExportError(f"{what}: '{args[0]}' not found on PATH") from e
+    except subprocess.TimeoutExpired as e:
+        raise ExportError(f"{what}: '{args[0]}' timed out after {timeout:.0f} s") from e
+    except subprocess.CalledProcessError as e:
+        tail = "\n".join((e.stderr or e.stdout or "").strip().splitlines()[-15:])
+        raise ExportError(f"{what}: '{' '.join(args[:2])}...' exited with {e.returncode}: {tail}") from e
+
+
+def file_size(path: str) -> int:
+    """Size of an artifact including its sidecar files (.onnx.data, .bin)."""
+    p = Path(path)
+    total = p.stat().st_size
+    for side in (p.with_suffix(".bin"), Path(str(p) + ".data")):
+        if side.exists() and side != p:
+            total += side.stat().st_size
+    return total

@@ -1,0 +1,73 @@
+"""ONNX -> OpenVINO IR (``ov.convert_model`` + ``ov.save_model``).
+
+fp32: weights kept in fp32 (``compress_to_fp16=False``).
+fp16: weights compressed to fp16 (OpenVINO's default when saving); the CPU
+      decompresses them and runs at the precision the runner's hint asks for.
+int8: NNCF post-training quantization of the fp32 IR on the real calibration images.
+bf16 is not an artifact: it is the fp32 IR run with a bf16 inference hint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from pathlib import Path
+
+from ... import deps
+from ...errors import ExportError
+from ...records import Availability
+from ..exporter import ExportContext, Exporter, ExportResult
+
+
+class OpenVinoExporter(Exporter):
+    format = "openvino"
+
+    @classmethod
+    def probe(cls) -> Availability:
+        if not deps.has("openvino"):
+            return Availability(False, "OpenVINO is not installed", deps.hint("openvino"))
+        return Availability(True, version=deps.version("openvino"),
+                            details={"nncf": deps.version("nncf") or "not installed (no int8)"})
+
+    @classmethod
+    def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
+        extra = {"openvino": deps.version("openvino"), "exporter_rev": 1}
+        if precision == "int8":
+            extra.update(nncf=deps.version("nncf"), calibration_n=int(len(ctx.calibration)),
+                         subset_size=int(len(ctx.calibration)))
+        return extra
+
+    def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
+        import openvino as ov
+
+        if source is None:
+            raise ExportError("OpenVINO IR is built from the ONNX artifact, which is missing")
+        model = ov.convert_model(source)
+        xml = out_dir / "model.xml"
+        opts: dict = {"source": "onnx", "input_shape": str(model.inputs[0].partial_shape)}
+        notes: list[str] = []
+        if precision == "fp32":
+            ov.save_model(model, str(xml), compress_to_fp16=False)
+            opts["weights"] = "fp32"
+        elif precision == "fp16":
+            ov.save_model(model, str(xml), compress_to_fp16=True)
+            opts["weights"] = "fp16 (compress_to_fp16=True)"
+            notes.append("fp16-compressed weights; the execution precision is the runner's hint")
+        elif precision == "int8":
+            nncf = deps.require("nncf", "OpenVINO int8 quantization")
+            import numpy as np
+
+            calib = [np.ascontiguousarray(ctx.calibration[i:i + 1]) for i in range(len(ctx.calibration))]
+            ctx.log(f"NNCF int8 post-training quantization on {len(calib)} calibration inputs")
+            logging.getLogger("nncf").setLevel(logging.ERROR)
+            # nncf imports torch, whose cpp_extension logs "No CUDA runtime is found" on CPU-only machines
+            logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+            with contextlib.redirect_stdout(io.StringIO()):
+                q = nncf.quantize(model, nncf.Dataset(calib), subset_size=len(calib))
+            ov.save_model(q, str(xml), compress_to_fp16=False)
+            opts.update(weights="int8", quantizer=f"nncf {deps.version('nncf')}", preset="performance (default)",
+                        calibration_inputs=len(calib))
+        else:
+            raise ExportError(f"OpenVINO IR precisions are fp32, fp16 and int8, not {precision}")
+        return ExportResult(str(xml), opts, notes)

@@ -1,0 +1,120 @@
+"""PyTorch -> ONNX with ``torch.onnx.export``: one file (``external_data=False``),
+a dynamic batch axis, checked with ``onnx.checker`` (full check).
+
+The dynamo-based exporter (torch >= 2.5 default) is tried first; where it is absent
+or fails (older torch, e.g. JetPack builds) the TorchScript exporter is used, and
+the artifact's manifest says which one wrote it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import warnings
+from pathlib import Path
+
+from ... import deps
+from ...errors import ExportError
+from ...formats import ONNX_INPUT_NAME as INPUT_NAME
+from ...formats import ONNX_OUTPUT_NAME as OUTPUT_NAME
+from ...records import Availability
+from ..exporter import ExportContext, Exporter, ExportResult
+
+OPSET = 18  # TorchScript fallback; the dynamo exporter picks its own (20 with torch 2.14)
+
+
+class OnnxExporter(Exporter):
+    format = "onnx"
+
+    @classmethod
+    def probe(cls) -> Availability:
+        for m in ("torch", "onnx"):
+            if not deps.has(m):
+                return Availability(False, f"'{m}' is not installed (ONNX export needs torch and onnx)", deps.hint(m))
+        return Availability(True, version=f"torch {deps.version('torch')}, onnx {deps.version('onnx')}")
+
+    @classmethod
+    def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
+        return {"torch": deps.version("torch"), "onnx": deps.version("onnx"), "onnxscript": deps.version("onnxscript"),
+                "max_batch": _dim_max(ctx), "exporter_rev": 2}
+
+    def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
+        import numpy as np
+        import onnx
+        import torch
+
+        model = ctx.model
+        if model is None:
+            raise ExportError("ONNX export needs the PyTorch model")
+        # A fresh tensor with canonical strides: a numpy view like digits[:, None] has an odd stride on its
+        # size-1 channel axis, which makes torch.export's dynamic batch fail ("Invalid ranges [2:1]").
+        x = torch.zeros((1, *ctx.calibration.shape[1:]), dtype=torch.float32)
+        x.copy_(torch.from_numpy(np.asarray(ctx.calibration[:1], dtype=np.float32)))
+        if precision == "fp16":
+            model = copy.deepcopy(model).half()
+            x = x.half()
+        elif precision != "fp32":
+            raise ExportError(f"ONNX export supports fp32 and fp16, not {precision}")
+        path = out_dir / "model.onnx"
+        notes: list[str] = []
+        used = None
+        errors = []
+        if deps.has("onnxscript"):
+            try:
+                _export_dynamo(model, x, path, _dim_max(ctx))
+                used = "dynamo"
+            except Exception as e:  # fall back below
+                errors.append(f"dynamo exporter: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+                for p in out_dir.iterdir():
+                    p.unlink()
+        if used is None:
+            try:
+                _export_torchscript(model, x, path)
+                used = "torchscript"
+                if errors:
+                    notes.append(f"the dynamo exporter failed ({errors[0][:300]}); the TorchScript exporter "
+                                 "wrote this file")
+            except Exception as e:
+                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise ExportError("; ".join(errors + [f"TorchScript exporter: {type(e).__name__}: {msg}"])) from e
+        try:
+            onnx.checker.check_model(str(path), full_check=True)
+        except Exception as e:
+            raise ExportError(f"onnx.checker rejected the exported model: {str(e).splitlines()[0]}") from e
+        m = onnx.load(str(path), load_external_data=False)
+        opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
+        return ExportResult(str(path), {"exporter": used, "opset": opset, "external_data": False,
+                                        "dynamic_batch": True, "input": INPUT_NAME, "output": OUTPUT_NAME,
+                                        "dtype": "float16" if precision == "fp16" else "float32"}, notes)
+
+
+def _dim_max(ctx: ExportContext) -> int:
+    return max(1024, int(ctx.max_batch))
+
+
+def _export_dynamo(model, x, path: Path, max_batch: int) -> None:
+    import torch
+
+    batch = torch.export.Dim("batch", min=1, max=max_batch)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=True, external_data=False,
+                          input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
+                          dynamic_shapes=({0: batch},))
+
+
+def _export_torchscript(model, x, path: Path) -> None:
+    import inspect
+
+    import torch
+
+    kw = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kw["dynamo"] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
+                          dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+                          opset_version=OPSET, do_constant_folding=True, **kw)

@@ -1,0 +1,109 @@
+"""The runner interface (Polygraphy's lifecycle with MLPerf's small surface).
+
+- ``probe(device) -> Availability`` (class method): cheap, never raises.
+- ``supports(fmt, precision, device) -> Availability`` (class method): whether this
+  runner can execute that precision there (e.g. OpenVINO bf16 needs a CPU with bf16).
+- ``__init__(artifact, device, options)`` only stores.
+- ``load()`` does the heavy work (session creation, compile, deserialise); the
+  harness times it as load time. ``close()`` frees. Context manager on top.
+- ``prepare(batch)`` turns a host array into the runner's native input (a torch
+  tensor, a device buffer...); done before the clock starts.
+- ``run(prepared)`` is the timed call: blocking; the runner synchronises its device
+  and leaves the outputs on the host.
+- ``to_numpy(outputs)`` (untimed) gives a float32 host array for parity.
+- ``exec_precision`` says what really executed, as the runtime reports it.
+- ``extra_metrics()`` returns backend figures gathered while running (device time...).
+
+The harness, not the runner, owns the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..options import NoOptions, Options
+from ..records import Availability
+
+OptionsT = TypeVar("OptionsT", bound=Options)
+
+
+@dataclass
+class RunOptions:
+    """What the harness tells a runner: the cell (precision, format, threads, batch), the
+    model spec for runners that rebuild the model, the cache root for the runtime's own
+    caches, and ``runner``: the runner's declared options, typed (its ``options.py``)."""
+
+    precision: str = "fp32"
+    format: str = ""
+    threads: int | None = None
+    batch_size: int = 1
+    model: dict[str, Any] = field(default_factory=dict)  # model name/spec, for runners that rebuild it
+    cache_dir: str = ""  # the artifact cache root (--cache-dir): runtimes keep their own caches below it
+    runner: Options = field(default_factory=NoOptions)
+
+    def runner_as(self, cls: type[OptionsT]) -> OptionsT:
+        """The runner's options as its declared class ``cls``: the given ones, else its defaults."""
+        return self.runner if isinstance(self.runner, cls) else cls()
+
+
+class Runner:
+    name = "base"
+
+    def __init__(self, artifact: str, device: str = "cpu", options: RunOptions | None = None):
+        self.artifact = artifact
+        self.device = device
+        self.options = options or RunOptions()
+        self.exec_precision = self.options.precision
+        self.settings: dict[str, Any] = {}  # runtime settings actually applied (recorded in the row)
+        self.notes: list[str] = []
+
+    # --- capability -----------------------------------------------------------------
+    @classmethod
+    def probe(cls, device: str = "cpu") -> Availability:
+        raise NotImplementedError
+
+    @classmethod
+    def supports(cls, fmt: str, precision: str, device: str) -> Availability:
+        return Availability(True)
+
+    # --- lifecycle ------------------------------------------------------------------
+    def load(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        self.load()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # --- inference ------------------------------------------------------------------
+    def prepare(self, batch: np.ndarray) -> Any:
+        return batch
+
+    def run(self, prepared: Any) -> Any:
+        raise NotImplementedError
+
+    def to_numpy(self, outputs: Any) -> np.ndarray:
+        return np.asarray(outputs, dtype=np.float32)
+
+    def infer(self, batch: np.ndarray) -> np.ndarray:
+        return self.to_numpy(self.run(self.prepare(batch)))
+
+    def library_versions(self) -> dict[str, str]:
+        return {}
+
+    def extra_metrics(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def fixed_batch(self) -> int | None:
+        """The batch size the loaded artifact accepts, when it is static."""
+        return None

@@ -1,0 +1,76 @@
+"""What the TensorRT exporter and runner share: the import probe (with the version
+floor), the version parser, the GPU an engine is built for, and a logger that keeps
+TensorRT's warnings and errors for the error message."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ... import deps
+
+MIN_VERSION = (8, 5)
+
+
+def trt_status() -> tuple[Any, str, str | None]:
+    """(tensorrt module or None, reason when None, version). Never raises.
+
+    ``tensorrt-stubs`` alone installs a ``tensorrt`` folder of .pyi files, which
+    imports as an empty namespace package: that is "not installed", not TensorRT."""
+    if not deps.has("tensorrt"):
+        return None, "TensorRT (the tensorrt Python package) is not installed", None
+    try:
+        import tensorrt as trt
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return None, f"tensorrt is installed but fails to import: {first}", deps.version("tensorrt")
+    v = getattr(trt, "__version__", None)
+    if v is None or not hasattr(trt, "Builder"):
+        return None, "only the tensorrt type stubs are installed, not TensorRT itself", None
+    if parse_version(v) < MIN_VERSION:
+        return None, f"TensorRT {v} is too old (need >= {MIN_VERSION[0]}.{MIN_VERSION[1]})", v
+    return trt, "", v
+
+
+def parse_version(v: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", v or "")
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def first_gpu() -> dict[str, Any] | None:
+    """The GPU TensorRT builds for (cuda:0 as NVML or the driver reports it)."""
+    from ...env import gpus
+
+    try:
+        g = gpus()
+    except Exception:
+        return None
+    return dict(g[0]) if g else None
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "gpu"
+
+
+class _Log:
+    """A TensorRT logger that keeps the warnings and errors for the ExportError."""
+
+    def __init__(self) -> None:
+        import tensorrt as trt
+
+        outer = self
+        self.lines: list[str] = []
+        keep = {trt.ILogger.Severity.INTERNAL_ERROR, trt.ILogger.Severity.ERROR, trt.ILogger.Severity.WARNING}
+
+        class _Logger(trt.ILogger):
+            def __init__(self) -> None:
+                trt.ILogger.__init__(self)
+
+            def log(self, severity: trt.ILogger.Severity, msg: str) -> None:
+                if severity in keep:
+                    outer.lines.append(f"{severity}: {msg}")
+
+        self.logger = _Logger()
+
+    def tail(self, n: int = 8) -> str:
+        return " | ".join(self.lines[-n:])

@@ -1,0 +1,158 @@
+"""Full-integer TFLite -> Edge TPU TFLite with Coral's ``edgetpu_compiler``.
+
+The compiler runs with an argument list and a checked exit status (``run_tool``);
+its stderr goes into the ExportError. Its operation log is parsed into op coverage
+(operations mapped to the Edge TPU vs left to the CPU), recorded in the artifact's
+options (``op_coverage``) and, when most operations stay on the CPU, in its notes.
+
+``edgetpu_compiler`` exists for x86-64 Linux only (Coral's apt repository:
+``apt-get install edgetpu-compiler``); where it is absent the probe says so.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ...errors import ExportError
+from ...records import Availability
+from ..exporter import ExportContext, Exporter, ExportResult, run_tool
+from .options import EdgeTpuOptions
+
+COMPILER = "edgetpu_compiler"
+HINT = ("x86-64 Linux only: add Coral's apt repository (echo 'deb https://packages.cloud.google.com/apt "
+        "coral-edgetpu-stable main' | sudo tee /etc/apt/sources.list.d/coral-edgetpu.list; curl "
+        "https://packages.cloud.google.com/apt/doc/apt-key.gpg | sudo apt-key add -; sudo apt-get update), then "
+        "sudo apt-get install edgetpu-compiler  (see coral.ai/docs/edgetpu/compiler)")
+MOSTLY_CPU = 0.5  # flag a model when more than this share of its operations runs on the CPU
+
+_TABLE_ROW = re.compile(r"^\s*([A-Z][A-Z0-9_]*)\s+(\d+)\s+(\S.*?)\s*$")
+_COUNTS = {
+    "total": re.compile(r"Total number of operations:\s*(\d+)"),
+    "tpu": re.compile(r"Number of operations that will run on Edge TPU:\s*(\d+)"),
+    "cpu": re.compile(r"Number of operations that will run on CPU:\s*(\d+)"),
+    "subgraphs": re.compile(r"Number of Edge TPU subgraphs:\s*(\d+)"),
+}
+
+
+def parse_log(text: str) -> dict[str, Any]:
+    """Op coverage from the compiler's summary (``-s``) and/or its ``*_edgetpu.log``.
+
+    Returns {"ops": {op: {"count", "tpu", "cpu", "status": [...]}}, "tpu_ops", "cpu_ops",
+    "total_ops", "tpu_fraction", "subgraphs"}. The table is authoritative per op; the
+    summary counts are used when the table is missing.
+    """
+    ops: dict[str, dict[str, Any]] = {}
+    in_table = False
+    for line in text.splitlines():
+        if re.match(r"^\s*Operator\s+Count\s+Status\s*$", line):
+            in_table = True
+            continue
+        if not in_table:
+            continue
+        m = _TABLE_ROW.match(line)
+        if not m:
+            continue
+        op, count, status = m.group(1), int(m.group(2)), m.group(3)
+        rec = ops.setdefault(op, {"count": 0, "tpu": 0, "cpu": 0, "status": []})
+        rec["count"] += count
+        on_tpu = status.lower().startswith("mapped to edge tpu")
+        rec["tpu" if on_tpu else "cpu"] += count
+        if status not in rec["status"]:
+            rec["status"].append(status)
+    found = {k: int(m.group(1)) for k, rx in _COUNTS.items() if (m := rx.search(text))}
+    tpu = sum(r["tpu"] for r in ops.values()) if ops else found.get("tpu")
+    cpu = sum(r["cpu"] for r in ops.values()) if ops else found.get("cpu")
+    if tpu is None and cpu is None and "total" in found:
+        # the summary omits the split when every operation is mapped
+        tpu, cpu = found["total"], 0
+    total = (tpu or 0) + (cpu or 0) if (tpu is not None or cpu is not None) else found.get("total")
+    return {
+        "ops": ops,
+        "tpu_ops": tpu,
+        "cpu_ops": cpu,
+        "total_ops": total,
+        "tpu_fraction": (tpu / total) if total and tpu is not None else None,
+        "subgraphs": found.get("subgraphs"),
+    }
+
+
+def coverage_note(cov: dict[str, Any]) -> str | None:
+    """A warning when most operations run on the CPU (None otherwise)."""
+    frac = cov.get("tpu_fraction")
+    if frac is None or cov.get("total_ops") in (None, 0):
+        return None
+    if 1.0 - frac > MOSTLY_CPU:
+        cpu_ops = sorted(op for op, r in cov.get("ops", {}).items() if r.get("cpu"))
+        return (f"MOSTLY ON THE CPU: only {cov['tpu_ops']} of {cov['total_ops']} operations are mapped to the Edge TPU"
+                + (f" (CPU: {', '.join(cpu_ops)})" if cpu_ops else ""))
+    return None
+
+
+def compiler_version() -> str | None:
+    exe = shutil.which(COMPILER)
+    if exe is None:
+        return None
+    try:
+        out = run_tool([exe, "--version"], "edgetpu_compiler --version", timeout=30).stdout
+    except ExportError:
+        return None
+    m = re.search(r"version\s+(\S+)", out)
+    return m.group(1) if m else out.strip()[:60]
+
+
+class EdgeTpuExporter(Exporter):
+    format = "edgetpu"
+
+    @classmethod
+    def probe(cls) -> Availability:
+        if shutil.which(COMPILER) is None:
+            where = f"{platform.system()} {platform.machine()}"
+            extra = "" if (platform.system(), platform.machine()) == ("Linux", "x86_64") else \
+                f"; it is not built for {where}"
+            return Availability(False, f"'{COMPILER}' is not on PATH{extra}", HINT)
+        return Availability(True, version=compiler_version())
+
+    @classmethod
+    def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
+        return {"edgetpu_compiler": compiler_version(), "exporter_rev": 1}
+
+    def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
+        if precision != "int8":
+            raise ExportError(f"the Edge TPU runs full-integer int8 models only, not {precision}")
+        if source is None:
+            raise ExportError("the Edge TPU model is compiled from the int8 TFLite artifact, which is missing")
+        from .common import inspect_model
+
+        info = inspect_model(source)
+        if not info["full_integer"]:
+            raise ExportError("edgetpu_compiler needs a full-integer TFLite file; the source has "
+                              + "; ".join(info["problems"]))
+        exe = shutil.which(COMPILER)
+        if exe is None:
+            raise ExportError(f"'{COMPILER}' is not on PATH")
+        src = out_dir / "model.tflite"
+        shutil.copyfile(source, src)
+        timeout = float(ctx.options_as(EdgeTpuOptions).compiler_timeout_s)
+        proc = run_tool([exe, "-s", "-o", str(out_dir), str(src)], "edgetpu_compiler", timeout=timeout,
+                        cwd=str(out_dir))
+        out = out_dir / "model_edgetpu.tflite"
+        if not out.exists():
+            raise ExportError(f"edgetpu_compiler exited 0 but wrote no {out.name}: "
+                              + "\n".join(proc.stdout.strip().splitlines()[-10:]))
+        log_file = out_dir / "model_edgetpu.log"
+        text = proc.stdout + "\n" + (log_file.read_text(errors="replace") if log_file.exists() else "")
+        cov = parse_log(text)
+        src.unlink()
+        opts = {"compiler": compiler_version(), "args": ["-s"], "op_coverage": cov}
+        notes = []
+        if cov["total_ops"]:
+            notes.append(f"Edge TPU op coverage: {cov['tpu_ops']}/{cov['total_ops']} operations mapped, "
+                         f"{cov['cpu_ops']} on the CPU, {cov['subgraphs']} Edge TPU subgraph(s)")
+        flag = coverage_note(cov)
+        if flag:
+            notes.append(flag)
+        return ExportResult(str(out), opts, notes)

@@ -1,0 +1,156 @@
+"""PyTorch -> TFLite (LiteRT flatbuffer), NHWC input, batch 1, fp32 / fp16 / full-integer int8.
+
+The conversion runs in a child process (``tflite_convert``: litert-torch, PT2E int8
+with full-integer annotations, ai-edge-quantizer for fp16 weights); see that module
+for the route and docs/tflite-edgetpu.md for why it was chosen over onnx2tf.
+
+The int8 file must be *full-integer* (int8 input/output, only int8/int32 tensors,
+no DEQUANTIZE, no float op): that is what ``edgetpu_compiler`` accepts. After the
+conversion the file is inspected (:func:`.common.inspect_model`) and
+an int8 file that is not full-integer is an ExportError, never a silent artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ... import deps
+from ...errors import BackendUnavailable, ExportError
+from ...records import Availability
+from ..exporter import ExportContext, Exporter, ExportResult
+from .options import TFLiteOptions
+
+CONVERTER_HINT = ("pip install litert-torch ai-edge-litert  (the TFLite converter; it needs torch and brings "
+                  "ai-edge-quantizer)")
+EXPORTER_REV = 1
+# Full-integer int8 of models above this size is built only on request (or for an Edge TPU):
+# ResNet-50 (25.6 M parameters) took 339 s wall, 1.5 GB peak here (2 shared cores, load ~5).
+LARGE_INT8_PARAMS = 10_000_000
+OPT_IN_ENV = "INFER_COMPARE_TFLITE_INT8"
+
+
+class TFLiteExporter(Exporter):
+    format = "tflite"
+
+    @classmethod
+    def probe(cls) -> Availability:
+        for mod in ("torch", "litert_torch", "ai_edge_litert"):
+            if not deps.has(mod):
+                return Availability(False, f"'{mod}' is not installed (TFLite export uses litert-torch)",
+                                    CONVERTER_HINT)
+        return Availability(True, version=f"litert-torch {deps.version('litert-torch')}",
+                            details={"ai_edge_quantizer": deps.version("ai-edge-quantizer")})
+
+    @classmethod
+    def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
+        extra = {"litert_torch": deps.version("litert-torch"), "torch": deps.version("torch"),
+                 "ai_edge_litert": deps.version("ai-edge-litert"), "exporter_rev": EXPORTER_REV}
+        if precision == "fp16":
+            extra["ai_edge_quantizer"] = deps.version("ai-edge-quantizer")
+        if precision == "int8":
+            extra["calibration_n"] = int(len(ctx.calibration))
+            extra["observer"] = ctx.options_as(TFLiteOptions).int8_observer
+        return extra
+
+    def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
+        import numpy as np
+
+        if precision not in ("fp32", "fp16", "int8"):
+            raise ExportError(f"TFLite precisions are fp32, fp16 and int8, not {precision}")
+        if ctx.model is None:
+            raise ExportError("TFLite export needs the PyTorch model")
+        if precision == "fp16" and not deps.has("ai_edge_quantizer"):
+            raise BackendUnavailable("'ai_edge_quantizer' is not installed (TFLite fp16 weights)", CONVERTER_HINT)
+        import torch
+
+        if precision == "int8":
+            _check_int8_opt_in(ctx)
+        work = out_dir / ".work"
+        work.mkdir(parents=True, exist_ok=True)
+        try:
+            arch = _architecture(ctx)
+            if arch is not None:  # rebuilt in the child from the registry + this state dict
+                torch.save(ctx.model.state_dict(), work / "module.pt")
+            else:
+                torch.save(ctx.model, work / "module.pt")
+            np.save(work / "calibration.npy", np.ascontiguousarray(ctx.calibration, dtype=np.float32))
+            path = out_dir / "model.tflite"
+            spec = {"module": str(work / "module.pt"), "architecture": arch, "out": str(path), "precision": precision,
+                    "calibration": str(work / "calibration.npy"),
+                    "threads": ctx.threads,
+                    "observer": ctx.options_as(TFLiteOptions).int8_observer}
+            (work / "spec.json").write_text(json.dumps(spec))
+            ctx.log(f"TFLite {precision}: converting with litert-torch in a child process"
+                    + (f" ({len(ctx.calibration)} calibration inputs)" if precision == "int8" else ""))
+            timeout = float(ctx.options_as(TFLiteOptions).convert_timeout_s)
+            try:
+                proc = subprocess.run([sys.executable, "-m", "infer_compare.backends.tflite.convert",
+                                       str(work / "spec.json")], capture_output=True, text=True,
+                                      errors="replace", timeout=timeout, cwd=str(work),
+                                      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+            except subprocess.TimeoutExpired as e:
+                raise ExportError(f"TFLite {precision} conversion timed out after {timeout:.0f} s") from e
+            result_file = Path(str(path) + ".json")
+            if proc.returncode != 0 or not result_file.exists() or not path.exists():
+                lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+                errs = [ln for ln in lines if "Error" in ln or "error" in ln]
+                tail = "\n".join((errs[-3:] if errs else []) + lines[-8:])
+                raise ExportError(f"TFLite {precision} conversion failed (exit {proc.returncode}): {tail}")
+            res = json.loads(result_file.read_text())
+            result_file.unlink()
+        finally:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+        from .common import inspect_model
+
+        info = inspect_model(str(path))
+        opts = dict(res.get("options", {}))
+        opts.update(converter_times_s=res.get("times_s", {}), converter_wall_s=res.get("wall_s"),
+                    converter_peak_rss_mb=res.get("peak_rss_mb"), ops=info["ops"],
+                    tensor_dtypes=info["tensor_dtypes"], io=info["io"], full_integer=info["full_integer"])
+        notes = [f"converter child: {res.get('wall_s')} s wall, peak RSS {res.get('peak_rss_mb')} MB"]
+        if precision == "int8":
+            if not info["full_integer"]:
+                raise ExportError("the int8 TFLite file is not full-integer: " + "; ".join(info["problems"]))
+            notes.append("full-integer: int8 in/out, only int8/int32 tensors, no DEQUANTIZE, no float op")
+        if precision == "fp16":
+            notes.append("fp16 weights, dequantized to fp32 when the interpreter loads the file; compute is fp32")
+        return ExportResult(str(path), opts, notes)
+
+
+def _architecture(ctx: ExportContext) -> dict | None:
+    """The registry spec of the model when it rebuilds ``ctx.model``'s architecture, else None."""
+    try:
+        from ... import models
+
+        spec = models.resolve(ctx.model_name).as_dict()
+        keys = set(models.build_architecture(spec).state_dict())
+    except Exception:
+        return None
+    return spec if keys == set(ctx.model.state_dict()) else None
+
+
+def _check_int8_opt_in(ctx: ExportContext) -> None:
+    """Large models' int8 conversion is opt-in: asked for explicitly, or an Edge TPU is present."""
+    n = sum(int(p.numel()) for p in ctx.model.parameters())
+    if n <= LARGE_INT8_PARAMS:
+        return
+    req = ctx.requested or {}
+    asked = "int8" in (req.get("precisions") or ()) and bool(
+        {"tflite", "edgetpu"} & set(req.get("formats") or ()))
+    if asked or ctx.options_as(TFLiteOptions).int8 or os.environ.get(OPT_IN_ENV, "") not in ("", "0"):
+        return
+    from ...env import edgetpu_devices
+
+    if edgetpu_devices():
+        return
+    raise BackendUnavailable(
+        f"full-integer int8 TFLite of {ctx.model_name} ({n / 1e6:.1f} M parameters) is built only on request: "
+        "it takes minutes (ResNet-50: 339 s, 1.5 GB peak on 2 shared cores)",
+        f"ask for it: --formats tflite --precisions int8 (or set {OPT_IN_ENV}=1); "
+        "it is built automatically when a Coral Edge TPU is present")

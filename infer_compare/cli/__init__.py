@@ -1,0 +1,64 @@
+"""Argument parsing only; the work is in api.py.
+
+    infer-compare --model resnet50 [options]     compare every backend present
+    infer-compare env                            list every backend: available or why not
+    infer-compare report RESULTS.json --format html|md|csv|json [--out FILE]   re-render saved results
+    infer-compare diff BASELINE.json CURRENT.json [--fail-on RULE ...]       the regression gate
+    infer-compare export --model M --out DIR      a bundle to measure on another machine (docs/edge.md)
+    infer-compare run DIR                         measure a bundle here (no torch needed)
+    infer-compare merge R1.json R2.json --out DIR one comparison across machines
+
+Exit codes: 0 ok, 1 parity failure or regression (or an explicitly requested backend
+skipped or failed), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import InferCompareError
+from .args import (  # noqa: F401  (the parsers are part of this module's surface)
+    build_diff_parser,
+    build_env_parser,
+    build_export_parser,
+    build_merge_parser,
+    build_parser,
+    build_report_parser,
+    build_run_parser,
+)
+from .files import cmd_diff, cmd_env, cmd_merge, cmd_report
+from .flags import runner_options_from_args  # noqa: F401
+from .measure import cmd_compare, cmd_export, cmd_run, requested_not_run  # noqa: F401
+
+SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "env":
+            return cmd_env(build_env_parser().parse_args(argv[1:]))
+        if argv and argv[0] == "report":
+            return cmd_report(build_report_parser().parse_args(argv[1:]))
+        if argv and argv[0] == "diff":
+            return cmd_diff(build_diff_parser().parse_args(argv[1:]))
+        if argv and argv[0] == "export":
+            return cmd_export(build_export_parser().parse_args(argv[1:]), argv[1:])
+        if argv and argv[0] == "run":
+            return cmd_run(build_run_parser().parse_args(argv[1:]), argv[1:])
+        if argv and argv[0] == "merge":
+            return cmd_merge(build_merge_parser().parse_args(argv[1:]), argv[1:])
+        if argv and argv[0] == "compare":
+            argv = argv[1:]
+        return cmd_compare(build_parser().parse_args(argv), argv)
+    except InferCompareError as e:
+        hint = getattr(e, "hint", "")
+        print(f"infer-compare: error: {e}" + (f" (install: {hint})" if hint else ""), file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("infer-compare: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

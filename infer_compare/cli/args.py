@@ -1,0 +1,215 @@
+"""The argument parsers of every subcommand. Runner options are not written here: their
+flags are generated from the runners' declarations (flags.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from ..errors import UsageError
+from .flags import add_runner_option_flags
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        self.print_usage(sys.stderr)
+        raise UsageError(message)
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def _positive_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{s!r} must be >= 0")
+    return v
+
+
+def _add_how_to_measure(p: argparse.ArgumentParser):
+    """The measuring options shared by the comparison and `run`; returns the group for more."""
+    m = p.add_argument_group("how to measure")
+    m.add_argument("--batch-sizes", "-b", metavar="LIST",
+                   help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
+    m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
+    m.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up calls before timing (default 2)")
+    m.add_argument("--min-iters", type=int, default=5, metavar="N", help="measure at least N calls (default 5)")
+    m.add_argument("--min-time", type=_positive_float, default=1.0, metavar="S",
+                   help="and at least S seconds (default 1.0)")
+    m.add_argument("--parity-every-batch", action="store_true",
+                   help="recompute parity in every batch-size cell (default: once per configuration, at its "
+                        "largest batch, shared by the others)")
+    m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="kill a backend process after S seconds and record a failed row (default 600)")
+    return m
+
+
+def _add_compare_args(p: argparse.ArgumentParser) -> None:
+    from ..formats import FORMATS, PRECISIONS, RUNNERS
+
+    g = p.add_argument_group("what to measure")
+    g.add_argument("--model", "-m", required=True,
+                   help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, or any torchvision classification model")
+    g.add_argument("--weights", default="auto", metavar="auto|random|PATH",
+                   help="auto: pretrained weights from the local torch hub cache, else seeded random weights "
+                        "(LeNet-5: trained on the bundled digits); random; or a state-dict file (default: auto)")
+    g.add_argument("--backends", type=_csv, metavar="LIST",
+                   help=f"comma-separated runners (default: all): {', '.join(r for r in RUNNERS if r != 'null')}")
+    g.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats (default: all): {', '.join(FORMATS)}")
+    g.add_argument("--precisions", type=_csv, metavar="LIST",
+                   help=f"comma-separated precisions (default: all): {', '.join(PRECISIONS)}")
+    g.add_argument("--device", type=_csv, metavar="LIST", dest="devices",
+                   help="cpu, cuda, cuda:N, edgetpu (default: every device present)")
+    m = _add_how_to_measure(p)
+    m.add_argument("--parity-samples", type=int, metavar="N",
+                   help="inputs compared with the reference (default: 32 photos; LeNet: all 450 test digits)")
+    m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
+    add_runner_option_flags(p)
+    o = p.add_argument_group("output and cache")
+    o.add_argument("--output-dir", "-o", metavar="DIR",
+                   help="where results.json, .md, .csv and .html go (default ./infer-compare-results/<model>-<time>/)")
+    o.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare or $INFER_COMPARE_CACHE)")
+    o.add_argument("--no-cache", action="store_true", help="rebuild every artifact (the cache is still written)")
+    o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    _add_gate_args(p.add_argument_group("regression gate (see docs/reports-and-regression.md)"), with_baseline=True)
+
+
+def _add_gate_args(g, with_baseline: bool) -> None:
+    if with_baseline:
+        g.add_argument("--baseline", metavar="FILE", help="a results.json to compare this run with after measuring")
+    g.add_argument("--fail-on", action="append", default=[], metavar="RULE",
+                   help="exit 1 when a row gets worse than RULE, e.g. p50:+10%%, throughput:-5%%, accuracy:-0.5 "
+                        "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
+                        "rel_err load memory size)")
+    g.add_argument("--allow-environment-change", action="store_true",
+                   help="compare with a baseline from another machine or other library versions")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="infer-compare",
+        description="Export a vision model to ONNX, OpenVINO IR, TensorRT and TFLite/Edge TPU, run each with its "
+                    "runtime, measure latency and throughput, and check every output against PyTorch.",
+        epilog="Subcommands: 'infer-compare env' lists every backend and why it is (un)available; "
+               "'infer-compare report RESULTS.json --format html' re-renders saved results; "
+               "'infer-compare diff BASELINE.json CURRENT.json --fail-on p50:+10%' is the regression gate. "
+               "Exit codes: 0 ok, 1 parity failure, regression, or a requested backend did not run, 2 usage error.",
+    )
+    p.add_argument("--version", action="version", version=f"infer-compare {__version__}")
+    _add_compare_args(p)
+    return p
+
+
+def build_env_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare env", description="List every backend: available or not, why, version, "
+                                                      "devices and install hint; and the machine.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def build_report_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare report", description="Re-render a saved results.json as HTML, Markdown, CSV or "
+                                                         "JSON (written by this version of the tool).")
+    p.add_argument("results", metavar="RESULTS.json")
+    p.add_argument("--format", "-f", choices=("html", "md", "csv", "json"), default="html",
+                   help="output format (default html)")
+    p.add_argument("--out", "-o", metavar="FILE", help="write here instead of standard output")
+    return p
+
+
+def build_diff_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare diff",
+                description="Compare two results.json files row by row (matched by backend/format/precision/device/"
+                            "batch) and exit 1 when a --fail-on rule is broken or an ok row now fails. A change "
+                            "within the measured run-to-run spread (bootstrap over the raw samples) is not a "
+                            "regression.",
+                epilog="Rules: METRIC:[+|-]NUMBER[%], e.g. p50:+10%, throughput:-5%, accuracy:-0.5 (percentage "
+                       "points). Exit codes: 0 no regression, 1 regression, 2 usage error (incl. a baseline from "
+                       "another environment without --allow-environment-change).")
+    p.add_argument("baseline", metavar="BASELINE.json")
+    p.add_argument("current", metavar="CURRENT.json")
+    _add_gate_args(p, with_baseline=False)
+    p.add_argument("--confidence", type=float, default=0.95, metavar="C",
+                   help="confidence level of the noise intervals (default 0.95)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--all", action="store_true", help="also list rows skipped in both runs")
+    return p
+
+
+def _add_measure_args(p: argparse.ArgumentParser) -> None:
+    """What/how to measure, for `run` (the bundle fixes the model, weights and inputs)."""
+    from ..formats import FORMATS, PRECISIONS, RUNNERS
+
+    g = p.add_argument_group("what to measure (default: everything the bundle carries, on every device present)")
+    g.add_argument("--backends", type=_csv, metavar="LIST",
+                   help=f"comma-separated runners: {', '.join(r for r in RUNNERS if r != 'null')}")
+    g.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats: {', '.join(FORMATS)}")
+    g.add_argument("--precisions", type=_csv, metavar="LIST", help=f"comma-separated precisions: {', '.join(PRECISIONS)}")
+    g.add_argument("--device", type=_csv, metavar="LIST", dest="devices", help="cpu, cuda, cuda:N, edgetpu")
+    _add_how_to_measure(p)
+    add_runner_option_flags(p)
+
+
+def build_export_parser() -> argparse.ArgumentParser:
+    from ..bundle import DEFAULT_MAX_BATCH
+    from ..formats import FORMATS, PRECISIONS
+
+    p = _Parser(prog="infer-compare export",
+                description="Export a model to a bundle for another machine (a Jetson, a Coral host): the artifacts, "
+                            "the reference inputs and PyTorch outputs, labels, calibration inputs and a manifest of "
+                            "sha256 hashes. TensorRT engines (and formats whose exporter is missing here) travel as "
+                            "their source and are built on the device. Run it there with 'infer-compare run DIR'.")
+    p.add_argument("--model", "-m", required=True, help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, ...")
+    p.add_argument("--weights", default="auto", metavar="auto|random|PATH", help="as for a comparison (default auto)")
+    p.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats (default all): {', '.join(FORMATS)}")
+    p.add_argument("--precisions", type=_csv, metavar="LIST",
+                   help=f"comma-separated precisions (default all): {', '.join(PRECISIONS)}")
+    p.add_argument("--out", "-o", required=True, metavar="DIR", help="bundle directory (absent or empty)")
+    p.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH, metavar="N",
+                   help=f"largest batch the artifacts must accept (default {DEFAULT_MAX_BATCH})")
+    p.add_argument("--parity-samples", type=int, metavar="N",
+                   help="reference inputs in the bundle (default: 32 photos; LeNet: all 450 test digits)")
+    p.add_argument("--calibration-samples", type=int, metavar="N",
+                   help="calibration inputs for int8 (default: 64 photos; LeNet: 200 digits)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
+    p.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare)")
+    p.add_argument("--no-cache", action="store_true", help="rebuild every artifact")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    return p
+
+
+def build_run_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare run",
+                description="Measure a bundle written by 'infer-compare export' on this machine, without torch or "
+                            "converters: verify its manifest and sha256 hashes, build what could not travel "
+                            "(TensorRT engines, Edge TPU compile) where the tools are present, measure every backend "
+                            "present, check parity against the bundle's PyTorch reference, and write the reports.",
+                epilog="Exit codes: 0 ok, 1 parity failure or a requested backend did not run, 2 usage error "
+                       "(including a bundle that fails verification).")
+    p.add_argument("bundle", metavar="DIR")
+    _add_measure_args(p)
+    o = p.add_argument_group("output and cache")
+    o.add_argument("--output-dir", "-o", metavar="DIR",
+                   help="where the results go (default ./infer-compare-results/<bundle>-<time>/)")
+    o.add_argument("--cache-dir", metavar="DIR", help="cache for artifacts built on this machine (TensorRT engines)")
+    o.add_argument("--no-cache", action="store_true", help="rebuild what is built here")
+    o.add_argument("--verify-only", action="store_true", help="verify the bundle and stop")
+    o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    return p
+
+
+def build_merge_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="infer-compare merge",
+                description="Merge results.json files of one model from several machines into one comparison "
+                            "(results.json/.md/.csv/.html); each row's device is prefixed by a machine label.")
+    p.add_argument("results", nargs="+", metavar="RESULTS.json")
+    p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--label", action="append", default=[], metavar="NAME",
+                   help="machine label of each file, in order (repeatable; default: Jetson/Pi model, GPU name or "
+                        "CPU model)")
+    return p

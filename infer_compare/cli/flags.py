@@ -1,0 +1,95 @@
+"""CLI flags of the runner options, generated from the runners' declarations.
+
+Every field of a runner's Options dataclass (``backends/<runtime>/options.py``) gets a
+flag: the one it declares (``--cuda-graphs``), else ``--<runner>-<field>`` (a bool that
+defaults to True gets ``--<runner>-no-<field>``). A flag declared by several runners
+(``--tensorrt-workspace``: the TensorRT builder and the ONNX Runtime TensorRT EP) sets
+the field of each. The comparison and ``run`` both call :func:`add_runner_option_flags`,
+so they offer the same options.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from ..options import OptionField
+
+_TYPES = {"int": int, "float": float, "str": str}
+
+
+@dataclass(frozen=True)
+class Flag:
+    flag: str
+    dest: str
+    owners: tuple[tuple[str, OptionField], ...]  # (runner, field) pairs it sets
+
+    @property
+    def field(self) -> OptionField:
+        return self.owners[0][1]
+
+
+def flag_name(runner: str, f: OptionField) -> str:
+    if f.flag:
+        return f.flag
+    name = f.name.replace("_", "-")
+    return f"--{runner}-no-{name}" if f.kind == "bool" and f.default else f"--{runner}-{name}"
+
+
+def runner_flags() -> list[Flag]:
+    """One Flag per distinct flag, over every listed runner, in table order."""
+    from ..backends import options_class, runners
+
+    table: dict[str, list[tuple[str, OptionField]]] = {}
+    for name, info in runners().items():
+        if not info.listed:
+            continue
+        for f in options_class(name).fields_info():
+            table.setdefault(flag_name(name, f), []).append((name, f))
+    out = []
+    for flag, owners in table.items():
+        kinds = {(f.kind, f.default) for _, f in owners}
+        if len(kinds) != 1:
+            raise TypeError(f"flag {flag} is declared with different types or defaults by "
+                            f"{', '.join(r for r, _ in owners)}")
+        out.append(Flag(flag, "ro_" + flag.lstrip("-").replace("-", "_"), tuple(owners)))
+    return out
+
+
+def _runtime_titles() -> dict[str, str]:
+    from ..backends import runtimes
+
+    return {r.name: rt.title for rt in runtimes() for r in rt.runners}
+
+
+def add_runner_option_flags(p: argparse.ArgumentParser) -> None:
+    """One argument group per runtime with the flags of its runners' options."""
+    titles = _runtime_titles()
+    groups: dict[str, Any] = {}
+    for fl in runner_flags():
+        title = titles[fl.owners[0][0]]
+        g = groups.get(title) or groups.setdefault(title, p.add_argument_group(f"{title} options"))
+        f = fl.field
+        who = ", ".join(r for r, _ in fl.owners)
+        if f.kind == "bool":
+            g.add_argument(fl.flag, dest=fl.dest, action="store_false" if f.default else "store_true",
+                           default=None, help=f"{f.help} [{who}]")
+            continue
+        extra = f" (one of: {', '.join(str(c) for c in f.choices if c != '')})" if f.choices else ""
+        default = f"default: {f.default}" if f.default not in ("", None) else "default: automatic"
+        g.add_argument(fl.flag, dest=fl.dest, type=_TYPES[f.kind], default=None,
+                       metavar=f.kind.upper() if not f.choices else "{" + ",".join(str(c) for c in f.choices if c) + "}",
+                       help=f"{f.help}{extra}; {default} [{who}]")
+
+
+def runner_options_from_args(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The flags the user gave, as ``compare(runner_options=...)``; checked there."""
+    out: dict[str, dict[str, Any]] = {}
+    for fl in runner_flags():
+        v = getattr(args, fl.dest, None)
+        if v is None:
+            continue
+        for runner, f in fl.owners:
+            out.setdefault(runner, {})[f.name] = v
+    return out

@@ -1,0 +1,199 @@
+"""The subcommands that measure: the comparison, ``export`` and ``run`` (bundles), and
+the exit-code rule they share."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import UsageError
+from .flags import runner_options_from_args
+from .progress import _RichProgress
+
+
+def _output_dir(args) -> Path:
+    if args.output_dir:
+        out = Path(args.output_dir)
+    else:
+        out = Path("infer-compare-results") / f"{args.model}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"output directory {out} is not writable: {e.strerror or e}") from None
+    return out
+
+
+def cmd_compare(args, argv: list[str]) -> int:
+    from ..api import compare, parse_batch_sizes
+    from ..report import write_all
+    from ..report.terminal import print_report
+
+    batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None  # fail before any work
+    if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
+        raise UsageError(f"weights file not found: {args.weights}")
+    gate = _gate_setup(args)  # a bad baseline, rule or environment fails before any work
+    out = _output_dir(args)
+    partial = out / "results.json"
+    command = ["infer-compare", *argv]
+
+    def save_partial(rep):
+        try:
+            rep.save(partial)
+        except OSError:
+            pass
+
+    with _RichProgress(args.quiet) as prog:
+        rep = compare(
+            args.model, weights=args.weights, backends=args.backends, formats=args.formats,
+            precisions=args.precisions, devices=args.devices, batch_sizes=batch, threads=args.threads,
+            warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time,
+            parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
+            use_cache=not args.no_cache, seed=args.seed, command=command, progress=prog, on_row=save_partial,
+            runner_options=runner_options_from_args(args), parity_every_batch=args.parity_every_batch,
+        )
+    try:
+        paths = write_all(rep, out)
+    except OSError as e:
+        import tempfile
+
+        fallback = Path(tempfile.mkdtemp(prefix="infer-compare-results-"))
+        paths = write_all(rep, fallback)
+        print(f"infer-compare: could not write to {out} ({e}); results saved in {fallback}", file=sys.stderr)
+    print_report(rep)
+    print(f"results: {', '.join(str(p) for p in paths.values())}")
+    code = _exit_code(rep)
+    if gate is not None:
+        from ..regress import check_regression, print_result
+
+        baseline, rules = gate
+        result = check_regression(rep, baseline, rules, allow_environment_change=args.allow_environment_change)
+        print_result(result)
+        if not result.passed:
+            code = 1
+    return code
+
+
+def requested_not_run(rep) -> list:
+    """Rows that count as failures because the user asked for that backend by name.
+
+    A skip is not a failure unless the user asked for that backend explicitly: then a
+    failed row, a skip for missing software, a skip for an absent device or an
+    unsupported precision that the user also named, or no measured row at all, is.
+    """
+    req = rep.settings.requested
+    asked = set(req.get("backends") or ())
+    if not asked:
+        return []
+    devs, precs = set(req.get("devices") or ()), set(req.get("precisions") or ())
+    bad = []
+    for r in rep.rows:
+        if r.backend not in asked:
+            continue
+        if r.status in ("run_failed", "export_failed"):
+            bad.append(r)
+        elif r.status == "skipped" and (
+            r.skip_kind == "unavailable"
+            or r.skip_kind == "no_device" and (r.device in devs or r.device.split(":")[0] in devs)
+            or r.skip_kind == "unsupported" and r.precision in precs
+        ):
+            bad.append(r)
+    for name in asked:
+        if not any(r.backend == name and r.status in ("ok", "parity_failed") for r in rep.rows):
+            bad += [r for r in rep.rows if r.backend == name and r not in bad]
+    return bad
+
+
+def _gate_setup(args):
+    """(baseline Report, rules) for --baseline, or None. Raises UsageError/SchemaError/EnvironmentMismatch."""
+    if not args.baseline:
+        if args.fail_on:
+            raise UsageError("--fail-on needs --baseline FILE (a results.json to compare with)")
+        return None
+    from .. import env as envmod
+    from ..records import load_report
+    from ..regress import check_environment, parse_rules
+
+    rules = parse_rules(args.fail_on)
+    baseline = load_report(args.baseline)
+    check_environment(baseline.environment, envmod.collect(), args.allow_environment_change)
+    return baseline, rules
+
+
+def cmd_export(args, argv: list[str]) -> int:
+    from ..bundle import export_bundle
+
+    if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
+        raise UsageError(f"weights file not found: {args.weights}")
+    if args.calibration_samples is not None and args.calibration_samples < 1:
+        raise UsageError(f"--calibration-samples must be >= 1, got {args.calibration_samples}")
+    with _RichProgress(args.quiet) as prog:
+        man = export_bundle(args.model, args.out, weights=args.weights, formats=args.formats,
+                            precisions=args.precisions, parity_samples=args.parity_samples,
+                            calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
+                            cache_dir=args.cache_dir, use_cache=not args.no_cache,
+                            command=["infer-compare", "export", *argv], progress=prog)
+    size = sum(m["size"] for m in man["files"].values())
+    print(f"bundle {args.out}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, {size / 2**20:.1f} MiB")
+    for a in man["artifacts"]:
+        print(f"  {a['format']} {a['precision']}: {a['path']}")
+    for d in man["deferred"]:
+        print(f"  {d['format']} {d['precision']}: built on the device from {' '.join(d['source'])}")
+    for d in man["not_built"]:
+        print(f"  {d['format']} {d['precision']}: not in the bundle ({d['reason']})")
+    print(f"on the device: infer-compare run {args.out}")
+    return 0
+
+
+def cmd_run(args, argv: list[str]) -> int:
+    from ..api import parse_batch_sizes
+    from ..bundle import run_bundle, verify
+    from ..report import write_all
+    from ..report.terminal import print_report
+
+    if args.verify_only:
+        v = verify(args.bundle)
+        print(f"bundle {args.bundle}: ok ({v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 verified; model "
+              f"{v.manifest['model'].get('name')})")
+        return 0
+    batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None
+    args.model = f"{Path(args.bundle).resolve().name}"
+    out = _output_dir(args)
+    partial = out / "results.json"
+
+    def save_partial(rep):
+        try:
+            rep.save(partial)
+        except OSError:
+            pass
+
+    with _RichProgress(args.quiet) as prog:
+        rep = run_bundle(args.bundle, backends=args.backends, formats=args.formats, precisions=args.precisions,
+                         devices=args.devices, batch_sizes=batch, threads=args.threads, warmup_iters=args.warmup,
+                         min_iters=args.min_iters, min_time_s=args.min_time, cell_timeout_s=args.cell_timeout,
+                         cache_dir=args.cache_dir, use_cache=not args.no_cache,
+                         command=["infer-compare", "run", *argv], progress=prog, on_row=save_partial,
+                         parity_every_batch=args.parity_every_batch,
+                         runner_options=runner_options_from_args(args))
+    paths = write_all(rep, out)
+    print_report(rep)
+    print(f"results: {', '.join(str(p) for p in paths.values())}")
+    return _exit_code(rep)
+
+
+def _exit_code(rep) -> int:
+    code = 0
+    failed = [r for r in rep.rows if r.status == "parity_failed"]
+    if failed:
+        print(f"infer-compare: {len(failed)} row(s) outside parity tolerance", file=sys.stderr)
+        code = 1
+    bad = requested_not_run(rep)
+    if bad:
+        print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
+              f"({', '.join(sorted({r.backend for r in bad}))}): see the skipped/failed rows above", file=sys.stderr)
+        code = 1
+    return code

@@ -1,1 +1,0 @@
-"""Exporters: one file per format, all behind :class:`infer_compare.exporters.base.Exporter`."""
