@@ -385,6 +385,7 @@ def measure_prepared(prep: Prepared, sel: Selection, *, environment, present: di
                         num_classes=minfo.num_classes, calibration=ds.calibration, max_batch=max_batch,
                         preprocessing=dict(prep.preprocessing), log=prog.log,
                         requested=dict(settings.requested), threads=int(threads), cache_root=str(cache.root),
+                        batch_sizes={k: tuple(v) for k, v in bs_by_kind.items()},
                         option_sets=dict(sel.runner_options))
     notes = list(prep.notes)
     if not minfo.meaningful_top1:
@@ -535,7 +536,11 @@ def _ensure(fmt: str, prec: str, ctx, arts: _Artifacts, cache: Cache, minfo, wei
     except Exception as e:
         av = Availability(False, f"exporter probe failed: {type(e).__name__}: {e}")
     if not av.available:
-        fail = (SKIPPED, f"cannot build {f.title}: {av.reason}", av.hint)
+        try:
+            more = ecls.explain_unavailable(ctx.for_format(f), src.path, prec)
+        except Exception as e:  # an explanation must never take the run down
+            more = f"(pre-check failed: {type(e).__name__}: {e})"
+        fail = (SKIPPED, f"cannot build {f.title}: {av.reason}" + (f"; {more}" if more else ""), av.hint)
         arts.failed[key] = fail
         return fail
     fctx = ctx.for_format(f)

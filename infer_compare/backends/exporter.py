@@ -32,6 +32,8 @@ class ExportContext:
     calibration: Any  # np.ndarray N,C,H,W float32, real preprocessed images
     max_batch: int = 64
     opt_batch: int = 1
+    # device kind -> the batch sizes that will be measured there (e.g. TensorRT: one profile per batch)
+    batch_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     preprocessing: dict[str, Any] = field(default_factory=dict)
     # the declared options of the runner named by the format's ``options_from`` (builder options)
     options: Options = field(default_factory=NoOptions)
@@ -78,6 +80,13 @@ class Exporter:
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         raise NotImplementedError
+
+    @classmethod
+    def explain_unavailable(cls, ctx: ExportContext, source: str | None, precision: str) -> str:
+        """What can still be said about the artifact when this exporter cannot run here
+        (e.g. the Edge TPU pre-check of the int8 TFLite file without edgetpu_compiler);
+        appended to the skipped row's reason. Cheap, never raises; "" for nothing."""
+        return ""
 
 
 def run_tool(args: list[str], what: str, timeout: float | None = None, cwd: str | None = None,
