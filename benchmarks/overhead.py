@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from infer_compare import compare
+from infer_compare.bench import LoopSettings
+from infer_compare.cells import CellSpec
 from infer_compare.isolate import run_cell
 
 BARE_ORT = r"""
@@ -56,12 +58,13 @@ print(json.dumps({"p50_ms": float(np.percentile(t, 50)) / 1e6, "n": len(t)}))
 def null_overhead(secs: float) -> dict:
     work = Path(tempfile.mkdtemp())
     np.save(work / "in.npy", np.zeros((1, 1, 32, 32), np.float32))
-    spec = {"runner": "null", "artifact": "none", "device": "cpu", "options": {"batch_size": 1},
-            "inputs": str(work / "in.npy"), "loop": {"warmup_iters": 100, "min_iters": 1000, "min_time_s": secs,
-                                                      "max_iters": 10_000_000}}
-    res = run_cell(spec, 120, work, "null")
+    spec = CellSpec(runner="null", artifact="none", batch_sizes=(1,), inputs=str(work / "in.npy"),
+                    loop=LoopSettings(warmup_iters=100, min_iters=1000, min_time_s=secs, max_iters=10_000_000))
+    res = run_cell(spec, 120, work, "null")[0]
     shutil.rmtree(work, ignore_errors=True)
-    s = np.asarray(res["samples_ns"], dtype=np.float64)
+    if not res.ok:
+        raise SystemExit(f"null runner failed: {res.error}")
+    s = np.asarray(res.samples_ns, dtype=np.float64)
     return {"calls": int(s.size), "p50_us": float(np.percentile(s, 50)) / 1e3, "mean_us": float(s.mean()) / 1e3,
             "p99_us": float(np.percentile(s, 99)) / 1e3}
 

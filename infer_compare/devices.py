@@ -269,7 +269,7 @@ def collect(root: Path = Path("/"), run: CommandRunner = run_command) -> dict[st
         facts["raspberry_pi"] = pi
     if root == Path("/"):
         try:
-            from .env import edgetpu_devices
+            from .device_kinds import edgetpu_devices
 
             tpus = edgetpu_devices()
         except Exception:

@@ -70,6 +70,66 @@ def _settings_line(label: str, s: Settings) -> str:
             f"calls and >= {s.min_time_s} s; parity on {s.parity_samples} inputs")
 
 
+def _labels(reports: Sequence[Report], labels: list[str | None]) -> list[str]:
+    """One unique label per report: the user's (made safe), else the machine's."""
+    used: dict[str, int] = {}
+    final: list[str] = []
+    for rep, lab in zip(reports, labels, strict=True):
+        base = (re.sub(r"[^A-Za-z0-9._-]+", "-", lab).strip("-") or "machine") if lab else machine_label(rep.environment)
+        n = used.get(base, 0) + 1
+        used[base] = n
+        final.append(base if n == 1 else f"{base}-{n}")
+    return final
+
+
+def _warnings_and_notes(reports: Sequence[Report], final: list[str], sources: list[str]) -> tuple[list, list]:
+    pairs = list(zip(reports, final, strict=True))
+    warnings = [f"{lab}: {w}" for rep, lab in pairs for w in rep.warnings]
+    if len({r.model.weights_hash for r in reports}) > 1:
+        warnings.append("the machines ran different weights (" + ", ".join(
+            f"{lab}: {r.model.weights} {r.model.weights_hash}" for r, lab in pairs)
+            + "); each row's parity is against its own machine's reference")
+    notes = [f"merged from {len(reports)} results files: " + "; ".join(
+        f"{lab} = {src} ({r.created})" for r, lab, src in zip(reports, final, sources, strict=True))]
+    notes += [_env_line(lab, r.environment) for r, lab in pairs]
+    notes += [_settings_line(lab, r.settings) for r, lab in pairs]
+    notes += [f"{lab}: {n}" for rep, lab in pairs for n in rep.notes]
+    return warnings, notes
+
+
+def _merged_settings(reports: Sequence[Report], rows: list) -> Settings:
+    batch: dict[str, list[int]] = {}
+    for rep in reports:
+        for k, v in rep.settings.batch_sizes.items():
+            batch.setdefault(k, [])
+            batch[k] += [b for b in v if b not in batch[k]]
+    devices = tuple(dict.fromkeys(r.device for r in rows if r.batch_size is not None))
+    return reports[0].settings.replace(batch_sizes={k: tuple(v) for k, v in batch.items()}, requested={},
+                                       devices=devices)
+
+
+def _merged_environment(envs: list[Environment], final: list[str]) -> Environment:
+    pairs = list(zip(envs, final, strict=True))
+    libs: dict[str, str] = {}
+    for k in dict.fromkeys(k for e in envs for k in e.libraries):
+        vals = {lab: e.libraries[k] for e, lab in pairs if k in e.libraries}
+        libs[k] = next(iter(vals.values())) if len(set(vals.values())) == 1 and len(vals) == len(envs) else \
+            ", ".join(f"{v} ({lab})" for lab, v in vals.items())
+    return Environment(
+        hostname_hash="merged",
+        os="; ".join(dict.fromkeys(e.os for e in envs)),
+        kernel="; ".join(dict.fromkeys(e.kernel for e in envs)),
+        machine="; ".join(dict.fromkeys(e.machine for e in envs)),
+        python="; ".join(dict.fromkeys(e.python for e in envs)),
+        cpu_model="; ".join(f"{lab}: {e.cpu_model}" for e, lab in pairs),
+        cpu_flags=tuple(dict.fromkeys(f for e in envs for f in e.cpu_flags)),
+        cores_physical=_same(e.cores_physical for e in envs), cores_logical=_same(e.cores_logical for e in envs),
+        ram_gb=_same(e.ram_gb for e in envs), tool_version=__version__, libraries=libs,
+        gpus=tuple({**g, "machine": lab} for e, lab in pairs for g in e.gpus),
+        device_facts={"merged": list(final)},
+    )
+
+
 def merge_reports(reports: Sequence[Report], labels: Sequence[str | None] | None = None,
                   sources: Sequence[str] | None = None, command: Iterable[str] | None = None) -> Report:
     """One Report whose rows are every report's rows, devices prefixed by machine label."""
@@ -84,61 +144,12 @@ def merge_reports(reports: Sequence[Report], labels: Sequence[str | None] | None
     if len(names) > 1:
         raise UsageError(f"the results files are of different models ({', '.join(sorted(names))}); merge compares "
                          "one model across machines")
-    used: dict[str, int] = {}
-    final: list[str] = []
-    for rep, lab in zip(reports, labels, strict=True):
-        base = (re.sub(r"[^A-Za-z0-9._-]+", "-", lab).strip("-") or "machine") if lab else machine_label(rep.environment)
-        n = used.get(base, 0) + 1
-        used[base] = n
-        final.append(base if n == 1 else f"{base}-{n}")
-    rows = []
-    for rep, lab in zip(reports, final, strict=True):
-        for r in rep.rows:
-            rows.append(r.replace(device=f"{lab}:{r.device}"))
-    first = reports[0]
-    warnings = []
-    for rep, lab in zip(reports, final, strict=True):
-        warnings += [f"{lab}: {w}" for w in rep.warnings]
-    hashes = {r.model.weights_hash for r in reports}
-    if len(hashes) > 1:
-        warnings.append("the machines ran different weights (" + ", ".join(
-            f"{lab}: {r.model.weights} {r.model.weights_hash}" for r, lab in zip(reports, final, strict=True))
-            + "); each row's parity is against its own machine's reference")
-    notes = [f"merged from {len(reports)} results files: " + "; ".join(
-        f"{lab} = {src} ({r.created})" for r, lab, src in zip(reports, final, sources, strict=True))]
-    notes += [_env_line(lab, r.environment) for r, lab in zip(reports, final, strict=True)]
-    notes += [_settings_line(lab, r.settings) for r, lab in zip(reports, final, strict=True)]
-    for rep, lab in zip(reports, final, strict=True):
-        notes += [f"{lab}: {n}" for n in rep.notes]
-    batch: dict[str, list[int]] = {}
-    for rep in reports:
-        for k, v in rep.settings.batch_sizes.items():
-            batch.setdefault(k, [])
-            batch[k] += [b for b in v if b not in batch[k]]
-    settings = first.settings.replace(batch_sizes={k: tuple(v) for k, v in batch.items()}, requested={},
-                                      devices=tuple(r.device for r in rows if r.batch_size is not None))
-    settings = settings.replace(devices=tuple(dict.fromkeys(settings.devices)))
+    final = _labels(reports, labels)
+    rows = [r.replace(device=f"{lab}:{r.device}") for rep, lab in zip(reports, final, strict=True) for r in rep.rows]
+    warnings, notes = _warnings_and_notes(reports, final, sources)
     envs = [r.environment for r in reports]
-    libs: dict[str, str] = {}
-    for k in dict.fromkeys(k for e in envs for k in e.libraries):
-        vals = {lab: e.libraries[k] for e, lab in zip(envs, final, strict=True) if k in e.libraries}
-        libs[k] = next(iter(vals.values())) if len(set(vals.values())) == 1 and len(vals) == len(envs) else \
-            ", ".join(f"{v} ({lab})" for lab, v in vals.items())
-    merged_env = Environment(
-        hostname_hash="merged",
-        os="; ".join(dict.fromkeys(e.os for e in envs)),
-        kernel="; ".join(dict.fromkeys(e.kernel for e in envs)),
-        machine="; ".join(dict.fromkeys(e.machine for e in envs)),
-        python="; ".join(dict.fromkeys(e.python for e in envs)),
-        cpu_model="; ".join(f"{lab}: {e.cpu_model}" for e, lab in zip(envs, final, strict=True)),
-        cpu_flags=tuple(dict.fromkeys(f for e in envs for f in e.cpu_flags)),
-        cores_physical=_same(e.cores_physical for e in envs), cores_logical=_same(e.cores_logical for e in envs),
-        ram_gb=_same(e.ram_gb for e in envs), tool_version=__version__, libraries=libs,
-        gpus=tuple({**g, "machine": lab} for e, lab in zip(envs, final, strict=True) for g in e.gpus),
-        device_facts={"merged": list(final)},
-    )
     elapsed = [r.elapsed_s for r in reports if r.elapsed_s is not None]
     return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                  tuple(command or ("infer-compare", "merge")), first.model, merged_env, settings, tuple(rows),
-                  tuple(warnings), tuple(notes), round(sum(elapsed), 2) if elapsed else None,
-                  machines={lab: e for e, lab in zip(envs, final, strict=True)})
+                  tuple(command or ("infer-compare", "merge")), reports[0].model, _merged_environment(envs, final),
+                  _merged_settings(reports, rows), tuple(rows), tuple(warnings), tuple(notes),
+                  round(sum(elapsed), 2) if elapsed else None, machines=dict(zip(final, envs, strict=True)))

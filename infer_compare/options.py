@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UsageError
-from .records import _Record
+from .records import Record
 
 _KINDS = {"bool": bool, "int": int, "float": float, "str": str}
 
@@ -69,7 +69,7 @@ class OptionField:
 
 
 @dataclass(frozen=True)
-class Options(_Record):
+class Options(Record):
     """Base of every runner's options. Subclasses add fields made with :func:`option`."""
 
     @classmethod

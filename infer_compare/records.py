@@ -27,7 +27,7 @@ PARITY_FAILED = "parity_failed"
 STATUSES = (OK, SKIPPED, EXPORT_FAILED, RUN_FAILED, PARITY_FAILED)
 
 
-class _Record:
+class Record:
     """Mixin: generic, type-driven (de)serialisation for the frozen dataclasses below."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def _decode(tp: Any, v: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class Availability(_Record):
+class Availability(Record):
     """What a probe found: never raises, always says why not."""
 
     available: bool
@@ -96,7 +96,7 @@ class Availability(_Record):
 
 
 @dataclass(frozen=True)
-class LatencyStats(_Record):
+class LatencyStats(Record):
     """Summary of raw per-call latencies. No outlier clipping: tails matter."""
 
     count: int
@@ -131,7 +131,7 @@ class LatencyStats(_Record):
 
 
 @dataclass(frozen=True)
-class ExportRecord(_Record):
+class ExportRecord(Record):
     """One artifact: where it is, how big, how long it took to build, from what."""
 
     format: str
@@ -147,7 +147,7 @@ class ExportRecord(_Record):
 
 
 @dataclass(frozen=True)
-class ParityResult(_Record):
+class ParityResult(Record):
     """Comparison of one row's outputs with the PyTorch FP32 reference on the same inputs."""
 
     n: int
@@ -168,7 +168,7 @@ class ParityResult(_Record):
 
 
 @dataclass(frozen=True)
-class RunRecord(_Record):
+class RunRecord(Record):
     """One row of the comparison: a (backend, format, precision, device, batch) cell."""
 
     backend: str  # runner name, e.g. "onnxruntime"
@@ -207,7 +207,7 @@ class RunRecord(_Record):
 
 
 @dataclass(frozen=True)
-class ModelInfo(_Record):
+class ModelInfo(Record):
     name: str
     family: str
     weights: str  # "pretrained", "random", "trained", or "file"
@@ -230,7 +230,7 @@ NOT_MEASURED_LIBRARIES = frozenset({"nvidia-ml-py", "pynvml", "scikit-learn", "s
 
 
 @dataclass(frozen=True)
-class Environment(_Record):
+class Environment(Record):
     hostname_hash: str
     os: str
     kernel: str
@@ -258,7 +258,7 @@ class Environment(_Record):
 
 
 @dataclass(frozen=True)
-class Settings(_Record):
+class Settings(Record):
     batch_sizes: dict[str, tuple[int, ...]]  # device kind -> batch sizes
     threads: int | None
     warmup_iters: int
@@ -272,7 +272,7 @@ class Settings(_Record):
 
 
 @dataclass(frozen=True)
-class Report(_Record):
+class Report(Record):
     schema_version: int
     tool_version: str
     created: str

@@ -45,3 +45,12 @@ class RaiseRunner(_Base):
 class MissingRunner(_Base):
     def load(self):
         raise BackendUnavailable("libfoo.so.1 not found (simulated)", "pip install foo")
+
+
+class CrashAtBatch4(_Base):
+    """Measures at every batch size but 4, where it dies like a segfaulting native library."""
+
+    def run(self, x):
+        if self.options.batch_size == 4:
+            os.kill(os.getpid(), 11)
+        return self._out

@@ -151,7 +151,7 @@ def test_exporter_refuses_a_file_that_is_not_full_integer(monkeypatch, tmp_path)
 
 
 def test_runner_probe_without_device(monkeypatch):
-    monkeypatch.setattr("infer_compare.env.edgetpu_devices", lambda: [])
+    monkeypatch.setattr("infer_compare.device_kinds.edgetpu_devices", lambda: [])
     av = EdgeTpuRunner.probe("edgetpu")
     assert not av.available and "no Coral Edge TPU" in av.reason and av.hint
     assert not EdgeTpuRunner.supports("edgetpu", "fp32", "edgetpu:usb:0").available
@@ -165,7 +165,7 @@ def test_missing_delegate_is_a_reason_not_a_crash(monkeypatch, tmp_path):
 
     if deps.has("pycoral"):
         pytest.skip("pycoral is installed: it opens the device itself")
-    monkeypatch.setattr("infer_compare.env.edgetpu_devices", lambda: ["edgetpu:usb:0"])
+    monkeypatch.setattr("infer_compare.device_kinds.edgetpu_devices", lambda: ["edgetpu:usb:0"])
     av = EdgeTpuRunner.probe("edgetpu:usb:0")
     if av.available:
         pytest.skip("libedgetpu is installed here")
@@ -193,7 +193,7 @@ def test_device_names_and_manifest_coverage(tmp_path):
 def test_real_edgetpu_run(cache_dir):
     """Runs only where a Coral device, libedgetpu and edgetpu_compiler are all present."""
     from infer_compare import compare
-    from infer_compare.env import edgetpu_devices
+    from infer_compare.device_kinds import edgetpu_devices
 
     if not edgetpu_devices():
         pytest.skip("no Coral Edge TPU found (USB 1a6e:089a / 18d1:9302, or /dev/apex_*)")

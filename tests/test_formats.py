@@ -13,7 +13,10 @@ def test_every_runner_and_source_exists():
         if f.built_from is not None:
             assert f.built_from in FORMATS
         for p in f.precisions:
-            assert p in PRECISIONS and f.tolerance(p) is TOLERANCES[p] or p in f.tolerances
+            assert p in PRECISIONS
+            assert f.tolerance(p) == f.tolerances.get(p, TOLERANCES[p])
+            src = f.source_of(f.artifact_for(p))
+            assert src is None or src[0] in FORMATS and src[1] in PRECISIONS
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
@@ -29,8 +32,8 @@ def test_openvino_bf16_runs_the_fp32_ir():
 
 
 def test_every_device_kind_is_known():
-    from infer_compare.api import DEFAULT_BATCH_SIZES
+    from infer_compare.device_kinds import DEVICE_KINDS
 
     for r in RUNNERS.values():
         for k in r.device_kinds:
-            assert k in DEFAULT_BATCH_SIZES
+            assert k in DEVICE_KINDS

@@ -109,7 +109,7 @@ def test_full_integer_check_rejects_float_files(tflite_report):
 
 @pytest.mark.slow
 def test_edgetpu_rows_skip_with_reason(tflite_report):
-    from infer_compare.env import edgetpu_devices
+    from infer_compare.device_kinds import edgetpu_devices
 
     if edgetpu_devices():
         pytest.skip("a Coral Edge TPU is present: the rows run (see tests/test_edgetpu.py)")
@@ -137,7 +137,7 @@ def test_large_int8_is_opt_in(monkeypatch):
     from infer_compare.errors import BackendUnavailable
 
     monkeypatch.delenv(tfl.OPT_IN_ENV, raising=False)
-    monkeypatch.setattr("infer_compare.env.edgetpu_devices", lambda: [])
+    monkeypatch.setattr("infer_compare.device_kinds.edgetpu_devices", lambda: [])
     big = torch.nn.Linear(4000, 3000)  # 12 M parameters
     ctx = ExportContext(model=big, model_name="big", input_shape=(3, 8, 8), num_classes=10, calibration=None)
     with pytest.raises(BackendUnavailable) as e:
@@ -154,7 +154,7 @@ def test_large_int8_is_opt_in(monkeypatch):
     monkeypatch.setenv(tfl.OPT_IN_ENV, "1")
     tfl._check_int8_opt_in(ctx)
     monkeypatch.delenv(tfl.OPT_IN_ENV)
-    monkeypatch.setattr("infer_compare.env.edgetpu_devices", lambda: ["edgetpu:usb:0"])
+    monkeypatch.setattr("infer_compare.device_kinds.edgetpu_devices", lambda: ["edgetpu:usb:0"])
     tfl._check_int8_opt_in(ctx)  # an Edge TPU is present: built by default
     tfl._check_int8_opt_in(ExportContext(model=torch.nn.Linear(10, 10), model_name="small", input_shape=(1,),
                                          num_classes=10, calibration=None))

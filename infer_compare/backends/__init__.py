@@ -25,7 +25,7 @@ class RunnerInfo:
     name: str
     title: str
     impl: str  # "module:Class" of the Runner
-    device_kinds: tuple[str, ...]  # "cpu", "cuda", "edgetpu" (devices.py: DEVICE_KINDS)
+    device_kinds: tuple[str, ...]  # keys of device_kinds.DEVICE_KINDS: "cpu", "cuda", "edgetpu"
     formats: tuple[str, ...]  # the formats it executes (formats.FORMATS keys)
     options: str = "infer_compare.options:NoOptions"  # "module:Class" of its Options dataclass
     description: str = ""

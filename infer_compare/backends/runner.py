@@ -103,6 +103,12 @@ class Runner:
     def extra_metrics(self) -> dict[str, Any]:
         return {}
 
+    def rebatch(self, batch_size: int) -> bool:
+        """Make the loaded runtime ready for another batch size without loading it again
+        (re-shape, select a profile); return False when this runner cannot, and the
+        harness then loads a fresh runner in the same process."""
+        return False
+
     @property
     def fixed_batch(self) -> int | None:
         """The batch size the loaded artifact accepts, when it is static."""

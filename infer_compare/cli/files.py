@@ -10,43 +10,77 @@ from .. import __version__
 from ..errors import UsageError
 
 
-def cmd_env(args) -> int:
-    from .. import env as envmod
-    from ..formats import FORMATS, RUNNERS, load_impl
+def _probe(cls, device: str):
     from ..records import Availability
 
-    environment = envmod.collect()
-    present = envmod.devices()
+    try:
+        return cls.probe(device) if device else cls.probe()
+    except Exception as e:  # noqa: BLE001 - a broken backend is a row, not a crash
+        return Availability(False, f"{type(e).__name__}: {e}")
+
+
+def env_rows(present: dict[str, list[str]]) -> tuple[list[dict], list[dict]]:
+    """(runner rows, exporter rows) of `infer-compare env`: every backend, available or why not."""
+    from ..backends import load_impl
+    from ..device_kinds import DEVICE_KINDS
+    from ..formats import FORMATS, RUNNERS
+    from ..records import Availability
+
     rows = []
     for r in RUNNERS.values():
         for kind in r.device_kinds:
             devs = present.get(kind, [])
             try:
-                cls = load_impl(r.impl)
-                av = cls.probe(devs[0] if devs else kind)
-            except Exception as e:  # noqa: BLE001 - a broken backend is a row, not a crash
+                av = _probe(load_impl(r.impl), devs[0] if devs else kind)
+            except (ImportError, AttributeError) as e:
                 av = Availability(False, f"{type(e).__name__}: {e}")
             if not devs and av.available:
-                av = Availability(False, f"no {kind} device found", av.hint, av.version)
+                av = Availability(False, DEVICE_KINDS[kind].absent_reason, av.hint, av.version)
             rows.append({"backend": r.name, "device": kind, "available": av.available, "version": av.version,
                          "devices": list(devs) if av.available else [], "reason": av.reason, "hint": av.hint})
     exporters = []
     for f in FORMATS.values():
-        try:
-            av = load_impl(f.exporter).probe()
-        except Exception as e:  # noqa: BLE001
-            av = Availability(False, f"{type(e).__name__}: {e}")
-        exporters.append({"format": f.name, "available": av.available, "version": av.version, "reason": av.reason,
-                          "hint": av.hint, "precisions": list(f.precisions)})
+        for prec in dict.fromkeys(f.artifact_for(p) for p in f.precisions):
+            try:
+                av = _probe(load_impl(f.exporter_for(prec)), "")
+            except (ImportError, AttributeError) as e:
+                av = Availability(False, f"{type(e).__name__}: {e}")
+            if any(x["format"] == f.name and x["exporter"] == f.exporter_for(prec) for x in exporters):
+                continue
+            exporters.append({"format": f.name, "exporter": f.exporter_for(prec), "available": av.available,
+                              "version": av.version, "reason": av.reason, "hint": av.hint,
+                              "precisions": [p for p in f.precisions if f.exporter_for(f.artifact_for(p)) ==
+                                             f.exporter_for(prec)]})
+    return rows, exporters
+
+
+def _env_table(title: str, first: tuple[str, str], items: list[dict], key: str, second) -> object:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=title, header_style="bold")
+    for c in (*first, "available", "version", "reason / install hint"):
+        t.add_column(c)
+    for r in items:
+        why = escape(r["reason"]) + (f"\n[cyan]→ {escape(r['hint'])}[/]" if r["hint"] and not r["available"] else "")
+        t.add_row(r[key], second(r), "[green]yes[/]" if r["available"] else "[red]no[/]", r["version"] or "–", why)
+    return t
+
+
+def cmd_env(args) -> int:
+    from rich.console import Console
+
+    from .. import device_kinds
+    from .. import env as envmod
+
+    environment = envmod.collect()
+    present = device_kinds.present()
+    rows, exporters = env_rows(present)
     if args.json:
         import json
 
         print(json.dumps({"environment": environment.to_dict(), "backends": rows, "exporters": exporters}, indent=1))
         return 0
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     con = Console() if sys.stdout.isatty() else Console(width=160)
     e = environment
     con.print(f"[bold]infer-compare {__version__}[/] on {e.cpu_model} ({e.cores_physical} physical / "
@@ -54,22 +88,10 @@ def cmd_env(args) -> int:
     con.print(f"CPU features: {', '.join(e.cpu_flags) or 'none of interest'}")
     con.print(f"GPUs: {', '.join(g['name'] for g in e.gpus) or 'none'}; "
               f"Edge TPUs: {', '.join(present['edgetpu']) or 'none'}")
-    t = Table(title="runners", header_style="bold")
-    for c in ("backend", "device", "available", "version", "reason / install hint"):
-        t.add_column(c)
-    for r in rows:
-        why = escape(r["reason"]) + (f"\n[cyan]→ {escape(r['hint'])}[/]" if r["hint"] and not r["available"] else "")
-        t.add_row(r["backend"], ", ".join(r["devices"]) or r["device"],
-                  "[green]yes[/]" if r["available"] else "[red]no[/]", r["version"] or "–", why)
-    con.print(t)
-    t = Table(title="exporters", header_style="bold")
-    for c in ("format", "precisions", "available", "version", "reason / install hint"):
-        t.add_column(c)
-    for x in exporters:
-        why = escape(x["reason"]) + (f"\n[cyan]→ {escape(x['hint'])}[/]" if x["hint"] and not x["available"] else "")
-        t.add_row(x["format"], ", ".join(x["precisions"]), "[green]yes[/]" if x["available"] else "[red]no[/]",
-                  x["version"] or "–", why)
-    con.print(t)
+    con.print(_env_table("runners", ("backend", "device"), rows, "backend",
+                         lambda r: ", ".join(r["devices"]) or r["device"]))
+    con.print(_env_table("exporters", ("format", "precisions"), exporters, "format",
+                         lambda r: ", ".join(r["precisions"])))
     return 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .flags import runner_options_from_args
-from .progress import _RichProgress
+from .progress import RichProgress
 
 
 def _output_dir(args) -> Path:
@@ -47,7 +47,7 @@ def cmd_compare(args, argv: list[str]) -> int:
         except OSError:
             pass
 
-    with _RichProgress(args.quiet) as prog:
+    with RichProgress(args.quiet) as prog:
         rep = compare(
             args.model, weights=args.weights, backends=args.backends, formats=args.formats,
             precisions=args.precisions, devices=args.devices, batch_sizes=batch, threads=args.threads,
@@ -131,7 +131,7 @@ def cmd_export(args, argv: list[str]) -> int:
         raise UsageError(f"weights file not found: {args.weights}")
     if args.calibration_samples is not None and args.calibration_samples < 1:
         raise UsageError(f"--calibration-samples must be >= 1, got {args.calibration_samples}")
-    with _RichProgress(args.quiet) as prog:
+    with RichProgress(args.quiet) as prog:
         man = export_bundle(args.model, args.out, weights=args.weights, formats=args.formats,
                             precisions=args.precisions, parity_samples=args.parity_samples,
                             calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
@@ -171,7 +171,7 @@ def cmd_run(args, argv: list[str]) -> int:
         except OSError:
             pass
 
-    with _RichProgress(args.quiet) as prog:
+    with RichProgress(args.quiet) as prog:
         rep = run_bundle(args.bundle, backends=args.backends, formats=args.formats, precisions=args.precisions,
                          devices=args.devices, batch_sizes=batch, threads=args.threads, warmup_iters=args.warmup,
                          min_iters=args.min_iters, min_time_s=args.min_time, cell_timeout_s=args.cell_timeout,

@@ -10,7 +10,7 @@ def _esc(s: str) -> str:
     return escape(s)
 
 
-class _RichProgress:
+class RichProgress:
     """Progress display on stderr: a spinner/bar while exporting and measuring, log lines above it."""
 
     def __init__(self, quiet: bool):

@@ -131,74 +131,88 @@ def _recalibrate_bn(model, calib, log) -> int:
     return len(bns)
 
 
-def load(spec: ModelSpec, weights: str, data: DataSets, cache: Cache, seed: int = 0,
-         log: Callable[[str], None] = lambda m: None, warn: Callable[[str], None] = lambda m: None):
-    """Return (eval-mode module, ModelInfo, weights file path, weights build seconds)."""
-    deps.require("torch", "building the model")
+def _from_file(spec: ModelSpec, path: str):
+    sd = _read_state_dict(path)
+    model = build_architecture(spec)
+    try:
+        model.load_state_dict(sd)
+    except RuntimeError as e:
+        raise UsageError(f"weights file {path} does not fit {spec.name}: {str(e).splitlines()[0][:200]}") from None
+    model.eval()
+    info = ModelInfo(spec.name, spec.family, "file", os.path.abspath(path), state_dict_hash(model.state_dict()),
+                     spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), False, True,
+                     ("weights loaded from the user's file",))
+    return model, info, os.path.abspath(path), 0.0
+
+
+def _from_entry(spec: ModelSpec, entry, build):
+    """The module built by ``build()`` with the cache entry's state dict loaded, in eval mode."""
     import torch
 
-    torch_mm = ".".join(torch.__version__.split(".")[:2])
-    mode = weights
-    notes: list[str] = []
-    pre = spec.preprocess.as_dict()
-    if mode not in ("auto", "random"):
-        sd = _read_state_dict(mode)
-        model = build_architecture(spec)
-        try:
-            model.load_state_dict(sd)
-        except RuntimeError as e:
-            raise UsageError(f"weights file {mode} does not fit {spec.name}: "
-                             f"{str(e).splitlines()[0][:200]}") from None
-        model.eval()
-        info = ModelInfo(spec.name, spec.family, "file", os.path.abspath(mode), state_dict_hash(model.state_dict()),
-                         spec.input_shape, spec.num_classes, pre, False, True, ("weights loaded from the user's file",))
-        return model, info, os.path.abspath(mode), 0.0
+    model = build()
+    model.load_state_dict(torch.load(entry.file("state_dict.pt"), weights_only=True))
+    return model.eval()
 
-    if spec.family == "lenet":
-        if mode == "auto":
-            from . import lenet
 
-            def build_trained(tmp):
-                torch.manual_seed(seed)
-                m = lenet.build()
-                log("training LeNet-5 on scikit-learn digits (first use; cached afterwards)")
-                stats = lenet.train(m, data.train, data.train_labels, seed=seed, log=log)
-                torch.save(m.state_dict(), tmp / "state_dict.pt")
-                return stats
+def _lenet_trained(spec: ModelSpec, data: DataSets, cache: Cache, seed: int, torch_mm: str, log):
+    import torch
 
-            entry = cache.get_or_build("weights", {"model": "lenet5", "recipe": lenet.RECIPE, "seed": seed,
-                                                   "torch": torch_mm, "data": data.digest()}, build_trained)
-            model = lenet.build()
-            model.load_state_dict(torch.load(entry.file("state_dict.pt"), weights_only=True))
-            model.eval()
-            notes.append(f"trained on scikit-learn digits ({entry.manifest.get('epochs')} epochs, "
-                         f"{entry.manifest.get('train_s')} s{', cached' if entry.hit else ''})")
-            info = ModelInfo(spec.name, spec.family, "trained", str(entry.path), state_dict_hash(model.state_dict()),
-                             spec.input_shape, spec.num_classes, pre, False, True, tuple(notes))
-            return model, info, str(entry.file("state_dict.pt")), float(entry.manifest.get("build_s", 0.0))
+    from . import lenet
+
+    def build_trained(tmp):
         torch.manual_seed(seed)
-        model = build_architecture(spec).eval()
-        warn(f"{spec.name}: seeded random weights (seed {seed}); accuracy is chance level")
-        path = _save_plain(cache, spec, model, seed, torch_mm)
-        info = ModelInfo(spec.name, spec.family, "random", f"seed {seed}", state_dict_hash(model.state_dict()),
-                         spec.input_shape, spec.num_classes, pre, False, False, (f"seeded random weights (seed {seed})",))
-        return model, info, path, 0.0
+        m = lenet.build()
+        log("training LeNet-5 on scikit-learn digits (first use; cached afterwards)")
+        stats = lenet.train(m, data.train, data.train_labels, seed=seed, log=log)
+        torch.save(m.state_dict(), tmp / "state_dict.pt")
+        return stats
 
+    entry = cache.get_or_build("weights", {"model": "lenet5", "recipe": lenet.RECIPE, "seed": seed,
+                                           "torch": torch_mm, "data": data.digest()}, build_trained)
+    model = _from_entry(spec, entry, lenet.build)
+    notes = (f"trained on scikit-learn digits ({entry.manifest.get('epochs')} epochs, "
+             f"{entry.manifest.get('train_s')} s{', cached' if entry.hit else ''})",)
+    info = ModelInfo(spec.name, spec.family, "trained", str(entry.path), state_dict_hash(model.state_dict()),
+                     spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), False, True, notes)
+    return model, info, str(entry.file("state_dict.pt")), float(entry.manifest.get("build_s", 0.0))
+
+
+def _lenet_random(spec: ModelSpec, cache: Cache, seed: int, torch_mm: str, warn):
+    import torch
+
+    torch.manual_seed(seed)
+    model = build_architecture(spec).eval()
+    warn(f"{spec.name}: seeded random weights (seed {seed}); accuracy is chance level")
+    path = _save_plain(cache, spec, model, seed, torch_mm)
+    info = ModelInfo(spec.name, spec.family, "random", f"seed {seed}", state_dict_hash(model.state_dict()),
+                     spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), False, False,
+                     (f"seeded random weights (seed {seed})",))
+    return model, info, path, 0.0
+
+
+def _pretrained(spec: ModelSpec, warn, seed: int):
+    """The torchvision weights already in the local hub cache, or None (after the loud warning)."""
     from . import torchvision_zoo as tvz
 
-    if mode == "auto":
-        path, looked = tvz.cached_weights_file(spec.name)
-        if path is not None:
-            model = build_architecture(spec)
-            model.load_state_dict(_read_state_dict(path))
-            model.eval()
-            w = tvz.default_weights(spec.name)
-            info = ModelInfo(spec.name, spec.family, "pretrained", f"{w} ({path})", state_dict_hash(model.state_dict()),
-                             spec.input_shape, spec.num_classes, pre, False, True, (f"pretrained torchvision weights {w}",))
-            return model, info, path, 0.0
+    path, looked = tvz.cached_weights_file(spec.name)
+    if path is None:
         warn(f"{spec.name}: no pretrained weights in the local cache ({looked}); using SEEDED RANDOM weights "
              f"(seed {seed}) with BatchNorm statistics re-estimated on bundled photos. Latency is real; accuracy "
              "is meaningless and top-1 agreement is not judged.")
+        return None
+    model = build_architecture(spec)
+    model.load_state_dict(_read_state_dict(path))
+    model.eval()
+    w = tvz.default_weights(spec.name)
+    info = ModelInfo(spec.name, spec.family, "pretrained", f"{w} ({path})", state_dict_hash(model.state_dict()),
+                     spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), False, True,
+                     (f"pretrained torchvision weights {w}",))
+    return model, info, path, 0.0
+
+
+def _random_bn(spec: ModelSpec, data: DataSets, cache: Cache, seed: int, torch_mm: str, log):
+    """Seeded random weights with BatchNorm statistics re-estimated on the calibration crops."""
+    import torch
 
     def build_random(tmp):
         torch.manual_seed(seed)
@@ -210,9 +224,7 @@ def load(spec: ModelSpec, weights: str, data: DataSets, cache: Cache, seed: int 
     log(f"building {spec.name} with seeded random weights")
     entry = cache.get_or_build("weights", {"model": spec.name, "seed": seed, "torch": torch_mm, "bn_recal": True,
                                            "data": data.digest()}, build_random)
-    model = build_architecture(spec)
-    model.load_state_dict(torch.load(entry.file("state_dict.pt"), weights_only=True))
-    model.eval()
+    model = _from_entry(spec, entry, lambda: build_architecture(spec))
     recal = bool(entry.manifest.get("bn_layers"))
     notes = [f"seeded random weights (seed {seed})"]
     if recal:
@@ -220,8 +232,25 @@ def load(spec: ModelSpec, weights: str, data: DataSets, cache: Cache, seed: int 
                      "outputs depend on the input; top-1 margins stay tiny, so top-1 agreement and int8 parity "
                      "are reported, not judged")
     info = ModelInfo(spec.name, spec.family, "random", f"seed {seed}", state_dict_hash(model.state_dict()),
-                     spec.input_shape, spec.num_classes, pre, recal, False, tuple(notes))
+                     spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), recal, False, tuple(notes))
     return model, info, str(entry.file("state_dict.pt")), float(entry.manifest.get("build_s", 0.0))
+
+
+def load(spec: ModelSpec, weights: str, data: DataSets, cache: Cache, seed: int = 0,
+         log: Callable[[str], None] = lambda m: None, warn: Callable[[str], None] = lambda m: None):
+    """Return (eval-mode module, ModelInfo, weights file path, weights build seconds)."""
+    deps.require("torch", "building the model")
+    import torch
+
+    torch_mm = ".".join(torch.__version__.split(".")[:2])
+    if weights not in ("auto", "random"):
+        return _from_file(spec, weights)
+    if spec.family == "lenet":
+        if weights == "auto":
+            return _lenet_trained(spec, data, cache, seed, torch_mm, log)
+        return _lenet_random(spec, cache, seed, torch_mm, warn)
+    got = _pretrained(spec, warn, seed) if weights == "auto" else None
+    return got if got is not None else _random_bn(spec, data, cache, seed, torch_mm, log)
 
 
 def _save_plain(cache: Cache, spec: ModelSpec, model, seed: int, torch_mm: str) -> str:

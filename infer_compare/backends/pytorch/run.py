@@ -29,6 +29,7 @@ energy per image from NVML, peak memory of torch's allocator; see infer_compare/
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -129,16 +130,21 @@ class PyTorchRunner(Runner):
             return
         self._load_cuda(model)
 
-    def _load_cuda(self, model) -> None:
-        import time
+    def rebatch(self, batch_size: int) -> bool:
+        """Eager CPU rows take any batch size as loaded; CUDA rows (meter, graphs, compiled shapes) reload."""
+        if self._cuda:
+            return False
+        self.options.batch_size = int(batch_size)
+        return True
 
+    def _cuda_setup(self, opts: EagerOptions):
+        """Device, per-call meter and math settings of a CUDA row; the torch device."""
         import torch
 
-        from ...gpu import CallMeter, cuda_facts_torch
+        from ...gpu import CallMeter
 
         if not torch.cuda.is_available():
             raise BackendUnavailable("PyTorch sees no CUDA device", "install a CUDA build of PyTorch")
-        opts = self.options.runner_as(EagerOptions)
         prec = self.options.precision
         if prec not in CUDA_PRECISIONS:
             raise RunnerError(f"PyTorch on CUDA runs {', '.join(CUDA_PRECISIONS)}, not {prec}")
@@ -147,68 +153,85 @@ class PyTorchRunner(Runner):
         self._dev = dev
         self.meter = CallMeter(self.device, self.options.batch_size)
         self.meter.start()
-        tf32 = prec == "tf32"
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
-        bench = bool(opts.cudnn_benchmark)
-        torch.backends.cudnn.benchmark = bench
-        cl = bool(opts.channels_last)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = prec == "tf32"
+        torch.backends.cudnn.benchmark = bool(opts.cudnn_benchmark)
         self._dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(prec, torch.float32)
-        self._mf = torch.channels_last if cl else torch.contiguous_format
-        model = model.to(dev, dtype=self._dtype)
-        if cl:
-            model = model.to(memory_format=torch.channels_last)
+        self._mf = torch.channels_last if opts.channels_last else torch.contiguous_format
+        return dev
+
+    def _compile(self, model, opts: EagerOptions):
+        """torch.compile in the chosen mode, its caches under the tool's cache directory; (model, mode)."""
+        import os
+
+        import torch
+
         graphs = bool(opts.cuda_graphs)
+        mode = str(getattr(opts, "compile_mode", "") or ("reduce-overhead" if graphs else "default"))
+        if mode not in COMPILE_MODES:
+            raise RunnerError(f"unknown torch.compile mode {mode!r} (known: {', '.join(COMPILE_MODES)})")
+        if not hasattr(torch, "compile"):
+            raise BackendUnavailable(f"torch.compile needs PyTorch >= 2.0 (this is {torch.__version__})",
+                                     deps.hint("torch"))
+        if self.options.cache_dir:  # Inductor's and Triton's on-disk caches: reused across cells and runs
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(self.options.cache_dir, "torchinductor"))
+            os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(self.options.cache_dir, "triton"))
+        model = torch.compile(model, mode=None if mode == "default" else mode)
+        if mode in ("reduce-overhead", "max-autotune"):
+            self._mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
+        return model, mode
+
+    def _warm_compile(self, shape: tuple[int, ...]) -> float:
+        """Compile (and, for reduce-overhead, record the CUDA graph) now, on the measured shape; seconds."""
+        import time
+
+        import torch
+
+        t0 = time.perf_counter()
+        dummy = torch.zeros(shape, device=self._dev, dtype=self._dtype).contiguous(memory_format=self._mf)
+        with torch.inference_mode():
+            for _ in range(3):
+                if self._mark_step is not None:
+                    self._mark_step()
+                self.model(dummy)
+        torch.cuda.synchronize(self._dev)
+        return round(time.perf_counter() - t0, 2)
+
+    def _load_cuda(self, model) -> None:
+        import torch
+
+        from ...gpu import cuda_facts_torch
+
+        opts = self.options.runner_as(EagerOptions)
+        dev = self._cuda_setup(opts)
+        model = model.to(dev, dtype=self._dtype)
+        if opts.channels_last:
+            model = model.to(memory_format=torch.channels_last)
         self._graph = None
-        self._graphs = graphs and not self.compiled
+        self._graphs = bool(opts.cuda_graphs) and not self.compiled
         self._mark_step = None
         mode = None
         if self.compiled:
-            mode = str(getattr(opts, "compile_mode", "") or ("reduce-overhead" if graphs else "default"))
-            if mode not in COMPILE_MODES:
-                raise RunnerError(f"unknown torch.compile mode {mode!r} (known: {', '.join(COMPILE_MODES)})")
-            if not hasattr(torch, "compile"):
-                raise BackendUnavailable(f"torch.compile needs PyTorch >= 2.0 (this is {torch.__version__})",
-                                         deps.hint("torch"))
-            model = torch.compile(model, mode=None if mode == "default" else mode)
-            if mode in ("reduce-overhead", "max-autotune"):
-                self._mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
+            model, mode = self._compile(model, opts)
         self.model = model
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
         shape = (int(self.options.batch_size), *[int(v) for v in self.options.model.get("input_shape", ())])
-        compile_s = None
-        if self.compiled and len(shape) == 4:
-            # compile (and, for reduce-overhead, record the CUDA graph) now, on the measured shape
-            t0 = time.perf_counter()
-            dummy = torch.zeros(shape, device=dev, dtype=self._dtype).contiguous(memory_format=self._mf)
-            with torch.inference_mode():
-                for _ in range(3):
-                    if self._mark_step is not None:
-                        self._mark_step()
-                    self.model(dummy)
-            torch.cuda.synchronize(dev)
-            compile_s = round(time.perf_counter() - t0, 2)
-            del dummy
-        self.exec_precision = prec
-        facts = cuda_facts_torch(self.device)
+        compile_s = self._warm_compile(shape) if self.compiled and len(shape) == 4 else None
+        self.exec_precision = self.options.precision
         self.settings = {
             "mode": (f"torch.compile mode={mode}" if self.compiled else "eager") + ", inference_mode",
-            "device": str(dev),
-            "channels_last": cl,
-            "cudnn_benchmark": bench,
-            "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-            "dtype": str(self._dtype).replace("torch.", ""),
-            "cuda_graphs": graphs,
+            "device": str(dev), "channels_last": bool(opts.channels_last), "cudnn_benchmark": bool(opts.cudnn_benchmark),
+            "tf32_cudnn": torch.backends.cudnn.allow_tf32, "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "dtype": str(self._dtype).replace("torch.", ""), "cuda_graphs": bool(opts.cuda_graphs),
             "io": "device-resident input and output (copied to the GPU before timing; no host copies in the "
                   "timed call)",
-            **facts,
+            **cuda_facts_torch(self.device),
         }
         if compile_s is not None:
             self.settings["compile_s"] = compile_s
-            self.notes.append(f"torch.compile ({mode}) took {compile_s} s on the measured batch shape; "
-                              "it is part of load time")
+            self.settings["compile_cache"] = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "torch's default")
+            self.notes.append(f"torch.compile ({mode}) took {compile_s} s on the measured batch shape (Inductor "
+                              "cache reused where it had this graph); it is part of load time")
 
     def close(self) -> None:
         meter = getattr(self, "meter", None)

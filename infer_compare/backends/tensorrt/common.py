@@ -39,7 +39,7 @@ def parse_version(v: str) -> tuple[int, int]:
 
 def first_gpu() -> dict[str, Any] | None:
     """The GPU TensorRT builds for (cuda:0 as NVML or the driver reports it)."""
-    from ...env import gpus
+    from ...device_kinds import gpus
 
     try:
         g = gpus()

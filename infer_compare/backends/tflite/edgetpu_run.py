@@ -54,7 +54,7 @@ class EdgeTpuRunner(TFLiteRunner):
 
     @classmethod
     def probe(cls, device: str = "edgetpu") -> Availability:
-        from ...env import edgetpu_devices
+        from ...device_kinds import edgetpu_devices
 
         found = edgetpu_devices()
         if not found:

@@ -145,7 +145,7 @@ def _check_int8_opt_in(ctx: ExportContext) -> None:
         {"tflite", "edgetpu"} & set(req.get("formats") or ()))
     if asked or ctx.options_as(TFLiteOptions).int8 or os.environ.get(OPT_IN_ENV, "") not in ("", "0"):
         return
-    from ...env import edgetpu_devices
+    from ...device_kinds import edgetpu_devices
 
     if edgetpu_devices():
         return

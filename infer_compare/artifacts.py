@@ -1,0 +1,152 @@
+"""The artifact chain: every artifact a run needs, built from its source through the
+content-keyed cache, once per run.
+
+    chain = ArtifactChain(ctx, cache, model, prog)
+    art = chain.get("openvino", "int8")   # builds onnx fp32 first, then the NNCF IR
+    if isinstance(art, Unbuilt): ...       # skipped or export_failed, with the reason
+
+A format's source comes from the format table (``Format.source_of``); its exporter
+from ``Format.exporter_for``. A bundle seeds the chain with the artifacts it carries
+(``carry``) and with what could not be built on the workstation (``mark``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .backends import load_impl
+from .backends.exporter import ExportContext, file_size
+from .cache import Cache
+from .errors import BackendUnavailable, InferCompareError
+from .formats import Format, get_format
+from .progress import Progress
+from .records import EXPORT_FAILED, SKIPPED, Availability, ExportRecord, ModelInfo
+
+
+@dataclass(frozen=True)
+class Unbuilt:
+    """An artifact that could not be had: ``status`` skipped (software missing) or export_failed."""
+
+    status: str
+    reason: str
+    hint: str = ""
+
+
+Key = tuple[str, str]  # (format, artifact precision)
+
+
+@dataclass
+class ModelSource:
+    """What the chain builds from: the model's record, its weights file (the root
+    artifact, None in a bundle) and the digest of the calibration set (int8 keys)."""
+
+    info: ModelInfo
+    weights_path: str | None = None
+    weights_build_s: float = 0.0
+    calibration_digest: str = ""
+
+
+@dataclass
+class ArtifactChain:
+    ctx: ExportContext
+    cache: Cache
+    model: ModelSource
+    prog: Progress = field(default_factory=Progress)
+    done: dict[Key, ExportRecord] = field(default_factory=dict)
+    failed: dict[Key, Unbuilt] = field(default_factory=dict)
+
+    def carry(self, key: Key, rec: ExportRecord) -> None:
+        """An artifact that exists already (carried in a bundle)."""
+        self.done[key] = rec
+
+    def mark(self, key: Key, why: Unbuilt) -> None:
+        """An artifact known not to be available (not in the bundle, failed on the workstation)."""
+        self.failed[key] = why
+
+    def get(self, fmt: str, prec: str) -> ExportRecord | Unbuilt:
+        """The artifact of (format, artifact precision), building its sources first."""
+        key = (fmt, prec)
+        if key not in self.done and key not in self.failed:
+            got = self._make(get_format(fmt), prec)
+            if isinstance(got, Unbuilt):
+                self.failed[key] = got
+            else:
+                self.done[key] = got
+        return self.done.get(key) or self.failed[key]
+
+    def _make(self, f: Format, prec: str) -> ExportRecord | Unbuilt:
+        src_key = f.source_of(prec)
+        if src_key is None:
+            return self._root(f, prec)
+        src = self.get(*src_key)
+        if isinstance(src, Unbuilt):
+            return Unbuilt(src.status, f"needs the {src_key[0]} {src_key[1]} artifact: {src.reason}", src.hint)
+        try:
+            ecls = load_impl(f.exporter_for(prec))
+        except (ImportError, AttributeError) as e:
+            return Unbuilt(SKIPPED, f"the {f.name} exporter is not available in this build ({type(e).__name__}: {e})")
+        fctx = self.ctx.for_format(f)
+        av = _safe(lambda: ecls.probe(), "exporter probe")
+        if not av.available:
+            more = _explain(ecls, fctx, src.path, prec)
+            return Unbuilt(SKIPPED, f"cannot build {f.title}: {av.reason}" + (f"; {more}" if more else ""), av.hint)
+        return self._build(f, prec, ecls, fctx, src)
+
+    def _root(self, f: Format, prec: str) -> ExportRecord | Unbuilt:
+        m = self.model
+        if m.weights_path is None:
+            return Unbuilt(SKIPPED, "no PyTorch weights file in this run")
+        return ExportRecord(f.name, prec, m.weights_path, os.path.getsize(m.weights_path), m.weights_build_s, True,
+                            key=m.info.weights_hash, notes=(f"weights: {m.info.weights}",))
+
+    def cache_parts(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> dict[str, Any]:
+        """Everything that changes the artifact: its cache key."""
+        info = self.model.info
+        parts = {"format": f.name, "precision": prec, "model": info.name, "weights": info.weights_hash,
+                 "input": list(info.input_shape), "dtype": "float32", "source": src.key,
+                 **ecls.cache_extras(fctx, prec)}
+        if prec == "int8":
+            parts["calibration"] = self.model.calibration_digest
+        return parts
+
+    def _build(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> ExportRecord | Unbuilt:
+        def build(tmp: Path) -> dict:
+            self.prog.log(f"exporting {f.title} {prec} ...")
+            res = ecls().export(fctx, src.path, tmp, prec)
+            return {"file": os.path.relpath(res.path, tmp), "options": res.options, "notes": res.notes,
+                    "format": f.name, "precision": prec, "model": self.model.info.name, "source": src.path}
+
+        t0 = time.perf_counter()
+        try:
+            entry = self.cache.get_or_build(f.name, self.cache_parts(f, prec, ecls, fctx, src), build)
+        except BackendUnavailable as e:
+            return Unbuilt(SKIPPED, f"cannot build {f.title} {prec}: {e.reason}", e.hint)
+        except InferCompareError as e:
+            return Unbuilt(EXPORT_FAILED, str(e))
+        except Exception as e:  # an exporter bug or converter crash is a failed row, not a crashed run
+            msg = (str(e).strip().splitlines() or [""])[0]
+            return Unbuilt(EXPORT_FAILED, f"{f.title} {prec} export failed: {type(e).__name__}: {msg[:300]}")
+        path = str(entry.path / entry.manifest["file"])
+        self.prog.log(f"{f.title} {prec}: reused from the cache ({entry.path})" if entry.hit
+                      else f"{f.title} {prec}: exported in {time.perf_counter() - t0:.1f} s")
+        return ExportRecord(f.name, prec, path, file_size(path), float(entry.manifest.get("build_s", 0.0)), entry.hit,
+                            key=entry.manifest.get("key", ""), source=src.path,
+                            options=entry.manifest.get("options", {}), notes=tuple(entry.manifest.get("notes", ())))
+
+
+def _safe(probe: Any, what: str) -> Availability:
+    try:
+        return probe()
+    except Exception as e:  # a probe must never take the run down
+        return Availability(False, f"{what} failed: {type(e).__name__}: {e}")
+
+
+def _explain(ecls: Any, ctx: ExportContext, source: str, prec: str) -> str:
+    try:
+        return ecls.explain_unavailable(ctx, source, prec)
+    except Exception as e:  # an explanation must never take the run down
+        return f"(pre-check failed: {type(e).__name__}: {e})"

@@ -1,0 +1,36 @@
+"""Export here, run there: bundles for devices without torch or converters.
+
+``export_bundle()`` (workstation, needs torch) writes a directory::
+
+    manifest.json                 model, weights hash, input spec and preprocessing,
+                                  every file's sha256 and size, tool and library versions
+    data/eval.npy                 the reference inputs (preprocessed, N,C,H,W float32)
+    data/reference.npy            the PyTorch FP32 outputs on them
+    data/labels.npy               labels, where the model has them (LeNet digits)
+    data/calibration.npy          calibration inputs, for int8 builds done on the device
+    artifacts/<format>-<prec>/    each artifact with its sidecar files
+
+Formats that cannot be built on the workstation but can on the device travel as their
+source with a note in the manifest ("deferred"): TensorRT engines always (an engine
+is tied to its GPU and TensorRT version), and any format whose exporter is missing
+here (e.g. the Edge TPU compile without ``edgetpu_compiler``) when its source was built.
+
+``run_bundle()`` (device, no torch, no converter) verifies the manifest and every
+hash before loading anything, builds the deferred formats whose exporter is present
+there (the same exporter classes, with ``ExportContext.model = None``), measures every
+backend present, checks parity against the stored reference outputs, and returns the
+usual Report.
+
+A bundle is untrusted input: a path that escapes the bundle (absolute, "..", a
+symbolic link), a missing or extra file, a hash mismatch, an unknown format or
+precision, or arrays of the wrong shape are refused with a BundleError (a UsageError:
+exit status 2, one line). Arrays are read with ``allow_pickle=False``.
+"""
+
+from .common import BUNDLE_KIND, BUNDLE_VERSION, DEFAULT_MAX_BATCH, MANIFEST, BundleError, sha256_file
+from .export import export_bundle
+from .run import load_inputs, prepared_from_bundle, run_bundle
+from .verify import Verified, verify
+
+__all__ = ["BUNDLE_KIND", "BUNDLE_VERSION", "DEFAULT_MAX_BATCH", "MANIFEST", "BundleError", "Verified",
+           "export_bundle", "load_inputs", "prepared_from_bundle", "run_bundle", "sha256_file", "verify"]

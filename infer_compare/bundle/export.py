@@ -1,0 +1,250 @@
+"""``export_bundle()``: build every artifact of the selection through the artifact chain
+(workstation, needs torch) and write the bundle directory atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..artifacts import ArtifactChain, Unbuilt
+from ..errors import UsageError
+from ..formats import FORMATS, PRECISIONS, get_format
+from ..plan import MAX_BATCH, check_choice
+from ..prepare import Prepared
+from ..progress import Progress
+from ..records import SKIPPED
+from .common import BUNDLE_KIND, BUNDLE_VERSION, DEFAULT_MAX_BATCH, MANIFEST, sha256_file
+
+Key = tuple[str, str]
+
+
+@dataclass
+class Plan:
+    """What goes into the bundle: artifacts shipped, formats built on the device, and not built."""
+
+    wanted: list[Key]
+    ship: list[Key] = field(default_factory=list)
+    deferred: list[dict[str, Any]] = field(default_factory=list)
+    not_built: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_ship(self, key: Key) -> None:
+        if key not in self.ship:
+            self.ship.append(key)
+
+
+def _wanted(formats_t: tuple[str, ...] | None, precisions_t: tuple[str, ...] | None) -> list[Key]:
+    wanted: list[Key] = []
+    for f in FORMATS.values():
+        if formats_t is not None and f.name not in formats_t:
+            continue
+        for p in f.precisions:
+            key = (f.name, f.artifact_for(p))
+            if (precisions_t is None or p in precisions_t) and key not in wanted:
+                wanted.append(key)
+    if not wanted:
+        raise UsageError("the selection of --formats/--precisions leaves nothing to export")
+    return wanted
+
+
+def _exporter_exists(fmt: str) -> bool:
+    """True when this build has an exporter for ``fmt`` (its software may still be missing here)."""
+    from ..backends import load_impl
+
+    f = get_format(fmt)
+    try:
+        for p in f.precisions:
+            load_impl(f.exporter_for(f.artifact_for(p)))
+    except (ImportError, AttributeError):
+        return False
+    return True
+
+
+def _collect(plan: Plan, chain: ArtifactChain, warn) -> None:
+    """Build what can be built here; defer what must (or can only) be built on the device."""
+    for fmt, prec in plan.wanted:
+        f = get_format(fmt)
+        src_key = f.source_of(prec)
+        if f.device_built and src_key is not None:
+            src = chain.get(*src_key)
+            if isinstance(src, Unbuilt):
+                plan.not_built.append({"format": fmt, "precision": prec, "status": src.status, "hint": src.hint,
+                                       "reason": f"its source {src_key[0]} {src_key[1]} was not built: {src.reason}"})
+                continue
+            plan.deferred.append({"format": fmt, "precision": prec, "source": list(src_key), "note": f.device_built})
+            plan.add_ship(src_key)
+            continue
+        res = chain.get(fmt, prec)
+        if not isinstance(res, Unbuilt):
+            plan.add_ship((fmt, prec))
+        elif res.status == SKIPPED and src_key is not None and src_key in chain.done and _exporter_exists(fmt):
+            plan.deferred.append({"format": fmt, "precision": prec, "source": list(src_key),
+                                  "note": f"not built on the workstation ({res.reason}); built on the device when "
+                                          "its exporter is present there" + (f" ({res.hint})" if res.hint else "")})
+            plan.add_ship(src_key)
+        else:
+            plan.not_built.append({"format": fmt, "precision": prec, "status": res.status, "reason": res.reason,
+                                   "hint": res.hint})
+            warn(f"{fmt} {prec} is not in the bundle: {res.reason}")
+
+
+def _write_data(tmp: Path, prep: Prepared) -> dict[str, Any]:
+    import numpy as np
+
+    ds = prep.ds
+    (tmp / "data").mkdir()
+    data: dict[str, Any] = {"description": ds.description}
+    arrays = {"eval": ds.eval, "reference": prep.ref, "calibration": ds.calibration}
+    if ds.eval_labels is not None:
+        arrays["labels"] = ds.eval_labels
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        rel = f"data/{name}.npy"
+        np.save(tmp / rel, a, allow_pickle=False)
+        data[name] = {"path": rel, "shape": list(a.shape), "dtype": str(a.dtype)}
+    return data
+
+
+def _artifact_files(chain: ArtifactChain, key: Key) -> tuple[list[tuple[Path, str]], str]:
+    """(source file, path inside the artifact's folder) pairs, and the main file's path there."""
+    from ..cache import MANIFEST as CACHE_MANIFEST
+
+    fmt, prec = key
+    rec = chain.done[key]
+    main = Path(rec.path)
+    if get_format(fmt).source_of(prec) is None:  # the weights file itself (cache, hub or the user's)
+        return [(main, "weights.pt")], "weights.pt"
+    entry = chain.cache.root / fmt / rec.key
+    if not (entry / CACHE_MANIFEST).is_file():
+        raise UsageError(f"cache entry of {fmt} {prec} vanished while exporting: {entry}")
+    files = [(p, p.relative_to(entry).as_posix()) for p in sorted(entry.rglob("*"))
+             if p.is_file() and not p.is_symlink() and p.relative_to(entry).as_posix() != CACHE_MANIFEST]
+    return files, main.relative_to(entry).as_posix()
+
+
+def _write_artifacts(tmp: Path, plan: Plan, chain: ArtifactChain) -> list[dict[str, Any]]:
+    out = []
+    for fmt, prec in plan.ship:
+        rec = chain.done[(fmt, prec)]
+        d = f"artifacts/{fmt}-{prec}"
+        (tmp / d).mkdir(parents=True)
+        files, main_rel = _artifact_files(chain, (fmt, prec))
+        for srcf, rel in files:
+            dst = tmp / d / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(srcf, dst)
+        src_of = get_format(fmt).source_of(prec)
+        out.append({
+            "format": fmt, "precision": prec, "path": f"{d}/{main_rel}", "dir": d,
+            "source": list(src_of) if src_of is not None else None,
+            "export": {"options": rec.options, "notes": list(rec.notes), "build_s": rec.export_s, "cache_key": rec.key,
+                       "built_from": os.path.basename(rec.source) if rec.source else ""},
+            "selected": (fmt, prec) in plan.wanted,
+        })
+    return out
+
+
+def _manifest(prep: Prepared, plan: Plan, data: dict[str, Any], artifacts: list[dict[str, Any]], selection: dict,
+              environment, warnings: list[str], command: Iterable[str] | None) -> dict[str, Any]:
+    minfo = prep.minfo
+    return {
+        "kind": BUNDLE_KIND, "bundle_version": BUNDLE_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "tool_version": __version__, "command": list(command or sys.argv), "model": minfo.to_dict(),
+        "model_spec": dict(prep.model_spec),
+        "input": {"shape": list(minfo.input_shape), "dtype": "float32", "layout": "NCHW",
+                  "preprocessing": dict(prep.preprocessing)},
+        "selection": selection, "data": data, "artifacts": artifacts, "deferred": plan.deferred,
+        "not_built": plan.not_built, "notes": list(prep.notes), "warnings": warnings,
+        "export_environment": environment.to_dict(),
+    }
+
+
+def _write_bundle(out: Path, write) -> None:
+    """``write(tmp)`` fills a temporary folder beside ``out``, which then replaces ``out`` atomically."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
+    try:
+        write(tmp)
+        for p in tmp.rglob("*"):
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        os.chmod(tmp, 0o755)
+        if out.exists():
+            out.rmdir()  # empty (checked before any work)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "auto",
+                  formats: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
+                  parity_samples: int | None = None, calibration_samples: int | None = None,
+                  max_batch: int = DEFAULT_MAX_BATCH, seed: int = 0, cache_dir: str | os.PathLike | None = None,
+                  use_cache: bool = True, threads: int | None = None, command: Iterable[str] | None = None,
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """Build every artifact of the selection (through the artifact cache) and write the
+    bundle to ``out_dir`` (absent or empty). Returns the manifest."""
+    from .. import env, models
+    from ..cache import Cache
+    from ..prepare import prepare_model
+
+    prog = progress or Progress()
+    formats_t, precisions_t = check_choice("format", formats, FORMATS), check_choice("precision", precisions, PRECISIONS)
+    if parity_samples is not None and parity_samples < 1:
+        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
+    if not 1 <= int(max_batch) <= MAX_BATCH:
+        raise UsageError(f"--max-batch must be in 1..{MAX_BATCH}, got {max_batch}")
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"bundle directory {out} exists and is not empty")
+    plan = Plan(_wanted(formats_t, precisions_t))
+    models.resolve(model)
+    cache = Cache(cache_dir, enabled=use_cache)
+    warnings: list[str] = []
+
+    def warn(msg: str) -> None:
+        warnings.append(msg)
+        prog.warn(msg)
+
+    prog.task("probing the environment")
+    environment = env.collect()
+    threads = threads or environment.cores_physical or environment.cores_logical or 1
+    prep = prepare_model(model, weights=weights, parity_samples=parity_samples, calibration_samples=calibration_samples,
+                         seed=seed, cache=cache, threads=threads, prog=prog, warn=warn)
+    chain = _export_chain(prep, cache, int(max_batch), threads, prog)
+    prog.task("exporting")
+    _collect(plan, chain, warn)
+    prog.task(f"writing the bundle {out}")
+    selection = {"formats": list(formats_t or ()), "precisions": list(precisions_t or ()),
+                 "exported": [list(k) for k in plan.wanted], "max_batch": int(max_batch), "seed": int(seed)}
+    manifest: dict[str, Any] = {}
+
+    def write(tmp: Path) -> None:
+        data = _write_data(tmp, prep)
+        manifest.update(_manifest(prep, plan, data, _write_artifacts(tmp, plan, chain), selection, environment,
+                                  warnings, command))
+        manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
+                             for p in sorted(tmp.rglob("*")) if p.is_file()}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+
+    _write_bundle(out, write)
+    return manifest
+
+
+def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress) -> ArtifactChain:
+    from ..backends.exporter import ExportContext
+
+    minfo = prep.minfo
+    ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
+                        num_classes=minfo.num_classes, calibration=prep.ds.calibration, max_batch=max_batch,
+                        preprocessing=dict(prep.preprocessing), log=prog.log, threads=threads,
+                        cache_root=str(cache.root))
+    return ArtifactChain(ctx, cache, prep.source(), prog)

@@ -1,0 +1,166 @@
+"""``run_bundle()``: measure a bundle on the device, without torch or converters: verify
+it, seed the artifact chain with what it carries, build what it defers where the
+exporter is present, measure, check parity against its reference."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..artifacts import Key, Unbuilt
+from ..formats import FORMATS, PRECISIONS
+from ..plan import Selection, make_selection
+from ..prepare import Prepared
+from ..progress import Progress
+from ..records import EXPORT_FAILED, SKIPPED, ExportRecord, ModelInfo, Report
+from .common import BundleError
+from .verify import Verified, verify
+
+
+def _load_array(v: Verified, name: str):
+    import numpy as np
+
+    d = v.manifest["data"].get(name)
+    if d is None:
+        return None
+    try:
+        return np.load(v.path(d["path"]), allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise BundleError(f"bundle: data/{name} cannot be read as a numpy array: {e}") from None
+
+
+def load_inputs(v: Verified):
+    """(DataSets, reference) from a verified bundle, with their shapes checked."""
+    import numpy as np
+
+    from ..data import DataSets
+
+    shape = tuple(int(x) for x in v.manifest["input"].get("shape", ()))
+    ev, ref = _load_array(v, "eval"), _load_array(v, "reference")
+    calib, labels = _load_array(v, "calibration"), _load_array(v, "labels")
+    if ev.ndim != 4 or tuple(ev.shape[1:]) != shape or ev.dtype != np.float32 or len(ev) == 0:
+        raise BundleError(f"bundle: eval inputs have shape {ev.shape} {ev.dtype}, expected N x {shape} float32")
+    if ref.ndim != 2 or len(ref) != len(ev) or not np.issubdtype(ref.dtype, np.floating):
+        raise BundleError(f"bundle: reference outputs have shape {ref.shape}, expected {len(ev)} x classes")
+    if calib is not None and (calib.ndim != 4 or tuple(calib.shape[1:]) != shape):
+        raise BundleError(f"bundle: calibration inputs have shape {calib.shape}, expected N x {shape}")
+    if labels is not None and (labels.ndim != 1 or len(labels) != len(ev) or not np.issubdtype(labels.dtype, np.integer)):
+        raise BundleError(f"bundle: labels have shape {labels.shape} {labels.dtype}, expected {len(ev)} integers")
+    ds = DataSets(calibration=calib if calib is not None else ev[:0], eval=ev, eval_labels=labels,
+                  description=str(v.manifest["data"].get("description", "")))
+    return ds, ref.astype(np.float32)
+
+
+def _export_summary(man: dict[str, Any]) -> str:
+    from ..backends import libraries
+
+    e = man.get("export_environment") or {}
+    libs = e.get("libraries") or {}
+    gpus = ", ".join(str(g.get("name")) for g in e.get("gpus") or []) or "no GPU"
+    names = [lib.dists[0] for lib in libraries().values() if lib.record_version]
+    lib = ", ".join(f"{k} {libs[k]}" for k in names if k in libs)
+    return (f"exported {man.get('created')} with infer-compare {man.get('tool_version')} on {e.get('cpu_model', '?')} "
+            f"({gpus}), {e.get('python', '?')}" + (f"; {lib}" if lib else ""))
+
+
+def _model_record(man: dict[str, Any]) -> ModelInfo:
+    try:
+        minfo = ModelInfo.from_dict(man["model"])
+    except Exception as e:
+        raise BundleError(f"bundle manifest: model record is unreadable: {e}") from None
+    if tuple(minfo.input_shape) != tuple(man["input"].get("shape", ())):
+        raise BundleError("bundle manifest: the model's input shape and the input spec differ")
+    return minfo
+
+
+def _carried(v: Verified) -> dict[Key, ExportRecord]:
+    man, out = v.manifest, {}
+    for a in man.get("artifacts", []):
+        fmt, prec = a["format"], a["precision"]
+        size = sum(m["size"] for rel, m in man["files"].items() if rel.startswith(a.get("dir", "\x00") + "/"))
+        exp = a.get("export") or {}
+        out[(fmt, prec)] = ExportRecord(
+            fmt, prec, str(v.path(a["path"]).resolve()), int(size or man["files"][a["path"]]["size"]),
+            float(exp.get("build_s") or 0.0), True, key=man["files"][a["path"]]["sha256"][:20],
+            source="/".join(a["source"]) if a.get("source") else "", options=dict(exp.get("options") or {}),
+            notes=tuple(exp.get("notes") or ()) + ("carried in the bundle (built on the workstation)",))
+    return out
+
+
+def _unbuilt(man: dict[str, Any], carried: dict[Key, ExportRecord], model_name: str) -> dict[Key, Unbuilt]:
+    """Every artifact neither carried nor deferred: why it is not available here."""
+    deferred = {(d["format"], d["precision"]) for d in man.get("deferred", [])}
+    failed = {(d.get("format"), d.get("precision")): d for d in man.get("not_built", []) if isinstance(d, dict)}
+    names = ", ".join(f"{f} {p}" for f, p in carried) or "nothing"
+    out: dict[Key, Unbuilt] = {}
+    for f in FORMATS.values():
+        for p in {f.artifact_for(q) for q in f.precisions}:
+            key = (f.name, p)
+            if key in carried or key in deferred:
+                continue
+            if key in failed:
+                d = failed[key]
+                st = d.get("status") if d.get("status") in (SKIPPED, EXPORT_FAILED) else SKIPPED
+                out[key] = Unbuilt(st, f"not built on the workstation: {d.get('reason', '')}", d.get("hint", ""))
+            else:
+                out[key] = Unbuilt(SKIPPED, f"{f.title} {p} is not in this bundle (it carries: {names})",
+                                   f"infer-compare export --model {model_name} --formats {f.name} --out DIR")
+    return out
+
+
+def prepared_from_bundle(v: Verified) -> Prepared:
+    """Everything measuring needs, from a verified bundle (no torch)."""
+    man = v.manifest
+    minfo = _model_record(man)
+    ds, ref = load_inputs(v)
+    if ref.shape[1] != minfo.num_classes:
+        raise BundleError(f"bundle: reference outputs have {ref.shape[1]} classes, the model {minfo.num_classes}")
+    carried = _carried(v)
+    notes = [f"bundle {v.root.name}: {_export_summary(man)}; {v.n_files} files verified (sha256) before loading"]
+    notes += [f"{d['format']} {d['precision']}: {d.get('note', '')}" for d in man.get("deferred", [])]
+    notes += [str(n) for n in man.get("notes", [])]
+    return Prepared(minfo=minfo, model_spec=dict(man["model_spec"]),
+                    preprocessing=dict(man["input"].get("preprocessing") or {}), ds=ds, ref=ref, model=None,
+                    weights_path=None, notes=notes, carried=carried, unbuilt=_unbuilt(man, carried, minfo.name))
+
+
+def _default_selection(sel: Selection, man: dict[str, Any]) -> None:
+    """Without --formats/--precisions: what the bundle was exported for."""
+    sel_man = man.get("selection") or {}
+    if sel.formats is None and sel_man.get("formats"):
+        sel.formats = tuple(f for f in sel_man["formats"] if f in FORMATS)
+    if sel.precisions is None and sel_man.get("precisions"):
+        sel.precisions = tuple(p for p in sel_man["precisions"] if p in PRECISIONS)
+
+
+def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None = None,
+               formats: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
+               devices: Iterable[str] | None = None, batch_sizes: Iterable[int] | str | None = None,
+               threads: int | None = None, warmup_iters: int = 2, min_iters: int = 5, min_time_s: float = 1.0,
+               cell_timeout_s: float = 600.0, cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
+               command: Iterable[str] | None = None, progress: Progress | None = None,
+               on_row: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
+               parity_every_batch: bool = False) -> Report:
+    """Verify the bundle, build its deferred formats where possible, measure every
+    backend present and check parity against the bundle's reference. No torch needed."""
+    from .. import device_kinds, env
+    from ..cache import Cache
+    from ..measure import measure
+
+    t_start = time.perf_counter()
+    prog = progress or Progress()
+    sel = make_selection(backends=backends, formats=formats, precisions=precisions, devices=devices,
+                         batch_sizes=batch_sizes, threads=threads, warmup_iters=warmup_iters, min_iters=min_iters,
+                         min_time_s=min_time_s, cell_timeout_s=cell_timeout_s, runner_options=runner_options,
+                         parity_every_batch=parity_every_batch)
+    prog.task("verifying the bundle")
+    v = verify(bundle_dir)
+    prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
+    prep = prepared_from_bundle(v)
+    _default_selection(sel, v.manifest)
+    prog.task("probing the environment")
+    return measure(prep, sel, environment=env.collect(), present=device_kinds.present(),
+                   cache=Cache(cache_dir, enabled=use_cache), prog=prog, warnings=[], command=command, on_row=on_row,
+                   t_start=t_start)

@@ -1,0 +1,148 @@
+"""Verifying a bundle before anything in it is loaded: the manifest, every file's size
+and sha256, no path that leaves the bundle, no unlisted file."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..formats import FORMATS, PRECISIONS
+from .common import BUNDLE_KIND, BUNDLE_VERSION, MANIFEST, MAX_MANIFEST_BYTES, BundleError, sha256_file
+
+
+@dataclass
+class Verified:
+    root: Path
+    manifest: dict[str, Any]
+    n_files: int
+    n_bytes: int
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+
+def _check_rel(root: Path, rel: Any, what: str) -> Path:
+    """A manifest path: relative, no '..', no symbolic link on the way, inside the bundle."""
+    if not isinstance(rel, str) or not rel or len(rel) > 1024 or "\x00" in rel:
+        raise BundleError(f"bundle manifest: bad path for {what}: {rel!r}")
+    if rel.startswith(("/", "\\")) or "\\" in rel or (len(rel) > 1 and rel[1] == ":"):
+        raise BundleError(f"bundle manifest: {what} path {rel!r} is absolute; refused")
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise BundleError(f"bundle manifest: {what} path {rel!r} leaves the bundle or is not normalised; refused")
+    cur = root
+    for p in parts:
+        cur = cur / p
+        if cur.is_symlink():
+            raise BundleError(f"bundle: {rel} is (or passes through) a symbolic link; bundles hold plain files only")
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(cur)
+    if os.path.commonpath([real_root, real]) != real_root:
+        raise BundleError(f"bundle: {rel} resolves outside the bundle; refused")
+    if not cur.is_file():
+        raise BundleError(f"bundle: {what} {rel} is missing (or not a regular file)")
+    return cur
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    if not root.is_dir():
+        raise BundleError(f"bundle directory not found: {root}")
+    mpath = root / MANIFEST
+    if mpath.is_symlink():
+        raise BundleError(f"bundle: {MANIFEST} is a symbolic link; refused")
+    if not mpath.is_file():
+        raise BundleError(f"{root} is not an infer-compare bundle (no {MANIFEST})")
+    if mpath.stat().st_size > MAX_MANIFEST_BYTES:
+        raise BundleError(f"bundle: {MANIFEST} is larger than {MAX_MANIFEST_BYTES >> 20} MiB; refused")
+    try:
+        man = json.loads(mpath.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BundleError(f"bundle: {MANIFEST} is not valid JSON: {e}") from None
+    if not isinstance(man, dict) or man.get("kind") != BUNDLE_KIND:
+        raise BundleError(f"bundle: {MANIFEST} is not an infer-compare bundle manifest")
+    v = man.get("bundle_version")
+    if not isinstance(v, int) or not 1 <= v <= BUNDLE_VERSION:
+        raise BundleError(f"bundle version {v!r} is not readable by infer-compare {__version__} (reads 1.."
+                          f"{BUNDLE_VERSION}; upgrade infer-compare)")
+    return man
+
+
+def _check_structure(man: dict[str, Any]) -> None:
+    """The manifest's sections, and only known formats and precisions."""
+    files = man.get("files")
+    if not isinstance(files, dict) or not files:
+        raise BundleError("bundle manifest: no file list")
+    for key in ("model", "model_spec", "input", "data"):
+        if not isinstance(man.get(key), dict):
+            raise BundleError(f"bundle manifest: '{key}' is missing or not an object")
+    for key in ("artifacts", "deferred"):
+        if not isinstance(man.get(key, []), list):
+            raise BundleError(f"bundle manifest: '{key}' is not a list")
+    for a in list(man.get("artifacts", [])) + list(man.get("deferred", [])):
+        if not isinstance(a, dict):
+            raise BundleError("bundle manifest: an artifact entry is not an object")
+        fmt, prec = a.get("format"), a.get("precision")
+        if fmt not in FORMATS:
+            raise BundleError(f"bundle manifest: unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+        if prec not in PRECISIONS:
+            raise BundleError(f"bundle manifest: unknown precision {prec!r} for {fmt} (known: {', '.join(PRECISIONS)})")
+        src = a.get("source")
+        if src is not None and (not isinstance(src, list) or len(src) != 2 or src[0] not in FORMATS
+                                or src[1] not in PRECISIONS):
+            raise BundleError(f"bundle manifest: bad source {src!r} for {fmt} {prec}")
+
+
+def _check_files(root: Path, files: dict[str, Any]) -> int:
+    """Every listed file: a plain file inside the bundle, of the recorded size and hash. Total bytes."""
+    n_bytes = 0
+    for rel, meta in files.items():
+        p = _check_rel(root, rel, "file")
+        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str) or not isinstance(meta.get("size"), int):
+            raise BundleError(f"bundle manifest: no sha256/size for {rel}")
+        size = p.stat().st_size
+        if size != meta["size"]:
+            raise BundleError(f"bundle: {rel} has {size} bytes, the manifest says {meta['size']}: refused "
+                              "(corrupted or tampered)")
+        if sha256_file(p) != meta["sha256"].lower():
+            raise BundleError(f"bundle: sha256 of {rel} does not match the manifest: refused (corrupted or tampered)")
+        n_bytes += size
+    return n_bytes
+
+
+def _check_references(root: Path, man: dict[str, Any]) -> None:
+    """Paths referenced elsewhere are listed; nothing unlisted lies under artifacts/ or data/."""
+    files = man["files"]
+    refs = [(a.get("path"), f"{a.get('format')} {a.get('precision')} artifact") for a in man.get("artifacts", [])]
+    refs += [(d.get("path") if isinstance(d, dict) else None, f"data '{k}'")
+             for k, d in man["data"].items() if k != "description"]
+    for rel, what in refs:
+        _check_rel(root, rel, what)
+        if rel not in files:
+            raise BundleError(f"bundle manifest: {what} {rel!r} has no hash in the file list; refused")
+    for sub in ("artifacts", "data"):
+        base = root / sub
+        if base.is_symlink():
+            raise BundleError(f"bundle: {sub}/ is a symbolic link; refused")
+        if base.is_dir():
+            for p in base.rglob("*"):
+                rel = p.relative_to(root).as_posix()
+                if p.is_symlink() or (p.is_file() and rel not in files):
+                    raise BundleError(f"bundle: {rel} is not in the manifest's file list; refused")
+    for k in ("eval", "reference"):
+        if k not in man["data"]:
+            raise BundleError(f"bundle manifest: data '{k}' is missing")
+
+
+def verify(bundle_dir: str | os.PathLike) -> Verified:
+    """Check the manifest and every file's size and sha256 before anything is loaded.
+    Raises BundleError (exit 2) with one line saying what is wrong."""
+    root = Path(bundle_dir)
+    man = _read_manifest(root)
+    _check_structure(man)
+    n_bytes = _check_files(root, man["files"])
+    _check_references(root, man)
+    return Verified(root, man, len(man["files"]), n_bytes)

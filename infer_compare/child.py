@@ -1,0 +1,150 @@
+"""The measuring child's work (``python -m infer_compare.isolate``): load the runner once,
+then for each batch size: re-shape (or, for a runner that cannot, load a fresh one in
+this process), first call, warm-up, timed loop, parity outputs. Each batch size's
+result is emitted as soon as it is done; an error in one batch size is its result and
+the next batch size still runs."""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .cells import CellResult, CellSpec
+from .errors import BackendUnavailable
+
+
+def peak_rss_mb() -> float | None:
+    """This process's own peak RSS. On Linux, VmHWM of /proc/self/status: ru_maxrss would carry the
+    parent's RSS at fork time across exec (Linux keeps it in the signal struct), so a small runtime
+    started from a parent holding ResNet-50 would report the parent's gigabyte."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return r / (1024 * 1024) if sys.platform == "darwin" else r / 1024
+    except Exception:
+        return None
+
+
+def tile(images: np.ndarray, n: int) -> np.ndarray:
+    if len(images) >= n:
+        return np.ascontiguousarray(images[:n])
+    reps = -(-n // len(images))
+    return np.ascontiguousarray(np.concatenate([images] * reps)[:n])
+
+
+def _runner_class(spec: CellSpec):
+    from .backends import load_impl, options_class
+    from .formats import RUNNERS
+    from .options import NoOptions
+
+    impl = spec.impl or (RUNNERS[spec.runner].impl if spec.runner in RUNNERS else spec.runner)
+    ocls = options_class(spec.runner) if spec.runner in RUNNERS else NoOptions
+    return load_impl(impl), ocls.from_dict(spec.runner_options or {})
+
+
+class _Session:
+    """The loaded runner, kept across batch sizes when it can re-shape."""
+
+    def __init__(self, spec: CellSpec):
+        self.spec = spec
+        self.cls: Any = None
+        self.opts: Any = None
+        self.runner: Any = None
+
+    def runner_for(self, batch: int) -> tuple[Any, float]:
+        """A loaded runner for ``batch`` and the seconds it took (load, or re-shape)."""
+        from .backends.runner import RunOptions
+
+        if self.cls is None:
+            self.cls, self.opts = _runner_class(self.spec)
+        t0 = time.perf_counter()
+        if self.runner is not None and self.runner.rebatch(batch):
+            return self.runner, time.perf_counter() - t0
+        self.close()
+        s = self.spec
+        ro = RunOptions(precision=s.precision, format=s.format, threads=s.threads, batch_size=batch,
+                        model=dict(s.model), cache_dir=s.cache_dir, runner=self.opts)
+        runner = self.cls(s.artifact, s.device, ro)
+        runner.load()
+        self.runner = runner
+        return runner, time.perf_counter() - t0
+
+    def close(self) -> None:
+        if self.runner is not None:
+            try:
+                self.runner.close()
+            except Exception:
+                pass
+            self.runner = None
+
+
+def _parity_outputs(runner: Any, spec: CellSpec, batch: int) -> int:
+    """Run the parity inputs (all, or the spec's limit for this batch) at ``batch``; save the outputs."""
+    pin = np.load(spec.parity_inputs)
+    # a static-batch artifact runs only this batch size: it is the largest that runs, so it gets every input
+    limit = len(pin) if runner.fixed_batch == batch else int(spec.parity_limit.get(str(batch), len(pin)))
+    n = min(len(pin), limit)
+    outs = []
+    for i in range(0, n, batch):
+        chunk = pin[i:min(i + batch, n)]
+        k = len(chunk)
+        outs.append(runner.infer(np.ascontiguousarray(tile(chunk, batch)))[:k])  # padded to the batch size
+    np.save(spec.outputs_for(batch), np.concatenate(outs).astype(np.float32))
+    return n
+
+
+def _measure_batch(sess: _Session, batch: int, images: np.ndarray) -> CellResult:
+    from .bench import time_loop
+
+    spec, stage = sess.spec, "import"
+    try:
+        stage = "load"
+        runner, load_s = sess.runner_for(batch)
+        if runner.fixed_batch is not None and runner.fixed_batch != batch:
+            return CellResult.failed(batch, "skipped", f"the artifact has a static batch of {runner.fixed_batch}; "
+                                                       f"batch {batch} cannot run", stage=stage)
+        stage = "run"
+        lr = time_loop(runner.run, runner.prepare(tile(images, batch)), spec.loop)
+        extra = runner.extra_metrics()
+        n_par = None
+        if spec.parity_inputs and spec.outputs:
+            stage = "parity"
+            n_par = _parity_outputs(runner, spec, batch)
+        return CellResult(
+            batch_size=batch, ok=True, load_s=load_s, first_infer_ms=lr.first_ns / 1e6 if lr.first_ns is not None else None,
+            samples_ns=tuple(lr.samples_ns), wall_ns=lr.wall_ns, exec_precision=runner.exec_precision,
+            settings=dict(runner.settings), notes=tuple(runner.notes), versions=runner.library_versions(),
+            extra=extra, outputs_written=n_par is not None, parity_n=n_par)
+    except BackendUnavailable as e:
+        sess.close()
+        return CellResult.failed(batch, "skipped", e.reason, hint=e.hint, stage=stage)
+    except Exception as e:  # recorded as a failed row; the next batch size gets a fresh runner
+        sess.close()
+        msg = str(e).strip().splitlines()
+        return CellResult.failed(batch, "run_failed", f"{stage}: {type(e).__name__}: {msg[0] if msg else ''}".rstrip(": "),
+                                 stage=stage, traceback="\n".join(traceback.format_exc().strip().splitlines()[-20:]))
+
+
+def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
+    """Each batch size of ``spec`` in turn; ``emit`` gets its result as soon as it is done."""
+    images = np.load(spec.inputs)
+    sess = _Session(spec)
+    try:
+        for b in spec.batch_sizes:
+            res = _measure_batch(sess, b, images)
+            emit(res.replace(peak_rss_mb=peak_rss_mb()))
+    finally:
+        sess.close()

@@ -1,0 +1,195 @@
+"""Measuring: every cell of the plan through an isolated child, rows out.
+
+For each configuration (format, runner, precision, device) of the plan: probe the
+runner (a skipped row with the reason and the install hint when it cannot run), get
+the artifact from the chain (a skipped or export_failed row when it cannot be had),
+then measure all its batch sizes in one child process (isolate.py) and check each
+batch size's outputs against the reference. Imports no torch itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .artifacts import ArtifactChain, Unbuilt
+from .backends import load_impl
+from .backends.exporter import ExportContext
+from .cache import Cache
+from .cells import CellSpec
+from .device_kinds import DEVICE_KINDS
+from .formats import RUNNERS, get_format
+from .plan import Cell, Selection, plan_cells, settings_for
+from .prepare import Prepared
+from .progress import Progress
+from .records import SCHEMA_VERSION, SKIPPED, Availability, ExportRecord, Report, RunRecord, Settings
+from .rows import record_from_result
+
+MIN_PARITY_SUBSET = 32  # images compared at the smaller batch sizes (all of them at the largest)
+
+
+class _Run:
+    """The rows so far and the report they make; ``on_row`` sees each partial report."""
+
+    def __init__(self, prep: Prepared, environment: Any, settings: Settings, notes: list[str], warnings: list[str],
+                 prog: Progress, command: Iterable[str] | None, on_row: Callable[[Report], None] | None,
+                 t_start: float):
+        self.prep, self.environment, self.settings, self.notes = prep, environment, settings, notes
+        self.warnings, self.prog, self.command, self.on_row, self.t_start = warnings, prog, command, on_row, t_start
+        self.rows: list[RunRecord] = []
+
+    def report(self) -> Report:
+        return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                      tuple(self.command or sys.argv), self.prep.minfo, self.environment, self.settings,
+                      tuple(self.rows), tuple(self.warnings), tuple(self.notes),
+                      round(time.perf_counter() - self.t_start, 2))
+
+    def add(self, rec: RunRecord) -> None:
+        self.rows.append(rec)
+        self.prog.row(rec)
+        if self.on_row is not None:
+            self.on_row(self.report())
+
+
+def _notes(prep: Prepared) -> list[str]:
+    notes = list(prep.notes)
+    if not prep.minfo.meaningful_top1:
+        notes.append("random weights: top-1 agreement is reported but not judged; int8 rows are reported, not judged "
+                     "(top-1 margins of random networks are tiny, so small quantization noise flips them)")
+    notes.append("latency: host clock (time.perf_counter_ns) around each blocking call, inputs prepared before "
+                 "timing; each sample includes the harness's per-call overhead (see benchmarks/overhead.py)")
+    notes.append("each configuration runs in one child process that loads the runtime once and measures its batch "
+                 "sizes in turn; parity is checked in every batch size (all inputs at the largest, a subset of at "
+                 f"least {MIN_PARITY_SUBSET} at the others unless --parity-every-batch)")
+    return notes
+
+
+def _base(c: Cell, threads: int) -> dict[str, Any]:
+    return dict(backend=c.runner, format=c.fmt, precision=c.precision, device=c.device or c.kind,
+                threads=int(threads) if c.kind == "cpu" else None)
+
+
+def _cannot_run(c: Cell, base: dict[str, Any]) -> tuple[Any, RunRecord | None]:
+    """The runner class, or the skipped row that says why this cell cannot run here."""
+    def skip(reason: str, kind: str, hint: str = "") -> tuple[Any, RunRecord]:
+        return None, RunRecord(**base, batch_size=None, status=SKIPPED, reason=reason, hint=hint, skip_kind=kind)
+
+    try:
+        rcls = load_impl(RUNNERS[c.runner].impl)
+    except (ImportError, AttributeError) as e:
+        return skip(f"the {c.runner} runner is not available in this build ({type(e).__name__}: {e})", "unavailable")
+    try:
+        av = rcls.probe(c.device or c.kind)
+    except Exception as e:  # a probe must never take the run down
+        av = Availability(False, f"probe failed: {type(e).__name__}: {e}")
+    if c.device is None:
+        return skip(DEVICE_KINDS[c.kind].absent_reason, "no_device", av.hint if not av.available else "")
+    if not av.available:
+        return skip(av.reason, "unavailable", av.hint)
+    sup = rcls.supports(c.fmt, c.precision, c.device)
+    if not sup.available:
+        return skip(sup.reason, "unsupported", sup.hint)
+    return rcls, None
+
+
+def _parity_limits(batches: tuple[int, ...], n: int, every_batch: bool) -> dict[str, int]:
+    """Images compared per batch size: all at the largest (or everywhere), a subset elsewhere."""
+    if every_batch:
+        return {}
+    top = max(batches)
+    return {str(b): min(n, max(MIN_PARITY_SUBSET, 4 * b)) for b in batches if b != top}
+
+
+def _cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepared, sel: Selection,
+               settings: Settings, work: Path, tag: str, cache: Cache) -> CellSpec:
+    from .bench import LoopSettings
+
+    return CellSpec(
+        runner=c.runner, impl=RUNNERS[c.runner].impl, artifact=art.path, device=c.device or c.kind, precision=c.precision, format=c.fmt,
+        threads=settings.threads if c.kind == "cpu" else None, batch_sizes=batches, model=dict(prep.model_spec),
+        cache_dir=str(cache.root), runner_options=sel.options_for(c.runner).to_dict(), inputs=str(work / "eval.npy"),
+        parity_inputs=str(work / "eval.npy"), outputs=str(work / f"{tag}-b{{batch}}.out.npy"),
+        parity_limit=_parity_limits(batches, len(prep.ds.eval), sel.parity_every_batch),
+        loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
+                          min_time_s=settings.min_time_s))
+
+
+def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work: Path, tag: str,
+                    cache: Cache) -> None:
+    from .isolate import run_cell
+
+    batches = tuple(sorted(run.settings.batch_sizes[c.kind]))
+    spec = _cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
+    run.prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
+    results = run_cell(spec, run.settings.cell_timeout_s, work, tag)
+    for _ in batches[1:]:
+        run.prog.advance(None)
+    tol = get_format(c.fmt).tolerance(c.precision)
+    for res in results:
+        out = Path(spec.outputs_for(res.batch_size))
+        run.add(record_from_result(res, _base(c, run.settings.threads or 1), art, run.prep, tol,
+                                   out if res.outputs_written and out.exists() else None, run.settings))
+
+
+def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
+            prog: Progress | None = None, warnings: list[str] | None = None, command: Iterable[str] | None = None,
+            on_row: Callable[[Report], None] | None = None, t_start: float | None = None) -> Report:
+    """Plan the cells, probe the runners, get each artifact (carried, cached or built), measure
+    every configuration in an isolated child, check parity against ``prep.ref``; the Report."""
+    from .devices import measurement_warnings
+
+    prog = prog or Progress()
+    warnings = [] if warnings is None else warnings
+    for w in measurement_warnings(environment.device_facts):
+        warnings.append(w)
+        prog.warn(w)
+    threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
+    cells = plan_cells(present, sel)
+    settings = settings_for(sel, present, threads, len(prep.ds.eval))
+    run = _Run(prep, environment, settings, _notes(prep), warnings, prog, command, on_row,
+               time.perf_counter() if t_start is None else t_start)
+    chain = _chain(prep, sel, settings, cache, prog)
+    work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
+    try:
+        import numpy as np
+
+        np.save(work / "eval.npy", prep.ds.eval)
+        prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
+        for idx, c in enumerate(cells):
+            base = _base(c, threads)
+            _, skipped = _cannot_run(c, base)
+            if skipped is not None:
+                run.add(skipped)
+                continue
+            art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
+            if isinstance(art, Unbuilt):
+                run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
+                                  skip_kind="unavailable" if art.status == SKIPPED else ""))
+                continue
+            _measure_config(run, c, art, sel, work, f"cell{idx}", cache)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return run.report()
+
+
+def _chain(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, prog: Progress) -> ArtifactChain:
+    minfo = prep.minfo
+    bs = settings.batch_sizes
+    ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
+                        num_classes=minfo.num_classes, calibration=prep.ds.calibration,
+                        max_batch=max(max(v) for v in bs.values()), preprocessing=dict(prep.preprocessing),
+                        log=prog.log, requested=dict(settings.requested), threads=settings.threads,
+                        cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},
+                        option_sets=dict(sel.runner_options))
+    chain = ArtifactChain(ctx, cache, prep.source(), prog)
+    for key, rec in prep.carried.items():
+        chain.carry(key, rec)
+    for key, why in prep.unbuilt.items():
+        chain.mark(key, why)
+    return chain
