@@ -54,6 +54,10 @@ TRANSPOSE                      1          Operation is otherwise supported, but 
 QUANTIZE                       1          Operation is otherwise supported, but not mapped due to some unspecified limitation
 """
 
+# <model>_edgetpu.log as edgetpu_compiler writes it: a header and the same operator table.
+OPERATION_LOG = "Edge TPU Compiler version 16.0.384591198\nInput: model.tflite\nOutput: model_edgetpu.tflite\n\n" + \
+    PARTIAL_LOG[PARTIAL_LOG.index("Operator "):]
+
 MOSTLY_CPU_LOG = """Operator                       Count      Status
 
 CONV_2D                        1          Mapped to Edge TPU
@@ -74,6 +78,19 @@ def test_parse_partial_coverage():
     assert cov["ops"]["TRANSPOSE"]["cpu"] == 1
     assert cov["tpu_fraction"] == pytest.approx(70 / 72)
     assert et.coverage_note(cov) is None
+
+
+def test_one_operator_table_is_counted_once():
+    """-s prints the operator table and <model>_edgetpu.log repeats it: 70/2/72, never 140/4/144."""
+    cov = et.parse_log(PARTIAL_LOG, OPERATION_LOG)
+    assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"], cov["subgraphs"]) == (70, 2, 72, 1)
+    assert cov["table_from"] == "log" and cov["ops"]["CONV_2D"]["count"] == 35
+    # the two texts pasted together still hold one table's worth of operations
+    assert et.parse_log(PARTIAL_LOG + "\n" + OPERATION_LOG)["total_ops"] == 72
+    # the .log's table is the one read
+    other = OPERATION_LOG.replace("CONV_2D                        35", "CONV_2D                        30")
+    assert et.parse_log(PARTIAL_LOG, other)["ops"]["CONV_2D"]["count"] == 30
+    assert et.parse_log(PARTIAL_LOG)["table_from"] == "stdout"
 
 
 def test_mostly_cpu_is_flagged():
@@ -109,11 +126,16 @@ def test_compiler_invocation_and_failure(monkeypatch, tmp_path):
     script = bindir / "edgetpu_compiler"
     log = tmp_path / "log.txt"
     log.write_text(PARTIAL_LOG)
+    oplog = tmp_path / "oplog.txt"
+    oplog.write_text(OPERATION_LOG)
+    # like edgetpu_compiler 16 with -s: the summary and the operator table on stdout, and the same
+    # table again in <model>_edgetpu.log beside the output
     script.write_text(f"""#!/bin/sh
 if [ "$1" = "--version" ]; then echo "Edge TPU Compiler version 16.0.test"; exit 0; fi
 if [ -n "$FAIL" ]; then echo "ERROR: Didn't find op for builtin opcode 'HARD_SWISH'" >&2; exit 1; fi
 out="$3"; src="$4"
 cp "$src" "$out/model_edgetpu.tflite"
+cp {oplog} "$out/model_edgetpu.log"
 cat {log}
 """)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
@@ -128,7 +150,10 @@ cat {log}
     assert et.EdgeTpuExporter.probe().available
     res = et.EdgeTpuExporter().export(ctx, str(src), out, "int8")
     assert Path(res.path).name == "model_edgetpu.tflite" and Path(res.path).exists()
-    assert res.options["op_coverage"]["tpu_ops"] == 70 and res.options["compiler"] == "16.0.test"
+    assert (out / "model_edgetpu.log").exists()
+    cov = res.options["op_coverage"]
+    assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"], cov["subgraphs"]) == (70, 2, 72, 1)  # counted once
+    assert cov["ops"]["CONV_2D"]["count"] == 35 and res.options["compiler"] == "16.0.test"
     assert any("70/72" in n for n in res.notes)
     monkeypatch.setenv("FAIL", "1")
     out2 = tmp_path / "out2"

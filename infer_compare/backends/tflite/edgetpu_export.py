@@ -38,22 +38,20 @@ _COUNTS = {
 }
 
 
-def parse_log(text: str) -> dict[str, Any]:
-    """Op coverage from the compiler's summary (``-s``) and/or its ``*_edgetpu.log``.
+_HEADER = re.compile(r"^\s*Operator\s+Count\s+Status\s*$")
 
-    Returns {"ops": {op: {"count", "tpu", "cpu", "status": [...]}}, "tpu_ops", "cpu_ops",
-    "total_ops", "tpu_fraction", "subgraphs"}. The table is authoritative per op; the
-    summary counts are used when the table is missing.
-    """
+
+def _parse_table(text: str) -> dict[str, dict[str, Any]]:
+    """The rows of the FIRST operator table in ``text`` (a second table is a repeat, not more ops)."""
     ops: dict[str, dict[str, Any]] = {}
     in_table = False
     for line in text.splitlines():
-        if re.match(r"^\s*Operator\s+Count\s+Status\s*$", line):
+        if _HEADER.match(line):
+            if in_table:
+                break
             in_table = True
             continue
-        if not in_table:
-            continue
-        m = _TABLE_ROW.match(line)
+        m = _TABLE_ROW.match(line) if in_table else None
         if not m:
             continue
         op, count, status = m.group(1), int(m.group(2)), m.group(3)
@@ -63,7 +61,26 @@ def parse_log(text: str) -> dict[str, Any]:
         rec["tpu" if on_tpu else "cpu"] += count
         if status not in rec["status"]:
             rec["status"].append(status)
-    found = {k: int(m.group(1)) for k, rx in _COUNTS.items() if (m := rx.search(text))}
+    return ops
+
+
+def parse_log(text: str, log_text: str | None = None) -> dict[str, Any]:
+    """Op coverage from the compiler's output (``-s``: summary and operator table on stdout)
+    and its ``*_edgetpu.log`` (the same operator table again).
+
+    ONE operator table is read: the ``.log``'s when it has one, else the first in ``text``
+    (adding both would count every operation twice). The summary counts come from ``text``.
+    Returns {"ops": {op: {"count", "tpu", "cpu", "status": [...]}}, "tpu_ops", "cpu_ops",
+    "total_ops", "tpu_fraction", "subgraphs", "table_from"}. The table is authoritative per
+    op; the summary counts are used when there is no table.
+    """
+    ops = _parse_table(log_text) if log_text else {}
+    table_from = "log" if ops else None
+    if not ops:
+        ops = _parse_table(text)
+        table_from = "stdout" if ops else None
+    summary = text + ("\n" + log_text if log_text else "")
+    found = {k: int(m.group(1)) for k, rx in _COUNTS.items() if (m := rx.search(summary))}
     tpu = sum(r["tpu"] for r in ops.values()) if ops else found.get("tpu")
     cpu = sum(r["cpu"] for r in ops.values()) if ops else found.get("cpu")
     if tpu is None and cpu is None and "total" in found:
@@ -77,6 +94,7 @@ def parse_log(text: str) -> dict[str, Any]:
         "total_ops": total,
         "tpu_fraction": (tpu / total) if total and tpu is not None else None,
         "subgraphs": found.get("subgraphs"),
+        "table_from": table_from,
     }
 
 
@@ -144,8 +162,7 @@ class EdgeTpuExporter(Exporter):
             raise ExportError(f"edgetpu_compiler exited 0 but wrote no {out.name}: "
                               + "\n".join(proc.stdout.strip().splitlines()[-10:]))
         log_file = out_dir / "model_edgetpu.log"
-        text = proc.stdout + "\n" + (log_file.read_text(errors="replace") if log_file.exists() else "")
-        cov = parse_log(text)
+        cov = parse_log(proc.stdout, log_file.read_text(errors="replace") if log_file.exists() else None)
         src.unlink()
         opts = {"compiler": compiler_version(), "args": ["-s"], "op_coverage": cov}
         notes = []
