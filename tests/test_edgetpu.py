@@ -16,6 +16,7 @@ from infer_compare.backends.tflite.edgetpu_run import (
     _coral_device,
     delegate_library,
     read_coverage,
+    read_precheck,
 )
 from infer_compare.errors import BackendUnavailable
 
@@ -143,7 +144,7 @@ cat {log}
     monkeypatch.setattr("infer_compare.backends.tflite.common.inspect_model",
                         lambda p, *a: {"full_integer": True, "problems": []})
     src = tmp_path / "int8.tflite"
-    src.write_bytes(b"TFL3")
+    src.write_bytes(_hand_made_model())
     ctx = ExportContext(model=None, model_name="x", input_shape=(3, 8, 8), num_classes=10, calibration=None)
     out = tmp_path / "out"
     out.mkdir()
@@ -155,13 +156,41 @@ cat {log}
     assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"], cov["subgraphs"]) == (70, 2, 72, 1)  # counted once
     assert cov["ops"]["CONV_2D"]["count"] == 35 and res.options["compiler"] == "16.0.test"
     assert any("70/72" in n for n in res.notes)
+    # the static pre-check ran on the source and sits next to the compiler's count
+    assert res.options["precheck"]["summary"].startswith("1 of 3 ops would map to the Edge TPU")
+    assert "pre-check predicted 1/3, compiler mapped 70/72 (they differ" in " | ".join(res.notes)
     monkeypatch.setenv("FAIL", "1")
     out2 = tmp_path / "out2"
     out2.mkdir()
-    with pytest.raises(ExportError, match="HARD_SWISH"):
+    with pytest.raises(ExportError, match="HARD_SWISH.*pre-check: 1 of 3 ops would map"):
         et.EdgeTpuExporter().export(ctx, str(src), out2, "int8")
     with pytest.raises(ExportError, match="int8"):
         et.EdgeTpuExporter().export(ctx, str(src), out2, "fp32")
+
+
+def _hand_made_model() -> bytes:
+    """CONV_2D -> HARD_SWISH -> CONV_2D, written with the TFLite schema (see test_edgetpu_precheck)."""
+    pytest.importorskip("ai_edge_litert.schema_py_generated")
+    from .test_edgetpu_precheck import with_hard_swish
+
+    return with_hard_swish()
+
+
+def test_without_the_compiler_the_skip_reason_carries_the_prediction(monkeypatch, tmp_path):
+    from infer_compare.backends.exporter import ExportContext
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert not et.EdgeTpuExporter.probe().available
+    src = tmp_path / "int8.tflite"
+    src.write_bytes(_hand_made_model())
+    ctx = ExportContext(model=None, model_name="x", input_shape=(3, 8, 8), num_classes=10, calibration=None)
+    said = et.EdgeTpuExporter.explain_unavailable(ctx, str(src), "int8")
+    assert said.startswith("Edge TPU pre-check (edgetpu_compiler 16 as documented by Coral (no compiler ran)): "
+                           "1 of 3 ops would map to the Edge TPU; the first that would not is HARD_SWISH")
+    assert et.EdgeTpuExporter.explain_unavailable(ctx, str(src), "fp32") == ""
+    assert et.EdgeTpuExporter.explain_unavailable(ctx, None, "int8") == ""
+    (tmp_path / "bad.tflite").write_bytes(b"not a model")
+    assert "could not read" in et.EdgeTpuExporter.explain_unavailable(ctx, str(tmp_path / "bad.tflite"), "int8")
 
 
 def test_exporter_refuses_a_file_that_is_not_full_integer(monkeypatch, tmp_path):
@@ -209,9 +238,15 @@ def test_missing_delegate_is_a_reason_not_a_crash(monkeypatch, tmp_path):
 def test_device_names_and_manifest_coverage(tmp_path):
     assert _coral_device("edgetpu:usb:0") == "usb:0" and _coral_device("edgetpu:pci:1") == "pci:1"
     assert _coral_device("edgetpu") == ""
-    (tmp_path / "manifest.json").write_text('{"options": {"op_coverage": {"tpu_ops": 3, "total_ops": 4}}}')
-    assert read_coverage(str(tmp_path / "model_edgetpu.tflite")) == {"tpu_ops": 3, "total_ops": 4}
+    (tmp_path / "manifest.json").write_text('{"options": {"op_coverage": {"tpu_ops": 3, "total_ops": 4}, '
+                                            '"precheck": {"tpu_ops": 4, "total_ops": 4, "summary": "4 of 4"}}}')
+    art = str(tmp_path / "model_edgetpu.tflite")
+    assert read_coverage(art) == {"tpu_ops": 3, "total_ops": 4}
+    assert read_precheck(art)["tpu_ops"] == 4
     assert read_coverage(str(tmp_path / "nowhere" / "m.tflite")) is None
+    assert read_precheck(str(tmp_path / "nowhere" / "m.tflite")) is None
+    notes = et.coverage_notes(read_coverage(art), read_precheck(art))
+    assert notes[-1] == "pre-check predicted 4/4, compiler mapped 3/4 (they differ: the compiler's log has the last word)"
 
 
 @pytest.mark.edgetpu

@@ -20,6 +20,7 @@ from typing import Any
 from ...errors import ExportError
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult, run_tool
+from .edgetpu_precheck import compare_note, precheck, precheck_summary
 from .options import EdgeTpuOptions
 
 COMPILER = "edgetpu_compiler"
@@ -136,7 +137,15 @@ class EdgeTpuExporter(Exporter):
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
-        return {"edgetpu_compiler": compiler_version(), "exporter_rev": 1}
+        # rev 2: one operator table counted (rev 1 counted stdout's and the .log's), and the pre-check
+        return {"edgetpu_compiler": compiler_version(), "exporter_rev": 2}
+
+    @classmethod
+    def explain_unavailable(cls, ctx: ExportContext, source: str | None, precision: str) -> str:
+        """Without the compiler: the static pre-check's prediction for the int8 TFLite file."""
+        if precision != "int8" or not source:
+            return ""
+        return precheck_summary(source)
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         if precision != "int8":
@@ -148,15 +157,19 @@ class EdgeTpuExporter(Exporter):
         info = inspect_model(source)
         if not info["full_integer"]:
             raise ExportError("edgetpu_compiler needs a full-integer TFLite file; the source has "
-                              + "; ".join(info["problems"]))
+                              + "; ".join(info["problems"]) + _said(precheck_summary(source)))
         exe = shutil.which(COMPILER)
         if exe is None:
             raise ExportError(f"'{COMPILER}' is not on PATH")
+        pred, pred_error = _safe_precheck(source)
         src = out_dir / "model.tflite"
         shutil.copyfile(source, src)
         timeout = float(ctx.options_as(EdgeTpuOptions).compiler_timeout_s)
-        proc = run_tool([exe, "-s", "-o", str(out_dir), str(src)], "edgetpu_compiler", timeout=timeout,
-                        cwd=str(out_dir))
+        try:
+            proc = run_tool([exe, "-s", "-o", str(out_dir), str(src)], "edgetpu_compiler", timeout=timeout,
+                            cwd=str(out_dir))
+        except ExportError as e:  # say what the pre-check expected: often the reason in plain words
+            raise ExportError(str(e) + _said(f"Edge TPU pre-check: {pred['summary']}" if pred else "")) from e
         out = out_dir / "model_edgetpu.tflite"
         if not out.exists():
             raise ExportError(f"edgetpu_compiler exited 0 but wrote no {out.name}: "
@@ -164,12 +177,39 @@ class EdgeTpuExporter(Exporter):
         log_file = out_dir / "model_edgetpu.log"
         cov = parse_log(proc.stdout, log_file.read_text(errors="replace") if log_file.exists() else None)
         src.unlink()
-        opts = {"compiler": compiler_version(), "args": ["-s"], "op_coverage": cov}
-        notes = []
-        if cov["total_ops"]:
-            notes.append(f"Edge TPU op coverage: {cov['tpu_ops']}/{cov['total_ops']} operations mapped, "
-                         f"{cov['cpu_ops']} on the CPU, {cov['subgraphs']} Edge TPU subgraph(s)")
-        flag = coverage_note(cov)
-        if flag:
-            notes.append(flag)
-        return ExportResult(str(out), opts, notes)
+        opts = {"compiler": compiler_version(), "args": ["-s"], "op_coverage": cov,
+                "precheck": pred if pred else {"error": pred_error}}
+        return ExportResult(str(out), opts, coverage_notes(cov, pred))
+
+
+def _said(text: str) -> str:
+    return f"; {text}" if text else ""
+
+
+def _safe_precheck(source: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(prediction, None) or (None, why there is none): the pre-check never fails an export."""
+    try:
+        return precheck(source), None
+    except Exception as e:
+        return None, f"{type(e).__name__}: {e}"
+
+
+def coverage_notes(cov: dict[str, Any] | None, pred: dict[str, Any] | None) -> list[str]:
+    """The row's notes: the compiler's count next to the pre-check's, and a MOSTLY-ON-THE-CPU flag."""
+    notes = []
+    if cov and cov.get("total_ops"):
+        line = f"Edge TPU op coverage: {cov['tpu_ops']}/{cov['total_ops']} operations mapped"
+        if cov.get("cpu_ops") is not None:
+            line += f", {cov['cpu_ops']} on the CPU"
+        if cov.get("subgraphs") is not None:
+            line += f", {cov['subgraphs']} Edge TPU subgraph(s)"
+        notes.append(line)
+        both = compare_note(pred, cov)
+        if both:
+            notes.append(both)
+    elif pred:
+        notes.append(f"Edge TPU pre-check: {pred['summary']}")
+    flag = coverage_note(cov) if cov else None
+    if flag:
+        notes.append(flag)
+    return notes
