@@ -16,6 +16,7 @@ from infer_compare.backends.tflite.edgetpu_run import (
     _coral_device,
     delegate_library,
     read_coverage,
+    read_precheck,
 )
 from infer_compare.errors import BackendUnavailable
 
@@ -54,6 +55,10 @@ TRANSPOSE                      1          Operation is otherwise supported, but 
 QUANTIZE                       1          Operation is otherwise supported, but not mapped due to some unspecified limitation
 """
 
+# <model>_edgetpu.log as edgetpu_compiler writes it: a header and the same operator table.
+OPERATION_LOG = "Edge TPU Compiler version 16.0.384591198\nInput: model.tflite\nOutput: model_edgetpu.tflite\n\n" + \
+    PARTIAL_LOG[PARTIAL_LOG.index("Operator "):]
+
 MOSTLY_CPU_LOG = """Operator                       Count      Status
 
 CONV_2D                        1          Mapped to Edge TPU
@@ -74,6 +79,19 @@ def test_parse_partial_coverage():
     assert cov["ops"]["TRANSPOSE"]["cpu"] == 1
     assert cov["tpu_fraction"] == pytest.approx(70 / 72)
     assert et.coverage_note(cov) is None
+
+
+def test_one_operator_table_is_counted_once():
+    """-s prints the operator table and <model>_edgetpu.log repeats it: 70/2/72, never 140/4/144."""
+    cov = et.parse_log(PARTIAL_LOG, OPERATION_LOG)
+    assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"], cov["subgraphs"]) == (70, 2, 72, 1)
+    assert cov["table_from"] == "log" and cov["ops"]["CONV_2D"]["count"] == 35
+    # the two texts pasted together still hold one table's worth of operations
+    assert et.parse_log(PARTIAL_LOG + "\n" + OPERATION_LOG)["total_ops"] == 72
+    # the .log's table is the one read
+    other = OPERATION_LOG.replace("CONV_2D                        35", "CONV_2D                        30")
+    assert et.parse_log(PARTIAL_LOG, other)["ops"]["CONV_2D"]["count"] == 30
+    assert et.parse_log(PARTIAL_LOG)["table_from"] == "stdout"
 
 
 def test_mostly_cpu_is_flagged():
@@ -109,11 +127,16 @@ def test_compiler_invocation_and_failure(monkeypatch, tmp_path):
     script = bindir / "edgetpu_compiler"
     log = tmp_path / "log.txt"
     log.write_text(PARTIAL_LOG)
+    oplog = tmp_path / "oplog.txt"
+    oplog.write_text(OPERATION_LOG)
+    # like edgetpu_compiler 16 with -s: the summary and the operator table on stdout, and the same
+    # table again in <model>_edgetpu.log beside the output
     script.write_text(f"""#!/bin/sh
 if [ "$1" = "--version" ]; then echo "Edge TPU Compiler version 16.0.test"; exit 0; fi
 if [ -n "$FAIL" ]; then echo "ERROR: Didn't find op for builtin opcode 'HARD_SWISH'" >&2; exit 1; fi
 out="$3"; src="$4"
 cp "$src" "$out/model_edgetpu.tflite"
+cp {oplog} "$out/model_edgetpu.log"
 cat {log}
 """)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
@@ -121,22 +144,53 @@ cat {log}
     monkeypatch.setattr("infer_compare.backends.tflite.common.inspect_model",
                         lambda p, *a: {"full_integer": True, "problems": []})
     src = tmp_path / "int8.tflite"
-    src.write_bytes(b"TFL3")
+    src.write_bytes(_hand_made_model())
     ctx = ExportContext(model=None, model_name="x", input_shape=(3, 8, 8), num_classes=10, calibration=None)
     out = tmp_path / "out"
     out.mkdir()
     assert et.EdgeTpuExporter.probe().available
     res = et.EdgeTpuExporter().export(ctx, str(src), out, "int8")
     assert Path(res.path).name == "model_edgetpu.tflite" and Path(res.path).exists()
-    assert res.options["op_coverage"]["tpu_ops"] == 70 and res.options["compiler"] == "16.0.test"
+    assert (out / "model_edgetpu.log").exists()
+    cov = res.options["op_coverage"]
+    assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"], cov["subgraphs"]) == (70, 2, 72, 1)  # counted once
+    assert cov["ops"]["CONV_2D"]["count"] == 35 and res.options["compiler"] == "16.0.test"
     assert any("70/72" in n for n in res.notes)
+    # the static pre-check ran on the source and sits next to the compiler's count
+    assert res.options["precheck"]["summary"].startswith("1 of 3 ops would map to the Edge TPU")
+    assert "pre-check predicted 1/3, compiler mapped 70/72 (they differ" in " | ".join(res.notes)
     monkeypatch.setenv("FAIL", "1")
     out2 = tmp_path / "out2"
     out2.mkdir()
-    with pytest.raises(ExportError, match="HARD_SWISH"):
+    with pytest.raises(ExportError, match="HARD_SWISH.*pre-check: 1 of 3 ops would map"):
         et.EdgeTpuExporter().export(ctx, str(src), out2, "int8")
     with pytest.raises(ExportError, match="int8"):
         et.EdgeTpuExporter().export(ctx, str(src), out2, "fp32")
+
+
+def _hand_made_model() -> bytes:
+    """CONV_2D -> HARD_SWISH -> CONV_2D, written with the TFLite schema (see test_edgetpu_precheck)."""
+    pytest.importorskip("ai_edge_litert.schema_py_generated")
+    from .test_edgetpu_precheck import with_hard_swish
+
+    return with_hard_swish()
+
+
+def test_without_the_compiler_the_skip_reason_carries_the_prediction(monkeypatch, tmp_path):
+    from infer_compare.backends.exporter import ExportContext
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert not et.EdgeTpuExporter.probe().available
+    src = tmp_path / "int8.tflite"
+    src.write_bytes(_hand_made_model())
+    ctx = ExportContext(model=None, model_name="x", input_shape=(3, 8, 8), num_classes=10, calibration=None)
+    said = et.EdgeTpuExporter.explain_unavailable(ctx, str(src), "int8")
+    assert said.startswith("Edge TPU pre-check (edgetpu_compiler 16 as documented by Coral (no compiler ran)): "
+                           "1 of 3 ops would map to the Edge TPU; the first that would not is HARD_SWISH")
+    assert et.EdgeTpuExporter.explain_unavailable(ctx, str(src), "fp32") == ""
+    assert et.EdgeTpuExporter.explain_unavailable(ctx, None, "int8") == ""
+    (tmp_path / "bad.tflite").write_bytes(b"not a model")
+    assert "could not read" in et.EdgeTpuExporter.explain_unavailable(ctx, str(tmp_path / "bad.tflite"), "int8")
 
 
 def test_exporter_refuses_a_file_that_is_not_full_integer(monkeypatch, tmp_path):
@@ -184,9 +238,15 @@ def test_missing_delegate_is_a_reason_not_a_crash(monkeypatch, tmp_path):
 def test_device_names_and_manifest_coverage(tmp_path):
     assert _coral_device("edgetpu:usb:0") == "usb:0" and _coral_device("edgetpu:pci:1") == "pci:1"
     assert _coral_device("edgetpu") == ""
-    (tmp_path / "manifest.json").write_text('{"options": {"op_coverage": {"tpu_ops": 3, "total_ops": 4}}}')
-    assert read_coverage(str(tmp_path / "model_edgetpu.tflite")) == {"tpu_ops": 3, "total_ops": 4}
+    (tmp_path / "manifest.json").write_text('{"options": {"op_coverage": {"tpu_ops": 3, "total_ops": 4}, '
+                                            '"precheck": {"tpu_ops": 4, "total_ops": 4, "summary": "4 of 4"}}}')
+    art = str(tmp_path / "model_edgetpu.tflite")
+    assert read_coverage(art) == {"tpu_ops": 3, "total_ops": 4}
+    assert read_precheck(art)["tpu_ops"] == 4
     assert read_coverage(str(tmp_path / "nowhere" / "m.tflite")) is None
+    assert read_precheck(str(tmp_path / "nowhere" / "m.tflite")) is None
+    notes = et.coverage_notes(read_coverage(art), read_precheck(art))
+    assert notes[-1] == "pre-check predicted 4/4, compiler mapped 3/4 (they differ: the compiler's log has the last word)"
 
 
 @pytest.mark.edgetpu

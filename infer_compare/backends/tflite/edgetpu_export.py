@@ -20,6 +20,7 @@ from typing import Any
 from ...errors import ExportError
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult, run_tool
+from .edgetpu_precheck import compare_note, precheck, precheck_summary
 from .options import EdgeTpuOptions
 
 COMPILER = "edgetpu_compiler"
@@ -38,22 +39,20 @@ _COUNTS = {
 }
 
 
-def parse_log(text: str) -> dict[str, Any]:
-    """Op coverage from the compiler's summary (``-s``) and/or its ``*_edgetpu.log``.
+_HEADER = re.compile(r"^\s*Operator\s+Count\s+Status\s*$")
 
-    Returns {"ops": {op: {"count", "tpu", "cpu", "status": [...]}}, "tpu_ops", "cpu_ops",
-    "total_ops", "tpu_fraction", "subgraphs"}. The table is authoritative per op; the
-    summary counts are used when the table is missing.
-    """
+
+def _parse_table(text: str) -> dict[str, dict[str, Any]]:
+    """The rows of the FIRST operator table in ``text`` (a second table is a repeat, not more ops)."""
     ops: dict[str, dict[str, Any]] = {}
     in_table = False
     for line in text.splitlines():
-        if re.match(r"^\s*Operator\s+Count\s+Status\s*$", line):
+        if _HEADER.match(line):
+            if in_table:
+                break
             in_table = True
             continue
-        if not in_table:
-            continue
-        m = _TABLE_ROW.match(line)
+        m = _TABLE_ROW.match(line) if in_table else None
         if not m:
             continue
         op, count, status = m.group(1), int(m.group(2)), m.group(3)
@@ -63,7 +62,26 @@ def parse_log(text: str) -> dict[str, Any]:
         rec["tpu" if on_tpu else "cpu"] += count
         if status not in rec["status"]:
             rec["status"].append(status)
-    found = {k: int(m.group(1)) for k, rx in _COUNTS.items() if (m := rx.search(text))}
+    return ops
+
+
+def parse_log(text: str, log_text: str | None = None) -> dict[str, Any]:
+    """Op coverage from the compiler's output (``-s``: summary and operator table on stdout)
+    and its ``*_edgetpu.log`` (the same operator table again).
+
+    ONE operator table is read: the ``.log``'s when it has one, else the first in ``text``
+    (adding both would count every operation twice). The summary counts come from ``text``.
+    Returns {"ops": {op: {"count", "tpu", "cpu", "status": [...]}}, "tpu_ops", "cpu_ops",
+    "total_ops", "tpu_fraction", "subgraphs", "table_from"}. The table is authoritative per
+    op; the summary counts are used when there is no table.
+    """
+    ops = _parse_table(log_text) if log_text else {}
+    table_from = "log" if ops else None
+    if not ops:
+        ops = _parse_table(text)
+        table_from = "stdout" if ops else None
+    summary = text + ("\n" + log_text if log_text else "")
+    found = {k: int(m.group(1)) for k, rx in _COUNTS.items() if (m := rx.search(summary))}
     tpu = sum(r["tpu"] for r in ops.values()) if ops else found.get("tpu")
     cpu = sum(r["cpu"] for r in ops.values()) if ops else found.get("cpu")
     if tpu is None and cpu is None and "total" in found:
@@ -77,6 +95,7 @@ def parse_log(text: str) -> dict[str, Any]:
         "total_ops": total,
         "tpu_fraction": (tpu / total) if total and tpu is not None else None,
         "subgraphs": found.get("subgraphs"),
+        "table_from": table_from,
     }
 
 
@@ -118,7 +137,15 @@ class EdgeTpuExporter(Exporter):
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
-        return {"edgetpu_compiler": compiler_version(), "exporter_rev": 1}
+        # rev 2: one operator table counted (rev 1 counted stdout's and the .log's), and the pre-check
+        return {"edgetpu_compiler": compiler_version(), "exporter_rev": 2}
+
+    @classmethod
+    def explain_unavailable(cls, ctx: ExportContext, source: str | None, precision: str) -> str:
+        """Without the compiler: the static pre-check's prediction for the int8 TFLite file."""
+        if precision != "int8" or not source:
+            return ""
+        return precheck_summary(source)
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         if precision != "int8":
@@ -130,29 +157,59 @@ class EdgeTpuExporter(Exporter):
         info = inspect_model(source)
         if not info["full_integer"]:
             raise ExportError("edgetpu_compiler needs a full-integer TFLite file; the source has "
-                              + "; ".join(info["problems"]))
+                              + "; ".join(info["problems"]) + _said(precheck_summary(source)))
         exe = shutil.which(COMPILER)
         if exe is None:
             raise ExportError(f"'{COMPILER}' is not on PATH")
+        pred, pred_error = _safe_precheck(source)
         src = out_dir / "model.tflite"
         shutil.copyfile(source, src)
         timeout = float(ctx.options_as(EdgeTpuOptions).compiler_timeout_s)
-        proc = run_tool([exe, "-s", "-o", str(out_dir), str(src)], "edgetpu_compiler", timeout=timeout,
-                        cwd=str(out_dir))
+        try:
+            proc = run_tool([exe, "-s", "-o", str(out_dir), str(src)], "edgetpu_compiler", timeout=timeout,
+                            cwd=str(out_dir))
+        except ExportError as e:  # say what the pre-check expected: often the reason in plain words
+            raise ExportError(str(e) + _said(f"Edge TPU pre-check: {pred['summary']}" if pred else "")) from e
         out = out_dir / "model_edgetpu.tflite"
         if not out.exists():
             raise ExportError(f"edgetpu_compiler exited 0 but wrote no {out.name}: "
                               + "\n".join(proc.stdout.strip().splitlines()[-10:]))
         log_file = out_dir / "model_edgetpu.log"
-        text = proc.stdout + "\n" + (log_file.read_text(errors="replace") if log_file.exists() else "")
-        cov = parse_log(text)
+        cov = parse_log(proc.stdout, log_file.read_text(errors="replace") if log_file.exists() else None)
         src.unlink()
-        opts = {"compiler": compiler_version(), "args": ["-s"], "op_coverage": cov}
-        notes = []
-        if cov["total_ops"]:
-            notes.append(f"Edge TPU op coverage: {cov['tpu_ops']}/{cov['total_ops']} operations mapped, "
-                         f"{cov['cpu_ops']} on the CPU, {cov['subgraphs']} Edge TPU subgraph(s)")
-        flag = coverage_note(cov)
-        if flag:
-            notes.append(flag)
-        return ExportResult(str(out), opts, notes)
+        opts = {"compiler": compiler_version(), "args": ["-s"], "op_coverage": cov,
+                "precheck": pred if pred else {"error": pred_error}}
+        return ExportResult(str(out), opts, coverage_notes(cov, pred))
+
+
+def _said(text: str) -> str:
+    return f"; {text}" if text else ""
+
+
+def _safe_precheck(source: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(prediction, None) or (None, why there is none): the pre-check never fails an export."""
+    try:
+        return precheck(source), None
+    except Exception as e:
+        return None, f"{type(e).__name__}: {e}"
+
+
+def coverage_notes(cov: dict[str, Any] | None, pred: dict[str, Any] | None) -> list[str]:
+    """The row's notes: the compiler's count next to the pre-check's, and a MOSTLY-ON-THE-CPU flag."""
+    notes = []
+    if cov and cov.get("total_ops"):
+        line = f"Edge TPU op coverage: {cov['tpu_ops']}/{cov['total_ops']} operations mapped"
+        if cov.get("cpu_ops") is not None:
+            line += f", {cov['cpu_ops']} on the CPU"
+        if cov.get("subgraphs") is not None:
+            line += f", {cov['subgraphs']} Edge TPU subgraph(s)"
+        notes.append(line)
+        both = compare_note(pred, cov)
+        if both:
+            notes.append(both)
+    elif pred:
+        notes.append(f"Edge TPU pre-check: {pred['summary']}")
+    flag = coverage_note(cov) if cov else None
+    if flag:
+        notes.append(flag)
+    return notes

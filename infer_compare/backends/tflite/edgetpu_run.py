@@ -7,8 +7,10 @@ quantization, NHWC layout and output dequantization are the TFLite runner's.
 
 A missing accelerator (USB 1a6e:089a / 18d1:9302, or /dev/apex_*), a missing
 libedgetpu and a delegate that fails to load are skip reasons, not crashes. The
-op coverage that the compiler reported (the artifact's manifest) goes into the row
-(``extra["op_coverage"]``) and a model that mostly runs on the CPU gets a note.
+op coverage that the compiler reported and the static pre-check's prediction (both in the
+artifact's manifest) go into the row (``extra["op_coverage"]``, ``extra["edgetpu_precheck"]``)
+with a note "pre-check predicted N/M, compiler mapped K/M"; a model that mostly runs on
+the CPU gets a note of its own.
 """
 
 from __future__ import annotations
@@ -40,13 +42,24 @@ def _coral_device(device: str) -> str:
     return parts[1] if len(parts) == 2 else ""
 
 
-def read_coverage(artifact: str) -> dict[str, Any] | None:
-    """The compiler's op coverage from the cache entry's manifest beside the artifact."""
+def _manifest_options(artifact: str) -> dict[str, Any]:
     man = Path(artifact).parent / "manifest.json"
     try:
-        return json.loads(man.read_text()).get("options", {}).get("op_coverage")
+        opts = json.loads(man.read_text()).get("options", {})
     except (OSError, ValueError):
-        return None
+        return {}
+    return opts if isinstance(opts, dict) else {}
+
+
+def read_coverage(artifact: str) -> dict[str, Any] | None:
+    """The compiler's op coverage from the cache entry's manifest beside the artifact."""
+    return _manifest_options(artifact).get("op_coverage")
+
+
+def read_precheck(artifact: str) -> dict[str, Any] | None:
+    """The static pre-check's prediction recorded at compile time (None when absent or failed)."""
+    pred = _manifest_options(artifact).get("precheck")
+    return pred if isinstance(pred, dict) and "tpu_ops" in pred else None
 
 
 class EdgeTpuRunner(TFLiteRunner):
@@ -104,16 +117,16 @@ class EdgeTpuRunner(TFLiteRunner):
         self.settings["device"] = self.device
         self.settings.pop("num_threads", None)
         self.exec_precision = "int8"
-        cov = read_coverage(self.artifact)
-        self._coverage = cov
-        if cov and cov.get("total_ops"):
-            from .edgetpu_export import coverage_note
+        from .edgetpu_export import coverage_notes
 
-            self.notes.append(f"Edge TPU op coverage: {cov['tpu_ops']}/{cov['total_ops']} operations mapped")
-            flag = coverage_note(cov)
-            if flag:
-                self.notes.append(flag)
+        self._coverage = read_coverage(self.artifact)
+        self._precheck = read_precheck(self.artifact)
+        self.notes.extend(coverage_notes(self._coverage, self._precheck))
 
     def extra_metrics(self) -> dict[str, Any]:
-        cov = getattr(self, "_coverage", None)
-        return {"op_coverage": cov} if cov else {}
+        extra: dict[str, Any] = {}
+        if getattr(self, "_coverage", None):
+            extra["op_coverage"] = self._coverage
+        if getattr(self, "_precheck", None):
+            extra["edgetpu_precheck"] = self._precheck
+        return extra
