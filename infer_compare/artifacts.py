@@ -78,6 +78,20 @@ class ArtifactChain:
                 self.done[key] = got
         return self.done.get(key) or self.failed[key]
 
+    def explain(self, fmt: str, prec: str) -> str:
+        """What the exporter of (format, precision) can say without building it (e.g. the Edge TPU
+        pre-check), when its source artifact exists in this run already; "" otherwise."""
+        f = get_format(fmt)
+        src_key = f.source_of(prec)
+        src = self.done.get(src_key) if src_key is not None else None
+        if src is None:
+            return ""
+        try:
+            ecls = load_impl(f.exporter_for(prec))
+        except (ImportError, AttributeError):
+            return ""
+        return _explain(ecls, self.ctx.for_format(f), src.path, prec)
+
     def _make(self, f: Format, prec: str) -> ExportRecord | Unbuilt:
         src_key = f.source_of(prec)
         if src_key is None:

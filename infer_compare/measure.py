@@ -165,7 +165,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
             base = _base(c, threads)
             _, skipped = _cannot_run(c, base)
             if skipped is not None:
-                run.add(skipped)
+                more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
+                run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
                 continue
             art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
             if isinstance(art, Unbuilt):

@@ -142,7 +142,8 @@ def cmd_export(args, argv: list[str]) -> int:
     for a in man["artifacts"]:
         print(f"  {a['format']} {a['precision']}: {a['path']}")
     for d in man["deferred"]:
-        print(f"  {d['format']} {d['precision']}: built on the device from {' '.join(d['source'])}")
+        print(f"  {d['format']} {d['precision']}: built on the device from {' '.join(d['source'])}"
+              + (f" ({d['note']})" if d.get("note") else ""))
     for d in man["not_built"]:
         print(f"  {d['format']} {d['precision']}: not in the bundle ({d['reason']})")
     print(f"on the device: infer-compare run {args.out}")

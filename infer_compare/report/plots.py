@@ -138,29 +138,39 @@ def throughput_vs_batch(rep: Report) -> tuple[str, str] | None:
                               "one line per backend, format, precision and device.")
 
 
-def quality_vs_latency(rep: Report) -> tuple[str, str] | None:
-    """Accuracy (or agreement with the reference) against batch-1 latency, Pareto front marked."""
-    rows = [r for r in rep.rows if r.status in MEASURED and r.batch_size == 1 and r.latency and r.parity]
-    if not rows:
-        return None
+def _quality_measure(rep: Report, rows: list[RunRecord]):
+    """(quality function, y label, what it is, tie tolerance): accuracy, else top-1 agreement, else cosine."""
     if all(r.parity.accuracy is not None for r in rows):  # type: ignore[union-attr]
-        def quality(r: RunRecord) -> float:
-            return 100.0 * r.parity.accuracy  # type: ignore[union-attr, operator]
-        ylabel, what, tol = "accuracy on labelled data, %", "accuracy on the labelled test set", 0.005
-    elif rep.model.meaningful_top1:
-        def quality(r: RunRecord) -> float:
-            return 100.0 * r.parity.top1_agreement  # type: ignore[union-attr]
-        ylabel, what, tol = ("top-1 agreement with PyTorch FP32, %", "top-1 agreement with the PyTorch FP32 reference",
-                             0.005)
-    else:
-        def quality(r: RunRecord) -> float:
-            return r.parity.cosine_mean  # type: ignore[union-attr]
-        ylabel, what, tol = ("mean cosine similarity to PyTorch FP32",
-                             "mean cosine similarity of the logits to the reference", 1e-4)
-    pts = [(r.latency.p50_ms, quality(r), r) for r in rows]  # type: ignore[union-attr]
-    front = pareto_front([(x, y) for x, y, _ in pts], tol)
-    fig = _fig(8.5, 4.4)
-    ax = fig.add_subplot()
+        return (lambda r: 100.0 * r.parity.accuracy, "accuracy on labelled data, %",
+                "accuracy on the labelled test set", 0.005)
+    if rep.model.meaningful_top1:
+        return (lambda r: 100.0 * r.parity.top1_agreement, "top-1 agreement with PyTorch FP32, %",
+                "top-1 agreement with the PyTorch FP32 reference", 0.005)
+    return (lambda r: r.parity.cosine_mean, "mean cosine similarity to PyTorch FP32",
+            "mean cosine similarity of the logits to the reference", 1e-4)
+
+
+def _label_points(ax, pts: list, front: set[int], log_x: bool) -> None:
+    """Stagger the labels of points that sit close together so that they do not print over each other."""
+    xs = [p[0] for p in pts]
+    ys_all = [p[1] for p in pts]
+    yspan = (max(ys_all) - min(ys_all)) or 1.0
+    xpos = [math.log10(x) if log_x else x for x in xs]
+    xspan = (max(xpos) - min(xpos)) or 1.0
+    placed: list[tuple[float, float, int]] = []
+    for i in sorted(range(len(pts)), key=lambda k: (xpos[k], -pts[k][1])):
+        x, y, r = pts[i]
+        near = [lvl for (px, py, lvl) in placed if abs(px - xpos[i]) < 0.25 * xspan and abs(py - y) < 0.08 * yspan]
+        level = 0
+        while level in near:
+            level += 1
+        placed.append((xpos[i], y, level))
+        ax.annotate(_short(r), (x, y), textcoords="offset points", xytext=(6, 4 + 11 * level), fontsize=7.5,
+                    color="#222" if i in front else "#777",
+                    arrowprops={"arrowstyle": "-", "color": "#bbb", "linewidth": 0.6} if level else None)
+
+
+def _scatter_front(ax, pts: list, front: set[int]) -> None:
     on = [p for i, p in enumerate(pts) if i in front]
     off = [p for i, p in enumerate(pts) if i not in front]
     if off:
@@ -169,27 +179,24 @@ def quality_vs_latency(rep: Report) -> tuple[str, str] | None:
     ax.plot([p[0] for p in fr], [p[1] for p in fr], "-", drawstyle="steps-post", color="#c0392b", linewidth=1.2,
             zorder=2)
     ax.scatter([p[0] for p in fr], [p[1] for p in fr], s=46, color="#c0392b", label="Pareto front", zorder=3)
+
+
+def quality_vs_latency(rep: Report) -> tuple[str, str] | None:
+    """Accuracy (or agreement with the reference) against batch-1 latency, Pareto front marked."""
+    rows = [r for r in rep.rows if r.status in MEASURED and r.batch_size == 1 and r.latency and r.parity]
+    if not rows:
+        return None
+    quality, ylabel, what, tol = _quality_measure(rep, rows)
+    pts = [(r.latency.p50_ms, quality(r), r) for r in rows]  # type: ignore[union-attr]
+    front = pareto_front([(x, y) for x, y, _ in pts], tol)
+    fig = _fig(8.5, 4.4)
+    ax = fig.add_subplot()
+    _scatter_front(ax, pts, front)
     xs = [p[0] for p in pts]
     log_x = min(xs) > 0 and max(xs) / min(xs) > 20
     if log_x:
         ax.set_xscale("log")
-    # Stagger the labels of points that sit close together so that they do not print over each other.
-    ys_all = [p[1] for p in pts]
-    yspan = (max(ys_all) - min(ys_all)) or 1.0
-    xpos = [math.log10(x) if log_x else x for x in xs]
-    xspan = (max(xpos) - min(xpos)) or 1.0
-    placed: list[tuple[float, float, int]] = []
-    for i in sorted(range(len(pts)), key=lambda k: (xpos[k], -pts[k][1])):
-        x, y, r = pts[i]
-        near = [lvl for (px, py, lvl) in placed
-                if abs(px - xpos[i]) < 0.25 * xspan and abs(py - y) < 0.08 * yspan]
-        level = 0
-        while level in near:
-            level += 1
-        placed.append((xpos[i], y, level))
-        ax.annotate(_short(r), (x, y), textcoords="offset points", xytext=(6, 4 + 11 * level), fontsize=7.5,
-                    color="#222" if i in front else "#777",
-                    arrowprops={"arrowstyle": "-", "color": "#bbb", "linewidth": 0.6} if level else None)
+    _label_points(ax, pts, front, log_x)
     ax.set_xlabel("p50 latency at batch 1, ms (lower is better)")
     ax.set_ylabel(ylabel)
     ys = [p[1] for p in pts]

@@ -112,6 +112,76 @@ def full_integer_quantizer(per_channel: bool = True, observer: str = "minmax"):
     return FullIntegerQuantizer().set_global(cfg)
 
 
+def _load_module(spec: dict[str, Any]):
+    import torch
+
+    if spec.get("architecture"):
+        from ...models import build_architecture
+
+        model = build_architecture(spec["architecture"])
+        model.load_state_dict(torch.load(spec["module"], map_location="cpu"))
+    else:  # the parent's own module, pickled into its private work folder
+        model = torch.load(spec["module"], weights_only=False)
+    return model.eval()
+
+
+def _float_file(edge_of, precision: str, tmp: str, out: str, times: dict[str, float]) -> dict[str, Any]:
+    """fp32, or fp16 weights (ai-edge-quantizer FLOAT_CASTING) on the fp32 file; what was applied."""
+    import torch
+
+    t = time.perf_counter()
+    with torch.inference_mode():
+        edge = edge_of()
+    times["convert"] = time.perf_counter() - t
+    if precision == "fp32":
+        edge.export(tmp)
+        return {"weights": "float32", "io": "float32"}
+    t = time.perf_counter()
+    f32 = out + ".fp32.tflite"
+    edge.export(f32)
+    from ai_edge_quantizer import algorithm_manager, quantizer
+
+    qt = quantizer.Quantizer(f32)
+    qt.add_weight_only_config(regex=".*", operation_name="*", num_bits=16,
+                              algorithm_key=algorithm_manager.AlgorithmName.FLOAT_CASTING)
+    res = qt.quantize(enable_progress_report=False)
+    with open(tmp, "wb") as f:
+        f.write(bytes(res.quantized_model))
+    os.remove(f32)
+    times["fp16_weights"] = time.perf_counter() - t
+    return {"weights": "float16 (ai-edge-quantizer FLOAT_CASTING, dequantized at load)", "io": "float32"}
+
+
+def _int8_file(wrapped, sample, nhwc, observer: str, tmp: str, times: dict[str, float]) -> dict[str, Any]:
+    """Full-integer int8 by PT2E static quantization, calibrated on every calibration input."""
+    import litert_torch
+    import torch
+
+    try:
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    except ImportError:
+        from torch.ao.quantization.quantize_pt2e import convert_pt2e, prepare_pt2e  # type: ignore[no-redef]
+    from litert_torch.quantize.quant_config import QuantConfig
+
+    t = time.perf_counter()
+    quantizer_ = full_integer_quantizer(observer=observer)
+    prepared = prepare_pt2e(torch.export.export(wrapped, sample).module(), quantizer_)
+    times["prepare"] = time.perf_counter() - t
+    t = time.perf_counter()
+    with torch.no_grad():
+        for i in range(len(nhwc)):
+            prepared(nhwc[i:i + 1])
+    times["calibrate"] = time.perf_counter() - t
+    t = time.perf_counter()
+    converted = convert_pt2e(prepared, fold_quantize=False)
+    litert_torch.convert(converted, sample, quant_config=QuantConfig(pt2e_quantizer=quantizer_)).export(tmp)
+    times["convert"] = time.perf_counter() - t
+    return {"weights": "int8 symmetric per-channel", "activations": "int8 per-tensor", "io": "int8",
+            "quantizer": "PT2E (litert-torch PT2EQuantizer + full-integer elementwise annotations)",
+            "extra_annotated_ops": type(quantizer_).annotated_extra, "activation_observer": observer,
+            "calibration_inputs": int(len(nhwc))}
+
+
 def convert(spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
@@ -123,74 +193,19 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
     times["imports"] = time.perf_counter() - t
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
-    precision = spec["precision"]
-    out = spec["out"]
-    if spec.get("architecture"):
-        from ...models import build_architecture
-
-        model = build_architecture(spec["architecture"])
-        model.load_state_dict(torch.load(spec["module"], map_location="cpu"))
-    else:
-        model = torch.load(spec["module"], weights_only=False)
-    model.eval()
+    precision, out = spec["precision"], spec["out"]
+    model = _load_module(spec)
     calib = np.load(spec["calibration"]).astype(np.float32)
     nhwc = torch.from_numpy(np.ascontiguousarray(calib.transpose(0, 2, 3, 1)))
     sample = (nhwc[:1],)  # static batch 1: dynamic batch fails in litert-torch 0.10 lowering (JAX shapes)
     wrapped = litert_torch.to_channel_last_io(model, args=[0]).eval()
-    applied: dict[str, Any] = {"route": "litert-torch", "batch": 1,
-                               "layout": "NHWC",
+    applied: dict[str, Any] = {"route": "litert-torch", "batch": 1, "layout": "NHWC",
                                "litert_torch": getattr(litert_torch, "__version__", None), "torch": torch.__version__}
     tmp = out + ".part"
     if precision in ("fp32", "fp16"):
-        t = time.perf_counter()
-        with torch.inference_mode():
-            edge = litert_torch.convert(wrapped, sample)
-        times["convert"] = time.perf_counter() - t
-        if precision == "fp32":
-            edge.export(tmp)
-            applied.update(weights="float32", io="float32")
-        else:
-            t = time.perf_counter()
-            f32 = out + ".fp32.tflite"
-            edge.export(f32)
-            from ai_edge_quantizer import algorithm_manager, quantizer
-
-            qt = quantizer.Quantizer(f32)
-            qt.add_weight_only_config(regex=".*", operation_name="*", num_bits=16,
-                                      algorithm_key=algorithm_manager.AlgorithmName.FLOAT_CASTING)
-            res = qt.quantize(enable_progress_report=False)
-            with open(tmp, "wb") as f:
-                f.write(bytes(res.quantized_model))
-            os.remove(f32)
-            times["fp16_weights"] = time.perf_counter() - t
-            applied.update(weights="float16 (ai-edge-quantizer FLOAT_CASTING, dequantized at load)", io="float32")
+        applied.update(_float_file(lambda: litert_torch.convert(wrapped, sample), precision, tmp, out, times))
     elif precision == "int8":
-        try:
-            from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-        except ImportError:
-            from torch.ao.quantization.quantize_pt2e import convert_pt2e, prepare_pt2e  # type: ignore[no-redef]
-        from litert_torch.quantize.quant_config import QuantConfig
-
-        t = time.perf_counter()
-        observer = spec.get("observer") or "minmax"
-        quantizer_ = full_integer_quantizer(observer=observer)
-        exported = torch.export.export(wrapped, sample).module()
-        prepared = prepare_pt2e(exported, quantizer_)
-        times["prepare"] = time.perf_counter() - t
-        t = time.perf_counter()
-        with torch.no_grad():
-            for i in range(len(nhwc)):
-                prepared(nhwc[i:i + 1])
-        times["calibrate"] = time.perf_counter() - t
-        t = time.perf_counter()
-        converted = convert_pt2e(prepared, fold_quantize=False)
-        edge = litert_torch.convert(converted, sample, quant_config=QuantConfig(pt2e_quantizer=quantizer_))
-        edge.export(tmp)
-        times["convert"] = time.perf_counter() - t
-        applied.update(weights="int8 symmetric per-channel", activations="int8 per-tensor", io="int8",
-                       quantizer="PT2E (litert-torch PT2EQuantizer + full-integer elementwise annotations)",
-                       extra_annotated_ops=type(quantizer_).annotated_extra,
-                       activation_observer=observer, calibration_inputs=int(len(nhwc)))
+        applied.update(_int8_file(wrapped, sample, nhwc, spec.get("observer") or "minmax", tmp, times))
     else:
         raise ValueError(f"TFLite precisions are fp32, fp16 and int8, not {precision}")
     os.replace(tmp, out)

@@ -57,70 +57,75 @@ class TFLiteExporter(Exporter):
         return extra
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
-        import numpy as np
-
         if precision not in ("fp32", "fp16", "int8"):
             raise ExportError(f"TFLite precisions are fp32, fp16 and int8, not {precision}")
         if ctx.model is None:
             raise ExportError("TFLite export needs the PyTorch model")
         if precision == "fp16" and not deps.has("ai_edge_quantizer"):
             raise BackendUnavailable("'ai_edge_quantizer' is not installed (TFLite fp16 weights)", CONVERTER_HINT)
-        import torch
-
         if precision == "int8":
             _check_int8_opt_in(ctx)
-        work = out_dir / ".work"
-        work.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "model.tflite"
+        res = _convert_in_child(ctx, out_dir / ".work", path, precision)
+        return _describe(path, precision, res)
+
+
+def _convert_in_child(ctx: ExportContext, work: Path, path: Path, precision: str) -> dict:
+    """Run the litert-torch conversion in a child process (convert.py); its result record."""
+    import shutil
+
+    import numpy as np
+    import torch
+
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        arch = _architecture(ctx)
+        # rebuilt in the child from the registry + this state dict, else the pickled module
+        torch.save(ctx.model.state_dict() if arch is not None else ctx.model, work / "module.pt")
+        np.save(work / "calibration.npy", np.ascontiguousarray(ctx.calibration, dtype=np.float32))
+        opts = ctx.options_as(TFLiteOptions)
+        spec = {"module": str(work / "module.pt"), "architecture": arch, "out": str(path), "precision": precision,
+                "calibration": str(work / "calibration.npy"), "threads": ctx.threads, "observer": opts.int8_observer}
+        (work / "spec.json").write_text(json.dumps(spec))
+        ctx.log(f"TFLite {precision}: converting with litert-torch in a child process"
+                + (f" ({len(ctx.calibration)} calibration inputs)" if precision == "int8" else ""))
+        timeout = float(opts.convert_timeout_s)
         try:
-            arch = _architecture(ctx)
-            if arch is not None:  # rebuilt in the child from the registry + this state dict
-                torch.save(ctx.model.state_dict(), work / "module.pt")
-            else:
-                torch.save(ctx.model, work / "module.pt")
-            np.save(work / "calibration.npy", np.ascontiguousarray(ctx.calibration, dtype=np.float32))
-            path = out_dir / "model.tflite"
-            spec = {"module": str(work / "module.pt"), "architecture": arch, "out": str(path), "precision": precision,
-                    "calibration": str(work / "calibration.npy"),
-                    "threads": ctx.threads,
-                    "observer": ctx.options_as(TFLiteOptions).int8_observer}
-            (work / "spec.json").write_text(json.dumps(spec))
-            ctx.log(f"TFLite {precision}: converting with litert-torch in a child process"
-                    + (f" ({len(ctx.calibration)} calibration inputs)" if precision == "int8" else ""))
-            timeout = float(ctx.options_as(TFLiteOptions).convert_timeout_s)
-            try:
-                proc = subprocess.run([sys.executable, "-m", "infer_compare.backends.tflite.convert",
-                                       str(work / "spec.json")], capture_output=True, text=True,
-                                      errors="replace", timeout=timeout, cwd=str(work),
-                                      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-            except subprocess.TimeoutExpired as e:
-                raise ExportError(f"TFLite {precision} conversion timed out after {timeout:.0f} s") from e
-            result_file = Path(str(path) + ".json")
-            if proc.returncode != 0 or not result_file.exists() or not path.exists():
-                lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
-                errs = [ln for ln in lines if "Error" in ln or "error" in ln]
-                tail = "\n".join((errs[-3:] if errs else []) + lines[-8:])
-                raise ExportError(f"TFLite {precision} conversion failed (exit {proc.returncode}): {tail}")
-            res = json.loads(result_file.read_text())
-            result_file.unlink()
-        finally:
-            import shutil
+            proc = subprocess.run([sys.executable, "-m", "infer_compare.backends.tflite.convert", str(work / "spec.json")],
+                                  capture_output=True, text=True, errors="replace", timeout=timeout, cwd=str(work),
+                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        except subprocess.TimeoutExpired as e:
+            raise ExportError(f"TFLite {precision} conversion timed out after {timeout:.0f} s") from e
+        result_file = Path(str(path) + ".json")
+        if proc.returncode != 0 or not result_file.exists() or not path.exists():
+            lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+            errs = [ln for ln in lines if "Error" in ln or "error" in ln]
+            tail = "\n".join((errs[-3:] if errs else []) + lines[-8:])
+            raise ExportError(f"TFLite {precision} conversion failed (exit {proc.returncode}): {tail}")
+        res = json.loads(result_file.read_text())
+        result_file.unlink()
+        return res
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
-            shutil.rmtree(work, ignore_errors=True)
-        from .common import inspect_model
 
-        info = inspect_model(str(path))
-        opts = dict(res.get("options", {}))
-        opts.update(converter_times_s=res.get("times_s", {}), converter_wall_s=res.get("wall_s"),
-                    converter_peak_rss_mb=res.get("peak_rss_mb"), ops=info["ops"],
-                    tensor_dtypes=info["tensor_dtypes"], io=info["io"], full_integer=info["full_integer"])
-        notes = [f"converter child: {res.get('wall_s')} s wall, peak RSS {res.get('peak_rss_mb')} MB"]
-        if precision == "int8":
-            if not info["full_integer"]:
-                raise ExportError("the int8 TFLite file is not full-integer: " + "; ".join(info["problems"]))
-            notes.append("full-integer: int8 in/out, only int8/int32 tensors, no DEQUANTIZE, no float op")
-        if precision == "fp16":
-            notes.append("fp16 weights, dequantized to fp32 when the interpreter loads the file; compute is fp32")
-        return ExportResult(str(path), opts, notes)
+def _describe(path: Path, precision: str, res: dict) -> ExportResult:
+    """The file's inspection in the manifest; int8 must be full-integer."""
+    from .common import inspect_model
+
+    info = inspect_model(str(path))
+    opts = dict(res.get("options", {}))
+    opts.update(converter_times_s=res.get("times_s", {}), converter_wall_s=res.get("wall_s"),
+                converter_peak_rss_mb=res.get("peak_rss_mb"), ops=info["ops"],
+                tensor_dtypes=info["tensor_dtypes"], io=info["io"], full_integer=info["full_integer"])
+    notes = [f"converter child: {res.get('wall_s')} s wall, peak RSS {res.get('peak_rss_mb')} MB"]
+    if precision == "int8":
+        if not info["full_integer"]:
+            raise ExportError("the int8 TFLite file is not full-integer: " + "; ".join(info["problems"]))
+        notes.append("full-integer: int8 in/out, only int8/int32 tensors, no DEQUANTIZE, no float op")
+    if precision == "fp16":
+        notes.append("fp16 weights, dequantized to fp32 when the interpreter loads the file; compute is fp32")
+    return ExportResult(str(path), opts, notes)
 
 
 def _architecture(ctx: ExportContext) -> dict | None:
