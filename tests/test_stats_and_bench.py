@@ -4,8 +4,16 @@ import time
 import numpy as np
 import pytest
 
-from infer_compare.bench import (STOP_BUDGET, STOP_MAX_ITERS, STOP_MIN, STOP_TARGET, LoopSettings, median_ci,
-                                 median_ci_ranks, time_loop)
+from infer_compare.bench import (
+    STOP_BUDGET,
+    STOP_MAX_ITERS,
+    STOP_MIN,
+    STOP_TARGET,
+    LoopSettings,
+    median_ci,
+    median_ci_ranks,
+    time_loop,
+)
 from infer_compare.records import PERCENTILE_MIN_SAMPLES, LatencyStats
 
 
