@@ -70,6 +70,7 @@ class LoopResult:
     stopped_by: str = ""  # STOP_TARGET, STOP_BUDGET, STOP_MAX_ITERS or STOP_MIN
     ci_checks: int = 0
     paused_ns: int = 0  # time spent checking the CI, clock stopped
+    energy: Any = None  # what energy_meter.stop() returned (energy.EnergyReading or None)
 
     @property
     def n(self) -> int:
@@ -157,11 +158,13 @@ def _warm_up(fn: Callable[[Any], Any], x: Any, s: LoopSettings, calls_made: int,
 
 
 def time_loop(fn: Callable[[Any], Any], x: Any, s: LoopSettings, first_call_done: bool = False,
-              clock: Callable[[], int] = time.perf_counter_ns) -> LoopResult:
+              clock: Callable[[], int] = time.perf_counter_ns, energy_meter: Any = None) -> LoopResult:
     """Call ``fn(x)`` repeatedly; ``x`` is prepared before timing starts.
 
     ``first_call_done``: the runner already made the cold call (no ``first_ns`` then).
     ``clock``: nanoseconds, monotonic; only tests replace it.
+    ``energy_meter``: an object with ``start()`` and ``stop()`` (energy.EnergyMeter), started just before
+    the measured loop and stopped just after it (outside every sample); ``LoopResult.energy`` is its reading.
     """
     first_ns = None
     if not first_call_done:
@@ -176,6 +179,8 @@ def time_loop(fn: Callable[[Any], Any], x: Any, s: LoopSettings, first_call_done
     min_ns = int(max(0.0, s.min_time_s) * 1e9)
     budget_ns = None if s.max_time_s is None else int(max(s.max_time_s, s.min_time_s) * 1e9)
     next_check, checks, paused, stop = min_n, 0, 0, ""
+    if energy_meter is not None:
+        energy_meter.start()
     start = t0 = clock()
     while True:
         fn(x)
@@ -204,8 +209,9 @@ def time_loop(fn: Callable[[Any], Any], x: Any, s: LoopSettings, first_call_done
         next_check = n + max(1, n // 8)
         t0 = clock()  # the check is not in the next sample ...
         paused += t0 - t1  # ... nor in the wall time
+    reading = energy_meter.stop() if energy_meter is not None else None
     wall_ns = t1 - start - paused
     med, lo, hi = median_ci(samples)
     return LoopResult(samples_ns=samples, wall_ns=wall_ns, first_ns=first_ns, warmup_calls=warm_calls,
                       warmup_ns=warm_ns, median_ns=med, ci_low_ns=lo, ci_high_ns=hi, target_ci=target,
-                      stopped_by=stop, ci_checks=checks, paused_ns=paused)
+                      stopped_by=stop, ci_checks=checks, paused_ns=paused, energy=reading)

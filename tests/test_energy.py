@@ -202,3 +202,22 @@ def test_the_energy_column_fills_from_a_row_that_has_energy(extra, joules):
     html = render(rep, "html")
     assert ">mJ/img</th>" in html and f'data-v="{1e3 * ej!r}"' in html
     assert extra["energy_source"] in html
+
+
+def test_the_loop_meters_exactly_the_measured_calls(tmp_path):
+    """time_loop starts the meter after the cold call and the warm-up and stops it after the last sample."""
+    from infer_compare.bench import LoopSettings, time_loop
+
+    pc = rapl_tree(tmp_path)
+    f = pc / "intel-rapl:0/energy_uj"
+
+    def call(_x):  # each call costs 1 mJ on package 0
+        _w(f, int(f.read_text()) + 1000)
+
+    m = EnergyMeter(root=str(tmp_path))
+    r = time_loop(call, 0, LoopSettings(warmup_iters=3, warmup_time_s=0.0, min_iters=25, min_time_s=0.0,
+                                        target_ci=None), energy_meter=m)
+    assert r.n == 25 and r.first_ns is not None and r.warmup_calls == 2
+    assert r.energy.joules == pytest.approx(25 * 1e-3)
+    fields = energy_fields(r.energy, 8 * r.n)
+    assert fields["energy_j_per_image"] == pytest.approx(1e-3 / 8) and fields["energy_images"] == 200
