@@ -16,6 +16,7 @@ Nothing here imports torch at import time.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,9 +131,25 @@ def device_peak(rep: Report, row: RunRecord) -> tuple[float, str] | None:
     return peak.per_precision[prec], f"{peak.device} {prec} peak {peak.per_precision[prec] / 1e12:g} T/s ({peak.source})"
 
 
+def energy_j_per_image(row: RunRecord) -> tuple[float | None, str]:
+    """(joules per image, its source) from the row's ``extra``; (None, "") where not measured.
+
+    Runners write ``energy_j_per_image`` (energy.energy_fields) or, the NVML meter of the
+    GPU runners, ``energy_mj_per_image`` (millijoules); both are read.
+    """
+    ex = row.extra or {}
+    src = str(ex.get("energy_source") or "")
+    for key, scale in (("energy_j_per_image", 1.0), ("energy_mj_per_image", 1e-3)):
+        e = ex.get(key)
+        if isinstance(e, (int, float)) and not isinstance(e, bool) and math.isfinite(e):
+            return float(e) * scale, src
+    return None, ""
+
+
 def efficiency(rep: Report, row: RunRecord) -> dict[str, Any]:
-    """gflops_per_s, peak_share (0..1), peak_source, energy_j_per_image: None where not known."""
-    out: dict[str, Any] = {"gflops_per_s": None, "peak_share": None, "peak_source": "", "energy_j_per_image": None}
+    """gflops_per_s, peak_share (0..1), peak_source, energy_j_per_image, energy_source: None/"" where not known."""
+    out: dict[str, Any] = {"gflops_per_s": None, "peak_share": None, "peak_source": "", "energy_j_per_image": None,
+                           "energy_source": ""}
     fl = getattr(rep.model, "flops_per_image", None)
     if fl and row.throughput:
         achieved = fl * row.throughput
@@ -141,7 +158,5 @@ def efficiency(rep: Report, row: RunRecord) -> dict[str, Any]:
         if pk is not None:
             out["peak_share"] = achieved / pk[0]
             out["peak_source"] = pk[1]
-    e = (row.extra or {}).get("energy_j_per_image")
-    if isinstance(e, (int, float)) and not isinstance(e, bool):
-        out["energy_j_per_image"] = float(e)
+    out["energy_j_per_image"], out["energy_source"] = energy_j_per_image(row)
     return out

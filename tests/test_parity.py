@@ -1,12 +1,22 @@
+import glob
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from infer_compare.formats import TOLERANCES
-from infer_compare.parity import compare
+from infer_compare.parity import FLOOR_COSINE_MEAN, compare, min_cosine_worst
+from infer_compare.records import load_report
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _logits(n=64, c=10, seed=0):
     return np.random.default_rng(seed).normal(0, 3, (n, c)).astype(np.float32)
+
+
+def _noisy(ref, sigma, seed=1):
+    return ref + np.random.default_rng(seed).normal(0, sigma, ref.shape).astype(np.float32)
 
 
 def test_identical_outputs_pass_everything():
@@ -14,11 +24,12 @@ def test_identical_outputs_pass_everything():
     p = compare(ref, ref.copy(), TOLERANCES["fp32"], labels=ref.argmax(1))
     assert p.passed and p.max_abs == 0 and p.top1_agreement == 1 and p.cosine_min == pytest.approx(1.0)
     assert p.top5_agreement == 1.0 and p.accuracy == 1.0 == p.reference_accuracy
+    assert p.reason == "" and p.floor_failures == ()
 
 
 def test_fp16_noise_fails_fp32_but_passes_fp16():
     ref = _logits()
-    noisy = ref + np.random.default_rng(1).normal(0, 1e-2, ref.shape).astype(np.float32)
+    noisy = _noisy(ref, 1e-2)
     assert not compare(ref, noisy, TOLERANCES["fp32"]).passed
     p = compare(ref, noisy, TOLERANCES["fp16"])
     assert p.passed, p.failures
@@ -30,16 +41,52 @@ def test_wrong_outputs_fail_and_say_why():
     p = compare(ref, bad, TOLERANCES["int8"])
     assert not p.passed
     assert any("cosine" in f for f in p.failures) and any("top-1" in f for f in p.failures)
+    assert p.reason.startswith("cosine")
 
 
-def test_not_judged_reports_but_does_not_fail_except_nan():
-    ref = _logits()
-    bad = _logits(seed=5)
-    p = compare(ref, bad, TOLERANCES["int8"], judge=False, note="random weights")
-    assert p.passed and not p.judged and p.failures  # failures listed, not enforced
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "int8"])
+def test_one_wrong_image_out_of_32_fails(precision):
+    tol = TOLERANCES[precision]
+    ref = _logits(n=32, c=1000, seed=2)
+    out = _noisy(ref, 1e-3)
+    rng = np.random.default_rng(7)
+    out[17] = ref[17] * 0.3 + rng.normal(0, 3, ref.shape[1]).astype(np.float32)  # one image badly wrong
+    p = compare(ref, out, tol, judge_top1=False)
+    if precision == "int8":  # no max-error limit: before the worst-sample rule this row passed
+        assert p.cosine_mean >= tol.min_cosine and tol.max_rel_err is None
+    assert not p.passed and p.worst_index == 17
+    assert any("worst sample (#17)" in f for f in p.failures), p.failures
+    assert p.tolerance["min_cosine_worst"] == pytest.approx(min_cosine_worst(tol))
+    # the same outputs without the bad image pass
+    good = compare(np.delete(ref, 17, 0), np.delete(out, 17, 0), tol, judge_top1=False)
+    assert good.passed, good.failures
+
+
+def test_not_judged_reports_but_does_not_fail_above_the_floor():
+    ref = _logits(c=1000)
+    out = _noisy(ref, 1.2)  # cosine about 0.93: outside int8's tolerance, above the floor
+    p = compare(ref, out, TOLERANCES["int8"], judge=False, note="random weights")
+    assert FLOOR_COSINE_MEAN < p.cosine_mean < TOLERANCES["int8"].min_cosine
+    assert p.passed and not p.judged and p.failures and not p.floor_failures  # listed, not enforced
+    assert p.reason == ""
+
+
+def test_an_unjudged_row_below_the_floor_fails_with_the_reason():
+    ref = _logits(c=1000)
+    out = ref * 0.2 + _logits(c=1000, seed=9)  # cosine about 0.2: random weights or not, this is broken
+    p = compare(ref, out, TOLERANCES["int8"], judge=False)
+    assert not p.passed and not p.judged
+    assert p.floor_failures and "sanity floor" in p.floor_failures[0]
+    assert p.reason.startswith("below the sanity floor") and "cosine" in p.reason
     nan = ref.copy()
     nan[0, 0] = np.nan
-    assert not compare(ref, nan, TOLERANCES["int8"], judge=False).passed
+    p = compare(ref, nan, TOLERANCES["int8"], judge=False)
+    assert not p.passed and "NaN" in p.reason
+    # one image far off fails the floor even when the mean is fine
+    one = _noisy(ref, 0.01)
+    one[3] = -ref[3]
+    p = compare(ref, one, TOLERANCES["int8"], judge=False)
+    assert p.cosine_mean > FLOOR_COSINE_MEAN and not p.passed and "#3" in p.reason
 
 
 def test_top1_not_judged_for_random_weights():
@@ -48,3 +95,14 @@ def test_top1_not_judged_for_random_weights():
     flipped[:, [0, 1]] = flipped[:, [1, 0]]  # many top-1 flips, cosine still high-ish
     p = compare(ref, flipped, TOLERANCES["bf16"], judge_top1=False)
     assert not any("top-1" in f for f in p.failures)
+
+
+def test_measured_worst_samples_pass_the_worst_sample_tolerance():
+    """The committed reports' judged rows (real runs) keep passing with the worst-sample rule."""
+    seen = 0
+    for f in glob.glob(str(ROOT / "reports" / "*" / "results.json")):
+        for r in load_report(f).rows:
+            if r.parity is not None and r.parity.judged and r.parity.passed:
+                assert r.parity.cosine_min >= min_cosine_worst(TOLERANCES[r.precision]), (f, r.label)
+                seen += 1
+    assert seen > 20

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 
-from ..records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
+from ..records import OK, PARITY_FAILED, SKIPPED, LatencyStats, Report, RunRecord, percentile_rule
 
-COLUMNS = ("backend", "format", "precision", "device", "batch", "p50 ms", "p99 ms", "img/s", "load s",
+COLUMNS = ("backend", "format", "precision", "device", "batch", "n", "p50 ms", "±CI", "p99 ms", "img/s", "load s",
            "peak RSS MB", "size MB", "export s", "cos", "top-1", "acc", "status")
 
 
@@ -54,8 +55,10 @@ def row_cells(r: RunRecord) -> list[str]:
         prec_label(r),
         r.device,
         str(r.batch_size) if r.batch_size is not None else "–",
+        str(lat.count) if lat else "–",
         fmt_num(lat.p50_ms) if lat else "–",
-        fmt_num(lat.p99_ms) if lat else "–",
+        ci_text(lat),
+        fmt_num(lat.percentile("p99")) if lat else "–",
         fmt_num(r.throughput) if r.throughput else "–",
         fmt_num(r.load_s) if r.load_s is not None else "–",
         fmt_num(r.peak_rss_mb) if r.peak_rss_mb else "–",
@@ -66,6 +69,41 @@ def row_cells(r: RunRecord) -> list[str]:
         f"{100 * p.accuracy:.2f}%" if p and p.accuracy is not None else "–",
         status_text(r),
     ]
+
+
+def ci_text(lat: LatencyStats | None) -> str:
+    """The median's 95 % CI as ± % of it; '*' where the budget ran out before the target."""
+    r = lat.median_ci_rel if lat is not None else None
+    if r is None:
+        return "–"
+    txt = "<0.1%" if r < 0.001 else f"{100 * r:.1f}%"
+    return txt + ("*" if lat is not None and lat.budget_ran_out else "")
+
+
+def ci_range(lat: LatencyStats | None) -> str:
+    """The median's 95 % CI as 'low–high' (ms)."""
+    if lat is None or lat.median_ci_low_ms is None or lat.median_ci_high_ms is None:
+        return "–"
+    return f"{fmt_num(lat.median_ci_low_ms)}–{fmt_num(lat.median_ci_high_ms)}"
+
+
+def latency_notes(rep: Report) -> list[str]:
+    """Why some percentiles show '–', and which rows ran out of budget: one line each, only when it applies."""
+    lats = [r.latency for r in measured_rows(rep) if r.latency is not None]
+    out = []
+    short = [lat for lat in lats if lat.omitted_percentiles]
+    if short:
+        out.append(f"– in a percentile column: {percentile_rule()}; {len(short)} of {len(lats)} rows have fewer "
+                   f"samples than p99 needs (fewest: n = {min(lat.count for lat in short)}).")
+    if any(lat.median_ci_rel is not None for lat in lats):
+        targets = sorted({lat.target_ci for lat in lats if lat.target_ci})
+        aim = f"; the loop measured until it was within {', '.join(f'±{100 * t:g} %' for t in targets)}" if targets else ""
+        out.append(f"±CI: half-width of the 95 % confidence interval of the median (p50), relative to it{aim}.")
+    over = [lat for lat in lats if lat.budget_ran_out]
+    if over:
+        out.append(f"*: {len(over)} rows ran out of their time budget before the median's confidence interval "
+                   "reached the target; their p50 is less certain than the target asks.")
+    return out
 
 
 def status_text(r: RunRecord) -> str:
@@ -131,3 +169,137 @@ def model_line(rep: Report) -> str:
 
 def is_parity_failure(r: RunRecord) -> bool:
     return r.status == PARITY_FAILED
+
+
+# ---- the verdict under the table -------------------------------------------------------------------------
+
+REFERENCE = ("pytorch", "pytorch", "fp32")  # backend, format, precision of the reference row (on the CPU)
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One line of the verdict: a row, its figure, its speed-up over the reference row."""
+
+    title: str
+    row: RunRecord
+    value: str
+    speedup: float | None
+    versus: str  # the reference it is compared with, or why there is none
+    caveats: tuple[str, ...] = ()
+    with_batch: bool = True  # False for the artifact, which serves every batch size
+
+    def text(self) -> str:
+        sp = f"{self.speedup:.3g}× the reference ({self.versus})" if self.speedup is not None else self.versus
+        tail = "".join(f"; {c}" for c in self.caveats)
+        return f"{self.title}: {row_label(self.row, self.with_batch)}, {self.value}, {sp}{tail}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    picks: tuple[Pick, ...]
+    notes: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        return [p.text() for p in self.picks] + list(self.notes)
+
+
+def row_label(r: RunRecord, with_batch: bool = True) -> str:
+    b = f", batch {r.batch_size}" if r.batch_size is not None and with_batch else ""
+    return f"{r.backend} {r.format} {prec_label(r)} on {r.device}{b}"
+
+
+def passed_parity(r: RunRecord) -> bool:
+    return (r.status == OK and r.batch_size is not None and r.latency is not None and r.parity is not None
+            and r.parity.passed)
+
+
+def reference_rows(rep: Report, device: str) -> list[RunRecord]:
+    """The reference for a row on ``device``: PyTorch fp32 on the CPU of the same machine (merged reports
+    prefix devices with the machine), or, where that did not run, PyTorch fp32 on ``device`` itself."""
+    prefix = device.split(":", 1)[0] + ":" if getattr(rep, "machines", None) else ""
+    ref = [r for r in rep.rows if (r.backend, r.format, r.precision) == REFERENCE and r.status == OK
+           and r.latency is not None and r.batch_size is not None]
+    return [r for r in ref if r.device == f"{prefix}cpu"] or [r for r in ref if r.device == device]
+
+
+def _ref_at(rep: Report, r: RunRecord) -> RunRecord | None:
+    return next((x for x in reference_rows(rep, r.device) if x.batch_size == r.batch_size), None)
+
+
+def _caveats(r: RunRecord) -> tuple[str, ...]:
+    out = []
+    if r.parity is not None and not r.parity.judged:
+        out.append("parity reported, not judged")
+    if r.latency is not None and r.latency.budget_ran_out:
+        out.append("its p50 missed the CI target")
+    return tuple(out)
+
+
+def _fastest(rep: Report, ok: list[RunRecord]) -> Pick | None:
+    b1 = sorted((r for r in ok if r.batch_size == 1), key=lambda r: r.latency.p50_ms)  # type: ignore[union-attr]
+    if not b1:
+        return None
+    f = b1[0]
+    ref = _ref_at(rep, f)
+    caveats = _caveats(f)
+    if len(b1) > 1:
+        a, b = f.latency, b1[1].latency
+        if a and b and a.median_ci_high_ms is not None and b.median_ci_low_ms is not None \
+                and b.median_ci_low_ms <= a.median_ci_high_ms:
+            caveats += (f"not told apart from {row_label(b1[1])} (their p50 confidence intervals overlap)",)
+    if ref is None:
+        return Pick("fastest at batch 1", f, f"p50 {fmt_num(f.latency.p50_ms)} ms", None,  # type: ignore[union-attr]
+                    "no PyTorch fp32 row at batch 1 to compare with", caveats)
+    return Pick("fastest at batch 1", f, f"p50 {fmt_num(f.latency.p50_ms)} ms",  # type: ignore[union-attr]
+                ref.latency.p50_ms / f.latency.p50_ms,  # type: ignore[union-attr]
+                f"PyTorch fp32 on {ref.device}: {fmt_num(ref.latency.p50_ms)} ms", caveats)  # type: ignore
+
+
+def _highest_throughput(rep: Report, ok: list[RunRecord]) -> Pick | None:
+    cands = [r for r in ok if r.throughput]
+    if not cands:
+        return None
+    f = max(cands, key=lambda r: r.throughput or 0.0)
+    value = f"{fmt_num(f.throughput)} img/s"
+    ref = _ref_at(rep, f)
+    if ref is not None and ref.throughput:
+        return Pick("highest throughput", f, value, (f.throughput or 0) / ref.throughput,
+                    f"PyTorch fp32 on {ref.device} at batch {ref.batch_size}: {fmt_num(ref.throughput)} img/s",
+                    _caveats(f))
+    refs = [x for x in reference_rows(rep, f.device) if x.throughput]
+    if not refs:
+        return Pick("highest throughput", f, value, None, "no PyTorch fp32 row to compare with", _caveats(f))
+    best = max(refs, key=lambda x: x.throughput or 0.0)
+    return Pick("highest throughput", f, value, (f.throughput or 0) / (best.throughput or 1),
+                f"PyTorch fp32 on {best.device} has no batch {f.batch_size}; its best, batch {best.batch_size}: "
+                f"{fmt_num(best.throughput)} img/s", _caveats(f))
+
+
+def _smallest(rep: Report, ok: list[RunRecord]) -> Pick | None:
+    cands = [r for r in ok if r.export is not None and r.export.size_bytes > 0]
+    if not cands:
+        return None
+    f = min(cands, key=lambda r: r.export.size_bytes)  # type: ignore[union-attr]
+    size = f.export.size_bytes  # type: ignore[union-attr]
+    refs = [x for x in reference_rows(rep, f.device) if x.export is not None and x.export.size_bytes > 0]
+    title, value = "smallest artifact", f"{fmt_num(size / 1e6)} MB"
+    if not refs:
+        return Pick(title, f, value, None, "no PyTorch fp32 weights to compare with", _caveats(f), False)
+    ref_size = refs[0].export.size_bytes  # type: ignore[union-attr]
+    return Pick(title, f, value, None, f"{ref_size / size:.3g}× smaller than the PyTorch fp32 weights "
+                f"({fmt_num(ref_size / 1e6)} MB)", _caveats(f), False)
+
+
+def verdict(rep: Report) -> Verdict:
+    """The fastest row at batch 1 and the highest throughput among the rows that passed parity, each with
+    its speed-up over the reference (PyTorch fp32 on the CPU at the same batch, see :func:`reference_rows`),
+    and the smallest artifact among them."""
+    ok = [r for r in rep.rows if passed_parity(r)]
+    picks = tuple(p for p in (_fastest(rep, ok), _highest_throughput(rep, ok), _smallest(rep, ok)) if p is not None)
+    notes = []
+    failed = [r for r in rep.rows if r.status == PARITY_FAILED]
+    if failed:
+        notes.append(f"left out: {len(failed)} rows that failed parity")
+    if not picks:
+        notes.append("no measured row passed parity: nothing to pick")
+    return Verdict(picks, tuple(notes))

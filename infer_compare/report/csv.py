@@ -18,11 +18,24 @@ from collections.abc import Callable
 from typing import Any
 
 from ..flops import efficiency
-from ..records import Report, RunRecord
+from ..records import PERCENTILE_MIN_SAMPLES, Report, RunRecord
 
 
 def _lat(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
     return lambda rep, r, eff: getattr(r.latency, attr) if r.latency is not None else None
+
+
+def _pct(name: str) -> Callable[[Report, RunRecord, dict], Any]:
+    """A percentile only where the row's sample count supports it (records.PERCENTILE_MIN_SAMPLES)."""
+    return lambda rep, r, eff: r.latency.percentile(name) if r.latency is not None else None
+
+
+def _latency_note(r: RunRecord) -> str:
+    lat = r.latency
+    if lat is None or not lat.omitted_percentiles:
+        return ""
+    need = ", ".join(f"{k} needs {PERCENTILE_MIN_SAMPLES[k]}" for k in lat.omitted_percentiles)
+    return f"{', '.join(lat.omitted_percentiles)} left empty: n = {lat.count} ({need} samples)"
 
 
 def _par(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
@@ -49,9 +62,9 @@ COLUMNS: tuple[tuple[str, Callable[[Report, RunRecord, dict], Any]], ...] = (
     ("latency_std_ms", _lat("std_ms")),
     ("latency_min_ms", _lat("min_ms")),
     ("latency_p50_ms", _lat("p50_ms")),
-    ("latency_p90_ms", _lat("p90_ms")),
-    ("latency_p95_ms", _lat("p95_ms")),
-    ("latency_p99_ms", _lat("p99_ms")),
+    ("latency_p90_ms", _pct("p90")),
+    ("latency_p95_ms", _pct("p95")),
+    ("latency_p99_ms", _pct("p99")),
     ("latency_max_ms", _lat("max_ms")),
     ("throughput_img_s", lambda rep, r, eff: r.throughput),
     ("load_s", lambda rep, r, eff: r.load_s),
@@ -82,6 +95,13 @@ COLUMNS: tuple[tuple[str, Callable[[Report, RunRecord, dict], Any]], ...] = (
     ("hint", lambda rep, r, eff: r.hint),
     ("versions", lambda rep, r, eff: json.dumps(r.versions, sort_keys=True) if r.versions else ""),
     ("created", lambda rep, r, eff: rep.created),
+    ("latency_median_ci_low_ms", _lat("median_ci_low_ms")),
+    ("latency_median_ci_high_ms", _lat("median_ci_high_ms")),
+    ("latency_target_ci", _lat("target_ci")),
+    ("latency_stopped_by", _lat("stopped_by")),
+    ("latency_note", lambda rep, r, eff: _latency_note(r)),
+    ("parity_worst_index", _par("worst_index")),
+    ("energy_source", lambda rep, r, eff: eff["energy_source"]),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 

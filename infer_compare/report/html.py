@@ -100,8 +100,8 @@ def _rows_table(rep: Report) -> tuple[str, bool, bool]:
     has_peak = any(e["peak_share"] is not None for e in effs.values())
     has_energy = any(e["energy_j_per_image"] is not None for e in effs.values())
     has_flops = rep.model.flops_per_image is not None
-    head = [("backend", "l"), ("format", "l"), ("precision", "l"), ("device", "l"), ("batch", ""), ("p50 ms", ""),
-            ("p99 ms", ""), ("img/s", "")]
+    head = [("backend", "l"), ("format", "l"), ("precision", "l"), ("device", "l"), ("batch", ""), ("n", ""),
+            ("p50 ms", ""), ("±CI", ""), ("p99 ms", ""), ("img/s", "")]
     if has_flops:
         head.append(("GFLOP/s", ""))
     if has_peak:
@@ -118,7 +118,9 @@ def _rows_table(rep: Report) -> tuple[str, bool, bool]:
         cls = ' class="bad"' if r.status not in (OK, SKIPPED) else ""
         cells = [_txt(r.backend), _txt(r.format), _txt(common.prec_label(r), "prec"), _txt(r.device),
                  _num(r.batch_size, str(r.batch_size) if r.batch_size is not None else "–"),
-                 _num(lat.p50_ms if lat else None), _num(lat.p99_ms if lat else None), _num(r.throughput)]
+                 _num(lat.count if lat else None, str(lat.count) if lat else "–"),
+                 _num(lat.p50_ms if lat else None), _num(lat.median_ci_rel if lat else None, common.ci_text(lat)),
+                 _num(lat.percentile("p99") if lat else None), _num(r.throughput)]
         if has_flops:
             cells.append(_num(e["gflops_per_s"]))
         if has_peak:
@@ -147,7 +149,7 @@ def _percentiles_table(rep: Report) -> str:
     rows = [r for r in common.measured_rows(rep) if r.latency is not None]
     if not rows:
         return ""
-    cols = ("n", "mean", "std", "min", "p50", "p90", "p95", "p99", "max")
+    cols = ("n", "mean", "std", "min", "p50", "p50 CI", "p90", "p95", "p99", "max")
     out = ['<div class="tablewrap"><table class="sortable" id="percentiles"><thead><tr>',
            "".join(f'<th class="l">{h}</th>' for h in ("backend", "format", "precision", "device")),
            '<th>batch</th>', "".join(f"<th>{h}</th>" for h in cols), "</tr></thead><tbody>"]
@@ -155,10 +157,12 @@ def _percentiles_table(rep: Report) -> str:
         lat = r.latency
         if lat is None:
             continue
-        vals = (lat.mean_ms, lat.std_ms, lat.min_ms, lat.p50_ms, lat.p90_ms, lat.p95_ms, lat.p99_ms, lat.max_ms)
+        vals = (lat.mean_ms, lat.std_ms, lat.min_ms, lat.p50_ms)
+        tail = (lat.percentile("p90"), lat.percentile("p95"), lat.percentile("p99"), lat.max_ms)
         out.append("<tr>" + _txt(r.backend) + _txt(r.format) + _txt(common.prec_label(r)) + _txt(r.device)
                    + _num(r.batch_size, str(r.batch_size)) + _num(lat.count, str(lat.count))
-                   + "".join(_num(v) for v in vals) + "</tr>")
+                   + "".join(_num(v) for v in vals) + _num(lat.median_ci_low_ms, common.ci_range(lat))
+                   + "".join(_num(v) for v in tail) + "</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
 
@@ -167,16 +171,8 @@ def _highlights(rep: Report) -> str:
     rows = [r for r in rep.rows if r.status in (OK, PARITY_FAILED) and r.latency is not None]
     if not rows:
         return ""
-    cards = []
-    b1 = [r for r in rows if r.batch_size == 1 and r.status == OK]
-    if b1:
-        f = min(b1, key=lambda r: r.latency.p50_ms)  # type: ignore[union-attr]
-        cards.append(("lowest batch-1 latency (p50)", f"{common.fmt_num(f.latency.p50_ms)} ms",  # type: ignore
-                      _label(f)))
-    ok = [r for r in rows if r.status == OK and r.throughput]
-    if ok:
-        f = max(ok, key=lambda r: r.throughput or 0)
-        cards.append(("highest throughput", f"{common.fmt_num(f.throughput)} img/s", f"{_label(f)}, batch {f.batch_size}"))
+    v = common.verdict(rep)
+    cards = [(p.title, p.value, p.text()[len(p.title) + 2:]) for p in v.picks]
     if rep.model.flops_per_image:
         cards.append(("model FLOPs per image", _flops_text(rep.model.flops_per_image),
                       "forward pass, batch 1, 2 FLOPs per multiply-add"))
@@ -189,6 +185,7 @@ def _highlights(rep: Report) -> str:
         out.append(f'<div class="card"><b>{escape(title)}</b><span>{escape(value)}</span>'
                    f'<div class="muted">{escape(sub)}</div></div>')
     out.append("</div>")
+    out += [f'<p class="muted">{escape(n)}</p>' for n in v.notes]
     return "".join(out)
 
 
@@ -255,7 +252,10 @@ def render(rep: Report) -> str:
         eff_notes.append("No peak is given for CPUs: it depends on sustained clocks and vector units too much to "
                          "state honestly.")
     if has_energy:
-        eff_notes.append("mJ/img: energy per image measured by the runner (e.g. NVML energy counter) over the loop.")
+        srcs = sorted({efficiency(rep, r)["energy_source"] for r in common.measured_rows(rep)} - {""})
+        eff_notes.append("mJ/img: energy per image measured over the loop"
+                         + (f" ({'; '.join(srcs)})." if srcs else "."))
+    eff_notes += common.latency_notes(rep)
     if eff_notes:
         out.append('<p class="muted">' + " ".join(escape(n) for n in eff_notes) + "</p>")
 

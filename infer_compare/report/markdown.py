@@ -11,6 +11,26 @@ def _esc(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
+def _percentiles(rep: Report) -> list[str]:
+    rows = [r for r in common.measured_rows(rep) if r.latency is not None]
+    if not rows:
+        return []
+    out = ["Latency percentiles (ms); p50 CI = its 95 % confidence interval:", "",
+           "| backend | format | precision | device | batch | n | mean | std | min | p50 | p50 CI | p90 | p95 | p99 "
+           "| max |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lat = r.latency
+        if lat is None:
+            continue
+        vals = (lat.mean_ms, lat.std_ms, lat.min_ms, lat.p50_ms)
+        tail = (lat.percentile("p90"), lat.percentile("p95"), lat.percentile("p99"), lat.max_ms)
+        out.append(f"| {r.backend} | {r.format} | {_esc(common.prec_label(r))} | {r.device} | {r.batch_size} | "
+                   f"{lat.count} | " + " | ".join(common.fmt_num(x) for x in vals) + f" | {common.ci_range(lat)} | "
+                   + " | ".join(common.fmt_num(x) for x in tail) + " |")
+    out.append("")
+    return out
+
+
 def render(rep: Report) -> str:
     out = [f"# infer-compare: {rep.model.name}", ""]
     out.append(f"**Model:** {_esc(common.model_line(rep))}")
@@ -25,7 +45,8 @@ def render(rep: Report) -> str:
     out.append("")
     out.append("## Results")
     out.append("")
-    out.append("Latency per call of one batch (host clock); img/s = images / wall time of the measured loop; "
+    out.append("Latency per call of one batch (host clock); n = measured calls; ±CI = half-width of the 95 % "
+               "confidence interval of p50, relative to it; img/s = images / wall time of the measured loop; "
                "cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = accuracy on labelled data.")
     out.append("")
     out.append("| " + " | ".join(common.COLUMNS) + " |")
@@ -36,21 +57,14 @@ def render(rep: Report) -> str:
             cells[-1] = f"**{cells[-1]}**"
         out.append("| " + " | ".join(_esc(c) for c in cells) + " |")
     out.append("")
-    rows = common.measured_rows(rep)
-    if rows:
-        out.append("Latency percentiles (ms):")
+    out += [f"{_esc(line)}" + "\n" for line in common.latency_notes(rep)]
+    v = common.verdict(rep)
+    if v.picks or v.notes:
+        out.append("**Verdict**")
         out.append("")
-        out.append("| backend | format | precision | device | batch | n | mean | std | min | p50 | p90 | p95 | p99 | max |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for r in rows:
-            lat = r.latency
-            if lat is None:
-                continue
-            out.append(f"| {r.backend} | {r.format} | {_esc(common.prec_label(r))} | {r.device} | {r.batch_size} | "
-                       f"{lat.count} | " + " | ".join(common.fmt_num(v) for v in (
-                           lat.mean_ms, lat.std_ms, lat.min_ms, lat.p50_ms, lat.p90_ms, lat.p95_ms, lat.p99_ms,
-                           lat.max_ms)) + " |")
+        out += [f"- {_esc(line)}" for line in v.lines()]
         out.append("")
+    out += _percentiles(rep)
     fails = common.failures(rep)
     if fails:
         out.append("## Failures")

@@ -9,7 +9,7 @@ STATUS_STYLE = {"ok": "green", "skipped": "dim", "export_failed": "red", "run_fa
                 "parity_failed": "bold red"}
 
 
-NARROW_DROP = ("export s", "peak RSS MB", "load s", "p99 ms")
+NARROW_DROP = ("export s", "peak RSS MB", "load s", "n", "p99 ms")
 
 
 def print_report(rep: Report, console=None) -> None:
@@ -40,6 +40,9 @@ def print_report(rep: Report, console=None) -> None:
     con.print(t)
     if drop:
         con.print(f"[dim](narrow terminal: {', '.join(drop)} columns are in results.md)[/]")
+    for line in common.latency_notes(rep):
+        con.print(f"[dim]{escape(line)}[/]")
+    print_verdict(rep, con)
     for r in common.failures(rep):
         con.print(f"[red]{r.status}[/] {escape(r.label)}: {escape(r.reason)}")
     skips = common.grouped_skips(rep)
@@ -51,3 +54,17 @@ def print_report(rep: Report, console=None) -> None:
     con.print(f"[dim]{e.cpu_model}, {rep.settings.threads} threads, {e.python}, "
               + ", ".join(f"{k} {v}" for k, v in e.libraries.items() if k in (
                   "torch", "onnxruntime", "openvino", "nncf", "ai-edge-litert", "tensorrt")) + "[/]")
+
+
+def print_verdict(rep: Report, con) -> None:
+    """The verdict under the table (report.common.verdict)."""
+    from rich.markup import escape
+
+    v = common.verdict(rep)
+    if not v.picks and not v.notes:
+        return
+    con.print("[bold]Verdict[/]")
+    for p in v.picks:
+        con.print(f"  [bold]{escape(p.title)}[/]: {escape(p.text()[len(p.title) + 2:])}")
+    for n in v.notes:
+        con.print(f"  [dim]{escape(n)}[/]")
