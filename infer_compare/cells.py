@@ -68,6 +68,7 @@ class CellResult(Record):
     traceback: str = ""
     wall_s: float | None = None
     process: int = 1  # which child process of the configuration measured it (2+: after a crash)
+    loop: dict[str, Any] = field(default_factory=dict)  # the timed loop's summary (bench.LoopResult.summary())
 
     @classmethod
     def failed(cls, batch: int, status: str, error: str, **kw: Any) -> CellResult:

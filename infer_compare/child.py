@@ -108,6 +108,7 @@ def _parity_outputs(runner: Any, spec: CellSpec, batch: int) -> int:
 
 def _measure_batch(sess: _Session, batch: int, images: np.ndarray) -> CellResult:
     from .bench import time_loop
+    from .energy import EnergyMeter, energy_fields
 
     spec, stage = sess.spec, "import"
     try:
@@ -117,8 +118,11 @@ def _measure_batch(sess: _Session, batch: int, images: np.ndarray) -> CellResult
             return CellResult.failed(batch, "skipped", f"the artifact has a static batch of {runner.fixed_batch}; "
                                                        f"batch {batch} cannot run", stage=stage)
         stage = "run"
-        lr = time_loop(runner.run, runner.prepare(tile(images, batch)), spec.loop)
+        meter = EnergyMeter()
+        lr = time_loop(runner.run, runner.prepare(tile(images, batch)), spec.loop, energy_meter=meter)
         extra = runner.extra_metrics()
+        if not any(k in extra for k in ("energy_mj_per_image", "energy_j_per_image")):
+            extra.update(energy_fields(lr.energy, batch * lr.n, meter.reason))
         n_par = None
         if spec.parity_inputs and spec.outputs:
             stage = "parity"
@@ -127,7 +131,7 @@ def _measure_batch(sess: _Session, batch: int, images: np.ndarray) -> CellResult
             batch_size=batch, ok=True, load_s=load_s, first_infer_ms=lr.first_ns / 1e6 if lr.first_ns is not None else None,
             samples_ns=tuple(lr.samples_ns), wall_ns=lr.wall_ns, exec_precision=runner.exec_precision,
             settings=dict(runner.settings), notes=tuple(runner.notes), versions=runner.library_versions(),
-            extra=extra, outputs_written=n_par is not None, parity_n=n_par)
+            extra=extra, outputs_written=n_par is not None, parity_n=n_par, loop=lr.summary())
     except BackendUnavailable as e:
         sess.close()
         return CellResult.failed(batch, "skipped", e.reason, hint=e.hint, stage=stage)

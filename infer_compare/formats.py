@@ -29,9 +29,12 @@ class Tolerance:
     min_cosine: float
     max_rel_err: float | None
     min_top1: float | None
+    # the worst single sample's cosine; None: parity.min_cosine_worst() derives it from min_cosine
+    min_cosine_worst: float | None = None
 
     def as_dict(self) -> dict:
-        return {"min_cosine": self.min_cosine, "max_rel_err": self.max_rel_err, "min_top1": self.min_top1}
+        return {"min_cosine": self.min_cosine, "max_rel_err": self.max_rel_err, "min_top1": self.min_top1,
+                "min_cosine_worst": self.min_cosine_worst}
 
 
 TOLERANCES: dict[str, Tolerance] = {

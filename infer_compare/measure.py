@@ -117,7 +117,8 @@ def _cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepa
         parity_inputs=str(work / "eval.npy"), outputs=str(work / f"{tag}-b{{batch}}.out.npy"),
         parity_limit=_parity_limits(batches, len(prep.ds.eval), sel.parity_every_batch),
         loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
-                          min_time_s=settings.min_time_s))
+                          min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
+                          target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0))
 
 
 def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work: Path, tag: str,

@@ -82,10 +82,13 @@ class Selection:
     threads: int | None = None
     warmup_iters: int = 2
     min_iters: int = 5
-    min_time_s: float = 1.0
+    min_time_s: float = 0.5
     cell_timeout_s: float = 600.0
     seed: int = 0
     runner_options: dict[str, Options] = field(default_factory=dict)  # runner name -> its declared options
+    target_ci: float | None = 0.02
+    max_time_s: float = 3.0
+    warmup_time_s: float = 0.2
     parity_every_batch: bool = False
 
     def options_for(self, runner: str) -> Options:
@@ -106,9 +109,10 @@ class Selection:
 def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[str] | None = None,
                    precisions: Iterable[str] | None = None, devices: Iterable[str] | None = None,
                    batch_sizes: Iterable[int] | str | None = None, threads: int | None = None,
-                   warmup_iters: int = 2, min_iters: int = 5, min_time_s: float = 1.0,
+                   warmup_iters: int = 2, min_iters: int = 5, min_time_s: float = 0.5,
                    cell_timeout_s: float = 600.0, seed: int = 0, runner_options: dict[str, Any] | None = None,
-                   parity_every_batch: bool = False) -> Selection:
+                   parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 3.0,
+                   warmup_time_s: float = 0.2) -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""
     devices_t = tuple(check_device(d) for d in devices) if devices is not None else None
     if devices_t == ():
@@ -116,8 +120,12 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
     for name, v, lo in (("--warmup", warmup_iters, 0), ("--min-iters", min_iters, 1)):
         if int(v) < lo:
             raise UsageError(f"{name} must be >= {lo}, got {v}")
-    if min_time_s < 0 or cell_timeout_s <= 0:
-        raise UsageError("--min-time must be >= 0 and --cell-timeout > 0")
+    if min_time_s < 0 or cell_timeout_s <= 0 or warmup_time_s < 0:
+        raise UsageError("--min-time and --warmup-time must be >= 0 and --cell-timeout > 0")
+    if max_time_s < min_time_s:
+        raise UsageError(f"--max-time ({max_time_s} s) must be >= --min-time ({min_time_s} s)")
+    if target_ci is not None and not 0 <= target_ci < 1:
+        raise UsageError(f"--target-ci is a fraction of the median (0.02 = 2 %), got {target_ci}")
     if threads is not None and threads < 1:
         raise UsageError(f"--threads must be >= 1, got {threads}")
     return Selection(
@@ -126,7 +134,8 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
         batch_sizes=parse_batch_sizes(batch_sizes) if batch_sizes is not None else None, threads=threads,
         warmup_iters=int(warmup_iters), min_iters=int(min_iters), min_time_s=float(min_time_s),
         cell_timeout_s=float(cell_timeout_s), seed=int(seed), runner_options=check_runner_options(runner_options),
-        parity_every_batch=bool(parity_every_batch))
+        parity_every_batch=bool(parity_every_batch), target_ci=target_ci or None, max_time_s=float(max_time_s),
+        warmup_time_s=float(warmup_time_s))
 
 
 @dataclass(frozen=True)
@@ -182,4 +191,5 @@ def settings_for(sel: Selection, present: dict[str, list[str]], threads: int, pa
         batch_sizes=sel.batch_sizes_by_kind(), threads=int(threads), warmup_iters=int(sel.warmup_iters),
         min_iters=int(sel.min_iters), min_time_s=float(sel.min_time_s), parity_samples=int(parity_samples),
         cell_timeout_s=float(sel.cell_timeout_s), devices=tuple(d for k in DEVICE_KINDS for d in present.get(k, [])),
-        seed=int(sel.seed), requested=sel.requested())
+        seed=int(sel.seed), requested=sel.requested(), target_ci=sel.target_ci, max_time_s=sel.max_time_s,
+        warmup_time_s=sel.warmup_time_s)

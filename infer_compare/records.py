@@ -337,6 +337,11 @@ class Settings(Record):
     devices: tuple[str, ...] = ()
     seed: int = 0
     requested: dict[str, Any] = field(default_factory=dict)  # what the user asked for explicitly
+    # the sampling rule (None in files written before it): measure until the median's 95 % CI is within
+    # target_ci of it, or the cell's budget max_time_s is spent; warm-up by time after the cold call
+    target_ci: float | None = None
+    max_time_s: float | None = None
+    warmup_time_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def record_from_result(res: CellResult, base: dict[str, Any], art: ExportRecord,
     if out_path is not None:
         par = _parity(res, out_path, prep, tol, base["precision"])
         if not par.passed:
-            status, reason = PARITY_FAILED, "; ".join(par.failures) or "non-finite outputs"
+            status, reason = PARITY_FAILED, par.reason or "; ".join(par.failures) or "non-finite outputs"
     notes = list(res.notes)
     prec = base["precision"]
     if res.exec_precision and res.exec_precision != prec and prec != "int8":
@@ -55,7 +55,8 @@ def record_from_result(res: CellResult, base: dict[str, Any], art: ExportRecord,
         notes.append(f"measured in a fresh process (#{res.process}) after the previous one failed")
     return RunRecord(
         **common, status=status, reason=reason, exec_precision=res.exec_precision,
-        latency=LatencyStats.from_samples_ns(samples), throughput=b * len(samples) / wall_s if wall_s > 0 else None,
+        latency=LatencyStats.from_samples_ns(samples, target_ci=res.loop.get("target_ci"),
+                                             stopped_by=res.loop.get("stopped_by", "")), throughput=b * len(samples) / wall_s if wall_s > 0 else None,
         load_s=res.load_s, first_infer_ms=res.first_infer_ms, parity=par, samples_ns=samples, measured_wall_s=wall_s,
         warmup_iters=settings.warmup_iters, versions=dict(res.versions), options=dict(res.settings),
-        notes=tuple(notes), extra=dict(res.extra))
+        notes=tuple(notes), extra={**res.extra, "loop": res.loop} if res.loop else dict(res.extra))

@@ -37,15 +37,25 @@ def _add_how_to_measure(p: argparse.ArgumentParser):
     m.add_argument("--batch-sizes", "-b", metavar="LIST",
                    help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
     m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
-    m.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up calls before timing (default 2)")
+    m.add_argument("--warmup", type=int, default=2, metavar="N",
+                   help="warm-up calls after the cold first call, which is timed on its own (default 2)")
+    m.add_argument("--warmup-time", type=_positive_float, default=0.2, metavar="S",
+                   help="and warm up for at least S seconds (default 0.2)")
+    m.add_argument("--target-ci", type=_positive_float, default=0.02, metavar="F",
+                   help="measure until the 95%% confidence interval of the median is within F of it (default 0.02 = "
+                        "2%%; 0: no target, stop at --min-iters and --min-time)")
     m.add_argument("--min-iters", type=int, default=5, metavar="N", help="measure at least N calls (default 5)")
-    m.add_argument("--min-time", type=_positive_float, default=1.0, metavar="S",
-                   help="and at least S seconds (default 1.0)")
+    m.add_argument("--min-time", type=_positive_float, default=0.5, metavar="S",
+                   help="and at least S seconds (default 0.5)")
+    m.add_argument("--max-time", type=_positive_float, default=3.0, metavar="S",
+                   help="each cell's budget: stop after S seconds even if the --target-ci is not met; the row "
+                        "says so (default 3)")
     m.add_argument("--parity-every-batch", action="store_true",
-                   help="recompute parity in every batch-size cell (default: once per configuration, at its "
-                        "largest batch, shared by the others)")
+                   help="compare all parity inputs at every batch size (default: all at the largest batch size, "
+                        "a subset of at least 32 at the others)")
     m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
-                   help="kill a backend process after S seconds and record a failed row (default 600)")
+                   help="kill a backend process that makes no progress on one batch size for S seconds and record "
+                        "a failed row (default 600)")
     return m
 
 

@@ -13,6 +13,11 @@ from .flags import runner_options_from_args
 from .progress import RichProgress
 
 
+def _loop_args(args) -> dict:
+    """The sampling flags as compare()/run_bundle() keywords."""
+    return {"target_ci": args.target_ci or None, "max_time_s": args.max_time, "warmup_time_s": args.warmup_time}
+
+
 def _output_dir(args) -> Path:
     if args.output_dir:
         out = Path(args.output_dir)
@@ -51,7 +56,7 @@ def cmd_compare(args, argv: list[str]) -> int:
         rep = compare(
             args.model, weights=args.weights, backends=args.backends, formats=args.formats,
             precisions=args.precisions, devices=args.devices, batch_sizes=batch, threads=args.threads,
-            warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time,
+            warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time, **_loop_args(args),
             parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
             use_cache=not args.no_cache, seed=args.seed, command=command, progress=prog, on_row=save_partial,
             runner_options=runner_options_from_args(args), parity_every_batch=args.parity_every_batch,
@@ -176,6 +181,7 @@ def cmd_run(args, argv: list[str]) -> int:
         rep = run_bundle(args.bundle, backends=args.backends, formats=args.formats, precisions=args.precisions,
                          devices=args.devices, batch_sizes=batch, threads=args.threads, warmup_iters=args.warmup,
                          min_iters=args.min_iters, min_time_s=args.min_time, cell_timeout_s=args.cell_timeout,
+                         **_loop_args(args),
                          cache_dir=args.cache_dir, use_cache=not args.no_cache,
                          command=["infer-compare", "run", *argv], progress=prog, on_row=save_partial,
                          parity_every_batch=args.parity_every_batch,
