@@ -279,3 +279,113 @@ def test_failed_build_propagates_and_leaves_nothing(tmp_path):
     with pytest.raises(RuntimeError, match="converter crashed"):
         cache.get_or_build("onnx", PARTS, broken)
     assert not said and not any((tmp_path / "onnx").glob(".tmp*")) and cache.lookup("onnx", PARTS) is None
+
+
+# ------------------------------------------------------------------- incomplete reports
+
+
+def _report(complete: bool = True, p50: float = 2.0):
+    from infer_compare.records import (
+        OK,
+        SCHEMA_VERSION,
+        Environment,
+        LatencyStats,
+        ModelInfo,
+        ParityResult,
+        Report,
+        RunRecord,
+        Settings,
+    )
+
+    env = Environment("abc", "Linux", "6.1", "x86_64", "CPython 3.11.7", "Some CPU", ("avx2",), 2, 4, 24.0, "0.1.0",
+                      {"numpy": "2.4.6"}, (), {})
+    samples = tuple(int(p50 * 1e6) + i for i in range(40))
+    row = RunRecord("onnxruntime", "onnx", "fp32", "cpu", 1, OK, latency=LatencyStats.from_samples_ns(samples),
+                    throughput=1000 / p50, parity=ParityResult(32, 1e-5, 1e-6, 1e-6, 1.0, 1.0, 1.0, 1.0),
+                    samples_ns=samples)
+    minfo = ModelInfo("lenet5", "lenet", "trained", "x", "h" * 16, (1, 32, 32), 10)
+    settings = Settings({"cpu": (1, 8)}, 2, 3, 10, 1.0, 32, 600.0)
+    extra = {} if complete else {"complete": False, "incomplete_reason": "interrupted by SIGINT",
+                                 "not_run": ("onnxruntime/onnx/fp32/cpu/b8", "openvino/openvino/fp32/cpu/b1")}
+    return Report(SCHEMA_VERSION, "0.1.0", "2026-11-21T10:00:00+0000", ("infer-compare",), minfo, env, settings,
+                  (row,), **extra)
+
+
+def _diff(capsys, *args) -> tuple[int, str, str]:
+    from infer_compare.cli import main
+
+    code = main(["diff", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("which", ["baseline", "current"])
+def test_diff_refuses_an_incomplete_report_unless_allowed(tmp_path, capsys, which):
+    base, cur = tmp_path / "base.json", tmp_path / "cur.json"
+    _report(complete=which != "baseline").save(base)
+    _report(complete=which != "current").save(cur)
+    code, out, err = _diff(capsys, base, cur, "--fail-on", "p50:+10%")
+    assert code == 2 and not out and "Traceback" not in err
+    assert len(err.splitlines()) == 1 and err.startswith("infer-compare: error: ")
+    path = base if which == "baseline" else cur
+    assert f"({path}) is incomplete (interrupted by SIGINT; 2 cells did not run)" in err and "--allow-incomplete" in err
+
+    code, out, err = _diff(capsys, base, cur, "--fail-on", "p50:+10%", "--allow-incomplete")
+    assert code == 0 and not err, err
+    assert "is incomplete" in out and "onnxruntime/onnx/fp32/cpu/b8" in out and "no regression" in out
+
+
+def test_incomplete_report_is_said_in_every_format(tmp_path, capsys):
+    import csv
+    import io
+
+    from rich.console import Console
+
+    from infer_compare.records import load_report
+    from infer_compare.report import render
+    from infer_compare.report.terminal import print_report
+
+    path = tmp_path / "results.json"
+    _report(complete=False).save(path)
+    rep = load_report(path)
+    assert not rep.complete and rep.not_run[0] == "onnxruntime/onnx/fp32/cpu/b8"
+    con = Console(file=io.StringIO(), width=250)
+    print_report(rep, console=con)
+    texts = {"terminal": con.file.getvalue(), "md": render(rep, "md"), "html": render(rep, "html")}
+    for fmt, text in texts.items():
+        assert "INCOMPLETE RESULTS (interrupted by SIGINT): 2 cells did not run" in text, fmt
+        assert "openvino/openvino/fp32/cpu/b1" in text, fmt
+    lines = list(csv.DictReader(io.StringIO(render(rep, "csv"))))
+    assert [ln["report_complete"] for ln in lines] == ["false"] * 3
+    assert [(ln["status"], ln["backend"], ln["batch_size"]) for ln in lines[1:]] == [
+        ("not_run", "onnxruntime", "8"), ("not_run", "openvino", "1")]
+
+    done = _report()
+    assert all("INCOMPLETE" not in render(done, f) for f in ("md", "html", "csv"))
+    assert [ln["report_complete"] for ln in csv.DictReader(io.StringIO(render(done, "csv")))] == ["true"]
+
+
+def test_version_1_results_load_as_complete(tmp_path):
+    from infer_compare.records import Report
+
+    d = _report().to_dict()
+    for k in ("complete", "not_run", "incomplete_reason"):
+        del d[k]
+    d["schema_version"] = 1
+    rep = Report.from_dict(d)
+    assert rep.complete and rep.not_run == () and rep.schema_version == 1
+
+
+@pytest.mark.parametrize("where", ["a directory", "a missing directory"])
+def test_failed_report_save_leaves_no_tmp_and_says_where(tmp_path, where):
+    target = tmp_path / "out"
+    if where == "a directory":
+        target.mkdir()  # os.replace onto a directory fails after the temporary file is written
+        (target / "x").write_text("keep")
+    else:
+        target = tmp_path / "missing" / "results.json"
+    with pytest.raises(OSError) as ei:
+        _report().save(target)
+    msg = str(ei.value)
+    assert str(target) in msg and "\n" not in msg and ei.value.strerror
+    assert sorted(p.name for p in tmp_path.rglob("*")) == (["out", "x"] if where == "a directory" else [])

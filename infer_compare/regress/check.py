@@ -33,20 +33,25 @@ def _incompleteness(rep: Report, what: str) -> str:
     return f"{what} is incomplete ({why}; {n} cell{'s' if n != 1 else ''} did not run)"
 
 
-def check_complete(current: Report, baseline: Report, allow: bool = False, names: tuple[str, str] = ("", "")) -> list[str]:
+def check_complete(current: Report | None, baseline: Report, allow: bool = False,
+                   names: tuple[str, str] = ("", "")) -> list[str]:
     """Raise UsageError when either report is incomplete and ``allow`` is False; else notes about it.
 
-    ``names`` are how to call the current and the baseline file in the message (their paths).
+    ``current`` None checks the baseline alone (before measuring). ``names`` are how to call the
+    current and the baseline file in the message (their paths).
     """
     found = [x for x in (_incompleteness(baseline, f"the baseline{names[1] and ' ' + names[1]}"),
-                         _incompleteness(current, f"the current run{names[0] and ' ' + names[0]}")) if x]
+                         current and _incompleteness(current, f"the current run{names[0] and ' ' + names[0]}"))
+             if x]
     if found and not allow:
         raise UsageError("; ".join(found) + ": rows that did not run would be missing from the comparison; "
                          "re-measure, or pass --allow-incomplete (allow_incomplete=True) to compare anyway")
     notes = [f"{x}: its missing rows are listed, not judged" for x in found]
     for rep, what in ((baseline, "baseline"), (current, "current run")):
-        if rep.not_run:
-            notes.append(f"did not run in the {what}: {', '.join(rep.not_run)}")
+        if rep is not None and rep.not_run:
+            more = len(rep.not_run) - 20
+            notes.append(f"did not run in the {what}: {', '.join(rep.not_run[:20])}"
+                         + (f" and {more} more" if more > 0 else ""))
     return notes
 
 
