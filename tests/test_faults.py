@@ -251,6 +251,30 @@ def test_read_only_cache_still_serves_its_entries(tmp_path):
             d.chmod(0o755)
 
 
+def test_read_only_file_system_still_serves_its_entries(tmp_path, monkeypatch):
+    """The same as above for root, who may write into a mode-555 directory: the cache's
+    file system refuses new directories (EROFS), as a read-only mount would."""
+    import infer_compare.cache as cachemod
+
+    root = tmp_path / "ro"
+    build = FakeExport()
+    Cache(root).get_or_build("onnx", PARTS, build)
+    real = cachemod.tempfile.mkdtemp
+
+    def mkdtemp(*a, dir=None, **kw):
+        if dir is not None and Path(dir).is_relative_to(root):
+            raise OSError(errno.EROFS, "Read-only file system", str(dir))
+        return real(*a, dir=dir, **kw)
+
+    monkeypatch.setattr(cachemod.tempfile, "mkdtemp", mkdtemp)
+    cache, said = _cache(root)
+    assert cache.get_or_build("onnx", PARTS, build).hit and build.calls == 1
+    e = cache.get_or_build("onnx", {**PARTS, "precision": "int8"}, build)
+    assert e.private and build.calls == 2 and e.file("model.bin").read_bytes() == _payload(BIG)
+    assert len(said) == 1 and "cannot write to the cache" in said[0] and "Read-only file system" in said[0]
+    assert cache.get_or_build("onnx", {**PARTS, "precision": "fp16"}, build).private and len(said) == 1
+
+
 def test_full_cache_disk_goes_on_without_caching(tmp_path):
     root = tmp_path / "cache"
     calls: list[Path] = []
@@ -389,3 +413,32 @@ def test_failed_report_save_leaves_no_tmp_and_says_where(tmp_path, where):
     msg = str(ei.value)
     assert str(target) in msg and "\n" not in msg and ei.value.strerror
     assert sorted(p.name for p in tmp_path.rglob("*")) == (["out", "x"] if where == "a directory" else [])
+
+
+# ------------------------------------------------------------------ end to end, LeNet-5
+
+
+@pytest.mark.slow
+def test_tampered_onnx_in_the_real_lenet_cache_is_rebuilt(cache_dir, caplog):
+    """A real comparison after a byte of the cached ONNX file changed: the export is rebuilt
+    (not reused), the row is measured, and the reason is said in one line."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    from infer_compare import compare
+
+    from .conftest import FAST
+
+    kw = dict(backends=["onnxruntime"], formats=["onnx"], precisions=["fp32"], devices=["cpu"], batch_sizes=[1],
+              cache_dir=cache_dir, **FAST)
+    first = compare("lenet5", **kw)
+    row = next(r for r in first.rows if r.status == "ok")
+    onnx = Path(row.export.path)
+    assert onnx.is_relative_to(cache_dir)
+    _tamper(onnx)
+    caplog.set_level("WARNING", logger="infer_compare.cache")
+    second = compare("lenet5", **kw)
+    again = next(r for r in second.rows if r.label == row.label)
+    assert again.status == "ok" and not again.export.cached and again.export.path == row.export.path
+    said = [r.getMessage() for r in caplog.records] + list(second.warnings)
+    assert any(f"{onnx.name} does not match the sha256" in m for m in said), said
+    assert read_entry(onnx.parent, full=True)[0] is not None
