@@ -143,6 +143,14 @@ def read_entry(path: Path, full: bool = False) -> tuple[Entry | None, str]:
     return (None, why) if why else (Entry(path, manifest, True), "")
 
 
+def entry_dir(path: str | os.PathLike) -> Path | None:
+    """The entry directory (shared or private) that holds the file ``path``: its nearest parent with a manifest."""
+    for d in Path(path).parents:
+        if (d / MANIFEST).is_file():
+            return d
+    return None
+
+
 class _Unwritable(Exception):
     def __init__(self, path: Path, err: OSError):
         super().__init__(f"{path}: {err.strerror or err}")

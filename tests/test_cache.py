@@ -88,3 +88,19 @@ def test_entry_locked_by_another_run_for_too_long_is_built_privately(tmp_path):
     assert not c.unwritable  # a busy entry does not turn caching off for the others
     c.close()
     assert not e.path.exists()
+
+
+def test_entry_dir_finds_shared_and_private_entries(tmp_path):
+    from infer_compare.cache import entry_dir
+
+    def build(d):
+        (d / "sub").mkdir()
+        (d / "sub" / "m.xml").write_text("x")
+        return {"file": "sub/m.xml"}
+
+    shared = Cache(tmp_path).get_or_build("openvino", {"k": 1}, build)
+    with Cache(tmp_path, enabled=False) as c:
+        private = c.get_or_build("openvino", {"k": 1}, build)
+        assert entry_dir(private.file("sub/m.xml")) == private.path != shared.path
+    assert entry_dir(shared.file("sub/m.xml")) == shared.path
+    assert entry_dir(tmp_path / "elsewhere.txt") is None
