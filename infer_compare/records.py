@@ -16,7 +16,7 @@ from typing import Any, Union
 
 from .errors import SchemaError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: Report.complete, Report.not_run, Report.incomplete_reason (version-1 files still load)
 
 # Row statuses.
 OK = "ok"
@@ -359,6 +359,11 @@ class Report(Record):
     elapsed_s: float | None = None
     # merged reports (merge.py): machine label -> that machine's environment
     machines: dict[str, Environment] = field(default_factory=dict)
+    # False when the run stopped before every planned cell ran (an interrupt): the regression gate
+    # refuses such a report unless told otherwise, and every renderer says so.
+    complete: bool = True
+    not_run: tuple[str, ...] = ()  # cells that did not run, as labels (see cell_label)
+    incomplete_reason: str = ""  # e.g. "interrupted by SIGINT"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
@@ -373,22 +378,40 @@ class Report(Record):
         return _decode(cls, d)
 
     def save(self, path) -> None:
+        """Write the JSON atomically (a temporary file renamed into place). On failure nothing
+        is left behind and an OSError names the path and the cause (``str(e)`` is one line)."""
+        import contextlib
         import json
         import os
         import tempfile
 
         path = os.fspath(path)
-        d = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.to_dict(), f, indent=1)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_dict(), f, indent=1)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException as e:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            if isinstance(e, OSError):
+                raise OSError(e.errno, e.strerror or str(e), path) from e
+            raise
 
     @property
     def failed(self) -> bool:
         return any(r.status == PARITY_FAILED for r in self.rows)
+
+
+def cell_label(backend: str, fmt: str, precision: str, device: str, batch_size: int | None) -> str:
+    """The label of a cell, as ``RunRecord.label`` spells it (for ``Report.not_run``)."""
+    return RunRecord(backend, fmt, precision, device, batch_size, SKIPPED).label
 
 
 def load_report(path) -> Report:

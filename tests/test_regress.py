@@ -269,3 +269,22 @@ def test_status_change_fails_without_rules(runs):
                  for r in runs["base"].rows)
     res = check_regression(runs["base"].replace(rows=rows), runs["base"], [])
     assert not res.passed and "was ok, now parity_failed" in res.violations[0]
+
+
+def test_incomplete_reports_are_refused_unless_allowed():
+    from infer_compare.regress import check_complete
+
+    from .test_faults import _report
+
+    done, cut = _report(), _report(complete=False)
+    for cur, base in ((done, cut), (cut, done), (cut, cut)):
+        with pytest.raises(UsageError, match=r"is incomplete \(interrupted by SIGINT; 2 cells did not run\)"):
+            check_regression(cur, base, ["p50:+10%"])
+    res = check_regression(done, cut, ["p50:+10%"], allow_incomplete=True)
+    assert res.passed and len(res.matched) == 1
+    assert any("the baseline is incomplete" in n for n in res.notes)
+    assert any(n.startswith("did not run in the baseline: onnxruntime/onnx/fp32/cpu/b8") for n in res.notes)
+    # before measuring, the main command checks the baseline alone
+    with pytest.raises(UsageError, match="--allow-incomplete"):
+        check_complete(None, cut)
+    assert check_complete(None, done) == [] and check_complete(done, done) == []

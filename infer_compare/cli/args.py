@@ -140,10 +140,14 @@ def build_diff_parser() -> argparse.ArgumentParser:
                             "regression.",
                 epilog="Rules: METRIC:[+|-]NUMBER[%], e.g. p50:+10%, throughput:-5%, accuracy:-0.5 (percentage "
                        "points). Exit codes: 0 no regression, 1 regression, 2 usage error (incl. a baseline from "
-                       "another environment without --allow-environment-change).")
+                       "another environment without --allow-environment-change, or an incomplete file without "
+                       "--allow-incomplete).")
     p.add_argument("baseline", metavar="BASELINE.json")
     p.add_argument("current", metavar="CURRENT.json")
     _add_gate_args(p, with_baseline=False)
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="compare even when a file is incomplete (an interrupted run); the rows that did not run "
+                        "are listed, not judged")
     p.add_argument("--confidence", type=float, default=0.95, metavar="C",
                    help="confidence level of the noise intervals (default 0.95)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -118,7 +118,8 @@ def cmd_diff(args) -> int:
     from ..regress import check_regression, print_result
 
     result = check_regression(args.current, args.baseline, args.fail_on,
-                              allow_environment_change=args.allow_environment_change, confidence=args.confidence)
+                              allow_environment_change=args.allow_environment_change,
+                              allow_incomplete=args.allow_incomplete, confidence=args.confidence)
     if args.json:
         import json
 

@@ -167,6 +167,17 @@ def model_line(rep: Report) -> str:
             f"weights: {m.weights} ({m.weights_source}), hash {m.weights_hash}")
 
 
+def incomplete_banner(rep: Report, max_cells: int = 12) -> str:
+    """'' for a complete report; else one line: why it is incomplete and which cells did not run."""
+    if getattr(rep, "complete", True):
+        return ""
+    n = len(rep.not_run)
+    cells = ", ".join(rep.not_run[:max_cells]) + (f" and {n - max_cells} more" if n > max_cells else "")
+    return (f"INCOMPLETE RESULTS ({rep.incomplete_reason or 'the run stopped early'}): "
+            f"{n} cell{'s' if n != 1 else ''} did not run" + (f" ({cells})" if n else "")
+            + "; diff and --baseline refuse this file unless --allow-incomplete is given")
+
+
 def is_parity_failure(r: RunRecord) -> bool:
     return r.status == PARITY_FAILED
 

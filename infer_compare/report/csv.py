@@ -102,6 +102,7 @@ COLUMNS: tuple[tuple[str, Callable[[Report, RunRecord, dict], Any]], ...] = (
     ("latency_note", lambda rep, r, eff: _latency_note(r)),
     ("parity_worst_index", _par("worst_index")),
     ("energy_source", lambda rep, r, eff: eff["energy_source"]),
+    ("report_complete", lambda rep, r, eff: rep.complete),  # false on every line of an interrupted run
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 
@@ -122,7 +123,19 @@ def rows(rep: Report) -> list[dict[str, str]]:
     for r in rep.rows:
         eff = efficiency(rep, r)
         out.append({name: _cell(get(rep, r, eff)) for name, get in COLUMNS})
-    return out
+    return out + [_not_run_line(rep, lab) for lab in getattr(rep, "not_run", ())]
+
+
+def _not_run_line(rep: Report, label: str) -> dict[str, str]:
+    """A line for a cell that did not run (an incomplete report): status ``not_run``."""
+    backend, fmt, precision, rest = (label.split("/", 3) + ["", "", ""])[:4]
+    device, _, batch = rest.rpartition("/")
+    line = dict.fromkeys(COLUMN_NAMES, "")
+    line.update(label=label, model=rep.model.name, backend=backend, format=fmt, precision=precision, device=device,
+                batch_size=batch[1:] if batch.startswith("b") else "", status="not_run",
+                reason=rep.incomplete_reason or "the run stopped early", created=rep.created,
+                report_complete="false")
+    return line
 
 
 def render(rep: Report) -> str:

@@ -25,6 +25,7 @@ h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 32px 0 8p
 h3 { font-size: 15px; margin: 20px 0 4px; }
 .sub { color: var(--muted); margin: 0 0 12px; }
 .warn { background: #fff4e0; border-left: 4px solid #e69b00; padding: 6px 10px; margin: 8px 0; }
+.warn.incomplete { background: #fde8e8; border-left-color: #c62828; }
 .fail { color: var(--bad); font-weight: 600; } .ok { color: var(--ok); } .muted { color: var(--muted); }
 .cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 12px 0; }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; min-width: 220px; }
@@ -229,6 +230,8 @@ def render(rep: Report) -> str:
            f"{escape(rep.environment.cpu_model)}"
            + (f" with {escape(', '.join(str(g.get('name')) for g in rep.environment.gpus))}"
               if rep.environment.gpus else "") + "</p>"]
+    if common.incomplete_banner(rep):
+        out.append(f'<div class="warn incomplete" id="incomplete"><b>{escape(common.incomplete_banner(rep))}</b></div>')
     out += [f'<div class="warn"><b>Warning:</b> {escape(w)}</div>' for w in rep.warnings]
     out.append(_highlights(rep))
 

@@ -35,6 +35,8 @@ def render(rep: Report) -> str:
     out = [f"# infer-compare: {rep.model.name}", ""]
     out.append(f"**Model:** {_esc(common.model_line(rep))}")
     out.append("")
+    if common.incomplete_banner(rep):
+        out += [f"> **{_esc(common.incomplete_banner(rep))}**", ""]
     for w in rep.warnings:
         out.append(f"> **WARNING:** {_esc(w)}")
         out.append("")

@@ -22,6 +22,8 @@ def print_report(rep: Report, console=None) -> None:
     # Not a terminal (a log, CI): a wide table rather than one squeezed into 80 columns.
     con = console or (Console() if sys.stdout.isatty() else Console(width=200))
     con.print(f"[bold]{escape(common.model_line(rep))}[/]")
+    if common.incomplete_banner(rep):
+        con.print(f"[bold red]{escape(common.incomplete_banner(rep))}[/]")
     for w in rep.warnings:
         con.print(f"[bold yellow]WARNING:[/] {escape(w)}")
     cols = list(common.COLUMNS)
