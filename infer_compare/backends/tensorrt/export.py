@@ -221,7 +221,7 @@ def build_engine(ctx: ExportContext, source: str, out_dir: Path, precision: str)
     with open(engine_path, "wb") as f:
         f.write(serialized)
     notes = [f"strongly typed network from the {precision if precision != 'tf32' else 'fp32'} ONNX; "
-             f"TF32 {opts['tf32'].split(' ')[0]}; {opts['profile_mode']}"]
+             f"TF32 {opts['tf32'].split(' (')[0]}; {opts['profile_mode']}"]
     note = save_timing_cache(config, tc_path)
     if note:
         notes.append(note)
