@@ -237,6 +237,25 @@ class _FakeRuntime:
     def cudaEventDestroy(self, ev):
         return (0,)
 
+    def cudaSetDevice(self, i):
+        return (0,)
+
+    def cudaStreamCreate(self):
+        return 0, 0
+
+    def cudaMallocHost(self, n):
+        import ctypes
+
+        self.host = ctypes.create_string_buffer(n)  # kept alive by the stand-in
+        return 0, ctypes.addressof(self.host)
+
+    def cudaFreeHost(self, ptr):
+        self.freed = ptr
+        return (0,)
+
+    def cudaStreamDestroy(self, s):
+        return (0,)
+
 
 def test_tensorrt_event_ring_reads_every_call_in_order():
     from infer_compare.backends.tensorrt.device import EventRing
@@ -253,6 +272,22 @@ def test_tensorrt_event_ring_reads_every_call_in_order():
     for ev in ring.begin():  # a parity call after the metrics were read
         ring.record(ev)
     assert [t[1] for t in ring.times()] == list(range(9))
+
+
+def test_tensorrt_pinned_arrays_are_numpy_views_of_the_host_allocation():
+    import ctypes
+
+    from infer_compare.backends.tensorrt.device import CudaBuffers
+
+    rt = _FakeRuntime()
+    bufs = CudaBuffers(rt, 0)
+    a = bufs.pinned((2, 3), np.float16)
+    assert a.shape == (2, 3) and a.dtype == np.float16 and a.flags.writeable
+    assert a.ctypes.data == ctypes.addressof(rt.host) and len(rt.host) == a.nbytes
+    a[:] = 1.5
+    assert np.frombuffer(rt.host.raw, np.float16).tolist() == [1.5] * 6
+    bufs.close()
+    assert rt.freed == ctypes.addressof(rt.host)
 
 
 def _stand_in_tensorrt(qdq: bool = False):
