@@ -145,9 +145,13 @@ FORMATS: dict[str, Format] = {
             title="TensorRT engine",
             suffix=".engine",
             built_from="onnx",
-            precisions=("fp32", "fp16", "int8"),
+            precisions=("fp32", "tf32", "fp16", "int8"),
             exporter=f"{_B}.tensorrt.export:TensorRTExporter",
-            description="tensorrt.Builder + OnnxParser; engines are tied to the GPU and TensorRT version",
+            # strongly typed: fp16 engines from the fp16 ONNX, int8 from the QDQ ONNX; fp32 and tf32 (TF32
+            # builder flag cleared / set) from the fp32 ONNX, each its own engine
+            source_precision={"fp16": "fp16", "int8": "int8"},
+            description="tensorrt.Builder + OnnxParser, strongly typed network from the precision's ONNX; "
+                        "engines are tied to the GPU and TensorRT version",
             options_from="tensorrt",
             device_built="TensorRT engines are tied to the GPU and the TensorRT version: the engine is built on "
                          "the device from the bundle's ONNX",

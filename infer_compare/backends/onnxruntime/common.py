@@ -15,23 +15,32 @@ def providers() -> tuple[str, ...]:
     return tuple(ort.get_available_providers())
 
 
+# TensorRT 10 first: the onnxruntime-gpu wheels of today link the TensorRT EP against it
+NVINFER = ("libnvinfer.so.10", "libnvinfer.so.11", "libnvinfer.so.8", "libnvinfer.so")
 
-def nvinfer_missing() -> str:
-    """'' when libnvinfer loads, else why not (ctypes; nothing else is imported)."""
+
+def nvinfer_found() -> tuple[str, str]:
+    """(the TensorRT library that loads -- e.g. 'libnvinfer.so.10' --, '') or ('', why none
+    does). ctypes only; TensorRT's Python package is not imported. Never raises."""
     import ctypes
 
     errs = []
-    for name in ("libnvinfer.so.10", "libnvinfer.so.8", "libnvinfer.so"):
+    for name in NVINFER:
         try:
             ctypes.CDLL(name)
-            return ""
+            return name, ""
         except OSError as e:
             errs.append(str(e).split(":")[-1].strip())
     if deps.has("tensorrt_libs"):
         try:
             import tensorrt_libs  # noqa: F401  (the pip wheel's loader puts libnvinfer in the process)
 
-            return ""
+            return "libnvinfer (tensorrt_libs wheel)", ""
         except Exception as e:
             errs.append(f"tensorrt_libs: {e}")
-    return f"libnvinfer.so.10 / .so.8 not found ({errs[0] if errs else 'no library'})"
+    return "", f"libnvinfer.so.10 / .so.11 / .so.8 not found ({errs[0] if errs else 'no library'})"
+
+
+def nvinfer_missing() -> str:
+    """'' when libnvinfer loads, else why not."""
+    return nvinfer_found()[1]

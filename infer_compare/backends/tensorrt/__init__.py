@@ -1,4 +1,7 @@
-"""TensorRT: engines built from ONNX with tensorrt.Builder, run with the tensor API."""
+"""TensorRT (10.x and 11.x): strongly typed engines built from the precision's ONNX file
+with tensorrt.Builder, run with the tensor API on memory and a stream from cuda-python.
+
+TensorRT itself has never run on the machines this code was written on (docs/gpu.md)."""
 
 from .. import Library, RunnerInfo, Runtime
 
@@ -13,6 +16,9 @@ RUNTIME = Runtime(
     ),
     libraries=(
         Library("tensorrt", ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt_libs"),
-                "pip install tensorrt (x86-64 with CUDA), or on a Jetson use JetPack's python3-libnvinfer"),
+                "pip install tensorrt (>= 10; x86-64 with CUDA), or on a Jetson use JetPack 6's python3-libnvinfer"),
+        Library("cuda.bindings", ("cuda-bindings", "cuda-python"),
+                "pip install cuda-python  (cuda.bindings; the CUDA major of the driver: 12.x for CUDA 12 / JetPack 6, "
+                "13.x for CUDA 13)"),
     ),
 )

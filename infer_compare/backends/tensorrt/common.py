@@ -1,6 +1,9 @@
-"""What the TensorRT exporter and runner share: the import probe (with the version
-floor), the version parser, the GPU an engine is built for, and a logger that keeps
-TensorRT's warnings and errors for the error message."""
+"""What the TensorRT exporter and runner share: the import probe (TensorRT >= 10),
+the version parser, the GPU an engine is built for, and a logger that keeps
+TensorRT's warnings and errors for the error message.
+
+TensorRT itself has never run on the machines this code was written and tested on
+(no full TensorRT wheel reaches them); see docs/gpu.md, "What did not run"."""
 
 from __future__ import annotations
 
@@ -9,7 +12,11 @@ from typing import Any
 
 from ... import deps
 
-MIN_VERSION = (8, 5)
+# Strongly typed networks built from the precision's ONNX file need TensorRT 10 (the
+# creation flag STRONGLY_TYPED exists since 9.x; 10.0 is the first release whose API we
+# use without the pre-10 implicit-batch and calibrator paths). TensorRT 11 only builds
+# strongly typed networks.
+MIN_VERSION = (10, 0)
 
 
 def trt_status() -> tuple[Any, str, str | None]:
@@ -28,8 +35,13 @@ def trt_status() -> tuple[Any, str, str | None]:
     if v is None or not hasattr(trt, "Builder"):
         return None, "only the tensorrt type stubs are installed, not TensorRT itself", None
     if parse_version(v) < MIN_VERSION:
-        return None, f"TensorRT {v} is too old (need >= {MIN_VERSION[0]}.{MIN_VERSION[1]})", v
+        return None, too_old(v), v
     return trt, "", v
+
+
+def too_old(v: str) -> str:
+    return (f"TensorRT {v} is too old: engines here are strongly typed networks built from the precision's ONNX "
+            f"file, which needs TensorRT >= {MIN_VERSION[0]}.{MIN_VERSION[1]} (on a Jetson: JetPack 6 or newer)")
 
 
 def parse_version(v: str) -> tuple[int, int]:
@@ -53,7 +65,7 @@ def _slug(s: str) -> str:
 
 
 class _Log:
-    """A TensorRT logger that keeps the warnings and errors for the ExportError."""
+    """A TensorRT logger that keeps the warnings and errors for the error message."""
 
     def __init__(self) -> None:
         import tensorrt as trt

@@ -1,29 +1,37 @@
-"""ONNX -> serialized TensorRT engine with ``tensorrt.Builder`` and ``OnnxParser``.
+"""ONNX -> serialized TensorRT engine: one code path for TensorRT 10.x and 11.x.
 
-fp32  TF32 tactics off (``BuilderFlag.TF32`` cleared: TensorRT enables it by default);
-fp16  ``BuilderFlag.FP16`` on the fp32 ONNX;
-int8  ``BuilderFlag.INT8`` (+ FP16 for layers without int8 kernels, as ``trtexec
-      --best`` does) calibrated by an ``IInt8EntropyCalibrator2`` on the same real
-      calibration images as every other int8 format (``ExportContext.calibration``).
-      TensorRT 10.1+ marks this implicit quantization as deprecated (explicit Q/DQ
-      through NVIDIA ModelOpt is its successor); it still builds.
+Precision lives in the ONNX artifact, not in builder flags. The network is strongly
+typed (``NetworkDefinitionCreationFlag.STRONGLY_TYPED`` where the flag exists; TensorRT
+11 builds nothing else), so every tensor keeps the type the ONNX file gives it:
 
-One optimization profile covers batch 1..``ctx.max_batch`` (the largest requested
-batch); its opt shape is ``ctx.opt_batch`` when > 1, else the option
-``tensorrt_opt_batch``, else ``max_batch`` (throughput first; say which in the
-manifest). The builder's timing cache is kept on disk in the cache root, one file per
-TensorRT version and GPU, so later builds on the same GPU reuse the measured tactics.
+fp32  the fp32 ONNX, ``BuilderFlag.TF32`` cleared (TensorRT enables TF32 by default);
+tf32  the fp32 ONNX, ``BuilderFlag.TF32`` set;
+fp16  the fp16 ONNX (converted from the fp32 file by the ONNX exporter), TF32 cleared;
+int8  the QDQ ONNX (static quantization with onnxruntime.quantization on the real
+      calibration images): TensorRT's explicit quantization follows its
+      QuantizeLinear/DequantizeLinear nodes; the layers they leave in float keep the
+      ONNX types (TF32 cleared). No calibrator, no FP16/INT8 builder flags (gone in 11).
+
+Optimization profiles: by default one per measured batch (``ctx.batch_sizes["cuda"]``;
+min = opt = max = that batch), so each row runs kernels chosen for its own batch and
+the runner selects the profile whose opt is its batch. With the option ``opt_batch``
+N > 0, one profile 1..max batch tuned for N instead. The manifest's ``profiles`` and
+``profile_mode`` say which.
+
+Builder options come from the tensorrt runner's declared options
+(``ctx.options_as(TensorRTOptions)``: ``--tensorrt-workspace``,
+``runner_options={"tensorrt": {...}}``) and are part of the cache key. The builder's
+timing cache is kept under the cache root (``ctx.cache_root``/tensorrt-timing/), one
+file per TensorRT version and GPU. ``ProfilingVerbosity.DETAILED`` makes the layer
+information that the runner summarises (layers.py) complete.
+
 Engines do not move between GPUs or TensorRT versions: the cache key holds the
 TensorRT version, the GPU name and its compute capability.
 
-Works with TensorRT 8.5/8.6 (JetPack 5) and 10.x (JetPack 6, x86-64): explicit-batch
-networks need a creation flag before TensorRT 10; ``set_memory_pool_limit`` exists
-since 8.4 (``max_workspace_size`` before); ``build_serialized_network`` since 8.0.
-GPU memory for calibration comes from PyTorch's CUDA allocator.
-
-Nothing here ran on a machine with TensorRT while it was written (none was
-available); it is written against TensorRT's documented Python API and type-checked
-with ``tensorrt-stubs`` (tests/test_tensorrt_static.py).
+TensorRT itself has never run on the machines this was written on (no full TensorRT
+wheel reaches them): the code follows TensorRT's documented Python API, is
+type-checked against tensorrt-stubs 10.13, and every TensorRT name it uses is checked
+against the names bound in TensorRT 11.4's bindings (tests/test_tensorrt_static.py).
 """
 
 from __future__ import annotations
@@ -31,50 +39,37 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ... import deps
 from ...errors import BackendUnavailable, ExportError
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult
-from .common import _Log, _slug, first_gpu, parse_version, trt_status
+from .common import _Log, _slug, first_gpu, trt_status
 from .options import TensorRTOptions
 
+if TYPE_CHECKING:  # the annotations below are checked against tensorrt-stubs
+    import tensorrt as trt
+
 ENGINE_FILE = "model.engine"
-CALIB_BATCH = 16
+PRECISIONS = ("fp32", "tf32", "fp16", "int8")
 
 
-def calibration_batches(calib: np.ndarray, batch: int) -> list[np.ndarray]:
-    """Full batches of ``batch`` calibration images (float32, contiguous); the last
-    partial batch is dropped unless it would be the only one."""
-    calib = np.asarray(calib, dtype=np.float32)
-    if len(calib) == 0:
-        raise ExportError("int8 calibration needs calibration images; none were given")
-    batch = max(1, min(int(batch), len(calib)))
-    n = len(calib) // batch
-    return [np.ascontiguousarray(calib[i * batch:(i + 1) * batch]) for i in range(n)]
+def plan_profiles(batches: tuple[int, ...], max_batch: int, opt_batch: int) -> tuple[str, list[tuple[int, int, int]]]:
+    """(mode, [(min, opt, max) batch of each profile]) -- see the module docstring."""
+    mx = max(1, int(max_batch), *[int(b) for b in batches])
+    if opt_batch > 0:
+        return f"one profile 1..{mx} tuned for batch {min(opt_batch, mx)} (option opt_batch)", \
+            [(1, min(int(opt_batch), mx), mx)]
+    measured = sorted({int(b) for b in batches if int(b) >= 1})
+    if measured:
+        return "one profile per measured batch (min = opt = max)", [(b, b, b) for b in measured]
+    return f"one profile 1..{mx} tuned for batch {mx} (no measured batches given)", [(1, mx, mx)]
 
 
-def profile_shapes(input_shape: tuple[int, ...], max_batch: int, opt_batch: int) -> tuple[tuple[int, ...], ...]:
-    """(min, opt, max) shapes of the one optimization profile."""
-    mx = max(1, int(max_batch))
-    opt = min(max(1, int(opt_batch)), mx)
-    chw = tuple(int(v) for v in input_shape)
-    return (1, *chw), (opt, *chw), (mx, *chw)
-
-
-def _opt_batch(ctx: ExportContext) -> int:
-    if ctx.opt_batch and int(ctx.opt_batch) > 1:
-        return int(ctx.opt_batch)
-    if ctx.options_as(TensorRTOptions).opt_batch:
-        return int(ctx.options_as(TensorRTOptions).opt_batch)
-    return int(ctx.max_batch)
-
-
-def _workspace_mib(ctx: ExportContext) -> int:
-    return int(ctx.options_as(TensorRTOptions).workspace_mib)
+def _profiles(ctx: ExportContext) -> tuple[str, list[tuple[int, int, int]]]:
+    o = ctx.options_as(TensorRTOptions)
+    return plan_profiles(tuple(ctx.batch_sizes.get("cuda", ())), ctx.max_batch, int(o.opt_batch))
 
 
 class TensorRTExporter(Exporter):
@@ -88,70 +83,90 @@ class TensorRTExporter(Exporter):
         gpu = first_gpu()
         if gpu is None:
             return Availability(False, "TensorRT builds engines on an NVIDIA GPU; none was found", version=v)
-        if not (deps.has("torch")):
-            return Availability(False, "the TensorRT exporter allocates calibration buffers with PyTorch (CUDA)",
-                                deps.hint("torch"), version=v)
         return Availability(True, version=v, details={"gpu": gpu.get("name")})
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
         _, _, v = trt_status()
         gpu = first_gpu() or {}
-        extra: dict[str, Any] = {
-            "tensorrt": v, "gpu": gpu.get("name"), "compute_capability": gpu.get("compute_capability"),
-            "max_batch": int(ctx.max_batch), "opt_batch": _opt_batch(ctx), "workspace_mib": _workspace_mib(ctx),
-            "exporter_rev": 1,
-        }
-        if precision == "int8":
-            extra.update(calibration_n=int(len(ctx.calibration)), calibrator="IInt8EntropyCalibrator2",
-                         calib_batch=CALIB_BATCH)
-        return extra
+        o = ctx.options_as(TensorRTOptions)
+        mode, profiles = _profiles(ctx)
+        return {"tensorrt": v, "gpu": gpu.get("name"), "compute_capability": gpu.get("compute_capability"),
+                "profiles": [list(p) for p in profiles], "workspace_mib": int(o.workspace_mib),
+                "builder_optimization_level": int(o.builder_optimization_level), "strongly_typed": True,
+                "tf32": precision == "tf32", "exporter_rev": 2}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
-        trt, why, _ = trt_status()
+        trt, why, v = trt_status()
         if trt is None:
             raise BackendUnavailable(why, deps.hint("tensorrt"))
         if source is None:
-            raise ExportError("a TensorRT engine is built from the ONNX artifact, which is missing")
-        if precision not in ("fp32", "tf32", "fp16", "int8"):
-            raise ExportError(f"TensorRT engines here are fp32, tf32, fp16 or int8, not {precision}")
+            raise ExportError(f"a TensorRT {precision} engine is built from the {precision} ONNX artifact, "
+                              "which is missing")
+        if precision not in PRECISIONS:
+            raise ExportError(f"TensorRT engines here are {', '.join(PRECISIONS)}, not {precision}")
         return build_engine(ctx, source, out_dir, precision)
 
 
-def _make_calibrator(batches: list[np.ndarray], cache_file: Path, device: str = "cuda:0") -> Any:
+def parse_network(builder: trt.Builder, source: str, log: _Log) -> tuple[trt.INetworkDefinition, dict[str, Any]]:
+    """The strongly typed network of the ONNX file, and what was learnt about it."""
     import tensorrt as trt
-    import torch
 
-    class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
-        """Feeds the real calibration images to TensorRT, one device batch at a time."""
-
-        def __init__(self) -> None:
-            trt.IInt8EntropyCalibrator2.__init__(self)
-            self.batches = batches
-            self.index = 0
-            self.buf = torch.empty(batches[0].shape, dtype=torch.float32, device=device)
-
-        def get_batch_size(self) -> int:
-            return int(self.batches[0].shape[0])
-
-        def get_batch(self, names: list[str]) -> list[int]:
-            if self.index >= len(self.batches):
-                return []  # no more batches
-            self.buf.copy_(torch.from_numpy(self.batches[self.index]))
-            torch.cuda.synchronize()
-            self.index += 1
-            return [int(self.buf.data_ptr())]
-
-        def read_calibration_cache(self) -> bytes | None:
-            return cache_file.read_bytes() if cache_file.is_file() else None
-
-        def write_calibration_cache(self, cache: Any) -> None:
-            cache_file.write_bytes(bytes(cache))
-
-    return EntropyCalibrator()
+    flags = 0
+    if hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
+        flags = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, log.logger)
+    if not parser.parse_from_file(str(source)):  # reads external weights (.onnx.data) beside the file
+        errs = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+        raise ExportError(f"TensorRT's ONNX parser rejected {source}: {'; '.join(errs[:5]) or log.tail()}")
+    if network.num_inputs != 1 or network.num_outputs != 1:
+        raise ExportError(f"expected one network input and output, the ONNX has {network.num_inputs} and "
+                          f"{network.num_outputs}")
+    qdq = sum(1 for i in range(network.num_layers)
+              if network.get_layer(i).type in (trt.LayerType.QUANTIZE, trt.LayerType.DEQUANTIZE))
+    info = {"network_flags": "STRONGLY_TYPED" if flags else "none (strongly typed is the only mode)",
+            "input": network.get_input(0).name, "input_dtype": str(network.get_input(0).dtype),
+            "output_dtype": str(network.get_output(0).dtype), "qdq_layers": qdq}
+    return network, info
 
 
-def _timing_cache_path(ctx: ExportContext, trt_version: str) -> Path:
+def configure(config: trt.IBuilderConfig, ctx: ExportContext, precision: str) -> dict[str, Any]:
+    """Builder options (workspace, optimization level, TF32, layer information) onto ``config``."""
+    import tensorrt as trt
+
+    o = ctx.options_as(TensorRTOptions)
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(o.workspace_mib) * 2**20)
+    config.builder_optimization_level = int(o.builder_optimization_level)
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    if not hasattr(trt.BuilderFlag, "TF32"):
+        tf32 = "no TF32 builder flag in this TensorRT: not set, not cleared"
+    elif precision == "tf32":
+        config.set_flag(trt.BuilderFlag.TF32)
+        tf32 = "on (BuilderFlag.TF32 set)"
+    else:
+        config.clear_flag(trt.BuilderFlag.TF32)
+        tf32 = "off (BuilderFlag.TF32 cleared; TensorRT's default is on)"
+    return {"workspace_mib": int(o.workspace_mib), "builder_optimization_level": int(o.builder_optimization_level),
+            "tf32": tf32, "profiling_verbosity": "DETAILED"}
+
+
+def add_profiles(builder: trt.Builder, config: trt.IBuilderConfig, ctx: ExportContext,
+                 input_name: str) -> dict[str, Any]:
+    import tensorrt as trt
+
+    mode, plan = _profiles(ctx)
+    chw = [int(v) for v in ctx.input_shape]
+    out = []
+    for mn, opt, mx in plan:
+        profile = builder.create_optimization_profile()
+        profile.set_shape(input_name, trt.Dims([mn, *chw]), trt.Dims([opt, *chw]), trt.Dims([mx, *chw]))
+        config.add_optimization_profile(profile)
+        out.append({"min": mn, "opt": opt, "max": mx})
+    return {"profile_mode": mode, "profiles": out}
+
+
+def timing_cache_path(ctx: ExportContext, trt_version: str) -> Path:
     from ...cache import default_root
 
     root = Path(ctx.cache_root or default_root())
@@ -160,74 +175,43 @@ def _timing_cache_path(ctx: ExportContext, trt_version: str) -> Path:
     return root / "tensorrt-timing" / f"{name}.cache"
 
 
+def load_timing_cache(config: trt.IBuilderConfig, path: Path) -> dict[str, Any]:
+    data = path.read_bytes() if path.is_file() else b""
+    config.set_timing_cache(config.create_timing_cache(data), False)
+    return {"path": str(path), "reused": bool(data)}
+
+
+def save_timing_cache(config: trt.IBuilderConfig, path: Path) -> str | None:
+    """Keep the tactics measured in this build for the next one (atomic replace); a note on failure."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            f.write(config.get_timing_cache().serialize())
+        os.replace(tmp, path)
+    except OSError as e:
+        return f"the timing cache was not saved: {e}"
+    return None
+
+
 def build_engine(ctx: ExportContext, source: str, out_dir: Path, precision: str) -> ExportResult:
     import tensorrt as trt
 
     log = _Log()
     version = str(trt.__version__)
-    major = parse_version(version)[0]
     builder = trt.Builder(log.logger)
-    flags = 0
-    if major < 10:  # explicit batch is the only mode from TensorRT 10 on
-        flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
-    network = builder.create_network(flags)
-    parser = trt.OnnxParser(network, log.logger)
-    data = Path(source).read_bytes()
-    if not parser.parse(data, str(source)):
-        errs = [str(parser.get_error(i)) for i in range(parser.num_errors)]
-        raise ExportError(f"TensorRT's ONNX parser rejected {source}: {'; '.join(errs[:5]) or log.tail()}")
-    if network.num_inputs != 1:
-        raise ExportError(f"expected one network input, the ONNX has {network.num_inputs}")
-    inp = network.get_input(0)
+    network, info = parse_network(builder, source, log)
+    if precision == "int8" and not info["qdq_layers"]:
+        raise ExportError(f"the int8 ONNX {source} has no QuantizeLinear/DequantizeLinear nodes: a strongly typed "
+                          "TensorRT network would run it in float, not int8")
     config = builder.create_builder_config()
-    ws = _workspace_mib(ctx) * 2**20
-    if hasattr(config, "set_memory_pool_limit"):  # TensorRT >= 8.4
-        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, ws)
-    else:
-        setattr(config, "max_workspace_size", ws)  # noqa: B010  (TensorRT < 8.4; absent from 10.x stubs)
-    notes: list[str] = []
-    opts: dict[str, Any] = {"tensorrt": version, "workspace_mib": _workspace_mib(ctx)}
-    if precision == "fp32":
-        config.clear_flag(trt.BuilderFlag.TF32)
-        opts["flags"] = ["(TF32 cleared)"]
-    elif precision == "tf32":
-        config.set_flag(trt.BuilderFlag.TF32)
-        opts["flags"] = ["TF32"]
-    elif precision == "fp16":
-        if not builder.platform_has_fast_fp16:
-            notes.append("this GPU has no fast fp16; TensorRT may keep fp32 kernels")
-        config.set_flag(trt.BuilderFlag.FP16)
-        opts["flags"] = ["FP16"]
-    elif precision == "int8":
-        if not builder.platform_has_fast_int8:
-            notes.append("this GPU has no fast int8; TensorRT may keep higher-precision kernels")
-        config.set_flag(trt.BuilderFlag.INT8)
-        config.set_flag(trt.BuilderFlag.FP16)
-        opts["flags"] = ["INT8", "FP16"]
-        notes.append("int8 by TensorRT's entropy calibration (implicit quantization); layers without int8 "
-                     "kernels run fp16")
-    mn, opt, mx = profile_shapes(tuple(ctx.input_shape), ctx.max_batch, _opt_batch(ctx))
-    profile = builder.create_optimization_profile()
-    profile.set_shape(inp.name, trt.Dims(list(mn)), trt.Dims(list(opt)), trt.Dims(list(mx)))
-    config.add_optimization_profile(profile)
-    opts["profile"] = {"input": inp.name, "min": list(mn), "opt": list(opt), "max": list(mx)}
-    calib_cache = out_dir / "calibration.cache"
-    if precision == "int8":
-        batches = calibration_batches(ctx.calibration, CALIB_BATCH)
-        cshape = [int(v) for v in batches[0].shape]
-        cprof = builder.create_optimization_profile()
-        cprof.set_shape(inp.name, trt.Dims(cshape), trt.Dims(cshape), trt.Dims(cshape))
-        config.set_calibration_profile(cprof)
-        config.int8_calibrator = _make_calibrator(batches, calib_cache)
-        opts["calibration"] = {"images": int(sum(len(b) for b in batches)), "batch": int(cshape[0]),
-                               "calibrator": "IInt8EntropyCalibrator2"}
-    tc_path = _timing_cache_path(ctx, version)
-    tc_bytes = tc_path.read_bytes() if tc_path.is_file() else b""
-    timing_cache = config.create_timing_cache(tc_bytes)
-    config.set_timing_cache(timing_cache, False)
-    opts["timing_cache"] = {"path": str(tc_path), "reused": bool(tc_bytes)}
-    ctx.log(f"building the TensorRT {precision} engine (TensorRT {version}, profile {mn[0]}..{mx[0]}, "
-            f"opt {opt[0]}) ...")
+    opts: dict[str, Any] = {"tensorrt": version, "source_onnx": str(source), **info,
+                            **configure(config, ctx, precision),
+                            **add_profiles(builder, config, ctx, info["input"])}
+    tc_path = timing_cache_path(ctx, version)
+    opts["timing_cache"] = load_timing_cache(config, tc_path)
+    ctx.log(f"building the TensorRT {precision} engine (TensorRT {version}, {len(opts['profiles'])} "
+            f"profile(s): {opts['profile_mode']}) ...")
     t0 = time.perf_counter()
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
@@ -236,12 +220,9 @@ def build_engine(ctx: ExportContext, source: str, out_dir: Path, precision: str)
     engine_path = out_dir / ENGINE_FILE
     with open(engine_path, "wb") as f:
         f.write(serialized)
-    try:  # keep the tactics measured in this build for the next one (atomic replace)
-        tc_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = tc_path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            f.write(config.get_timing_cache().serialize())
-        os.replace(tmp, tc_path)
-    except OSError as e:
-        notes.append(f"the timing cache was not saved: {e}")
+    notes = [f"strongly typed network from the {precision if precision != 'tf32' else 'fp32'} ONNX; "
+             f"TF32 {opts['tf32'].split(' (')[0]}; {opts['profile_mode']}"]
+    note = save_timing_cache(config, tc_path)
+    if note:
+        notes.append(note)
     return ExportResult(str(engine_path), opts, notes)

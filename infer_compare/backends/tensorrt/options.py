@@ -1,5 +1,6 @@
 """Options of TensorRT: the builder's (they change the engine, so they are part of its
-cache key) and the runner's."""
+cache key; the exporter reads them through ``ctx.options_as(TensorRTOptions)``) and the
+runner's (``io``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from ...options import Options, option
 class TensorRTOptions(Options):
     workspace_mib: int = option(4096, "TensorRT builder workspace in MiB (TensorRT engines and the ORT TensorRT EP)",
                                 flag="--tensorrt-workspace", minimum=1)
-    opt_batch: int = option(0, "batch size the engine's optimization profile is tuned for (0: the largest measured)",
-                            minimum=0)
+    opt_batch: int = option(0, "0: one optimization profile per measured batch (opt = that batch); N: one profile "
+                               "1..largest batch tuned for batch N", minimum=0)
+    builder_optimization_level: int = option(3, "TensorRT builder optimization level (0-5, TensorRT's default 3; "
+                                                "higher searches longer)", minimum=0)
     io: str = option("host", "TensorRT timed call with host copies (host, as trtexec) or device-resident buffers",
                      flag="--tensorrt-io", choices=("host", "device"))

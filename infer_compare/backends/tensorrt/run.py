@@ -1,27 +1,37 @@
-"""TensorRT: a serialized engine run with the TensorRT >= 8.5 tensor API
-(``set_input_shape``, ``set_tensor_address``, ``execute_async_v3``) on a CUDA stream.
+"""TensorRT: a serialized engine run with the tensor API (``set_optimization_profile_async``,
+``set_input_shape``, ``set_tensor_address``, ``execute_async_v3``) on a CUDA stream.
 
-Each timed call does what ``trtexec`` times end to end: copy the input from pinned host
-memory to the GPU, execute, copy the output back, and wait. CUDA events on the stream
-split it into host-to-device, compute and device-to-host times, reported in the row's
-``extra`` as ``h2d_ms_*``, ``compute_ms_*``, ``d2h_ms_*`` and ``device_ms_*`` (their sum)
-with ``"timing": "cuda events"``; the row's latency is the host clock around the whole
-call. Set the runner option ``io`` to ``device`` to leave the copies out of the timed
-call (device-resident input and output, like the PyTorch and ONNX Runtime CUDA rows).
+GPU memory, the stream and the timing events come from cuda-python's low-level
+runtime bindings (device.py), not PyTorch, so TensorRT rows also run in a torch-free
+bundle (``infer-compare run`` on a Jetson).
 
-GPU memory and the stream come from PyTorch's CUDA API (a dependency of every GPU host
-this tool supports; documented in docs/gpu.md); TensorRT itself needs no other CUDA
-binding.
+Profiles: the exporter builds one optimization profile per measured batch; the runner
+selects the profile whose opt batch is its own (``settings["profile"]`` says which,
+and whether it was tuned for this batch). An engine with one profile for a range of
+batches still runs, with a note that its kernels were tuned for another batch.
 
-Nothing here ran on a machine with TensorRT while it was written (none was
-available); it is written against TensorRT's documented Python API and type-checked
-with ``tensorrt-stubs`` (tests/test_tensorrt_static.py).
+Each timed call does what ``trtexec`` times end to end: copy the input from pinned
+host memory to the GPU, execute, copy the output back, and wait. CUDA events recorded
+on the stream split it into ``h2d_ms_*``, ``compute_ms_*``, ``d2h_ms_*`` and
+``device_ms_*`` (their sum) in the row's ``extra`` (``"timing": "cuda events"``); the
+events are created at load and read after the measured loop (device.EventRing). The
+row's latency is the host clock around the whole call. With the option ``io=device``
+the copies stay out of the timed call (device-resident input and output).
+
+The precision each layer runs comes from IEngineInspector (layers.py): ``exec_precision``
+names the precisions of the convolution and matmul layers (e.g. ``int8+fp32``) and
+``extra["tensorrt_layers"]`` has the counts.
+
+TensorRT itself has never run on the machines this was written on (no full TensorRT
+wheel reaches them): the code follows TensorRT's documented Python API, is
+type-checked against tensorrt-stubs 10.13, and every TensorRT name it uses is checked
+against the names bound in TensorRT 11.4's bindings (tests/test_tensorrt_static.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,7 +39,16 @@ from ... import deps
 from ...errors import BackendUnavailable, RunnerError
 from ...records import Availability
 from ..runner import Runner
+from .common import _Log, trt_status
+from .device import HINT as CUDA_HINT
+from .device import CudaBuffers, EventRing, cudart_status, device_facts
+from .layers import exec_precision, summarize
 from .options import TensorRTOptions
+
+if TYPE_CHECKING:  # the annotations below are checked against tensorrt-stubs
+    import tensorrt as trt
+
+PRECISIONS = ("fp32", "tf32", "fp16", "int8")
 
 
 def _dims(d: Any) -> tuple[int, ...]:
@@ -37,19 +56,30 @@ def _dims(d: Any) -> tuple[int, ...]:
     return tuple(int(d[i]) for i in range(len(d)))
 
 
-def _torch_dtype(trt_dtype: Any) -> Any:
+def numpy_dtype(dt: trt.DataType) -> Any:
     import tensorrt as trt
-    import torch
 
-    table = {trt.DataType.FLOAT: torch.float32, trt.DataType.HALF: torch.float16, trt.DataType.INT8: torch.int8,
-             trt.DataType.INT32: torch.int32, trt.DataType.BOOL: torch.bool}
-    if hasattr(trt.DataType, "BF16"):
-        table[trt.DataType.BF16] = torch.bfloat16
-    if hasattr(trt.DataType, "INT64"):
-        table[trt.DataType.INT64] = torch.int64
-    if trt_dtype not in table:
-        raise RunnerError(f"unsupported TensorRT tensor type {trt_dtype}")
-    return table[trt_dtype]
+    table = {trt.DataType.FLOAT: np.float32, trt.DataType.HALF: np.float16, trt.DataType.INT8: np.int8,
+             trt.DataType.INT32: np.int32, trt.DataType.INT64: np.int64, trt.DataType.BOOL: np.bool_,
+             trt.DataType.UINT8: np.uint8}
+    if dt not in table:
+        raise RunnerError(f"engine input/output of type {dt}: this runner feeds and reads numpy types only "
+                          "(float32, float16, integers)")
+    return table[dt]
+
+
+def pick_profile(profiles: list[tuple[int, int, int]], batch: int) -> tuple[int, str]:
+    """(index of the profile whose opt batch is ``batch`` -- else the first whose range
+    holds it, with a note -- or -1 with the reason)."""
+    for i, (_, opt, _) in enumerate(profiles):
+        if opt == batch:
+            return i, ""
+    for i, (mn, opt, mx) in enumerate(profiles):
+        if mn <= batch <= mx:
+            return i, (f"no optimization profile is tuned for batch {batch}: profile {i} (batch {mn}..{mx}, "
+                       f"tuned for {opt}) runs it")
+    ranges = ", ".join(f"{mn}..{mx}" for mn, _, mx in profiles)
+    return -1, f"the engine's optimization profiles cover batch {ranges}, not {batch}"
 
 
 class TensorRTRunner(Runner):
@@ -57,146 +87,186 @@ class TensorRTRunner(Runner):
 
     @classmethod
     def probe(cls, device: str = "cpu") -> Availability:
-        from .common import trt_status
-
         if not device.startswith("cuda"):
             return Availability(False, "TensorRT runs on NVIDIA GPUs only")
         trt, why, v = trt_status()
         if trt is None:
             return Availability(False, why, deps.hint("tensorrt"), version=v)
-        if not deps.has("torch"):
-            return Availability(False, "the TensorRT runner allocates GPU memory and streams through PyTorch",
-                                deps.hint("torch"), version=v)
+        rt, why = cudart_status()
+        if rt is None:
+            return Availability(False, f"the TensorRT runner takes GPU memory, its stream and events from "
+                                       f"cuda-python: {why}", CUDA_HINT, version=v)
         return Availability(True, version=v, devices=(device,))
 
     @classmethod
     def supports(cls, fmt: str, precision: str, device: str) -> Availability:
-        if precision not in ("fp32", "tf32", "fp16", "int8"):
-            return Availability(False, f"TensorRT engines here are fp32, tf32, fp16 or int8, not {precision}")
+        if precision not in PRECISIONS:
+            return Availability(False, f"TensorRT engines here are {', '.join(PRECISIONS)}, not {precision}")
         return Availability(True)
 
+    # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
-        import tensorrt as trt
-        import torch
+        from ...gpu import CallMeter, device_index
 
-        from ...gpu import CallMeter, cuda_facts_torch, device_index
-        from .common import _Log, trt_status
-
-        mod, why, _ = trt_status()
-        if mod is None:
+        trt, why, v = trt_status()
+        if trt is None:
             raise BackendUnavailable(why, deps.hint("tensorrt"))
-        if not torch.cuda.is_available():
-            raise BackendUnavailable("PyTorch sees no CUDA device (the TensorRT runner uses it for memory)")
-        self._torch = torch
-        self._dev = torch.device(f"cuda:{device_index(self.device)}")
-        torch.cuda.set_device(self._dev)
+        rt, why = cudart_status()
+        if rt is None:
+            raise BackendUnavailable(why, CUDA_HINT)
+        self._version = str(v)
         self.meter = CallMeter(self.device, self.options.batch_size)
         self.meter.start()
+        self.cuda = CudaBuffers(rt, device_index(self.device))
         self._log = _Log()
+        self._deserialize()
+        self._bind_io()
+        self.events = EventRing(rt, self.cuda.stream)
+        self._inspect()
+        self._host_io = self.options.runner_as(TensorRTOptions).io == "host"
+        self.settings = {
+            "api": "tensor API: set_optimization_profile_async + set_input_shape + set_tensor_address + "
+                   "execute_async_v3 on a CUDA stream (memory, stream and events: cuda-python)",
+            "io": ("pinned host input and output: H2D copy + execute + D2H copy inside each timed call "
+                   "(as trtexec's end-to-end time)") if self._host_io else
+                  "device-resident input and output (no host copies in the timed call)",
+            "profile": self.profile,
+            "device_memory_mib": self._device_memory_mib(),
+            **device_facts(rt, device_index(self.device)),
+        }
+
+    def _deserialize(self) -> None:
+        import tensorrt as trt
+
         self.runtime = trt.Runtime(self._log.logger)
         engine = self.runtime.deserialize_cuda_engine(Path(self.artifact).read_bytes())
         if engine is None:
             raise RunnerError(f"TensorRT could not deserialize {self.artifact} (built by another TensorRT version "
                               f"or for another GPU?): {self._log.tail()}")
         self.engine = engine
-        context = engine.create_execution_context()
+        # allocate the context's memory for the profile it selects, not for the largest one
+        context = engine.create_execution_context(trt.ExecutionContextAllocationStrategy.ON_PROFILE_CHANGE)
         if context is None:
             raise RunnerError(f"TensorRT could not create an execution context: {self._log.tail()}")
         self.context = context
+
+    def _bind_io(self) -> None:
+        import tensorrt as trt
+
+        engine, context = self.engine, self.context
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         outputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT]
         if len(inputs) != 1 or len(outputs) != 1:
             raise RunnerError(f"expected one input and one output, the engine has {inputs} -> {outputs}")
-        self.input_name, self.output_name = inputs[0], outputs[0]
+        inp, out = inputs[0], outputs[0]
         b = int(self.options.batch_size)
-        chw = tuple(int(v) for v in self.options.model.get("input_shape", ()))
-        if not chw:
-            chw = _dims(engine.get_tensor_shape(self.input_name))[1:]
-        shape = (b, *chw)
-        mn, _opt, mx = engine.get_tensor_profile_shape(self.input_name, 0)
-        if not (int(mn[0]) <= b <= int(mx[0])):
-            raise BackendUnavailable(f"the engine's profile covers batch {int(mn[0])}..{int(mx[0])}, not {b} "
-                                     "(rebuild with a larger --batch-sizes maximum)")
-        if not context.set_input_shape(self.input_name, list(shape)):
+        shapes = [[_dims(d) for d in engine.get_tensor_profile_shape(inp, i)]
+                  for i in range(engine.num_optimization_profiles)]
+        idx, note = pick_profile([(s[0][0], s[1][0], s[2][0]) for s in shapes], b)
+        if idx < 0:
+            raise BackendUnavailable(f"{note} (the engine is built for the batch sizes of the run that built it)")
+        if note:
+            self.notes.append(note)
+        if not context.set_optimization_profile_async(idx, self.cuda.handle):
+            raise RunnerError(f"set_optimization_profile_async({idx}) failed: {self._log.tail()}")
+        self.cuda.synchronize()
+        shape = (b, *shapes[idx][1][1:])
+        if not context.set_input_shape(inp, list(shape)):
             raise RunnerError(f"set_input_shape({shape}) failed: {self._log.tail()}")
-        out_shape = _dims(context.get_tensor_shape(self.output_name))
-        in_dt = _torch_dtype(engine.get_tensor_dtype(self.input_name))
-        out_dt = _torch_dtype(engine.get_tensor_dtype(self.output_name))
-        self.d_in = torch.empty(shape, dtype=in_dt, device=self._dev)
-        self.d_out = torch.empty(out_shape, dtype=out_dt, device=self._dev)
-        self.h_in = torch.empty(shape, dtype=in_dt, pin_memory=True)
-        self.h_out = torch.empty(out_shape, dtype=out_dt, pin_memory=True)
-        context.set_tensor_address(self.input_name, int(self.d_in.data_ptr()))
-        context.set_tensor_address(self.output_name, int(self.d_out.data_ptr()))
-        self.stream = torch.cuda.Stream(self._dev)
-        self._ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-        self._np_in = np.float16 if in_dt == torch.float16 else np.float32
-        self._host_io = self.options.runner_as(TensorRTOptions).io == "host"
+        out_shape = _dims(context.get_tensor_shape(out))
+        self.h_in = self.cuda.pinned(shape, numpy_dtype(engine.get_tensor_dtype(inp)))
+        self.h_out = self.cuda.pinned(out_shape, numpy_dtype(engine.get_tensor_dtype(out)))
+        self.d_in, self.d_out = self.cuda.device(self.h_in.nbytes), self.cuda.device(self.h_out.nbytes)
+        self._h_in_ptr, self._h_out_ptr = int(self.h_in.ctypes.data), int(self.h_out.ctypes.data)
+        if not (context.set_tensor_address(inp, self.d_in) and context.set_tensor_address(out, self.d_out)):
+            raise RunnerError(f"set_tensor_address failed: {self._log.tail()}")
+        mn, opt, mx = shapes[idx][0][0], shapes[idx][1][0], shapes[idx][2][0]
+        self.profile: dict[str, Any] = {"index": idx, "of": len(shapes), "min": mn, "opt": opt, "max": mx,
+                        "tuned_for_this_batch": opt == b, "input": inp, "output": out,
+                        "input_dtype": str(self.h_in.dtype), "output_dtype": str(self.h_out.dtype)}
+
+    def _device_memory_mib(self) -> float | None:
+        e, idx = self.engine, int(self.profile["index"])
+        if hasattr(e, "get_device_memory_size_for_profile_v2"):
+            return round(int(e.get_device_memory_size_for_profile_v2(idx)) / 2**20, 1)
+        if hasattr(e, "device_memory_size_v2"):
+            return round(int(e.device_memory_size_v2) / 2**20, 1)
+        return None
+
+    def _inspect(self) -> None:
+        """What each layer runs, for the selected profile (the inspector sees the context's shapes)."""
+        import tensorrt as trt
+
         prec = self.options.precision
-        self.exec_precision = {"int8": "int8+fp16"}.get(prec, prec)
-        self.settings = {
-            "api": "tensor API: set_input_shape + set_tensor_address + execute_async_v3 on a CUDA stream",
-            "io": ("pinned host input and output: H2D copy + execute + D2H copy inside each timed call "
-                   "(as trtexec's end-to-end time)") if self._host_io else
-                  "device-resident input and output (no host copies in the timed call)",
-            "profile_batch": [int(mn[0]), int(mx[0])],
-            "device_memory_mib": round(int(engine.device_memory_size) / 2**20, 1),
-            **cuda_facts_torch(self.device),
-        }
-        self._version = str(trt.__version__)
+        try:
+            inspector = self.engine.create_engine_inspector()
+            inspector.execution_context = self.context
+            summary = summarize(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
+        except Exception as e:  # the layer report must not fail the row
+            summary = {"layer_info": f"IEngineInspector failed: {type(e).__name__}: {e}"}
+        self.layer_summary = summary
+        self.exec_precision = exec_precision(summary, prec)
+        if not (summary.get("heavy_layer_precisions") or summary.get("layer_precisions")):
+            self.notes.append(f"TensorRT's inspector named no layer precision ({summary.get('layer_info')}); "
+                              "the row repeats the requested precision")
+        elif prec == "tf32" and "tf32" not in self.exec_precision:
+            self.notes.append("TF32 was allowed at build, but no tactic of a convolution/matmul names tf32")
 
     def close(self) -> None:
-        meter = getattr(self, "meter", None)
-        if meter is not None:
-            meter.close()
-        for attr in ("context", "engine", "runtime"):
+        for attr in ("context", "engine", "runtime"):  # TensorRT objects before the memory they use
             if hasattr(self, attr):
                 delattr(self, attr)
+        for attr in ("events", "cuda", "meter"):
+            obj = getattr(self, attr, None)
+            if obj is not None:
+                obj.close()
 
+    # ------------------------------------------------------------------ inference
     def prepare(self, batch: np.ndarray) -> Any:
-        torch = self._torch
-        x = np.ascontiguousarray(batch, dtype=self._np_in)
+        x = np.ascontiguousarray(batch, dtype=self.h_in.dtype)
         if tuple(x.shape) != tuple(self.h_in.shape):
             raise RunnerError(f"the runner was loaded for input {tuple(self.h_in.shape)}, got {tuple(x.shape)}")
-        self.h_in.copy_(torch.from_numpy(x))
+        np.copyto(self.h_in, x)
         if not self._host_io:
-            self.d_in.copy_(self.h_in)
-            torch.cuda.synchronize(self._dev)
+            self.cuda.h2d(self.d_in, self._h_in_ptr, self.h_in.nbytes, sync=True)
         return self.h_in
 
     def run(self, prepared: Any) -> Any:
-        torch = self._torch
-        e0, e1, e2, e3 = self._ev
-        s = self.stream
-        with torch.cuda.stream(s):
-            e0.record(s)
-            if self._host_io:
-                self.d_in.copy_(prepared, non_blocking=True)
-            e1.record(s)
-            if not self.context.execute_async_v3(s.cuda_stream):
-                raise RunnerError(f"execute_async_v3 failed: {self._log.tail()}")
-            e2.record(s)
-            if self._host_io:
-                self.h_out.copy_(self.d_out, non_blocking=True)
-            e3.record(s)
-        e3.synchronize()
+        cuda, ev, record = self.cuda, self.events.begin(), self.events.record
+        record(ev[0])
         if self._host_io:
-            self.meter.after_call(h2d=e0.elapsed_time(e1), compute=e1.elapsed_time(e2), d2h=e2.elapsed_time(e3),
-                                  device=e0.elapsed_time(e3))
-            return self.h_out
-        self.meter.after_call(compute=e1.elapsed_time(e2), device=e0.elapsed_time(e3))
-        return self.d_out
+            cuda.h2d(self.d_in, self._h_in_ptr, self.h_in.nbytes)
+        record(ev[1])
+        if not self.context.execute_async_v3(cuda.handle):
+            raise RunnerError(f"execute_async_v3 failed: {self._log.tail()}")
+        record(ev[2])
+        if self._host_io:
+            cuda.d2h(self._h_out_ptr, self.d_out, self.h_out.nbytes)
+        record(ev[3])
+        cuda.synchronize()
+        self.meter.after_call()  # counts the call (energy window); event times are read after the loop
+        return self.h_out if self._host_io else "device"
 
     def to_numpy(self, outputs: Any) -> np.ndarray:
-        return outputs.float().cpu().numpy().copy()
+        if not self._host_io:
+            self.cuda.d2h(self._h_out_ptr, self.d_out, self.h_out.nbytes, sync=True)
+        return np.array(self.h_out, dtype=np.float32)
 
     def extra_metrics(self) -> dict[str, Any]:
-        m = self.meter.metrics(peak_allocated_mib=self._torch.cuda.max_memory_allocated(self._dev) / 2**20)
+        rows = self.events.times()[1:]  # the first call is cold: left out, as CallMeter does
+        stages = ("h2d", "compute", "d2h") if self._host_io else ("compute",)
+        self.meter.stages = {s: [r[("h2d", "compute", "d2h").index(s)] for r in rows] for s in stages}
+        self.meter.stages["device"] = [sum(r) for r in rows]
+        if not rows:
+            self.meter.stages = {}
+        m = self.meter.metrics()
+        m.update(tensorrt_layers=self.layer_summary, event_reads_in_loop=self.events.reads_in_loop,
+                 profile=self.profile)
         note = self.meter.note(m)
         if note:
             self.notes.append(note)
         return m
 
     def library_versions(self) -> dict[str, str]:
-        return {"tensorrt": self._version, "torch": self._torch.__version__}
+        return {"tensorrt": self._version, "cuda-bindings": deps.version("cuda.bindings") or "?"}
