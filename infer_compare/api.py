@@ -88,12 +88,13 @@ def compare(
     if parity_samples is not None and parity_samples < 1:
         raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
     models.resolve(model)  # an unknown model is a usage error before any work
-    cache = Cache(cache_dir, enabled=use_cache)
     warnings: list[str] = []
 
     def warn(msg: str) -> None:
         warnings.append(msg)
         prog.warn(msg)
+
+    cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
 
     prog.task("probing the environment")
     environment = env.collect()

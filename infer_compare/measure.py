@@ -28,7 +28,16 @@ from .formats import RUNNERS, get_format
 from .plan import Cell, Selection, plan_cells, settings_for
 from .prepare import Prepared
 from .progress import Progress
-from .records import SCHEMA_VERSION, SKIPPED, Availability, ExportRecord, Report, RunRecord, Settings
+from .records import (
+    SCHEMA_VERSION,
+    SKIPPED,
+    Availability,
+    ExportRecord,
+    Report,
+    RunRecord,
+    Settings,
+    cell_label,
+)
 from .rows import record_from_result
 
 MIN_PARITY_SUBSET = 32  # images compared at the smaller batch sizes (all of them at the largest)
@@ -43,12 +52,29 @@ class _Run:
         self.prep, self.environment, self.settings, self.notes = prep, environment, settings, notes
         self.warnings, self.prog, self.command, self.on_row, self.t_start = warnings, prog, command, on_row, t_start
         self.rows: list[RunRecord] = []
+        self.not_run: tuple[str, ...] = ()
+        self.incomplete_reason = ""
 
     def report(self) -> Report:
         return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                       tuple(self.command or sys.argv), self.prep.minfo, self.environment, self.settings,
                       tuple(self.rows), tuple(self.warnings), tuple(self.notes),
-                      round(time.perf_counter() - self.t_start, 2))
+                      round(time.perf_counter() - self.t_start, 2), complete=not self.incomplete_reason,
+                      not_run=self.not_run, incomplete_reason=self.incomplete_reason)
+
+    def interrupted(self, cells: list[Cell], why: str) -> None:
+        """Mark the report incomplete, listing every cell (and batch size) that has no row, and hand
+        it to ``on_row`` so that the caller saves it."""
+        have = {r.label for r in self.rows}
+        todo = []
+        for c in cells:
+            for b in self.settings.batch_sizes[c.kind] if c.device is not None else (None,):
+                label = cell_label(c.runner, c.fmt, c.precision, c.device or c.kind, b)
+                if label not in have and not any(r.label.startswith(label.rsplit("/", 1)[0] + "/-") for r in self.rows):
+                    todo.append(label)
+        self.not_run, self.incomplete_reason = tuple(todo), why
+        if self.on_row is not None:
+            self.on_row(self.report())
 
     def add(self, rec: RunRecord) -> None:
         self.rows.append(rec)
@@ -162,22 +188,31 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
 
         np.save(work / "eval.npy", prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
-        for idx, c in enumerate(cells):
-            base = _base(c, threads)
-            _, skipped = _cannot_run(c, base)
-            if skipped is not None:
-                more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
-                run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
-                continue
-            art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
-            if isinstance(art, Unbuilt):
-                run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
-                                  skip_kind="unavailable" if art.status == SKIPPED else ""))
-                continue
-            _measure_config(run, c, art, sel, work, f"cell{idx}", cache)
+        _measure_cells(run, cells, chain, sel, work, cache)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli): the children are killed by now (isolate.py)
+        run.interrupted(cells, str(e) or "interrupted by SIGINT (Ctrl-C)")
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        run.warnings.extend(m for m in cache.messages if m not in run.warnings)
     return run.report()
+
+
+def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Selection, work: Path,
+                   cache: Cache) -> None:
+    for idx, c in enumerate(cells):
+        base = _base(c, run.settings.threads or 1)
+        _, skipped = _cannot_run(c, base)
+        if skipped is not None:
+            more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
+            run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
+            continue
+        art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
+        if isinstance(art, Unbuilt):
+            run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
+                              skip_kind="unavailable" if art.status == SKIPPED else ""))
+            continue
+        _measure_config(run, c, art, sel, work, f"cell{idx}", cache)
 
 
 def _chain(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, prog: Progress) -> ArtifactChain:

@@ -152,4 +152,8 @@ def merge_reports(reports: Sequence[Report], labels: Sequence[str | None] | None
     return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                   tuple(command or ("infer-compare", "merge")), reports[0].model, _merged_environment(envs, final),
                   _merged_settings(reports, rows), tuple(rows), tuple(warnings), tuple(notes),
-                  round(sum(elapsed), 2) if elapsed else None, machines=dict(zip(final, envs, strict=True)))
+                  round(sum(elapsed), 2) if elapsed else None, machines=dict(zip(final, envs, strict=True)),
+                  complete=all(r.complete for r in reports),
+                  not_run=tuple(f"{lab}:{x}" for r, lab in zip(reports, final, strict=True) for x in r.not_run),
+                  incomplete_reason="; ".join(f"{lab}: {r.incomplete_reason}" for r, lab in zip(reports, final,
+                                              strict=True) if not r.complete))

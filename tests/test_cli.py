@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from infer_compare.records import SCHEMA_VERSION
+
 from .conftest import PY, python_env
 
 
@@ -87,7 +89,7 @@ def test_real_run_writes_reports(cache_dir, tmp_path):
             "--min-time", "0.05", "--min-iters", "5", "--warmup", "1", "-o", str(out), "--quiet")
     assert p.returncode == 0, p.stderr
     d = json.loads((out / "results.json").read_text())
-    assert d["schema_version"] == 1 and d["command"][0] == "infer-compare"
+    assert d["schema_version"] == SCHEMA_VERSION and d["command"][0] == "infer-compare"
     ok = [r for r in d["rows"] if r["status"] == "ok"]
     assert {r["batch_size"] for r in ok} == {1, 2}
     assert all(len(r["samples_ns"]) == r["latency"]["count"] for r in ok)

@@ -116,14 +116,15 @@ def _write_data(tmp: Path, prep: Prepared) -> dict[str, Any]:
 def _artifact_files(chain: ArtifactChain, key: Key) -> tuple[list[tuple[Path, str]], str]:
     """(source file, path inside the artifact's folder) pairs, and the main file's path there."""
     from ..cache import MANIFEST as CACHE_MANIFEST
+    from ..cache import entry_dir
 
     fmt, prec = key
     rec = chain.done[key]
     main = Path(rec.path)
     if get_format(fmt).source_of(prec) is None:  # the weights file itself (cache, hub or the user's)
         return [(main, "weights.pt")], "weights.pt"
-    entry = chain.cache.root / fmt / rec.key
-    if not (entry / CACHE_MANIFEST).is_file():
+    entry = entry_dir(rec.path)  # shared or private (--no-cache, an unwritable cache)
+    if entry is None or not (entry / CACHE_MANIFEST).is_file():
         raise UsageError(f"cache entry of {fmt} {prec} vanished while exporting: {entry}")
     files = [(p, p.relative_to(entry).as_posix()) for p in sorted(entry.rglob("*"))
              if p.is_file() and not p.is_symlink() and p.relative_to(entry).as_posix() != CACHE_MANIFEST]
@@ -207,12 +208,13 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
         raise UsageError(f"bundle directory {out} exists and is not empty")
     plan = Plan(_wanted(formats_t, precisions_t))
     models.resolve(model)
-    cache = Cache(cache_dir, enabled=use_cache)
     warnings: list[str] = []
 
     def warn(msg: str) -> None:
         warnings.append(msg)
         prog.warn(msg)
+
+    cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
 
     prog.task("probing the environment")
     environment = env.collect()

@@ -163,6 +163,12 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
     prep = prepared_from_bundle(v)
     _default_selection(sel, v.manifest)
     prog.task("probing the environment")
+    warnings: list[str] = []
+
+    def warn(msg: str) -> None:
+        warnings.append(msg)
+        prog.warn(msg)
+
     return measure(prep, sel, environment=env.collect(), present=device_kinds.present(),
-                   cache=Cache(cache_dir, enabled=use_cache), prog=prog, warnings=[], command=command, on_row=on_row,
-                   t_start=t_start)
+                   cache=Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log), prog=prog, warnings=warnings,
+                   command=command, on_row=on_row, t_start=t_start)

@@ -14,7 +14,9 @@ skipped or failed), 2 usage error.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 from ..errors import InferCompareError
 from .args import (  # noqa: F401  (the parsers are part of this module's surface)
@@ -33,8 +35,18 @@ from .measure import cmd_compare, cmd_export, cmd_run, requested_not_run  # noqa
 SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as an interrupt: the run stops the same way as on Ctrl-C (exit 143)."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated("terminated by SIGTERM")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         if argv and argv[0] == "env":
             return cmd_env(build_env_parser().parse_args(argv[1:]))
@@ -55,9 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         hint = getattr(e, "hint", "")
         print(f"infer-compare: error: {e}" + (f" (install: {hint})" if hint else ""), file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("infer-compare: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        term = isinstance(e, Terminated)
+        print(f"infer-compare: {'terminated (SIGTERM)' if term else 'interrupted'}", file=sys.stderr)
+        return 143 if term else 130
 
 
 if __name__ == "__main__":

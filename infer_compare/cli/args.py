@@ -84,7 +84,8 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--output-dir", "-o", metavar="DIR",
                    help="where results.json, .md, .csv and .html go (default ./infer-compare-results/<model>-<time>/)")
     o.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare or $INFER_COMPARE_CACHE)")
-    o.add_argument("--no-cache", action="store_true", help="rebuild every artifact (the cache is still written)")
+    o.add_argument("--no-cache", action="store_true",
+                   help="rebuild every artifact privately for this run (the cache is neither read nor written)")
     o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     _add_gate_args(p.add_argument_group("regression gate (see docs/reports-and-regression.md)"), with_baseline=True)
 
@@ -92,6 +93,9 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
 def _add_gate_args(g, with_baseline: bool) -> None:
     if with_baseline:
         g.add_argument("--baseline", metavar="FILE", help="a results.json to compare this run with after measuring")
+        g.add_argument("--allow-incomplete", action="store_true",
+                       help="compare with a baseline from an interrupted run (refused by default: its missing rows "
+                            "would pass unchecked)")
     g.add_argument("--fail-on", action="append", default=[], metavar="RULE",
                    help="exit 1 when a row gets worse than RULE, e.g. p50:+10%%, throughput:-5%%, accuracy:-0.5 "
                         "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "

@@ -76,10 +76,11 @@ def add_runner_option_flags(p: argparse.ArgumentParser) -> None:
             g.add_argument(fl.flag, dest=fl.dest, action="store_false" if f.default else "store_true",
                            default=None, help=f"{f.help} [{who}]")
             continue
-        extra = f" (one of: {', '.join(str(c) for c in f.choices if c != '')})" if f.choices else ""
+        shown = [str(c) for c in f.choices if c != ""] if f.choices else []
+        extra = f" (one of: {', '.join(shown)})" if shown else ""
         default = f"default: {f.default}" if f.default not in ("", None) else "default: automatic"
         g.add_argument(fl.flag, dest=fl.dest, type=_TYPES[f.kind], default=None,
-                       metavar=f.kind.upper() if not f.choices else "{" + ",".join(str(c) for c in f.choices if c) + "}",
+                       metavar="{" + ",".join(shown) + "}" if shown else f.kind.upper(),
                        help=f"{f.help}{extra}; {default} [{who}]")
 
 

@@ -33,50 +33,80 @@ def _output_dir(args) -> Path:
     return out
 
 
+class _Saver:
+    """Saves each partial report (``on_row``) and writes the final one: every format, atomically, to the
+    output directory, or to a fresh temporary one when that fails (nothing measured is lost)."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.last = None
+
+    def __call__(self, rep) -> None:
+        self.last = rep
+        try:
+            rep.save(self.out / "results.json")
+        except OSError:
+            pass  # write() says so at the end
+
+    def write(self, rep) -> dict:
+        import tempfile
+
+        from ..report import write_all
+
+        try:
+            return write_all(rep, self.out)
+        except OSError as e:
+            fallback = Path(tempfile.mkdtemp(prefix="infer-compare-results-"))
+            paths = write_all(rep, fallback)
+            print(f"infer-compare: could not write to {self.out} ({e.strerror or e}); results saved in {fallback}",
+                  file=sys.stderr)
+            return paths
+
+    def interrupted(self) -> None:
+        """On Ctrl-C/SIGTERM: the partial report (marked incomplete by the measuring code) in every format."""
+        if self.last is not None:
+            paths = self.write(self.last)
+            print(f"infer-compare: partial results ({len(self.last.rows)} rows, incomplete) saved: "
+                  f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+
+
+def _finish(rep, saver: _Saver) -> int:
+    from ..report.terminal import print_report
+
+    paths = saver.write(rep)
+    print_report(rep)
+    print(f"results: {', '.join(str(p) for p in paths.values())}")
+    return _exit_code(rep)
+
+
 def cmd_compare(args, argv: list[str]) -> int:
     from ..api import compare, parse_batch_sizes
-    from ..report import write_all
-    from ..report.terminal import print_report
 
     batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None  # fail before any work
     if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
         raise UsageError(f"weights file not found: {args.weights}")
     gate = _gate_setup(args)  # a bad baseline, rule or environment fails before any work
-    out = _output_dir(args)
-    partial = out / "results.json"
-    command = ["infer-compare", *argv]
-
-    def save_partial(rep):
-        try:
-            rep.save(partial)
-        except OSError:
-            pass
-
-    with RichProgress(args.quiet) as prog:
-        rep = compare(
-            args.model, weights=args.weights, backends=args.backends, formats=args.formats,
-            precisions=args.precisions, devices=args.devices, batch_sizes=batch, threads=args.threads,
-            warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time, **_loop_args(args),
-            parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
-            use_cache=not args.no_cache, seed=args.seed, command=command, progress=prog, on_row=save_partial,
-            runner_options=runner_options_from_args(args), parity_every_batch=args.parity_every_batch,
-        )
+    saver = _Saver(_output_dir(args))
     try:
-        paths = write_all(rep, out)
-    except OSError as e:
-        import tempfile
-
-        fallback = Path(tempfile.mkdtemp(prefix="infer-compare-results-"))
-        paths = write_all(rep, fallback)
-        print(f"infer-compare: could not write to {out} ({e}); results saved in {fallback}", file=sys.stderr)
-    print_report(rep)
-    print(f"results: {', '.join(str(p) for p in paths.values())}")
-    code = _exit_code(rep)
+        with RichProgress(args.quiet) as prog:
+            rep = compare(
+                args.model, weights=args.weights, backends=args.backends, formats=args.formats,
+                precisions=args.precisions, devices=args.devices, batch_sizes=batch, threads=args.threads,
+                warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time, **_loop_args(args),
+                parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
+                use_cache=not args.no_cache, seed=args.seed, command=["infer-compare", *argv], progress=prog,
+                on_row=saver, runner_options=runner_options_from_args(args),
+                parity_every_batch=args.parity_every_batch)
+    except KeyboardInterrupt:
+        saver.interrupted()
+        raise
+    code = _finish(rep, saver)
     if gate is not None:
         from ..regress import check_regression, print_result
 
         baseline, rules = gate
-        result = check_regression(rep, baseline, rules, allow_environment_change=args.allow_environment_change)
+        result = check_regression(rep, baseline, rules, allow_environment_change=args.allow_environment_change,
+                                  allow_incomplete=args.allow_incomplete)
         print_result(result)
         if not result.passed:
             code = 1
@@ -121,10 +151,11 @@ def _gate_setup(args):
         return None
     from .. import env as envmod
     from ..records import load_report
-    from ..regress import check_environment, parse_rules
+    from ..regress import check_complete, check_environment, parse_rules
 
     rules = parse_rules(args.fail_on)
     baseline = load_report(args.baseline)
+    check_complete(None, baseline, args.allow_incomplete)
     check_environment(baseline.environment, envmod.collect(), args.allow_environment_change)
     return baseline, rules
 
@@ -158,8 +189,6 @@ def cmd_export(args, argv: list[str]) -> int:
 def cmd_run(args, argv: list[str]) -> int:
     from ..api import parse_batch_sizes
     from ..bundle import run_bundle, verify
-    from ..report import write_all
-    from ..report.terminal import print_report
 
     if args.verify_only:
         v = verify(args.bundle)
@@ -168,28 +197,19 @@ def cmd_run(args, argv: list[str]) -> int:
         return 0
     batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None
     args.model = f"{Path(args.bundle).resolve().name}"
-    out = _output_dir(args)
-    partial = out / "results.json"
-
-    def save_partial(rep):
-        try:
-            rep.save(partial)
-        except OSError:
-            pass
-
-    with RichProgress(args.quiet) as prog:
-        rep = run_bundle(args.bundle, backends=args.backends, formats=args.formats, precisions=args.precisions,
-                         devices=args.devices, batch_sizes=batch, threads=args.threads, warmup_iters=args.warmup,
-                         min_iters=args.min_iters, min_time_s=args.min_time, cell_timeout_s=args.cell_timeout,
-                         **_loop_args(args),
-                         cache_dir=args.cache_dir, use_cache=not args.no_cache,
-                         command=["infer-compare", "run", *argv], progress=prog, on_row=save_partial,
-                         parity_every_batch=args.parity_every_batch,
-                         runner_options=runner_options_from_args(args))
-    paths = write_all(rep, out)
-    print_report(rep)
-    print(f"results: {', '.join(str(p) for p in paths.values())}")
-    return _exit_code(rep)
+    saver = _Saver(_output_dir(args))
+    try:
+        with RichProgress(args.quiet) as prog:
+            rep = run_bundle(args.bundle, backends=args.backends, formats=args.formats, precisions=args.precisions,
+                             devices=args.devices, batch_sizes=batch, threads=args.threads, warmup_iters=args.warmup,
+                             min_iters=args.min_iters, min_time_s=args.min_time, cell_timeout_s=args.cell_timeout,
+                             **_loop_args(args), cache_dir=args.cache_dir, use_cache=not args.no_cache,
+                             command=["infer-compare", "run", *argv], progress=prog, on_row=saver,
+                             parity_every_batch=args.parity_every_batch, runner_options=runner_options_from_args(args))
+    except KeyboardInterrupt:
+        saver.interrupted()
+        raise
+    return _finish(rep, saver)
 
 
 def _exit_code(rep) -> int:
