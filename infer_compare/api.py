@@ -47,6 +47,7 @@ def compare(
     max_time_s: float = 3.0,
     target_ci: float | None = 0.02,
     warmup_time_s: float = 0.2,
+    export_timeout_s: float = 1800.0,
     parity_samples: int | None = None,
     calibration_samples: int | None = None,
     cell_timeout_s: float = 600.0,
@@ -69,7 +70,8 @@ def compare(
     UsageError. Parity is checked in every batch size: on all inputs at the largest, on a
     subset at the others unless ``parity_every_batch``. Each cell measures until the 95 %
     confidence interval of its median is within ``target_ci`` of it (at least ``min_iters``
-    calls and ``min_time_s``), or its budget ``max_time_s`` is spent. Raises UsageError for bad
+    calls and ``min_time_s``), or its budget ``max_time_s`` is spent. Each export runs in a child
+    process; one that crashes or runs past ``export_timeout_s`` is an export_failed row. Raises UsageError for bad
     arguments; a failure of one backend becomes a failed row, never an exception.
     """
     from . import device_kinds, env, models
@@ -83,7 +85,7 @@ def compare(
     sel = make_selection(backends=backends, formats=formats, precisions=precisions, devices=devices,
                          batch_sizes=batch_sizes, threads=threads, warmup_iters=warmup_iters, min_iters=min_iters,
                          min_time_s=min_time_s, cell_timeout_s=cell_timeout_s, seed=seed, max_time_s=max_time_s,
-                         target_ci=target_ci, warmup_time_s=warmup_time_s,
+                         target_ci=target_ci, warmup_time_s=warmup_time_s, export_timeout_s=export_timeout_s,
                          runner_options=runner_options, parity_every_batch=parity_every_batch)
     if parity_samples is not None and parity_samples < 1:
         raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")

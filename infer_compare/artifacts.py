@@ -21,7 +21,7 @@ from typing import Any
 from .backends import load_impl
 from .backends.exporter import ExportContext, file_size
 from .cache import Cache
-from .errors import BackendUnavailable, InferCompareError
+from .errors import BackendUnavailable, ExportError, InferCompareError
 from .formats import Format, get_format
 from .progress import Progress
 from .records import EXPORT_FAILED, SKIPPED, Availability, ExportRecord, ModelInfo
@@ -48,6 +48,10 @@ class ModelSource:
     weights_path: str | None = None
     weights_build_s: float = 0.0
     calibration_digest: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)  # models.ModelSpec.as_dict(): rebuilds the module
+
+
+DEFAULT_EXPORT_TIMEOUT_S = 1800.0
 
 
 @dataclass
@@ -58,6 +62,8 @@ class ArtifactChain:
     prog: Progress = field(default_factory=Progress)
     done: dict[Key, ExportRecord] = field(default_factory=dict)
     failed: dict[Key, Unbuilt] = field(default_factory=dict)
+    isolated: bool = True  # each export in a child process (export_child.py) with a timeout
+    export_timeout_s: float = DEFAULT_EXPORT_TIMEOUT_S
 
     def carry(self, key: Key, rec: ExportRecord) -> None:
         """An artifact that exists already (carried in a bundle)."""
@@ -130,7 +136,10 @@ class ArtifactChain:
     def _build(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> ExportRecord | Unbuilt:
         def build(tmp: Path) -> dict:
             self.prog.log(f"exporting {f.title} {prec} ...")
-            res = ecls().export(fctx, src.path, tmp, prec)
+            if self.isolated:
+                res = isolated_export(f, prec, fctx, src, tmp, self.model, self.export_timeout_s)
+            else:
+                res = ecls().export(fctx, src.path, tmp, prec)
             return {"file": os.path.relpath(res.path, tmp), "options": res.options, "notes": res.notes,
                     "format": f.name, "precision": prec, "model": self.model.info.name, "source": src.path}
 
@@ -164,3 +173,57 @@ def _explain(ecls: Any, ctx: ExportContext, source: str, prec: str) -> str:
         return ecls.explain_unavailable(ctx, source, prec)
     except Exception as e:  # an explanation must never take the run down
         return f"(pre-check failed: {type(e).__name__}: {e})"
+
+
+def _export_spec(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, out: Path, model: ModelSource,
+                 work: Path) -> Any:
+    import numpy as np
+
+    from .export_child import ExportSpec
+
+    calib = None
+    if ctx.calibration is not None:
+        calib = str(work / "calibration.npy")
+        np.save(calib, np.ascontiguousarray(ctx.calibration))
+    from_root = get_format(src.format).source_of(src.precision) is None  # built from the weights: needs the module
+    return ExportSpec(
+        exporter=f.exporter_for(prec), precision=prec, source=src.path, out_dir=str(out),
+        model_spec=dict(model.spec) if from_root and model.spec else {}, calibration=calib, model_name=ctx.model_name,
+        input_shape=tuple(ctx.input_shape), num_classes=ctx.num_classes, max_batch=ctx.max_batch,
+        opt_batch=ctx.opt_batch, batch_sizes=dict(ctx.batch_sizes), preprocessing=dict(ctx.preprocessing),
+        options_class=f"{type(ctx.options).__module__}:{type(ctx.options).__name__}", options=ctx.options.to_dict(),
+        requested=dict(ctx.requested), threads=ctx.threads, cache_root=ctx.cache_root)
+
+
+def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, out: Path, model: ModelSource,
+                    timeout_s: float):
+    """Build the artifact in a child process (export_child.py); its ExportResult. A crash, a hang past
+    ``timeout_s`` or an error raises ExportError (or BackendUnavailable) with the reason."""
+    import json
+    import shutil
+    import tempfile
+
+    from .backends.exporter import ExportResult
+    from .isolate import describe_exit, run_child, tail
+
+    work = Path(tempfile.mkdtemp(prefix="infer-compare-export-"))
+    try:
+        spec_path, result_path, err_path = work / "spec.json", work / "result.json", work / "output.txt"
+        spec_path.write_text(json.dumps(_export_spec(f, prec, ctx, src, out, model, work).to_dict()))
+        rc, timed_out = run_child(["infer_compare.export_child", str(spec_path), str(result_path)], timeout_s,
+                                  err_path)
+        output = tail(err_path.read_text(errors="replace"))
+        if timed_out:
+            raise ExportError(f"{f.title} {prec} export timed out after {timeout_s:.0f} s (a hang, or raise "
+                              f"--export-timeout); killed" + (f": {output.splitlines()[-1]}" if output else ""))
+        if not result_path.exists():
+            raise ExportError(f"{f.title} {prec} exporter process crashed ({describe_exit(rc)})"
+                              + (f": {output.splitlines()[-1]}" if output else ""))
+        res = json.loads(result_path.read_text())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if res["ok"]:
+        return ExportResult(res["path"], res.get("options") or {}, list(res.get("notes") or ()))
+    if res["kind"] == "unavailable":
+        raise BackendUnavailable(res["error"], res.get("hint", ""))
+    raise ExportError(res["error"] if res["kind"] == "export" else f"{f.title} {prec} export failed: {res['error']}")

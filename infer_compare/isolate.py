@@ -108,6 +108,28 @@ def _with_failure(spec: CellSpec, result_path: Path, process: int, t0: float, er
                                         wall_s=time.perf_counter() - t0, process=process)]
 
 
+def run_child(args: list[str], timeout_s: float, err_path: Path, env: dict[str, str] | None = None) -> tuple[int, bool]:
+    """Run ``python -m <args>`` in its own process group with stdout and stderr to ``err_path``;
+    (return code, timed out). The group is killed on the timeout and when the parent is interrupted."""
+    child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    with open(err_path, "w+", errors="replace") as err:
+        proc = subprocess.Popen([sys.executable, "-m", *args], stdout=err, stderr=subprocess.STDOUT, env=child_env,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            return proc.returncode, True
+        except BaseException:  # Ctrl-C, SIGTERM: no child survives its parent
+            kill_group(proc)
+            raise
+    return proc.returncode, False
+
+
+def describe_exit(rc: int | None) -> str:
+    return _death(rc)
+
+
 def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, tag: str,
              env: dict[str, str] | None = None) -> list[CellResult]:
     """Measure ``spec`` at each of its batch sizes in child processes: one CellResult per batch

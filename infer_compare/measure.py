@@ -224,7 +224,7 @@ def _chain(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, pro
                         log=prog.log, requested=dict(settings.requested), threads=settings.threads,
                         cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},
                         option_sets=dict(sel.runner_options))
-    chain = ArtifactChain(ctx, cache, prep.source(), prog)
+    chain = ArtifactChain(ctx, cache, prep.source(), prog, export_timeout_s=sel.export_timeout_s)
     for key, rec in prep.carried.items():
         chain.carry(key, rec)
     for key, why in prep.unbuilt.items():

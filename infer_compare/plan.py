@@ -89,6 +89,7 @@ class Selection:
     target_ci: float | None = 0.02
     max_time_s: float = 3.0
     warmup_time_s: float = 0.2
+    export_timeout_s: float = 1800.0
     parity_every_batch: bool = False
 
     def options_for(self, runner: str) -> Options:
@@ -112,7 +113,7 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
                    warmup_iters: int = 2, min_iters: int = 5, min_time_s: float = 0.5,
                    cell_timeout_s: float = 600.0, seed: int = 0, runner_options: dict[str, Any] | None = None,
                    parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 3.0,
-                   warmup_time_s: float = 0.2) -> Selection:
+                   warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0) -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""
     devices_t = tuple(check_device(d) for d in devices) if devices is not None else None
     if devices_t == ():
@@ -122,6 +123,8 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
             raise UsageError(f"{name} must be >= {lo}, got {v}")
     if min_time_s < 0 or cell_timeout_s <= 0 or warmup_time_s < 0:
         raise UsageError("--min-time and --warmup-time must be >= 0 and --cell-timeout > 0")
+    if export_timeout_s <= 0:
+        raise UsageError(f"--export-timeout must be > 0, got {export_timeout_s}")
     if max_time_s < min_time_s:
         raise UsageError(f"--max-time ({max_time_s} s) must be >= --min-time ({min_time_s} s)")
     if target_ci is not None and not 0 <= target_ci < 1:
@@ -135,7 +138,7 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
         warmup_iters=int(warmup_iters), min_iters=int(min_iters), min_time_s=float(min_time_s),
         cell_timeout_s=float(cell_timeout_s), seed=int(seed), runner_options=check_runner_options(runner_options),
         parity_every_batch=bool(parity_every_batch), target_ci=target_ci or None, max_time_s=float(max_time_s),
-        warmup_time_s=float(warmup_time_s))
+        warmup_time_s=float(warmup_time_s), export_timeout_s=float(export_timeout_s))
 
 
 @dataclass(frozen=True)

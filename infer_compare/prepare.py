@@ -32,7 +32,7 @@ class Prepared:
     unbuilt: dict[Key, Unbuilt] = field(default_factory=dict)  # artifacts known to be unavailable
 
     def source(self) -> ModelSource:
-        return ModelSource(self.minfo, self.weights_path, self.weights_build_s, self.ds.digest())
+        return ModelSource(self.minfo, self.weights_path, self.weights_build_s, self.ds.digest(), dict(self.model_spec))
 
 
 def prepare_model(model: str, *, weights: str = "auto", parity_samples: int | None = None,

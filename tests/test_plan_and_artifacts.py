@@ -126,7 +126,8 @@ def _chain(tmp_path, monkeypatch, ir: str) -> ArtifactChain:
     weights.write_bytes(b"w")
     info = ModelInfo("m", "fake", "random", "", "h" * 12, (1, 8, 8), 10)
     ctx = ExportContext(model=None, model_name="m", input_shape=(1, 8, 8), num_classes=10, calibration=None)
-    return ArtifactChain(ctx, Cache(tmp_path / "cache"), ModelSource(info, str(weights), 0.1, "calib-digest"))
+    return ArtifactChain(ctx, Cache(tmp_path / "cache"), ModelSource(info, str(weights), 0.1, "calib-digest"),
+                         isolated=False)
 
 
 def test_chain_builds_sources_first_once_and_reuses_the_cache(tmp_path, monkeypatch):

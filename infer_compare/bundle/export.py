@@ -190,7 +190,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
                   parity_samples: int | None = None, calibration_samples: int | None = None,
                   max_batch: int = DEFAULT_MAX_BATCH, seed: int = 0, cache_dir: str | os.PathLike | None = None,
                   use_cache: bool = True, threads: int | None = None, command: Iterable[str] | None = None,
-                  progress: Progress | None = None) -> dict[str, Any]:
+                  progress: Progress | None = None, export_timeout_s: float = 1800.0) -> dict[str, Any]:
     """Build every artifact of the selection (through the artifact cache) and write the
     bundle to ``out_dir`` (absent or empty). Returns the manifest."""
     from .. import env, models
@@ -222,6 +222,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     prep = prepare_model(model, weights=weights, parity_samples=parity_samples, calibration_samples=calibration_samples,
                          seed=seed, cache=cache, threads=threads, prog=prog, warn=warn)
     chain = _export_chain(prep, cache, int(max_batch), threads, prog)
+    chain.export_timeout_s = float(export_timeout_s)
     prog.task("exporting")
     _collect(plan, chain, warn)
     prog.task(f"writing the bundle {out}")

@@ -140,6 +140,7 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
                devices: Iterable[str] | None = None, batch_sizes: Iterable[int] | str | None = None,
                threads: int | None = None, warmup_iters: int = 2, min_iters: int = 5, min_time_s: float = 0.5,
                max_time_s: float = 3.0, target_ci: float | None = 0.02, warmup_time_s: float = 0.2,
+               export_timeout_s: float = 1800.0,
                cell_timeout_s: float = 600.0, cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
                command: Iterable[str] | None = None, progress: Progress | None = None,
                on_row: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
@@ -156,6 +157,7 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
                          batch_sizes=batch_sizes, threads=threads, warmup_iters=warmup_iters, min_iters=min_iters,
                          min_time_s=min_time_s, cell_timeout_s=cell_timeout_s, runner_options=runner_options,
                          max_time_s=max_time_s, target_ci=target_ci, warmup_time_s=warmup_time_s,
+                         export_timeout_s=export_timeout_s,
                          parity_every_batch=parity_every_batch)
     prog.task("verifying the bundle")
     v = verify(bundle_dir)

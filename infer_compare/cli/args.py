@@ -31,6 +31,12 @@ def _positive_float(s: str) -> float:
     return v
 
 
+def _add_export_timeout(g) -> None:
+    g.add_argument("--export-timeout", type=_positive_float, default=1800.0, metavar="S",
+                   help="each export runs in its own process: kill it after S seconds and record an export_failed "
+                        "row (default 1800)")
+
+
 def _add_how_to_measure(p: argparse.ArgumentParser):
     """The measuring options shared by the comparison and `run`; returns the group for more."""
     m = p.add_argument_group("how to measure")
@@ -53,6 +59,7 @@ def _add_how_to_measure(p: argparse.ArgumentParser):
     m.add_argument("--parity-every-batch", action="store_true",
                    help="compare all parity inputs at every batch size (default: all at the largest batch size, "
                         "a subset of at least 32 at the others)")
+    _add_export_timeout(m)
     m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
                    help="kill a backend process that makes no progress on one batch size for S seconds and record "
                         "a failed row (default 600)")
@@ -197,6 +204,7 @@ def build_export_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
     p.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare)")
     p.add_argument("--no-cache", action="store_true", help="rebuild every artifact")
+    _add_export_timeout(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     return p
 

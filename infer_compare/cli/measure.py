@@ -15,7 +15,8 @@ from .progress import RichProgress
 
 def _loop_args(args) -> dict:
     """The sampling flags as compare()/run_bundle() keywords."""
-    return {"target_ci": args.target_ci or None, "max_time_s": args.max_time, "warmup_time_s": args.warmup_time}
+    return {"target_ci": args.target_ci or None, "max_time_s": args.max_time, "warmup_time_s": args.warmup_time,
+            "export_timeout_s": args.export_timeout}
 
 
 def _output_dir(args) -> Path:
@@ -172,7 +173,8 @@ def cmd_export(args, argv: list[str]) -> int:
                             precisions=args.precisions, parity_samples=args.parity_samples,
                             calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
                             cache_dir=args.cache_dir, use_cache=not args.no_cache,
-                            command=["infer-compare", "export", *argv], progress=prog)
+                            command=["infer-compare", "export", *argv], progress=prog,
+                            export_timeout_s=args.export_timeout)
     size = sum(m["size"] for m in man["files"].values())
     print(f"bundle {args.out}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, {size / 2**20:.1f} MiB")
     for a in man["artifacts"]:
