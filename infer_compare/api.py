@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .plan import make_selection, parse_batch_sizes
-from .progress import Progress
+from .progress import Progress, Warnings
 from .records import Report, load_report
 
 __all__ = ["compare", "load_report", "check_regression", "Progress", "parse_batch_sizes"]
@@ -60,20 +60,14 @@ def compare(
     runner_options: dict[str, dict[str, Any]] | None = None,
     parity_every_batch: bool = False,
 ) -> Report:
-    """Export ``model`` to every format it can, measure each on every device present,
-    check every output against the PyTorch FP32 reference, and return the Report.
+    """Export ``model`` to every format it can, measure each on every device present, check every
+    output against the PyTorch FP32 reference, and return the Report (docs/architecture.md).
 
-    ``on_row(partial_report)`` is called after each row so that a caller can save
-    what is already measured. ``runner_options`` maps a runner name to values of its
-    declared options (``backends/<runtime>/options.py``), e.g.
-    ``{"openvino": {"performance_hint": "THROUGHPUT"}}``; an unknown runner or option is a
-    UsageError. Parity is checked in every batch size: on all inputs at the largest, on a
-    subset at the others unless ``parity_every_batch``. Each cell measures until the 95 %
-    confidence interval of its median is within ``target_ci`` of it (at least ``min_iters``
-    calls and ``min_time_s``), or its budget ``max_time_s`` is spent. Each export runs in a child
-    process; one that crashes or runs past ``export_timeout_s`` is an export_failed row. Raises UsageError for bad
-    arguments; a failure of one backend becomes a failed row, never an exception.
-    """
+    ``on_row(partial_report)`` gets the report after each row, so that a caller can save what is
+    measured. ``runner_options`` maps a runner to values of its declared options
+    (``backends/<runtime>/options.py``), e.g. ``{"openvino": {"performance_hint": "THROUGHPUT"}}``.
+    The sampling arguments are those of the CLI (``infer-compare --help``). Bad arguments raise
+    UsageError; a failure of one backend or export is a failed row, never an exception."""
     from . import device_kinds, env, models
     from .cache import Cache
     from .errors import UsageError
@@ -90,12 +84,7 @@ def compare(
     if parity_samples is not None and parity_samples < 1:
         raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
     models.resolve(model)  # an unknown model is a usage error before any work
-    warnings: list[str] = []
-
-    def warn(msg: str) -> None:
-        warnings.append(msg)
-        prog.warn(msg)
-
+    warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
 
     prog.task("probing the environment")

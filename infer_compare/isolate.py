@@ -37,14 +37,16 @@ def tail(text: str, n: int = FAIL_TAIL_LINES) -> str:
 
 
 def _read_results(path: Path, process: int = 1) -> list[CellResult]:
-    out = []
+    """One result per batch size, in order; a later line for the same batch size amends the earlier one."""
+    out: dict[int, CellResult] = {}
     if path.exists():
         for line in path.read_text().splitlines():
             try:
-                out.append(CellResult.from_dict(json.loads(line)).replace(process=process))
+                res = CellResult.from_dict(json.loads(line)).replace(process=process)
             except (json.JSONDecodeError, ValueError, TypeError):
                 break  # a line cut short by a crash: that batch size did not finish
-    return out
+            out[res.batch_size] = res
+    return list(out.values())
 
 
 def kill_group(proc: subprocess.Popen) -> None:

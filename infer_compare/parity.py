@@ -75,15 +75,8 @@ def _judge(tol: Tolerance, nonfinite: bool, cos_mean: float, cos_min: float, wor
     return failures
 
 
-def compare(
-    ref: np.ndarray,
-    out: np.ndarray,
-    tol: Tolerance,
-    labels: np.ndarray | None = None,
-    judge: bool = True,
-    judge_top1: bool = True,
-    note: str = "",
-) -> ParityResult:
+def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray | None = None, judge: bool = True,
+            judge_top1: bool = True, note: str = "") -> ParityResult:
     """All metrics of ``out`` against ``ref`` (both N x classes logits).
 
     ``judge=False``: report the figures but fail the row only below the sanity floor

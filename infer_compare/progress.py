@@ -15,3 +15,15 @@ class Progress:
     def advance(self, msg: str | None = None) -> None: ...
 
     def row(self, rec: Any) -> None: ...
+
+
+class Warnings(list):
+    """The run's warnings: calling it keeps the message (for Report.warnings) and shows it."""
+
+    def __init__(self, prog: Progress):
+        super().__init__()
+        self.prog = prog
+
+    def __call__(self, msg: str) -> None:
+        self.append(msg)
+        self.prog.warn(msg)

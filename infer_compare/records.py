@@ -7,14 +7,11 @@ and ``from_dict`` turns them back.
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from .errors import SchemaError
+from .serial import Record, decode  # noqa: F401  (Record is re-exported)
 
 SCHEMA_VERSION = 2  # 2: Report.complete, Report.not_run, Report.incomplete_reason (version-1 files still load)
 
@@ -25,62 +22,6 @@ EXPORT_FAILED = "export_failed"
 RUN_FAILED = "run_failed"
 PARITY_FAILED = "parity_failed"
 STATUSES = (OK, SKIPPED, EXPORT_FAILED, RUN_FAILED, PARITY_FAILED)
-
-
-class Record:
-    """Mixin: generic, type-driven (de)serialisation for the frozen dataclasses below."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return _encode(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]):
-        return _decode(cls, d)
-
-    def replace(self, **changes):
-        return dataclasses.replace(self, **changes)
-
-
-def _encode(v: Any) -> Any:
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return {f.name: _encode(getattr(v, f.name)) for f in dataclasses.fields(v)}
-    if isinstance(v, (tuple, list)):
-        return [_encode(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _encode(x) for k, x in v.items()}
-    if isinstance(v, float) and not math.isfinite(v):
-        return None if math.isnan(v) else (1e308 if v > 0 else -1e308)
-    return v
-
-
-def _decode(tp: Any, v: Any) -> Any:
-    if v is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(args[0], v) if len(args) == 1 else v
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(v, dict):
-            raise SchemaError(f"expected an object for {tp.__name__}, got {type(v).__name__}")
-        hints = typing.get_type_hints(tp)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if f.name in v:
-                kwargs[f.name] = _decode(hints[f.name], v[f.name])
-        try:
-            return tp(**kwargs)
-        except TypeError as e:
-            raise SchemaError(f"cannot read {tp.__name__}: {e}") from e
-    if origin is tuple:
-        args = typing.get_args(tp)
-        inner = args[0] if args else Any
-        return tuple(_decode(inner, x) for x in v)
-    if origin is dict:
-        args = typing.get_args(tp)
-        inner = args[1] if len(args) == 2 else Any
-        return {k: _decode(inner, x) for k, x in v.items()}
-    return v
 
 
 @dataclass(frozen=True)
@@ -375,7 +316,7 @@ class Report(Record):
                 f"results file has schema_version {v!r}; this infer-compare reads 1..{SCHEMA_VERSION} "
                 "(upgrade infer-compare to read newer files)"
             )
-        return _decode(cls, d)
+        return decode(cls, d)
 
     def save(self, path) -> None:
         """Write the JSON atomically (a temporary file renamed into place). On failure nothing

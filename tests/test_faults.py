@@ -109,10 +109,10 @@ def test_manifest_without_hashes_is_not_trusted(tmp_path):
 
 
 def test_tampered_reference_is_rebuilt(tmp_path):
-    """The real reference code path (api._reference) on a tiny network: a changed
+    """The real reference code path (prepare.reference_outputs) on a tiny network: a changed
     reference.npy would silently move every parity verdict; it must be rebuilt."""
     torch = pytest.importorskip("torch")
-    from infer_compare.api import _reference
+    from infer_compare.prepare import reference_outputs as _reference
 
     class DS:
         eval = np.random.default_rng(0).standard_normal((20, 6)).astype(np.float32)
@@ -442,3 +442,120 @@ def test_tampered_onnx_in_the_real_lenet_cache_is_rebuilt(cache_dir, caplog):
     said = [r.getMessage() for r in caplog.records] + list(second.warnings)
     assert any(f"{onnx.name} does not match the sha256" in m for m in said), said
     assert read_entry(onnx.parent, full=True)[0] is not None
+
+
+# ------------------------------------------------------------------ faults of a whole run
+
+
+def test_crashing_and_hanging_exporters_become_export_failed_rows(cache_dir, monkeypatch):
+    """The OpenVINO exporter segfaults, the TFLite one hangs past --export-timeout: both are export_failed
+    rows with the reason; PyTorch and ONNX Runtime rows are measured."""
+    import dataclasses
+
+    from infer_compare import compare, formats
+
+    from .conftest import python_env
+
+    table = dict(formats.FORMATS)
+    table["openvino"] = dataclasses.replace(table["openvino"], exporter="tests.fake_exporters:CrashingExporter")
+    table["tflite"] = dataclasses.replace(table["tflite"], exporter="tests.fake_exporters:HangingExporter")
+    monkeypatch.setattr(formats, "FORMATS", table)
+    monkeypatch.setenv("PYTHONPATH", python_env()["PYTHONPATH"])
+    t0 = time.perf_counter()
+    rep = compare("lenet5", devices=["cpu"], formats=["pytorch", "onnx", "openvino", "tflite"], precisions=["fp32"],
+                  batch_sizes=[1], cache_dir=cache_dir, use_cache=False, warmup_iters=1, min_iters=3, min_time_s=0.0,
+                  max_time_s=0.5, export_timeout_s=8)
+    assert time.perf_counter() - t0 < 300
+    by = {(r.backend, r.format): r for r in rep.rows}
+    assert by[("openvino", "openvino")].status == "export_failed"
+    assert "crashed" in by[("openvino", "openvino")].reason and "SIGSEGV" in by[("openvino", "openvino")].reason
+    assert by[("tflite", "tflite")].status == "export_failed"
+    assert "timed out after 8 s" in by[("tflite", "tflite")].reason
+    assert by[("pytorch", "pytorch")].status == "ok" and by[("onnxruntime", "onnx")].status == "ok"
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig,code", [(2, 130), (15, 143)], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_saves_an_incomplete_report_and_leaves_no_child(tmp_path, cache_dir, sig, code):
+    """A real signal to a real run while a measuring child is alive: exit 130/143, the partial
+    results.json loads and says incomplete with the cells that did not run, no child survives."""
+    import json
+    import signal
+    import subprocess
+
+    from infer_compare.records import load_report
+
+    from .conftest import PY, python_env
+
+    out = tmp_path / "out"
+    cmd = [PY, "-m", "infer_compare.cli", "--model", "lenet5", "--device", "cpu", "--formats", "pytorch,onnx,openvino",
+           "--precisions", "fp32", "-b", "1,2", "--min-time", "3", "--max-time", "3", "--target-ci", "0",
+           "-q", "-o", str(out), "--cache-dir", str(cache_dir)]
+    proc = subprocess.Popen(cmd, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 600
+    children: list[int] = []
+    while time.time() < deadline and proc.poll() is None:
+        rows = []
+        if (out / "results.json").exists():
+            try:
+                rows = json.loads((out / "results.json").read_text())["rows"]
+            except (json.JSONDecodeError, KeyError):
+                rows = []
+        children = _children_of(proc.pid)
+        if any(r["batch_size"] for r in rows) and children:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None and children, "the run ended before it could be interrupted"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    rep = load_report(out / "results.json")
+    assert rep.complete is False and rep.not_run and rep.incomplete_reason
+    assert any(r.batch_size for r in rep.rows)
+    assert (out / "results.html").exists() and "incomplete" in (out / "results.md").read_text().lower()
+    time.sleep(0.5)
+    assert not [c for c in children if _alive(c)], "a measuring child survived its parent"
+
+
+def test_unusable_output_directory_is_a_one_line_usage_error(tmp_path):
+    import subprocess
+
+    from .conftest import PY, python_env
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    p = subprocess.run([PY, "-m", "infer_compare.cli", "--model", "lenet5", "-o", str(blocker / "out")],
+                       env=python_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "output directory" in p.stderr and "not writable" in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flag", ["--batch-sizes", "--backends", "--formats", "--precisions", "--device"])
+def test_empty_list_flags_are_usage_errors(flag):
+    import subprocess
+
+    from .conftest import PY, python_env
+
+    p = subprocess.run([PY, "-m", "infer_compare.cli", "--model", "lenet5", flag, ""], env=python_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr

@@ -328,7 +328,7 @@ def _stand_in_tensorrt(qdq: bool = False):
 
 
 def _tensorrt_ctx(tmp_path, runner_options: dict):
-    from infer_compare.api import check_runner_options
+    from infer_compare.plan import check_runner_options
     from infer_compare.backends.exporter import ExportContext
     from infer_compare.formats import get_format
 

@@ -20,7 +20,7 @@ from ..errors import UsageError
 from ..formats import FORMATS, PRECISIONS, get_format
 from ..plan import MAX_BATCH, check_choice
 from ..prepare import Prepared
-from ..progress import Progress
+from ..progress import Progress, Warnings
 from ..records import SKIPPED
 from .common import BUNDLE_KIND, BUNDLE_VERSION, DEFAULT_MAX_BATCH, MANIFEST, sha256_file
 
@@ -208,12 +208,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
         raise UsageError(f"bundle directory {out} exists and is not empty")
     plan = Plan(_wanted(formats_t, precisions_t))
     models.resolve(model)
-    warnings: list[str] = []
-
-    def warn(msg: str) -> None:
-        warnings.append(msg)
-        prog.warn(msg)
-
+    warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
 
     prog.task("probing the environment")

@@ -13,7 +13,7 @@ from ..artifacts import Key, Unbuilt
 from ..formats import FORMATS, PRECISIONS
 from ..plan import Selection, make_selection
 from ..prepare import Prepared
-from ..progress import Progress
+from ..progress import Progress, Warnings
 from ..records import EXPORT_FAILED, SKIPPED, ExportRecord, ModelInfo, Report
 from .common import BundleError
 from .verify import Verified, verify
@@ -165,12 +165,7 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
     prep = prepared_from_bundle(v)
     _default_selection(sel, v.manifest)
     prog.task("probing the environment")
-    warnings: list[str] = []
-
-    def warn(msg: str) -> None:
-        warnings.append(msg)
-        prog.warn(msg)
-
+    warn = warnings = Warnings(prog)
     return measure(prep, sel, environment=env.collect(), present=device_kinds.present(),
                    cache=Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log), prog=prog, warnings=warnings,
                    command=command, on_row=on_row, t_start=t_start)

@@ -219,7 +219,7 @@ def _settings_line(rep: Report) -> str:
             f"seed {s.seed}")
 
 
-def render(rep: Report) -> str:
+def _head(rep: Report) -> list[str]:
     m = rep.model
     title = f"infer-compare: {m.name}"
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -234,34 +234,39 @@ def render(rep: Report) -> str:
         out.append(f'<div class="warn incomplete" id="incomplete"><b>{escape(common.incomplete_banner(rep))}</b></div>')
     out += [f'<div class="warn"><b>Warning:</b> {escape(w)}</div>' for w in rep.warnings]
     out.append(_highlights(rep))
+    return out
 
-    table, has_peak, has_energy = _rows_table(rep)
-    out.append('<h2 id="results-h">Results</h2>')
-    out.append('<p class="muted">Latency per call of one batch (host clock); img/s = images / wall time of the '
-               "measured loop; cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = accuracy on "
-               "labelled data. Click a column header to sort.</p>")
-    out.append(table)
-    eff_notes = []
+
+def _efficiency_notes(rep: Report, has_peak: bool, has_energy: bool) -> list[str]:
+    m = rep.model
+    notes = []
     if m.flops_per_image:
-        eff_notes.append(f"GFLOP/s = {_flops_text(m.flops_per_image)} per image × img/s; FLOPs counted by "
-                         f"{m.flops_source or 'an unknown method'}.")
+        notes.append(f"GFLOP/s = {_flops_text(m.flops_per_image)} per image × img/s; FLOPs counted by "
+                     f"{m.flops_source or 'an unknown method'}.")
     elif m.flops_source:
-        eff_notes.append(f"Model FLOPs: {m.flops_source}.")
+        notes.append(f"Model FLOPs: {m.flops_source}.")
     if has_peak:
         srcs = sorted({efficiency(rep, r)["peak_source"] for r in common.measured_rows(rep)} - {""})
-        eff_notes.append("% of peak: achieved FLOP/s over the device's dense peak for the executed precision: "
-                         + "; ".join(srcs) + ".")
+        notes.append("% of peak: achieved FLOP/s over the device's dense peak for the executed precision: "
+                     + "; ".join(srcs) + ".")
     if m.flops_per_image:
-        eff_notes.append("No peak is given for CPUs: it depends on sustained clocks and vector units too much to "
-                         "state honestly.")
+        notes.append("No peak is given for CPUs: it depends on sustained clocks and vector units too much to "
+                     "state honestly.")
     if has_energy:
         srcs = sorted({efficiency(rep, r)["energy_source"] for r in common.measured_rows(rep)} - {""})
-        eff_notes.append("mJ/img: energy per image measured over the loop"
-                         + (f" ({'; '.join(srcs)})." if srcs else "."))
-    eff_notes += common.latency_notes(rep)
+        notes.append("mJ/img: energy per image measured over the loop" + (f" ({'; '.join(srcs)})." if srcs else "."))
+    return notes + common.latency_notes(rep)
+
+
+def _results(rep: Report) -> list[str]:
+    table, has_peak, has_energy = _rows_table(rep)
+    out = ['<h2 id="results-h">Results</h2>',
+           '<p class="muted">Latency per call of one batch (host clock); img/s = images / wall time of the '
+           "measured loop; cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = accuracy on "
+           "labelled data. Click a column header to sort.</p>", table]
+    eff_notes = _efficiency_notes(rep, has_peak, has_energy)
     if eff_notes:
         out.append('<p class="muted">' + " ".join(escape(n) for n in eff_notes) + "</p>")
-
     figs, plot_notes = plots.render_all(rep)
     out.append('<h2 id="plots">Plots</h2>')
     for t, svg, cap in figs:
@@ -269,14 +274,15 @@ def render(rep: Report) -> str:
     if not figs and not plot_notes:
         plot_notes.append("No measured rows to plot.")
     out += [f'<p class="warn">{escape(n)}</p>' for n in plot_notes]
-
     pct = _percentiles_table(rep)
     if pct:
-        out.append('<h2 id="percentiles-h">Latency percentiles (ms)</h2>')
-        out.append(pct)
+        out += ['<h2 id="percentiles-h">Latency percentiles (ms)</h2>', pct]
+    return out
 
+
+def _failures_and_skips(rep: Report) -> list[str]:
     fails = common.failures(rep)
-    out.append(f'<h2 id="failures">Failures ({len(fails)})</h2>')
+    out = [f'<h2 id="failures">Failures ({len(fails)})</h2>']
     if fails:
         out.append('<div class="tablewrap"><table class="full"><thead><tr><th class="l">row</th><th class="l">status</th>'
                    '<th class="l">reason</th></tr></thead><tbody>')
@@ -290,10 +296,8 @@ def render(rep: Report) -> str:
         out.append("</tbody></table></div>")
     else:
         out.append('<p class="muted">None.</p>')
-
     skips = common.grouped_skips(rep)
-    n_skip = sum(1 for r in rep.rows if r.status == SKIPPED)
-    out.append(f'<h2 id="skipped">Skipped ({n_skip} rows)</h2>')
+    out.append(f'<h2 id="skipped">Skipped ({sum(1 for r in rep.rows if r.status == SKIPPED)} rows)</h2>')
     if skips:
         out.append('<div class="tablewrap"><table class="full"><thead><tr><th class="l">what</th><th class="l">reason</th>'
                    '<th class="l">how to get it</th></tr></thead><tbody>')
@@ -303,16 +307,12 @@ def render(rep: Report) -> str:
         out.append("</tbody></table></div>")
     else:
         out.append('<p class="muted">None.</p>')
+    return out
 
-    notes = _notes(rep)
-    if notes:
-        out.append('<h2 id="notes">Notes</h2><ul class="tight">')
-        out += [f"<li>{escape(n)}</li>" for n in notes]
-        out.append("</ul>")
 
+def _environment(rep: Report) -> list[str]:
     e = rep.environment
-    out.append('<h2 id="environment">Environment</h2><dl class="env">')
-    env_items = [
+    items = [
         ("CPU", f"{e.cpu_model} ({e.cores_physical} physical / {e.cores_logical} logical cores)"),
         ("CPU features", ", ".join(e.cpu_flags) or "none of interest"),
         ("memory", f"{e.ram_gb} GiB"),
@@ -326,9 +326,18 @@ def render(rep: Report) -> str:
                  f"{rep.elapsed_s if rep.elapsed_s is not None else '?'} s"),
         ("command", " ".join(rep.command)),
     ]
-    for k, v in env_items:
+    out = ['<h2 id="environment">Environment</h2><dl class="env">']
+    for k, v in items:
         val = f"<code>{escape(v)}</code>" if k == "command" else escape(v)
         out.append(f"<dt>{escape(k)}</dt><dd>{val}</dd>")
-    out.append("</dl>")
+    return out + ["</dl>"]
+
+
+def render(rep: Report) -> str:
+    out = _head(rep) + _results(rep) + _failures_and_skips(rep)
+    notes = _notes(rep)
+    if notes:
+        out += ['<h2 id="notes">Notes</h2><ul class="tight">', *[f"<li>{escape(n)}</li>" for n in notes], "</ul>"]
+    out += _environment(rep)
     out.append(f"<script>{JS}</script></body></html>")
     return "\n".join(out) + "\n"

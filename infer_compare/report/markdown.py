@@ -31,28 +31,23 @@ def _percentiles(rep: Report) -> list[str]:
     return out
 
 
-def render(rep: Report) -> str:
-    out = [f"# infer-compare: {rep.model.name}", ""]
-    out.append(f"**Model:** {_esc(common.model_line(rep))}")
-    out.append("")
+def _header(rep: Report) -> list[str]:
+    out = [f"# infer-compare: {rep.model.name}", "", f"**Model:** {_esc(common.model_line(rep))}", ""]
     if common.incomplete_banner(rep):
         out += [f"> **{_esc(common.incomplete_banner(rep))}**", ""]
     for w in rep.warnings:
-        out.append(f"> **WARNING:** {_esc(w)}")
-        out.append("")
-    out.append("## Environment")
-    out.append("")
+        out += [f"> **WARNING:** {_esc(w)}", ""]
+    out += ["## Environment", ""]
     out += [f"- {_esc(line)}" for line in common.env_lines(rep)]
-    out.append(f"- command: `{' '.join(rep.command)}`")
-    out.append("")
-    out.append("## Results")
-    out.append("")
-    out.append("Latency per call of one batch (host clock); n = measured calls; ±CI = half-width of the 95 % "
-               "confidence interval of p50, relative to it; img/s = images / wall time of the measured loop; "
-               "cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = accuracy on labelled data.")
-    out.append("")
-    out.append("| " + " | ".join(common.COLUMNS) + " |")
-    out.append("|" + "|".join("---" for _ in common.COLUMNS) + "|")
+    return out + [f"- command: `{' '.join(rep.command)}`", ""]
+
+
+def _results(rep: Report) -> list[str]:
+    out = ["## Results", "",
+           "Latency per call of one batch (host clock); n = measured calls; ±CI = half-width of the 95 % "
+           "confidence interval of p50, relative to it; img/s = images / wall time of the measured loop; "
+           "cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = accuracy on labelled data.",
+           "", "| " + " | ".join(common.COLUMNS) + " |", "|" + "|".join("---" for _ in common.COLUMNS) + "|"]
     for r in common.measured_rows(rep):
         cells = common.row_cells(r)
         if r.status not in ("ok",):
@@ -62,42 +57,34 @@ def render(rep: Report) -> str:
     out += [f"{_esc(line)}" + "\n" for line in common.latency_notes(rep)]
     v = common.verdict(rep)
     if v.picks or v.notes:
-        out.append("**Verdict**")
-        out.append("")
-        out += [f"- {_esc(line)}" for line in v.lines()]
-        out.append("")
-    out += _percentiles(rep)
+        out += ["**Verdict**", "", *[f"- {_esc(line)}" for line in v.lines()], ""]
+    return out + _percentiles(rep)
+
+
+def _failures_and_skips(rep: Report) -> list[str]:
+    out: list[str] = []
     fails = common.failures(rep)
     if fails:
-        out.append("## Failures")
-        out.append("")
-        for r in fails:
-            out.append(f"- **{r.label}** `{r.status}`: {_esc(r.reason)}")
-        out.append("")
+        out += ["## Failures", "", *[f"- **{r.label}** `{r.status}`: {_esc(r.reason)}" for r in fails], ""]
     skips = common.grouped_skips(rep)
     if skips:
-        out.append("## Skipped")
+        out += ["## Skipped", "", "| what | reason | how to get it |", "|---|---|---|"]
+        out += [f"| {_esc(what)} | {_esc(reason)} | {_esc(hint) or '–'} |" for what, reason, hint in skips]
         out.append("")
-        out.append("| what | reason | how to get it |")
-        out.append("|---|---|---|")
-        for what, reason, hint in skips:
-            out.append(f"| {_esc(what)} | {_esc(reason)} | {_esc(hint) or '–'} |")
-        out.append("")
+    return out
+
+
+def _notes(rep: Report) -> list[str]:
     notes = list(rep.notes)
     for r in rep.rows:
-        for n in r.notes:
-            notes.append(f"{r.label}: {n}")
-        if r.export is not None and r.export.notes and r.batch_size in (None, min(rep.settings.batch_sizes.get(
-                r.device.split(':')[0], (1,)))):
-            for n in r.export.notes:
-                notes.append(f"{r.format} {r.export.precision} artifact: {n}")
-    if notes:
-        out.append("## Notes")
-        out.append("")
-        seen = set()
-        for n in notes:
-            if n not in seen:
-                seen.add(n)
-                out.append(f"- {_esc(n)}")
-        out.append("")
-    return "\n".join(out)
+        notes += [f"{r.label}: {n}" for n in r.notes]
+        first = min(rep.settings.batch_sizes.get(r.device.split(":")[0], (1,)))
+        if r.export is not None and r.export.notes and r.batch_size in (None, first):
+            notes += [f"{r.format} {r.export.precision} artifact: {n}" for n in r.export.notes]
+    if not notes:
+        return []
+    return ["## Notes", "", *[f"- {_esc(n)}" for n in dict.fromkeys(notes)], ""]
+
+
+def render(rep: Report) -> str:
+    return "\n".join(_header(rep) + _results(rep) + _failures_and_skips(rep) + _notes(rep))
