@@ -328,9 +328,9 @@ def _stand_in_tensorrt(qdq: bool = False):
 
 
 def _tensorrt_ctx(tmp_path, runner_options: dict):
-    from infer_compare.plan import check_runner_options
     from infer_compare.backends.exporter import ExportContext
     from infer_compare.formats import get_format
+    from infer_compare.plan import check_runner_options
 
     ctx = ExportContext(model=None, model_name="m", input_shape=(3, 8, 8), num_classes=2, calibration=None,
                         max_batch=256, batch_sizes={"cpu": (1, 8), "cuda": (1, 32, 256)}, cache_root=str(tmp_path),
