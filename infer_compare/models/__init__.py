@@ -1,5 +1,6 @@
 """Model registry: ResNet-50, MobileNet v2 / v3-large, LeNet-5, and any torchvision
-classification model by name.
+classification model by name. The user's own models (ONNX, TorchScript, ExportedProgram,
+factories, modules) are in ``user.py``; its public names are exported here.
 
 Weights (``--weights``):
   auto    pretrained torchvision weights when they are already in the local torch hub
@@ -28,6 +29,12 @@ from ..cache import Cache
 from ..data import DataSets, Preprocess
 from ..errors import UsageError
 from ..records import ModelInfo
+from .user import TensorSpec as TensorSpec  # the user's own models: see user.py
+from .user import UserModel as UserModel
+from .user import load_user_model as load_user_model
+from .user import looks_like_user_model as looks_like_user_model
+from .user import parse_input_shapes as parse_input_shapes
+from .user import reference_outputs as reference_outputs
 
 BUILTIN = ("resnet50", "mobilenet_v2", "mobilenet_v3_large", "lenet5")
 ALIASES = {"lenet": "lenet5", "lenet-5": "lenet5", "lenet_5": "lenet5", "resnet-50": "resnet50",
