@@ -51,17 +51,15 @@ def _context(spec: ExportSpec):
     if spec.model_spec:
         import torch
 
-        from .models import build_architecture
+        from .models import rebuild
 
         if spec.threads:
             torch.set_num_threads(int(spec.threads))
-        model = build_architecture(spec.model_spec)
-        model.load_state_dict(torch.load(spec.source, map_location="cpu", weights_only=True))
-        model.eval()
+        model = rebuild(spec.model_spec, spec.source)
     calib = np.load(spec.calibration) if spec.calibration else None
     return ExportContext(
         model=model, model_name=spec.model_name, input_shape=tuple(spec.input_shape), num_classes=spec.num_classes,
-        calibration=calib, max_batch=spec.max_batch, opt_batch=spec.opt_batch,
+        calibration=calib, max_batch=spec.max_batch, opt_batch=spec.opt_batch, model_spec=dict(spec.model_spec),
         batch_sizes={k: tuple(v) for k, v in spec.batch_sizes.items()}, preprocessing=dict(spec.preprocessing),
         options=load_impl(spec.options_class).from_dict(spec.options), requested=dict(spec.requested),
         threads=spec.threads, cache_root=spec.cache_root, log=lambda m: print(m, flush=True))

@@ -219,7 +219,7 @@ def _chain(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, pro
     minfo = prep.minfo
     bs = settings.batch_sizes
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
-                        num_classes=minfo.num_classes, calibration=prep.ds.calibration,
+                        num_classes=minfo.num_classes, calibration=prep.ds.calibration, model_spec=dict(prep.model_spec),
                         max_batch=max(max(v) for v in bs.values()), preprocessing=dict(prep.preprocessing),
                         log=prog.log, requested=dict(settings.requested), threads=settings.threads,
                         cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},

@@ -35,6 +35,7 @@ class ExportContext:
     # device kind -> the batch sizes that will be measured there (e.g. TensorRT: one profile per batch)
     batch_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     preprocessing: dict[str, Any] = field(default_factory=dict)
+    model_spec: dict[str, Any] = field(default_factory=dict)  # rebuilds the module from the root artifact (models.rebuild)
     # the declared options of the runner named by the format's ``options_from`` (builder options)
     options: Options = field(default_factory=NoOptions)
     requested: dict[str, Any] = field(default_factory=dict)  # what the user asked for explicitly

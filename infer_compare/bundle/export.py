@@ -243,6 +243,7 @@ def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Pro
     minfo = prep.minfo
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
                         num_classes=minfo.num_classes, calibration=prep.ds.calibration, max_batch=max_batch,
+                        model_spec=dict(prep.model_spec),
                         preprocessing=dict(prep.preprocessing), log=prog.log, threads=threads,
                         cache_root=str(cache.root))
     return ArtifactChain(ctx, cache, prep.source(), prog)

@@ -89,6 +89,32 @@ def build_architecture(spec: dict[str, Any] | ModelSpec):
     return tvz.build(s["name"], int(s.get("num_classes", 1000)))
 
 
+def rebuild(spec: dict[str, Any], path: str):
+    """The eval-mode module that ``spec`` (a model spec) and its root artifact ``path`` describe, in any
+    process: a built-in architecture with the state dict at ``path``; the user's TorchScript or .pt2
+    file; a user factory called again with the state dict at ``path``."""
+    import torch
+
+    if spec.get("family") != "user":
+        model = build_architecture(spec)
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        return model.eval()
+    kind = spec.get("kind")
+    if kind == "torchscript":
+        return torch.jit.load(path, map_location="cpu").eval()
+    if kind == "exported_program":
+        from .user_torchfile import load_exported_module
+
+        return load_exported_module(path)
+    if kind == "factory":
+        from .user_torch import import_callable, load_weights
+
+        model = import_callable(spec["source"])()
+        load_weights(model, path)
+        return model.eval()
+    raise UsageError(f"a {kind} model cannot be rebuilt from {path}")
+
+
 def state_dict_hash(sd) -> str:
     h = hashlib.sha256()
     for k in sorted(sd):

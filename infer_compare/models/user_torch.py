@@ -84,7 +84,7 @@ def as_state_dict(obj: Any) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- factories and modules
 
 
-def _import_callable(ref: str):
+def import_callable(ref: str):
     mod_name, _, attr = ref.partition(":")
     cwd = os.getcwd()
     if cwd not in sys.path:
@@ -127,7 +127,7 @@ def load_weights(module, path: str) -> str:
 def from_factory(ref: str, weights: str | None, input_shapes, example_input) -> UserModel:
     """``package.module:callable`` called with no arguments; optional ``--weights`` state dict."""
     torch = require_torch()
-    fn = _import_callable(ref)
+    fn = import_callable(ref)
     try:
         module = fn()
     except Exception as e:

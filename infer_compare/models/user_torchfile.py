@@ -169,3 +169,6 @@ def from_file(path: str, input_shapes, example_input) -> UserModel:
                       f"TorchScript model {os.path.basename(path)}")
 
 
+def load_exported_module(path: str):
+    """The runnable module of an ExportedProgram file (loaded without full unpickling)."""
+    return _load_exported(path).module()

@@ -110,16 +110,14 @@ class PyTorchRunner(Runner):
     def load(self) -> None:
         import torch
 
-        from ...models import build_architecture
+        from ...models import rebuild
 
         self._torch = torch
         self._cuda = self.device.startswith("cuda")
         if self.options.threads:
             torch.set_num_threads(int(self.options.threads))
         torch.set_grad_enabled(False)
-        model = build_architecture(self.options.model)
-        model.load_state_dict(torch.load(self.artifact, map_location="cpu", weights_only=True))
-        model = model.eval()
+        model = rebuild(self.options.model, self.artifact)  # a built-in architecture or the user's model
         if not self._cuda:
             if self.compiled:
                 raise BackendUnavailable("torch.compile rows are measured on CUDA devices only")

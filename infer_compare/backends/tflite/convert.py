@@ -115,6 +115,10 @@ def full_integer_quantizer(per_channel: bool = True, observer: str = "minmax"):
 def _load_module(spec: dict[str, Any]):
     import torch
 
+    if spec.get("rebuild"):  # models.rebuild: the model spec and its root artifact (built-in or the user's)
+        from ...models import rebuild
+
+        return rebuild(spec["rebuild"]["spec"], spec["rebuild"]["path"])
     if spec.get("architecture"):
         from ...models import build_architecture
 

@@ -66,11 +66,11 @@ class TFLiteExporter(Exporter):
         if precision == "int8":
             _check_int8_opt_in(ctx)
         path = out_dir / "model.tflite"
-        res = _convert_in_child(ctx, out_dir / ".work", path, precision)
+        res = _convert_in_child(ctx, source, out_dir / ".work", path, precision)
         return _describe(path, precision, res)
 
 
-def _convert_in_child(ctx: ExportContext, work: Path, path: Path, precision: str) -> dict:
+def _convert_in_child(ctx: ExportContext, source: str | None, work: Path, path: Path, precision: str) -> dict:
     """Run the litert-torch conversion in a child process (convert.py); its result record."""
     import shutil
 
@@ -79,13 +79,15 @@ def _convert_in_child(ctx: ExportContext, work: Path, path: Path, precision: str
 
     work.mkdir(parents=True, exist_ok=True)
     try:
-        arch = _architecture(ctx)
-        # rebuilt in the child from the registry + this state dict, else the pickled module
-        torch.save(ctx.model.state_dict() if arch is not None else ctx.model, work / "module.pt")
+        rebuild = {"spec": ctx.model_spec, "path": source} if ctx.model_spec and source else None
+        arch = None if rebuild else _architecture(ctx)
+        if rebuild is None:  # rebuilt in the child from the registry + this state dict, else the pickled module
+            torch.save(ctx.model.state_dict() if arch is not None else ctx.model, work / "module.pt")
         np.save(work / "calibration.npy", np.ascontiguousarray(ctx.calibration, dtype=np.float32))
         opts = ctx.options_as(TFLiteOptions)
-        spec = {"module": str(work / "module.pt"), "architecture": arch, "out": str(path), "precision": precision,
-                "calibration": str(work / "calibration.npy"), "threads": ctx.threads, "observer": opts.int8_observer}
+        spec = {"module": str(work / "module.pt"), "architecture": arch, "rebuild": rebuild, "out": str(path),
+                "precision": precision, "calibration": str(work / "calibration.npy"), "threads": ctx.threads,
+                "observer": opts.int8_observer}
         (work / "spec.json").write_text(json.dumps(spec))
         ctx.log(f"TFLite {precision}: converting with litert-torch in a child process"
                 + (f" ({len(ctx.calibration)} calibration inputs)" if precision == "int8" else ""))

@@ -1,0 +1,196 @@
+"""Preparing the user's own model: an ONNX file, a TorchScript file, an ExportedProgram,
+a ``package.module:callable`` factory or a ``torch.nn.Module`` object (models/user.py),
+on the user's data (``--data``: an ImageFolder, a flat folder of images, .npy/.npz
+arrays; userdata/) or, for an image input, the bundled photos.
+
+The result is the same :class:`~infer_compare.prepare.Prepared` that built-in models
+give, so measuring does not change:
+
+* an ONNX model is the root of its artifact chain: the user's file is carried as the
+  ``onnx fp32`` artifact, OpenVINO, TensorRT and the fp16/int8 ONNX files are built from
+  it, and the PyTorch-rooted formats (PyTorch rows, TFLite, Edge TPU) are skipped rows
+  that say so; the reference is ONNX Runtime CPU FP32 on the original file;
+* a torch model's root artifact is a file a child process can load again
+  (``models.rebuild``): the TorchScript or .pt2 file, the factory's state dict, or a
+  Python module exported to a .pt2 file; the reference is PyTorch FP32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .artifacts import Unbuilt
+from .cache import Cache
+from .data import DataSets
+from .errors import UsageError
+from .prepare import Prepared
+from .progress import Progress
+from .records import SKIPPED, ExportRecord, ModelInfo
+
+NEEDS_TORCH = ("the model arrived as ONNX: PyTorch rows, TFLite and the Edge TPU need the PyTorch model "
+               "(litert-torch converts from PyTorch)")
+NEEDS_TORCH_HINT = "give the PyTorch model: --model package.module:factory, a TorchScript file or a .pt2 file"
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    """Where the inputs come from and how images become inputs (the CLI's data flags)."""
+
+    data: str | None = None  # --data: an image folder (ImageFolder or flat), a .npy or .npz file
+    labels: str | None = None  # --labels: folder name -> class index
+    calibration: str | None = None  # --calibration: int8 calibration data (default: a split of --data)
+    max_images: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)  # resize, crop, mean, std, layout, bgr, scale
+
+
+def _image_spec(um, opts: DataOptions):
+    """The preprocessing of an image input (ImageNet defaults for its shape, the user's overrides), or None."""
+    from .userdata import imagenet_defaults, preprocess_spec
+
+    inp = um.inputs[0]
+    sample = tuple(inp.shape[1:])
+    if len(um.inputs) != 1 or len(sample) != 3 or inp.dtype != "float32" or not ({sample[0], sample[-1]} & {1, 3}):
+        return None
+    return preprocess_spec(imagenet_defaults(sample), **opts.overrides)
+
+
+def _bundled_photos(spec, n_eval: int, n_calib: int, seed: int) -> DataSets:
+    """The bundled photos, preprocessed as ``spec`` says (channel order, layout, pixel scale)."""
+    from .data import Preprocess, photo_sets
+
+    if spec.channels != 3:
+        raise UsageError("the model takes 1-channel images: give --data with images or a .npy of inputs")
+    k = 255.0 * spec.scale  # photo_sets divides by 255; the model wants raw * scale
+    mean, std = tuple(m / k for m in spec.mean), tuple(s / k for s in spec.std)
+    if spec.bgr:
+        mean, std = mean[::-1], std[::-1]
+    crop = spec.crop or 224
+    ds = photo_sets(Preprocess(kind="imagenet", resize=spec.resize or crop, crop=crop, mean=mean, std=std),
+                    n_eval=n_eval, n_calib=n_calib, seed=seed)
+    for name in ("eval", "calibration"):
+        a = getattr(ds, name)
+        a = a[:, ::-1] if spec.bgr else a
+        setattr(ds, name, np.ascontiguousarray(a.transpose(0, 2, 3, 1) if spec.layout == "nhwc" else a))
+    ds.description += f"; preprocessing: {spec.describe()}"
+    return ds
+
+
+def _user_data(um, opts: DataOptions, spec, n_calib: int, seed: int, prog: Progress) -> DataSets:
+    from .userdata import PreprocessSpec, load_data, split_eval_calibration
+
+    inp = um.inputs[0]
+    spec = spec or PreprocessSpec(source="not used: array inputs")
+    shape = tuple(inp.shape[1:])
+    prog.task(f"reading {opts.data}")
+    data = load_data(opts.data, preprocess=spec, input_shape=shape, max_images=opts.max_images,
+                     labels_file=opts.labels, progress=lambda done, total: None, seed=seed)
+    if isinstance(data.images, dict):
+        raise UsageError("several named inputs: the comparison measures models with one input so far; "
+                         f"{opts.data} holds {', '.join(data.images)}")
+    if opts.calibration:
+        calib = load_data(opts.calibration, preprocess=spec, input_shape=shape, seed=seed)
+        ev = data
+    else:
+        ev, calib = split_eval_calibration(data, n_calib=min(n_calib, max(1, len(data) // 2)), seed=seed)
+    if data.skipped:
+        prog.warn(f"{data.skipped} file(s) in {opts.data} could not be decoded and were skipped "
+                  f"(e.g. {'; '.join(data.skipped_examples[:2])})")
+    return DataSets(calibration=np.asarray(calib.images), eval=np.asarray(ev.images), eval_labels=ev.labels,
+                    description=ev.description + (f"; calibration: {calib.description}" if opts.calibration else
+                                                  f"; {len(calib)} of them held out for int8 calibration"))
+
+
+def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_samples: int | None, seed: int,
+                prog: Progress) -> tuple[DataSets, Any]:
+    """(DataSets, the preprocessing spec or None) for ``um``."""
+    if len(um.inputs) != 1 or len(um.outputs) < 1:
+        raise UsageError(f"{um.name} has {len(um.inputs)} inputs: the comparison measures models with one input "
+                         "so far (their reference outputs work: infer_compare.models.reference_outputs)")
+    spec = _image_spec(um, opts)
+    if opts.data:
+        return _user_data(um, opts, spec, calibration_samples or 64, seed, prog), spec
+    if spec is None:
+        inp = um.inputs[0]
+        raise UsageError(f"input '{inp.name}' {inp.dtype} {list(inp.shape)} is not an image: give --data FILE.npy "
+                         "(or .npz) with real inputs")
+    return _bundled_photos(spec, parity_samples or 32, calibration_samples or 64, seed), spec
+
+
+def _reference(cache: Cache, um, ds: DataSets) -> np.ndarray:
+    from .models import reference_outputs
+
+    def build(tmp):
+        out = reference_outputs(um, {um.inputs[0].name: ds.eval})
+        np.save(tmp / "reference.npy", np.asarray(out[um.outputs[0].name], dtype=np.float32))
+        return {"n": int(len(ds.eval)), "output": um.outputs[0].name}
+
+    key = {"user_model": um.sha256 or um.weights_hash, "kind": um.kind, "data": ds.digest()}
+    return np.load(cache.get_or_build("reference", key, build).file("reference.npy"))
+
+
+def _torch_root(um, cache: Cache) -> tuple[str, dict[str, Any]]:
+    """(the root artifact file, the model spec that rebuilds the module from it) of a torch model."""
+    spec: dict[str, Any] = {"name": um.name, "family": "user", "kind": um.kind, "source": um.source}
+    if um.kind in ("torchscript", "exported_program"):
+        return um.source, spec
+    import torch
+
+    if um.kind == "factory":
+        def save_sd(tmp):
+            torch.save(um.module.state_dict(), tmp / "state_dict.pt")
+            return {}
+        e = cache.get_or_build("weights", {"factory": um.source, "weights": um.weights_hash}, save_sd)
+        return str(e.file("state_dict.pt")), spec
+
+    def save_ep(tmp):  # a Python object: export it, so that child processes can load it again
+        example = tuple(torch.from_numpy(a) for a in um.example_inputs(1).values())
+        torch.export.save(torch.export.export(um.module, example), str(tmp / "model.pt2"))
+        return {}
+    e = cache.get_or_build("weights", {"module": um.weights_hash, "torch": torch.__version__}, save_ep)
+    return str(e.file("model.pt2")), {**spec, "kind": "exported_program", "source": str(e.file("model.pt2"))}
+
+
+def _model_info(um, ds: DataSets, ref: np.ndarray, spec) -> ModelInfo:
+    classifier = ref.ndim == 2
+    notes = list(um.notes) + ([f"reference: ONNX Runtime CPU FP32 on the user's file {um.source}"]
+                              if um.kind == "onnx" else ["reference: PyTorch FP32 on the user's model"])
+    if not classifier:
+        notes.append(f"output {um.outputs[0].name} {list(ref.shape[1:])} is not [N, classes]: judged on the "
+                     "error metrics (cosine, max abs and relative error), no top-1/top-5")
+    return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
+                     tuple(int(d) for d in um.inputs[0].shape[1:]), int(ref.shape[1]) if classifier else 0,
+                     spec.to_dict() if spec is not None else {}, False, classifier, tuple(notes))
+
+
+def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str | None = None,
+                       example_input: Any = None, data: DataOptions | None = None, parity_samples: int | None = None,
+                       calibration_samples: int | None = None, seed: int = 0, cache: Cache,
+                       prog: Progress | None = None, warn: Callable[[str], None] = lambda m: None) -> Prepared:
+    """The user's model, its inputs and its FP32 reference outputs, as a Prepared."""
+    from .backends.exporter import file_size
+    from .models import load_user_model, parse_input_shapes
+
+    prog = prog or Progress()
+    prog.task(f"loading {ref if isinstance(ref, str) else type(ref).__name__}")
+    shapes = parse_input_shapes(input_shape) if input_shape else None
+    um = load_user_model(ref, weights=weights, input_shapes=shapes, example_input=example_input)
+    ds, spec = user_inputs(um, data or DataOptions(), parity_samples, calibration_samples, seed, prog)
+    prog.task("computing the FP32 reference outputs")
+    out = _reference(cache, um, ds)
+    minfo = _model_info(um, ds, out, spec)
+    notes = list(minfo.notes) + [f"inputs: {ds.description}"]
+    if um.static_batch:
+        notes.append(f"the model has a static batch of {um.static_batch}: other batch sizes are skipped rows")
+    if um.kind == "onnx":
+        rec = ExportRecord("onnx", "fp32", um.source, file_size(um.source), 0.0, True, key=um.sha256[:20],
+                           notes=("the user's ONNX file, measured as given",))
+        return Prepared(minfo, {"name": um.name, "family": "user", "kind": "onnx", "source": um.source},
+                        minfo.preprocessing, ds, out, notes=notes, carried={("onnx", "fp32"): rec},
+                        unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT)})
+    root, model_spec = _torch_root(um, cache)
+    return Prepared(minfo, model_spec, minfo.preprocessing, ds, out, model=um.module, weights_path=root,
+                    notes=notes)
