@@ -35,7 +35,7 @@ from ..exporter import ExportContext, Exporter, ExportResult
 from .graph import qdq_coverage, summarize
 from .options import OrtOptions
 
-EXPORTER_REV = 1
+EXPORTER_REV = 2
 CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
 FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
 ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
@@ -111,23 +111,27 @@ class OnnxFp16Exporter(_FromOnnx):
                 "nodes": s.total, "weights_clamped_to_fp16_range": clamped}
         notes = [f"converted from the fp32 ONNX file (not re-exported from model.half()): {s.count('fp16')} of "
                  f"{s.total} nodes compute in fp16, {s.count('cast')} Casts, input and output stay float32"]
-        if clamped:
-            notes.append(f"{clamped} weight values lie outside fp16's range and were clamped by the converter")
+        if any(clamped.values()):
+            notes.append(f"the converter clamped {clamped['above_65504']} weight values above fp16's largest "
+                         f"value to 65504 and raised {clamped['below_5.96e-8']} below its smallest subnormal to "
+                         "5.96e-8")
         return ExportResult(str(path), opts, notes)
 
 
-def _out_of_fp16_range(model) -> int:
-    """How many float32 weight values the converter clamps (|x| > 65504 or 0 < |x| < 5.96e-8)."""
+def _out_of_fp16_range(model) -> dict[str, int]:
+    """How many float32 weight values the converter clamps: above fp16's largest value (to
+    65504) and below its smallest subnormal (to 5.96e-8, not to zero)."""
     import numpy as np
     from onnx import numpy_helper
 
-    n = 0
+    big = tiny = 0
     for t in model.graph.initializer:
         if t.data_type != 1:
             continue
         a = np.abs(numpy_helper.to_array(t))
-        n += int(np.count_nonzero(a > FP16_MAX) + np.count_nonzero((a > 0) & (a < FP16_MIN_POSITIVE)))
-    return n
+        big += int(np.count_nonzero(a > FP16_MAX))
+        tiny += int(np.count_nonzero((a > 0) & (a < FP16_MIN_POSITIVE)))
+    return {"above_65504": big, "below_5.96e-8": tiny}
 
 
 class OnnxInt8Exporter(_FromOnnx):
