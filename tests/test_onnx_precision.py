@@ -177,3 +177,51 @@ def test_pytorch_onnx_exporter_no_longer_writes_fp16():
     with pytest.raises(ExportError, match="converted from it"):
         OnnxExporter().export(type("C", (), {"model": object(), "calibration": np.zeros((1, 1, 32, 32))})(),
                               None, None, "fp16")
+
+
+def test_graph_classes_follow_the_element_types():
+    from onnx import TensorProto, helper
+
+    from infer_compare.backends.onnxruntime.graph import summarize
+
+    init = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", TensorProto.UINT8, [], [0]),
+            helper.make_tensor("w", TensorProto.INT8, [2, 2], [1, 2, 3, 4])]
+    nodes = [  # deliberately out of order: the converters append nodes, the summary sorts them
+        helper.make_node("Relu", ["h"], ["h2"]),
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+        helper.make_node("Transpose", ["q"], ["qt"]),
+        helper.make_node("QGemm", ["qt", "s", "z", "w", "s", "z"], ["f"], domain="com.microsoft"),  # no y_scale
+        helper.make_node("Relu", ["f"], ["r"]),
+        helper.make_node("Cast", ["r"], ["h"], to=TensorProto.FLOAT16),
+        helper.make_node("Shape", ["h2"], ["shape"]),
+        helper.make_node("Gather", ["shape", "z"], ["dim"]),
+    ]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                          [helper.make_tensor_value_info("dim", TensorProto.INT64, [])], init)
+    s = summarize(helper.make_model(g))
+    assert s.total == 8
+    assert dict(s.by_class["integer"]) == {"Transpose": 1, "QGemm": 1}
+    assert dict(s.by_class["quantize"]) == {"QuantizeLinear": 1} and dict(s.by_class["cast"]) == {"Cast": 1}
+    assert dict(s.by_class["fp32"]) == {"Relu": 1} and dict(s.by_class["fp16"]) == {"Relu": 1}
+    assert dict(s.by_class["other"]) == {"Shape": 1, "Gather": 1}
+
+
+@pytest.mark.parametrize("prec,classes,label", [
+    ("int8", {"integer": {"QLinearConv": 3}, "quantize": {"QuantizeLinear": 1}, "fp32": {"ReduceMean": 1}},
+     "int8: 3 of 5 nodes integer"),
+    ("int8", {"quantize": {"QuantizeLinear": 1}, "fp32": {"Conv": 2}}, "fp32: no integer kernel"),
+    ("fp16", {"fp32": {"Conv": 2}, "cast": {"Cast": 1}}, "fp32"),
+    ("fp16", {"fp16": {"Conv": 2}, "cast": {"Cast": 2}}, "fp16"),
+    ("fp16", {"fp16": {"Conv": 2}, "fp32": {"Resize": 1}}, "fp16+fp32 (2 of 3 nodes fp16)"),
+])
+def test_exec_precision_labels(prec, classes, label):
+    from infer_compare.backends.onnxruntime.graph import GraphSummary
+    from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
+    from infer_compare.backends.runner import RunOptions
+
+    r = OnnxRuntimeRunner("unused.onnx", "cpu", RunOptions(precision=prec))
+    r._extra = {}
+    g = GraphSummary(sum(sum(c.values()) for c in classes.values()), {k: Counter(v) for k, v in classes.items()})
+    r._describe(g, "test graph")
+    assert r.exec_precision == label
+    assert r._extra["executed_graph"]["nodes"] == g.total and r.notes

@@ -5,7 +5,8 @@ Each node gets one class from the element type of the tensor it computes on:
 ``integer`` (an integer kernel such as QLinearConv, QGemm, MatMulInteger, ConvInteger,
 or any op moving int8/uint8 tensors), ``quantize`` (QuantizeLinear, DequantizeLinear,
 DynamicQuantizeLinear: the float/int8 boundaries), ``cast``, ``fp16``, ``bf16``,
-``fp32`` (float compute), ``other`` (shape arithmetic on int64/bool, or unknown types).
+``fp32`` (float compute), ``other`` (Shape/Size, shape arithmetic on int64/bool, or unknown
+types).
 Types are propagated from the graph inputs and initializers, because ONNX Runtime's
 saved optimized model carries stale value_info and its contrib ops have no ONNX shape
 inference.
@@ -26,6 +27,7 @@ QUANTIZE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantize
 # integer kernels whose inputs are not all int8 tensors (MatMulIntegerToFloat reads float scales)
 INTEGER_OPS = frozenset({"MatMulInteger", "ConvInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul",
                          "QGemm", "QAttention", "QEmbedLayerNormalization", "DynamicQuantizeLSTM"})
+_METADATA = frozenset({"Shape", "Size"})  # read a tensor's shape, not its values
 _FLOAT_OUT = frozenset({"MatMulIntegerToFloat", "DynamicQuantizeMatMul", "DynamicQuantizeLSTM"})
 
 
@@ -78,6 +80,8 @@ def _classify(op: str, tin: list[int | None]) -> str:
         return "cast"
     if is_integer_kernel(op):
         return "integer"
+    if op in _METADATA:
+        return "other"
     data = tin[0] if tin else None
     if data in _INT8:
         return "integer"
