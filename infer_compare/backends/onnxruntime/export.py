@@ -178,7 +178,7 @@ class OnnxInt8Exporter(_FromOnnx):
                 "activations": act, "weights": "int8 per-channel symmetric", "calibration": o.int8_calibration,
                 "calibration_settings": _calibration_extra(o.int8_calibration),
                 "calibration_inputs": int(len(ctx.calibration)), "calibration_batch": CALIB_BATCH,
-                "quantize_nodes": s.by_class.get("quantize", {}).copy(),
+                "quantize_nodes": dict(s.by_class.get("quantize", {})),
                 "quantized_ops": dict(wrapped), "float_ops": dict(left)}
         notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel weights), {o.int8_calibration} "
                  f"calibration on {len(ctx.calibration)} images; ops wrapped in Q/DQ: "
