@@ -125,10 +125,16 @@ FORMATS: dict[str, Format] = {
             title="ONNX",
             suffix=".onnx",
             built_from="pytorch",
-            precisions=("fp32", "tf32", "fp16"),
+            precisions=("fp32", "tf32", "fp16", "int8"),
             exporter=f"{_B}.pytorch.export_onnx:OnnxExporter",
             artifact_precision={"tf32": "fp32"},  # tf32: the fp32 file run with TF32 math (CUDA)
-            description="torch.onnx.export, dynamic batch axis, checked with onnx.checker",
+            # fp16 and int8 are converted from the fp32 ONNX file with ONNX Runtime's tools (docs/onnx-precision.md)
+            exporters={"fp16": f"{_B}.onnxruntime.export:OnnxFp16Exporter",
+                       "int8": f"{_B}.onnxruntime.export:OnnxInt8Exporter"},
+            sources={"fp16": ("onnx", "fp32"), "int8": ("onnx", "fp32")},
+            description="torch.onnx.export, dynamic batch axis, checked with onnx.checker; fp16 converted "
+                        "(onnxruntime.transformers.float16, fp32 I/O); int8 static QDQ (onnxruntime.quantization)",
+            options_from="onnxruntime",  # the int8 calibration and scheme (backends/onnxruntime/options.py)
         ),
         Format(
             name="openvino",

@@ -1,4 +1,10 @@
-"""Options of the ONNX Runtime runners."""
+"""Options of the ONNX Runtime runners.
+
+The int8 options describe the ONNX int8 (QDQ) artifact: the ``onnx`` format reads the
+``onnxruntime`` runner's options (``Format.options_from``), so they are part of that
+artifact's cache key, and every runtime that consumes the QDQ file (ONNX Runtime,
+OpenVINO, TensorRT) gets the file they describe.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,17 @@ from dataclasses import dataclass
 from ...options import Options, option
 
 CONV_SEARCH = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+CALIBRATION = ("MinMax", "Entropy", "Percentile")
+# U8S8: uint8 activations (asymmetric), int8 weights: ONNX Runtime's choice for x86-64 CPUs, where its QDQ
+#       fusions cover Conv, Add, Gemm... S8S8: int8 activations with zero point 0 (symmetric): what TensorRT
+#       accepts (it takes only signed, zero-point-0 Q/DQ).
+INT8_SCHEMES = ("U8S8", "S8S8")
 
 
 @dataclass(frozen=True)
-class OrtOptions(Options):
+class OrtSessionOptions(Options):
+    """What every ONNX Runtime session here shares (the TensorRT EP falls back to the CUDA EP)."""
+
     io_binding: bool = option(True, "ONNX Runtime CUDA rows pass numpy arrays (host copies inside each timed call)",
                               flag="--ort-no-io-binding")
     cudnn_conv_algo_search: str = option("EXHAUSTIVE", "cuDNN convolution algorithm search of the CUDA EP",
@@ -18,6 +31,15 @@ class OrtOptions(Options):
 
 
 @dataclass(frozen=True)
-class OrtTensorRTOptions(OrtOptions):
+class OrtOptions(OrtSessionOptions):
+    int8_calibration: str = option("MinMax", "calibration of the ONNX int8 (QDQ) file on the calibration images",
+                                   flag="--onnx-int8-calibration", choices=CALIBRATION)
+    int8_scheme: str = option("U8S8", "ONNX int8 (QDQ) types: U8S8 = uint8 activations, int8 per-channel weights "
+                                      "(x86 CPUs); S8S8 = int8 activations with zero point 0 (TensorRT)",
+                              flag="--onnx-int8-scheme", choices=INT8_SCHEMES)
+
+
+@dataclass(frozen=True)
+class OrtTensorRTOptions(OrtSessionOptions):
     workspace_mib: int = option(4096, "TensorRT builder workspace in MiB (TensorRT engines and the ORT TensorRT EP)",
                                 flag="--tensorrt-workspace", minimum=1)

@@ -1,11 +1,21 @@
 """ONNX Runtime: the CPU execution provider, the CUDA EP and the TensorRT EP.
 
 CPU: threads set through SessionOptions; numpy in, numpy out.
+  fp32  the fp32 ONNX file.
+  int8  the QDQ file (docs/onnx-precision.md). What executes is read from the session
+        itself: the optimized graph is saved (SessionOptions.optimized_model_filepath)
+        and its nodes are classified (graph.py): integer kernels (QLinearConv, QGemm,
+        QLinearAdd, MatMulInteger...), Q/DQ boundaries, and nodes left in float. The row
+        says "int8 (N of M nodes integer)"; the counts per op type are in its extra.
+  fp16  the converted fp16 file (fp32 input/output). The CPU provider has fp16 kernels
+        for few ops on x86: it inserts Casts and runs the rest in fp32. The row states
+        what the optimized graph computes in ("fp32" when no node is left in fp16).
 
 CUDA (``onnxruntime-gpu``; runner ``onnxruntime`` on ``cuda:N``):
   fp32  the fp32 ONNX with the CUDA EP option ``use_tf32=0`` (strict float32);
   tf32  the fp32 ONNX with ``use_tf32=1`` (the CUDA EP's own default);
-  fp16  the fp16 ONNX (exported from ``model.half()``): float16 in and out.
+  fp16  the fp16 ONNX (converted from the fp32 file, float32 in and out; a file with
+        float16 input is fed float16).
   IO binding (option ``io_binding``, default True): the input is copied to a GPU
   OrtValue before timing and the output is bound to GPU memory, so the timed call is
   ``run_with_iobinding`` alone (device-resident, like the PyTorch CUDA rows). With
@@ -25,6 +35,7 @@ labelled CUDA.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -35,7 +46,11 @@ from ...records import Availability
 from ..runner import Runner
 from .common import CUDA_PRECISIONS, GPU_HINT
 from .common import providers as _providers
-from .options import OrtOptions
+from .graph import GraphSummary, summarize
+from .options import OrtSessionOptions
+
+# precisions whose executed graph is inspected on the CPU provider
+INSPECTED = ("fp16", "int8")
 
 
 class OnnxRuntimeRunner(Runner):
@@ -61,10 +76,12 @@ class OnnxRuntimeRunner(Runner):
     @classmethod
     def supports(cls, fmt: str, precision: str, device: str) -> Availability:
         if not device.startswith("cuda"):
-            if precision != "fp32":
-                return Availability(False, f"ONNX Runtime's CPU provider runs fp32 here; {precision} ONNX is "
-                                           "measured on CUDA")
+            if precision == "tf32":
+                return Availability(False, "TF32 is a CUDA math mode; ONNX Runtime's CPU provider runs the fp32 row")
             return Availability(True)
+        if precision == "int8":
+            return Availability(False, "the CUDA EP has no int8 convolution kernels (a QDQ file would run "
+                                       "dequantized in float); int8 on NVIDIA GPUs: the TensorRT rows")
         if precision not in CUDA_PRECISIONS:
             return Availability(False, f"ONNX Runtime CUDA runs {', '.join(CUDA_PRECISIONS)}, not {precision}")
         return Availability(True)
@@ -75,6 +92,7 @@ class OnnxRuntimeRunner(Runner):
 
         self._ort = ort
         self._ort_version = ort.__version__
+        self._extra: dict[str, Any] = {}
         self._cuda = self.device.startswith("cuda")
         so = ort.SessionOptions()
         if self.options.threads:
@@ -83,11 +101,7 @@ class OnnxRuntimeRunner(Runner):
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if not self._cuda:
-            self.session = ort.InferenceSession(self.artifact, so, providers=[self.provider])
-            self._io = False
-            self._after_session()
-            self.settings = {"provider": self.session.get_providers()[0], "intra_op_threads": so.intra_op_num_threads,
-                             "inter_op_threads": 1, "graph_optimization": "ORT_ENABLE_ALL"}
+            self._load_cpu(so)
             return
         from ...gpu import CallMeter, device_index
 
@@ -98,18 +112,79 @@ class OnnxRuntimeRunner(Runner):
         self._libs = self._load_cuda_libs()
         self.session = self._create(so, providers)
         self._after_session()
-        self._io = bool(self.options.runner_as(OrtOptions).io_binding)
+        self._io = bool(self.options.runner_as(OrtSessionOptions).io_binding)
         self.settings = {"providers": self.session.get_providers(), "provider_options": self._provider_options(),
                          "graph_optimization": "ORT_ENABLE_ALL", "cuda_libraries": self._libs,
                          "io": ("IO binding: device-resident input and output (copied to the GPU before timing; "
                                 "no host copies in the timed call)") if self._io else
                                "numpy in, numpy out: host->device and device->host copies inside each timed call"}
 
+    def _load_cpu(self, so) -> None:
+        import shutil
+        import tempfile
+
+        inspect = self.options.precision in INSPECTED
+        tmp = tempfile.mkdtemp(prefix="ort-optimized-") if inspect else ""
+        if inspect:
+            so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+        try:
+            self.session = self._ort.InferenceSession(self.artifact, so, providers=[self.provider])
+            self._io = False
+            self._after_session()
+            self.settings = {"provider": self.session.get_providers()[0], "intra_op_threads": so.intra_op_num_threads,
+                             "inter_op_threads": 1, "graph_optimization": "ORT_ENABLE_ALL"}
+            if inspect:
+                self._describe(self._read_graph(so.optimized_model_filepath), "the session's optimized graph")
+                self.settings["executed_graph"] = ("inspected: SessionOptions.optimized_model_filepath (written during "
+                                                   "session creation, inside the load time)")
+        finally:
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _read_graph(self, path: str) -> GraphSummary | None:
+        if not deps.has("onnx"):
+            self.notes.append("the executed graph was not inspected: the onnx package is not installed")
+            return None
+        import onnx
+
+        if not os.path.exists(path):
+            self.notes.append("ONNX Runtime wrote no optimized graph: the executed precision is not inspected")
+            return None
+        return summarize(onnx.load(path, load_external_data=False))
+
+    def _describe(self, g: GraphSummary | None, what: str) -> None:
+        """exec_precision, notes and extra from the classified graph ``g``."""
+        prec = self.options.precision
+        if g is None:
+            self.exec_precision = f"{prec} (not inspected)"
+            return
+        self._extra["executed_graph"] = {"source": what, **g.to_dict()}
+        if prec == "int8":
+            n = g.count("integer")
+            self.exec_precision = f"int8: {n} of {g.total} nodes integer" if n else "fp32: no integer kernel"
+            self.notes.append(f"{what}: integer (kernels and int8 data movement): {g.describe('integer')}; Q/DQ: "
+                              f"{g.describe('quantize')}; float: {self._floats(g)}")
+            return
+        n16, n32 = g.count("fp16"), g.count("fp32")
+        if not n16:
+            self.exec_precision = "fp32"
+            self.notes.append(f"{what}: no node computes in fp16 (the provider has no fp16 kernel for them: it "
+                              f"casts to fp32): fp32 {g.describe('fp32')}; casts {g.describe('cast')}")
+        else:
+            self.exec_precision = "fp16" if not n32 else f"fp16+fp32 ({n16} of {g.total} nodes fp16)"
+            self.notes.append(f"{what}: fp16 {g.describe('fp16')}; fp32 {g.describe('fp32')}; casts "
+                              f"{g.describe('cast')}")
+
+    @staticmethod
+    def _floats(g: GraphSummary) -> str:
+        parts = [f"{c} {g.describe(c)}" for c in ("fp32", "fp16", "bf16") if g.count(c)]
+        return "; ".join(parts) or "none"
+
     def _gpu_providers(self) -> list:
         prec = self.options.precision
         cuda_opts: dict[str, Any] = {
             "device_id": self._dev_id,
-            "cudnn_conv_algo_search": self.options.runner_as(OrtOptions).cudnn_conv_algo_search,
+            "cudnn_conv_algo_search": self.options.runner_as(OrtSessionOptions).cudnn_conv_algo_search,
             "use_tf32": 1 if prec == "tf32" else 0,
             "do_copy_in_default_stream": 1,
         }
@@ -163,10 +238,17 @@ class OnnxRuntimeRunner(Runner):
         self.input_name = inp.name
         self.output_names = [self.session.get_outputs()[0].name]
         self._dtype = np.float16 if "float16" in inp.type else np.float32
-        if self._cuda and self.options.precision == "tf32":
+        prec = self.options.precision
+        if self._cuda and prec == "tf32":
             self.exec_precision = "tf32"
+        elif prec in INSPECTED:
+            self.exec_precision = prec  # refined from the graph (CPU: _load_cpu; CUDA: below)
         else:
             self.exec_precision = "fp16" if self._dtype == np.float16 else "fp32"
+        if self._cuda and prec == "fp16" and self.session.get_providers()[0] == "CUDAExecutionProvider":
+            # the CUDA EP has fp16 kernels for the usual vision ops: the converted file's own graph is what runs
+            self._describe(self._read_graph(self.artifact), "the fp16 file's graph (CUDA EP node placement "
+                                                            "not inspected)")
 
     def close(self) -> None:
         meter = getattr(self, "meter", None)
@@ -207,8 +289,8 @@ class OnnxRuntimeRunner(Runner):
 
     def extra_metrics(self) -> dict[str, Any]:
         if not getattr(self, "_cuda", False):
-            return {}
-        m = self.meter.metrics()
+            return dict(getattr(self, "_extra", {}))
+        m = {**self._extra, **self.meter.metrics()}
         m["device_time"] = ("not measured for ONNX Runtime: its CUDA stream is internal; latency is the host "
                             "clock around run_with_iobinding + synchronize" if self._io else
                             "not measured for ONNX Runtime; latency is the host clock around session.run "

@@ -1,4 +1,5 @@
-"""OpenVINO: IR export from ONNX (fp32, fp16-compressed, NNCF int8) and the CPU runner."""
+"""OpenVINO: IR export from ONNX (fp32, fp16-compressed, NNCF int8) and the CPU runner,
+which also runs the ONNX int8 (QDQ) file as a second int8 route."""
 
 from .. import Library, RunnerInfo, Runtime
 
@@ -9,7 +10,7 @@ RUNTIME = Runtime(
     extra="openvino",
     runners=(
         RunnerInfo("openvino", "OpenVINO", "infer_compare.backends.openvino.run:OpenVinoRunner", ("cpu",),
-                   formats=("openvino",), options="infer_compare.backends.openvino.options:OpenVinoOptions"),
+                   formats=("openvino", "onnx"), options="infer_compare.backends.openvino.options:OpenVinoOptions"),
     ),
     libraries=(
         Library("openvino", ("openvino",), "pip install 'infer-compare[openvino]'"),

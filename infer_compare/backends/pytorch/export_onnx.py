@@ -1,5 +1,6 @@
-"""PyTorch -> ONNX with ``torch.onnx.export``: one file (``external_data=False``),
-a dynamic batch axis, checked with ``onnx.checker`` (full check).
+"""PyTorch -> ONNX with ``torch.onnx.export``: the fp32 file (``external_data=False``),
+a dynamic batch axis, checked with ``onnx.checker`` (full check). The fp16 and int8 ONNX
+files are converted from it (backends/onnxruntime/export.py), not exported again.
 
 The dynamo-based exporter (torch >= 2.5 default) is tried first; where it is absent
 or fails (older torch, e.g. JetPack builds) the TorchScript exporter is used, and
@@ -9,7 +10,6 @@ the artifact's manifest says which one wrote it.
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import warnings
 from pathlib import Path
@@ -51,11 +51,9 @@ class OnnxExporter(Exporter):
         # size-1 channel axis, which makes torch.export's dynamic batch fail ("Invalid ranges [2:1]").
         x = torch.zeros((1, *ctx.calibration.shape[1:]), dtype=torch.float32)
         x.copy_(torch.from_numpy(np.asarray(ctx.calibration[:1], dtype=np.float32)))
-        if precision == "fp16":
-            model = copy.deepcopy(model).half()
-            x = x.half()
-        elif precision != "fp32":
-            raise ExportError(f"ONNX export supports fp32 and fp16, not {precision}")
+        if precision != "fp32":
+            raise ExportError(f"the PyTorch ONNX exporter writes the fp32 file, not {precision} (fp16 and int8 are "
+                              "converted from it: backends/onnxruntime/export.py)")
         path = out_dir / "model.onnx"
         notes: list[str] = []
         used = None
@@ -86,7 +84,7 @@ class OnnxExporter(Exporter):
         opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
         return ExportResult(str(path), {"exporter": used, "opset": opset, "external_data": False,
                                         "dynamic_batch": True, "input": INPUT_NAME, "output": OUTPUT_NAME,
-                                        "dtype": "float16" if precision == "fp16" else "float32"}, notes)
+                                        "dtype": "float32"}, notes)
 
 
 def _dim_max(ctx: ExportContext) -> int:

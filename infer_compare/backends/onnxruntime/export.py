@@ -1,0 +1,244 @@
+"""ONNX fp16 and int8 (QDQ) files, converted from the fp32 ONNX file with ONNX Runtime's
+own tools, so that every runtime reads the reduced precision from one artifact.
+
+fp16: ``onnxruntime.transformers.float16.convert_float_to_float16`` with
+      ``keep_io_types=True`` (fp32 input and output, the deployment norm: a Cast at each
+      edge), then a topological sort (the converter appends its Casts at the end) and
+      ``onnx.checker``. Weights outside fp16's range are clamped by the converter; the
+      manifest counts them.
+int8: static QDQ quantization (``onnxruntime.quantization``): ``quant_pre_process``
+      (symbolic shape inference, ONNX Runtime's basic graph optimisation such as
+      BatchNorm folding, ONNX shape inference), then calibration on the real calibration
+      images (``ctx.calibration``, the same ones NNCF and TFLite use), one batch per
+      ``collect_data`` call so that the histogram methods never hold every activation of
+      every image, then ``quantize_static`` (QDQ format, per-channel symmetric int8
+      weights) from those ranges. Calibration: MinMax (default), Entropy (2048-bin
+      histograms, 128 quantized bins as in TensorRT's entropy calibrator; ONNX Runtime's
+      own default of 128/128 bins leaves a single candidate threshold, i.e. MinMax) or
+      Percentile (99.999, 2048 bins). Types: U8S8 or S8S8 (options.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ... import deps
+from ...errors import BackendUnavailable, ExportError
+from ...records import Availability
+from ..exporter import ExportContext, Exporter, ExportResult
+from .graph import qdq_coverage, summarize
+from .options import OrtOptions
+
+EXPORTER_REV = 2
+CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
+FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
+ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
+
+
+def _calibration_extra(method: str) -> dict[str, Any]:
+    if method == "Entropy":
+        return {"num_bins": ENTROPY_BINS, "num_quantized_bins": ENTROPY_QUANTIZED_BINS}
+    if method == "Percentile":
+        return {"num_bins": ENTROPY_BINS, "percentile": PERCENTILE}
+    return {}
+
+
+class _FromOnnx(Exporter):
+    """Shared probe and cache key of the converters of the fp32 ONNX file."""
+
+    format = "onnx"
+
+    @classmethod
+    def probe(cls) -> Availability:
+        for m in ("onnx", "onnxruntime"):
+            if not deps.has(m):
+                return Availability(False, f"'{m}' is not installed (the fp16 and int8 ONNX files are converted "
+                                           "with ONNX Runtime's tools)", deps.hint(m))
+        return Availability(True, version=f"onnxruntime {deps.version('onnxruntime')}, onnx {deps.version('onnx')}")
+
+    @classmethod
+    def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
+        return {"onnxruntime": deps.version("onnxruntime"), "onnx": deps.version("onnx"), "exporter_rev": EXPORTER_REV}
+
+
+def _need_source(source: str | None, what: str) -> str:
+    if source is None:
+        raise ExportError(f"the {what} ONNX file is built from the fp32 ONNX file, which is missing")
+    return source
+
+
+def _check(path: Path, what: str) -> None:
+    import onnx
+
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except Exception as e:
+        raise ExportError(f"onnx.checker rejected the {what} ONNX file: {str(e).strip().splitlines()[0]}") from e
+
+
+class OnnxFp16Exporter(_FromOnnx):
+    """fp32 ONNX -> fp16 ONNX (fp32 input and output)."""
+
+    def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
+        import onnx
+
+        if precision != "fp16":
+            raise ExportError(f"the fp16 converter builds fp16, not {precision}")
+        src = onnx.load(_need_source(source, "fp16"))
+        clamped = _out_of_fp16_range(src)
+        f16 = deps.require("onnxruntime.transformers.float16", "the fp16 ONNX conversion")
+        from onnxruntime.transformers.onnx_model import OnnxModel
+
+        m16 = OnnxModel(f16.convert_float_to_float16(src, keep_io_types=True))
+        m16.topological_sort()
+        path = out_dir / "model.onnx"
+        onnx.save(m16.model, str(path))
+        _check(path, "fp16")
+        inits: dict[str, int] = {}
+        for t in m16.model.graph.initializer:
+            name = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).name
+            inits[name] = inits.get(name, 0) + 1
+        s = summarize(m16.model)
+        opts = {"converter": f"onnxruntime.transformers.float16 (onnxruntime {deps.version('onnxruntime')})",
+                "keep_io_types": True, "io": "float32 input and output (a Cast at each edge)",
+                "initializers": inits, "nodes_fp16": s.count("fp16"), "nodes_fp32": s.count("fp32"),
+                "nodes": s.total, "weights_clamped_to_fp16_range": clamped}
+        notes = [f"converted from the fp32 ONNX file (not re-exported from model.half()): {s.count('fp16')} of "
+                 f"{s.total} nodes compute in fp16, {s.count('cast')} Casts, input and output stay float32"]
+        if any(clamped.values()):
+            notes.append(f"the converter clamped {clamped['above_65504']} weight values above fp16's largest "
+                         f"value to 65504 and raised {clamped['below_5.96e-8']} below its smallest subnormal to "
+                         "5.96e-8")
+        return ExportResult(str(path), opts, notes)
+
+
+def _out_of_fp16_range(model) -> dict[str, int]:
+    """How many float32 weight values the converter clamps: above fp16's largest value (to
+    65504) and below its smallest subnormal (to 5.96e-8, not to zero)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    big = tiny = 0
+    for t in model.graph.initializer:
+        if t.data_type != 1:
+            continue
+        a = np.abs(numpy_helper.to_array(t))
+        big += int(np.count_nonzero(a > FP16_MAX))
+        tiny += int(np.count_nonzero((a > 0) & (a < FP16_MIN_POSITIVE)))
+    return {"above_65504": big, "below_5.96e-8": tiny}
+
+
+class OnnxInt8Exporter(_FromOnnx):
+    """fp32 ONNX -> int8 QDQ ONNX, statically calibrated on the calibration images."""
+
+    @classmethod
+    def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
+        o = ctx.options_as(OrtOptions)
+        recipe = {"calibration": o.int8_calibration, "scheme": o.int8_scheme, "per_channel": True,
+                  "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration)}
+        return {**super().cache_extras(ctx, precision), "recipe": recipe,
+                "calibration_n": int(len(ctx.calibration)) if ctx.calibration is not None else 0}
+
+    def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
+        import onnx
+
+        if precision != "int8":
+            raise ExportError(f"the QDQ quantizer builds int8, not {precision}")
+        src = _need_source(source, "int8")
+        if ctx.calibration is None or not len(ctx.calibration):
+            raise ExportError("int8 quantization needs calibration images, and there are none")
+        q = deps.require("onnxruntime.quantization", "ONNX int8 quantization")
+        if "calibration_cache_path" not in inspect.signature(q.quantize_static).parameters:
+            raise BackendUnavailable(f"onnxruntime {deps.version('onnxruntime')} cannot quantize from computed ranges "
+                                     "(quantize_static has no calibration_cache_path)",
+                                     "pip install -c constraints.txt 'onnxruntime>=1.31'")
+        o = ctx.options_as(OrtOptions)
+        path = out_dir / "model.onnx"
+        with tempfile.TemporaryDirectory(prefix="ort-qdq-") as tmp:
+            pre = Path(tmp) / "pre.onnx"
+            ctx.log(f"ONNX int8: quant_pre_process, {o.int8_calibration} calibration on "
+                    f"{len(ctx.calibration)} images, QDQ {o.int8_scheme}")
+            with _quiet():
+                q.quant_pre_process(src, str(pre))
+                ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp))
+                _quantize(q, pre, path, ranges, o, Path(tmp))
+        _check(path, "int8")
+        model = onnx.load(str(path))
+        wrapped, left = qdq_coverage(model)
+        s = summarize(model)
+        act = "uint8 asymmetric" if o.int8_scheme == "U8S8" else "int8 symmetric (zero point 0)"
+        opts = {"quantizer": f"onnxruntime.quantization (onnxruntime {deps.version('onnxruntime')})",
+                "pre_process": "quant_pre_process", "format": "QDQ", "scheme": o.int8_scheme,
+                "activations": act, "weights": "int8 per-channel symmetric", "calibration": o.int8_calibration,
+                "calibration_settings": _calibration_extra(o.int8_calibration),
+                "calibration_inputs": int(len(ctx.calibration)), "calibration_batch": CALIB_BATCH,
+                "quantize_nodes": dict(s.by_class.get("quantize", {})),
+                "quantized_ops": dict(wrapped), "float_ops": dict(left)}
+        notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel weights), {o.int8_calibration} "
+                 f"calibration on {len(ctx.calibration)} images; ops wrapped in Q/DQ: "
+                 f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}"]
+        return ExportResult(str(path), opts, notes)
+
+
+def _fmt(c) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The quantizer prints progress to stdout and logs warnings; keep the tool's output clean."""
+    log = logging.getLogger()
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        log.setLevel(level)
+
+
+class _Batches:
+    """A CalibrationDataReader over a list of input batches."""
+
+    def __init__(self, batches: list):
+        self._it = iter(batches)
+
+    def get_next(self):
+        return next(self._it, None)
+
+
+def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
+    """Tensor ranges of ``method`` over ``calib``, one batch per collect_data call."""
+    import numpy as np
+    from onnxruntime.quantization.calibrate import create_calibrator
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    from ...formats import ONNX_INPUT_NAME
+
+    ops = sorted(set(QLinearOpsRegistry) | set(QDQRegistry))  # what quantize_static calibrates by default
+    cal = create_calibrator(pre, ops, augmented_model_path=str(tmp / "augmented.onnx"),
+                            calibrate_method=getattr(q.CalibrationMethod, method),
+                            extra_options=_calibration_extra(method))
+    for i in range(0, len(calib), CALIB_BATCH):
+        x = np.ascontiguousarray(calib[i:i + CALIB_BATCH], dtype=np.float32)
+        cal.collect_data(_Batches([{ONNX_INPUT_NAME: x}]))
+    return cal.compute_data()
+
+
+def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path) -> None:
+    from onnxruntime.quantization.calibrate import save_tensors_data
+
+    cache = tmp / "ranges.json"
+    save_tensors_data(ranges, cache)
+    act = q.QuantType.QUInt8 if o.int8_scheme == "U8S8" else q.QuantType.QInt8
+    q.quantize_static(str(pre), str(out), None, calibration_cache_path=str(cache),
+                      calibrate_method=getattr(q.CalibrationMethod, o.int8_calibration),
+                      quant_format=q.QuantFormat.QDQ, per_channel=True, activation_type=act,
+                      weight_type=q.QuantType.QInt8,
+                      extra_options={"ActivationSymmetric": o.int8_scheme == "S8S8", "WeightSymmetric": True})

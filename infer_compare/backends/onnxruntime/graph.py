@@ -1,0 +1,138 @@
+"""What an ONNX graph computes in, node by node: used on the graph that ONNX Runtime
+actually runs (the session's optimized model) and on the artifacts themselves.
+
+Each node gets one class from the element type of the tensor it computes on:
+``integer`` (an integer kernel such as QLinearConv, QGemm, MatMulInteger, ConvInteger,
+or any op moving int8/uint8 tensors), ``quantize`` (QuantizeLinear, DequantizeLinear,
+DynamicQuantizeLinear: the float/int8 boundaries), ``cast``, ``fp16``, ``bf16``,
+``fp32`` (float compute), ``other`` (Shape/Size, shape arithmetic on int64/bool, or unknown
+types).
+Types are propagated from the graph inputs and initializers, because ONNX Runtime's
+saved optimized model carries stale value_info and its contrib ops have no ONNX shape
+inference.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# onnx.TensorProto element types
+FLOAT, UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, BOOL = 1, 2, 3, 6, 7, 10, 16, 9
+_INT8 = (UINT8, INT8)
+_FLOATS = {FLOAT: "fp32", FLOAT16: "fp16", BFLOAT16: "bf16"}
+
+QUANTIZE_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+# integer kernels whose inputs are not all int8 tensors (MatMulIntegerToFloat reads float scales)
+INTEGER_OPS = frozenset({"MatMulInteger", "ConvInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul",
+                         "QGemm", "QAttention", "QEmbedLayerNormalization", "DynamicQuantizeLSTM"})
+_METADATA = frozenset({"Shape", "Size"})  # read a tensor's shape, not its values
+_FLOAT_OUT = frozenset({"MatMulIntegerToFloat", "DynamicQuantizeMatMul", "DynamicQuantizeLSTM"})
+
+
+def is_integer_kernel(op: str) -> bool:
+    return op.startswith("QLinear") or op in INTEGER_OPS
+
+
+@dataclass
+class GraphSummary:
+    """Node counts per class, and per class the op types with their counts."""
+
+    total: int = 0
+    by_class: dict[str, Counter] = field(default_factory=dict)
+
+    def count(self, cls: str) -> int:
+        return sum(self.by_class.get(cls, Counter()).values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": self.total,
+                **{c: dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))) for c, ops in self.by_class.items()}}
+
+    def describe(self, cls: str) -> str:
+        ops = self.by_class.get(cls)
+        if not ops:
+            return "none"
+        return ", ".join(f"{op} {n}" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _out_type(node, tin: list[int | None]) -> int | None:
+    op = node.op_type
+    if op == "Cast":
+        return next((a.i for a in node.attribute if a.name == "to"), None)
+    if op == "DequantizeLinear":
+        return tin[1] if len(tin) > 1 else FLOAT  # the scale's type
+    if op in ("QuantizeLinear", "DynamicQuantizeLinear"):
+        return tin[2] if len(tin) > 2 and tin[2] is not None else UINT8  # the zero point's type
+    if op in ("MatMulInteger", "ConvInteger"):
+        return INT32
+    if op in _FLOAT_OUT or (op == "QGemm" and (len(node.input) < 8 or not node.input[7])):
+        return FLOAT  # QGemm without y_scale writes float
+    if op in ("Shape", "Size"):
+        return INT64
+    return next((t for t in tin if t is not None), None)
+
+
+def _classify(op: str, tin: list[int | None]) -> str:
+    if op in QUANTIZE_OPS:
+        return "quantize"
+    if op == "Cast":
+        return "cast"
+    if is_integer_kernel(op):
+        return "integer"
+    if op in _METADATA:
+        return "other"
+    data = tin[0] if tin else None
+    if data in _INT8:
+        return "integer"
+    return _FLOATS.get(data, "other")  # type: ignore[arg-type]
+
+
+def _topological(nodes, available: set[str]) -> list:
+    """The nodes in an order where each comes after its inputs' producers (Kahn, by passes);
+    what cannot be placed (a missing input) keeps its place at the end."""
+    order, pending, avail = [], list(nodes), set(available)
+    while pending:
+        rest = []
+        for n in pending:
+            if all(not i or i in avail for i in n.input):
+                order.append(n)
+                avail.update(n.output)
+            else:
+                rest.append(n)
+        if len(rest) == len(pending):
+            return order + rest
+        pending = rest
+    return order
+
+
+def summarize(model) -> GraphSummary:
+    """GraphSummary of the main graph of an onnx.ModelProto."""
+    g = model.graph
+    types: dict[str, int | None] = {}
+    for t in g.initializer:
+        types[t.name] = t.data_type
+    for vi in g.input:
+        types[vi.name] = vi.type.tensor_type.elem_type or None
+    out = GraphSummary()
+    for node in _topological(g.node, set(types)):
+        tin = [types.get(n) if n else None for n in node.input]
+        t = _out_type(node, tin)
+        for o in node.output:
+            types[o] = t
+        out.by_class.setdefault(_classify(node.op_type, tin), Counter())[node.op_type] += 1
+        out.total += 1
+    return out
+
+
+def qdq_coverage(model) -> tuple[Counter, Counter]:
+    """(op types fed by a DequantizeLinear, op types of the other compute nodes) in a QDQ
+    file: the ops the quantizer wrapped in Q/DQ pairs, and those it left in float."""
+    dq_out = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    wrapped: Counter = Counter()
+    left: Counter = Counter()
+    for n in model.graph.node:
+        if n.op_type in QUANTIZE_OPS:
+            continue
+        (wrapped if any(i in dq_out for i in n.input) else left)[n.op_type] += 1
+    return wrapped, left
