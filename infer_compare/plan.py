@@ -150,6 +150,7 @@ class Cell:
     precision: str
     kind: str  # device kind
     device: str | None  # concrete device, None when none of its kind is present
+    artifact: str = ""  # a pre-built artifact given with --artifact (measured as given), else built by the chain
 
 
 def _devices_for(kind: str, present: dict[str, list[str]], sel: Selection) -> list[str] | None:

@@ -23,6 +23,11 @@ RUN_FAILED = "run_failed"
 PARITY_FAILED = "parity_failed"
 STATUSES = (OK, SKIPPED, EXPORT_FAILED, RUN_FAILED, PARITY_FAILED)
 
+# Scenarios.
+LATENCY = "latency"
+THROUGHPUT = "throughput"
+SCENARIOS = (LATENCY, THROUGHPUT)
+
 
 @dataclass(frozen=True)
 class Availability(Record):
@@ -207,12 +212,19 @@ class RunRecord(Record):
     options: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific figures (GPU times, op coverage...)
+    # the scenario measured: "latency" (one synchronous call after another) or "throughput" (the runtime's own
+    # concurrency); part of the row's identity
+    scenario: str = "latency"
+    variant: str = ""  # "user:<file>" for a pre-built artifact given with --artifact; part of the row's identity
 
     @property
     def label(self) -> str:
-        """Stable identity of a row across runs (used by diff and merge)."""
+        """Stable identity of a row across runs (used by diff and merge): the cell, then the scenario
+        when it is not latency, then the variant (a user's pre-built artifact) when there is one."""
         b = "-" if self.batch_size is None else f"b{self.batch_size}"
-        return f"{self.backend}/{self.format}/{self.precision}/{self.device}/{b}"
+        return (f"{self.backend}/{self.format}/{self.precision}/{self.device}/{b}"
+                + (f"/{self.scenario}" if self.scenario and self.scenario != LATENCY else "")
+                + (f"/{self.variant}" if self.variant else ""))
 
 
 @dataclass(frozen=True)
