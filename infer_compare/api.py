@@ -32,7 +32,7 @@ def check_regression(current, baseline, rules=(), **kwargs):
 
 
 def compare(
-    model: str = "lenet5",
+    model: Any = "lenet5",
     *,
     weights: str = "auto",
     backends: Iterable[str] | None = None,
@@ -59,9 +59,19 @@ def compare(
     on_row: Callable[[Report], None] | None = None,
     runner_options: dict[str, dict[str, Any]] | None = None,
     parity_every_batch: bool = False,
+    input_shape: str | None = None,
+    example_input: Any = None,
+    data: Any = None,
+    artifacts: Iterable[str] = (),
 ) -> Report:
     """Export ``model`` to every format it can, measure each on every device present, check every
     output against the PyTorch FP32 reference, and return the Report (docs/architecture.md).
+
+    ``model``: a built-in or torchvision name, or your own (docs/own-model.md): a path to an .onnx,
+    TorchScript or .pt2 file, "package.module:callable", or a torch.nn.Module with ``example_input``;
+    ``input_shape`` ("1x3x224x224" or "name:1x3x224x224,..."), ``data`` (a prepare_user.DataOptions:
+    --data, --labels, --calibration, preprocessing overrides) and ``artifacts`` (pre-built files measured
+    as given) as the CLI's flags of the same names.
 
     ``on_row(partial_report)`` gets the report after each row, so that a caller can save what is
     measured. ``runner_options`` maps a runner to values of its declared options
@@ -80,18 +90,29 @@ def compare(
                          batch_sizes=batch_sizes, threads=threads, warmup_iters=warmup_iters, min_iters=min_iters,
                          min_time_s=min_time_s, cell_timeout_s=cell_timeout_s, seed=seed, max_time_s=max_time_s,
                          target_ci=target_ci, warmup_time_s=warmup_time_s, export_timeout_s=export_timeout_s,
+                         artifacts=artifacts,
                          runner_options=runner_options, parity_every_batch=parity_every_batch)
     if parity_samples is not None and parity_samples < 1:
         raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
-    models.resolve(model)  # an unknown model is a usage error before any work
+    user = models.looks_like_user_model(model)
+    if not user:
+        models.resolve(model)  # an unknown model is a usage error before any work
     warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
 
     prog.task("probing the environment")
     environment = env.collect()
     sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
-    prep = prepare_model(model, weights=weights, parity_samples=parity_samples,
-                         calibration_samples=calibration_samples, seed=seed, cache=cache, threads=sel.threads,
-                         prog=prog, warn=warn)
+    if user:
+        from .prepare_user import prepare_user_model
+
+        prep = prepare_user_model(model, weights=None if weights in ("auto", "random") else weights,
+                                  input_shape=input_shape, example_input=example_input, data=data,
+                                  parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
+                                  cache=cache, prog=prog, warn=warn)
+    else:
+        prep = prepare_model(model, weights=weights, parity_samples=parity_samples, data=data,
+                             calibration_samples=calibration_samples, seed=seed, cache=cache, threads=sel.threads,
+                             prog=prog, warn=warn)
     return measure(prep, sel, environment=environment, present=device_kinds.present(), cache=cache, prog=prog,
                    warnings=warnings, command=command, on_row=on_row, t_start=t_start)

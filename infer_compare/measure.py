@@ -98,7 +98,17 @@ def _notes(prep: Prepared) -> list[str]:
 
 def _base(c: Cell, threads: int) -> dict[str, Any]:
     return dict(backend=c.runner, format=c.fmt, precision=c.precision, device=c.device or c.kind,
-                threads=int(threads) if c.kind == "cpu" else None)
+                threads=int(threads) if c.kind == "cpu" else None,
+                variant=f"user:{Path(c.artifact).name}" if c.artifact else "")
+
+
+def _given_artifact(c: Cell, sel: Selection) -> ExportRecord:
+    """The record of a pre-built artifact the user gave (--artifact): measured exactly as given."""
+    from .backends.exporter import file_size
+
+    art = next(a for a in sel.artifacts if a.path == c.artifact)
+    return ExportRecord(c.fmt, c.precision, art.path, file_size(art.path), 0.0, True, key=art.sha256[:20],
+                        notes=(f"the user's pre-built artifact, measured as given ({art.how})",))
 
 
 def _cannot_run(c: Cell, base: dict[str, Any]) -> tuple[Any, RunRecord | None]:
@@ -152,6 +162,17 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
     from .isolate import run_cell
 
     batches = tuple(sorted(run.settings.batch_sizes[c.kind]))
+    static = next(a.static_batch for a in sel.artifacts if a.path == c.artifact) if c.artifact else \
+        run.prep.static_batch
+    if static is not None:  # the model's static batch: the other batch sizes are skipped rows that say so
+        for b in batches:
+            if b != static:
+                run.add(RunRecord(**_base(c, run.settings.threads or 1), batch_size=b, status=SKIPPED,
+                                  skip_kind="unsupported", export=art,
+                                  reason=f"the model has a static batch of {static}; batch {b} cannot run"))
+        batches = tuple(b for b in batches if b == static)
+        if not batches:
+            return
     spec = _cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
     run.prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
     results = run_cell(spec, run.settings.cell_timeout_s, work, tag)
@@ -207,7 +228,7 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
             more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
             run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
             continue
-        art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
+        art = _given_artifact(c, sel) if c.artifact else chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
         if isinstance(art, Unbuilt):
             run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
                               skip_kind="unavailable" if art.status == SKIPPED else ""))

@@ -91,6 +91,7 @@ class Selection:
     warmup_time_s: float = 0.2
     export_timeout_s: float = 1800.0
     parity_every_batch: bool = False
+    artifacts: tuple[Any, ...] = ()  # user_artifacts.UserArtifact: pre-built files measured as given
 
     def options_for(self, runner: str) -> Options:
         """The options of ``runner``: the user's, else its declared defaults."""
@@ -113,7 +114,8 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
                    warmup_iters: int = 2, min_iters: int = 5, min_time_s: float = 0.5,
                    cell_timeout_s: float = 600.0, seed: int = 0, runner_options: dict[str, Any] | None = None,
                    parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 3.0,
-                   warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0) -> Selection:
+                   warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0,
+                   artifacts: Iterable[str] = ()) -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""
     devices_t = tuple(check_device(d) for d in devices) if devices is not None else None
     if devices_t == ():
@@ -138,7 +140,18 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
         warmup_iters=int(warmup_iters), min_iters=int(min_iters), min_time_s=float(min_time_s),
         cell_timeout_s=float(cell_timeout_s), seed=int(seed), runner_options=check_runner_options(runner_options),
         parity_every_batch=bool(parity_every_batch), target_ci=target_ci or None, max_time_s=float(max_time_s),
-        warmup_time_s=float(warmup_time_s), export_timeout_s=float(export_timeout_s))
+        warmup_time_s=float(warmup_time_s), export_timeout_s=float(export_timeout_s),
+        artifacts=_user_artifacts(artifacts))
+
+
+def _user_artifacts(paths: Iterable[str]) -> tuple[Any, ...]:
+    from .user_artifacts import detect
+
+    found = [detect(p) for p in paths]
+    seen = [a.path for a in found]
+    if len(set(seen)) != len(seen):
+        raise UsageError("the same --artifact is given twice")
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -184,8 +197,24 @@ def plan_cells(present: dict[str, list[str]], sel: Selection) -> list[Cell]:
                     if sel.precisions is not None and p not in sel.precisions:
                         continue
                     cells += [Cell(f.name, rname, p, kind, d) for d in chosen] or [Cell(f.name, rname, p, kind, None)]
+    cells += _artifact_cells(present, sel)
     if not cells:
         raise UsageError("the selection of --backends/--formats/--precisions/--device leaves nothing to measure")
+    return cells
+
+
+def _artifact_cells(present: dict[str, list[str]], sel: Selection) -> list[Cell]:
+    """A pre-built artifact's cells: every runner of its format, at the artifact's own precision."""
+    cells: list[Cell] = []
+    for art in sel.artifacts:
+        for rname in FORMATS[art.format].runners:
+            if sel.backends is not None and rname not in sel.backends:
+                continue
+            for kind in RUNNERS[rname].device_kinds:
+                chosen = _devices_for(kind, present, sel)
+                if chosen is not None:
+                    cells += [Cell(art.format, rname, art.precision, kind, d, art.path) for d in chosen] or \
+                        [Cell(art.format, rname, art.precision, kind, None, art.path)]
     return cells
 
 

@@ -30,6 +30,7 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
     carried: dict[Key, ExportRecord] = field(default_factory=dict)  # artifacts that exist already (a bundle's)
     unbuilt: dict[Key, Unbuilt] = field(default_factory=dict)  # artifacts known to be unavailable
+    static_batch: int | None = None  # the model requires this batch size (a user's static-batch model)
 
     def source(self) -> ModelSource:
         return ModelSource(self.minfo, self.weights_path, self.weights_build_s, self.ds.digest(), dict(self.model_spec))
@@ -37,15 +38,21 @@ class Prepared:
 
 def prepare_model(model: str, *, weights: str = "auto", parity_samples: int | None = None,
                   calibration_samples: int | None = None, seed: int = 0, cache: Cache, threads: int | None = None,
-                  prog: Progress | None = None, warn: Callable[[str], None] = lambda m: None) -> Prepared:
-    """Inputs, the PyTorch model and its FP32 reference outputs (needs torch)."""
+                  prog: Progress | None = None, warn: Callable[[str], None] = lambda m: None,
+                  data: Any = None) -> Prepared:
+    """Inputs (the bundled ones, or the user's: ``data``, a prepare_user.DataOptions), the PyTorch
+    model and its FP32 reference outputs (needs torch)."""
     from . import data as datamod
     from . import models
 
     prog = prog or Progress()
     spec = models.resolve(model)
     prog.task(f"preparing {spec.name} inputs")
-    if spec.family == "lenet":
+    if data is not None and data.data:
+        from .prepare_user import builtin_data_sets
+
+        ds = builtin_data_sets(spec, data, calibration_samples, seed, prog)
+    elif spec.family == "lenet":
         ds = datamod.digit_sets(n_calib=calibration_samples or 200, seed=seed)
         if parity_samples is not None:
             ds.eval, ds.eval_labels = ds.eval[:parity_samples], ds.eval_labels[:parity_samples]

@@ -17,6 +17,7 @@ give, so measuring does not change:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,12 +80,11 @@ def _bundled_photos(spec, n_eval: int, n_calib: int, seed: int) -> DataSets:
     return ds
 
 
-def _user_data(um, opts: DataOptions, spec, n_calib: int, seed: int, prog: Progress) -> DataSets:
+def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, seed: int, prog: Progress) -> DataSets:
+    """The user's data (--data, --calibration) as DataSets for inputs of ``shape`` (one sample)."""
     from .userdata import PreprocessSpec, load_data, split_eval_calibration
 
-    inp = um.inputs[0]
     spec = spec or PreprocessSpec(source="not used: array inputs")
-    shape = tuple(inp.shape[1:])
     prog.task(f"reading {opts.data}")
     data = load_data(opts.data, preprocess=spec, input_shape=shape, max_images=opts.max_images,
                      labels_file=opts.labels, progress=lambda done, total: None, seed=seed)
@@ -112,7 +112,7 @@ def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_s
                          "so far (their reference outputs work: infer_compare.models.reference_outputs)")
     spec = _image_spec(um, opts)
     if opts.data:
-        return _user_data(um, opts, spec, calibration_samples or 64, seed, prog), spec
+        return data_sets(tuple(um.inputs[0].shape[1:]), opts, spec, calibration_samples or 64, seed, prog), spec
     if spec is None:
         inp = um.inputs[0]
         raise UsageError(f"input '{inp.name}' {inp.dtype} {list(inp.shape)} is not an image: give --data FILE.npy "
@@ -134,7 +134,8 @@ def _reference(cache: Cache, um, ds: DataSets) -> np.ndarray:
 
 def _torch_root(um, cache: Cache) -> tuple[str, dict[str, Any]]:
     """(the root artifact file, the model spec that rebuilds the module from it) of a torch model."""
-    spec: dict[str, Any] = {"name": um.name, "family": "user", "kind": um.kind, "source": um.source}
+    spec: dict[str, Any] = {"name": um.name, "family": "user", "kind": um.kind, "source": um.source,
+                            "cwd": os.getcwd()}
     if um.kind in ("torchscript", "exported_program"):
         return um.source, spec
     import torch
@@ -190,7 +191,16 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
                            notes=("the user's ONNX file, measured as given",))
         return Prepared(minfo, {"name": um.name, "family": "user", "kind": "onnx", "source": um.source},
                         minfo.preprocessing, ds, out, notes=notes, carried={("onnx", "fp32"): rec},
-                        unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT)})
+                        unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT)},
+                        static_batch=um.static_batch)
     root, model_spec = _torch_root(um, cache)
     return Prepared(minfo, model_spec, minfo.preprocessing, ds, out, model=um.module, weights_path=root,
-                    notes=notes)
+                    notes=notes, static_batch=um.static_batch)
+
+
+def builtin_data_sets(spec, opts: DataOptions, calibration_samples: int | None, seed: int, prog: Progress) -> DataSets:
+    """A built-in model on the user's data: its own transforms, with the user's overrides."""
+    from .userdata import from_preprocess, preprocess_spec
+
+    pre = preprocess_spec(from_preprocess(spec.preprocess, f"{spec.name}'s transforms"), **opts.overrides)
+    return data_sets(tuple(spec.input_shape), opts, pre, calibration_samples or 64, seed, prog)

@@ -71,10 +71,20 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("what to measure")
     g.add_argument("--model", "-m", required=True,
-                   help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, or any torchvision classification model")
+                   help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, any torchvision classification model, "
+                        "or your own: a .onnx file, a TorchScript (.pt) or ExportedProgram (.pt2) file, or "
+                        "package.module:callable returning a torch.nn.Module (docs/own-model.md)")
     g.add_argument("--weights", default="auto", metavar="auto|random|PATH",
                    help="auto: pretrained weights from the local torch hub cache, else seeded random weights "
-                        "(LeNet-5: trained on the bundled digits); random; or a state-dict file (default: auto)")
+                        "(LeNet-5: trained on the bundled digits); random; or a state-dict file (also for a "
+                        "package.module:callable model) (default: auto)")
+    g.add_argument("--input-shape", metavar="SHAPE",
+                   help="the model's input shape where the model does not fix it: 1x3x224x224, or "
+                        "name:1x3x224x224,name2:... for several inputs")
+    g.add_argument("--artifact", action="append", default=[], metavar="PATH",
+                   help="also measure this pre-built file exactly as given (.onnx, .xml, .engine/.plan, .tflite, "
+                        "*_edgetpu.tflite), against the same reference; repeatable")
+    _add_data_args(p)
     g.add_argument("--backends", type=_csv, metavar="LIST",
                    help=f"comma-separated runners (default: all): {', '.join(r for r in RUNNERS if r != 'null')}")
     g.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats (default: all): {', '.join(FORMATS)}")
@@ -95,6 +105,34 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
                    help="rebuild every artifact privately for this run (the cache is neither read nor written)")
     o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     _add_gate_args(p.add_argument_group("regression gate (see docs/reports-and-regression.md)"), with_baseline=True)
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    d = p.add_argument_group("your data (default: the bundled photos; LeNet-5: the bundled digits)")
+    d.add_argument("--data", metavar="PATH", help="a folder of images (one sub-folder per class gives labels and an "
+                   "accuracy column; a flat folder gives inputs only), or a .npy/.npz file of inputs")
+    d.add_argument("--labels", metavar="FILE", help="folder name -> class index (JSON, or 'name index' lines), when "
+                   "the sorted folder order is not the model's class order")
+    d.add_argument("--calibration", metavar="PATH", help="int8 calibration data (default: a part of --data kept "
+                   "out of the evaluation)")
+    d.add_argument("--max-images", type=int, metavar="N", help="use at most N images of --data (class-balanced)")
+    d.add_argument("--resize", type=int, metavar="PX", help="resize the shorter side to PX before the crop")
+    d.add_argument("--crop", type=int, metavar="PX", help="centre crop of PX x PX")
+    d.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted after --scale")
+    d.add_argument("--std", metavar="S[,S,S]", help="per-channel std divided by after the mean")
+    d.add_argument("--layout", choices=("nchw", "nhwc"), help="the model's input layout")
+    d.add_argument("--bgr", action="store_true", default=None, help="the model takes BGR channel order")
+    d.add_argument("--scale", metavar="F", help="multiply the raw 0..255 pixels by F before the mean (default 1/255)")
+
+
+def data_options(args):
+    """The data flags as a prepare_user.DataOptions."""
+    from ..prepare_user import DataOptions
+
+    keys = ("resize", "crop", "mean", "std", "layout", "bgr", "scale")
+    overrides = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    return DataOptions(data=args.data, labels=args.labels, calibration=args.calibration, max_images=args.max_images,
+                       overrides=overrides)
 
 
 def _add_gate_args(g, with_baseline: bool) -> None:

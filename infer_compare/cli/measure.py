@@ -4,11 +4,13 @@ the exit-code rule they share."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
 from ..errors import UsageError
+from .args import data_options
 from .flags import runner_options_from_args
 from .progress import RichProgress
 
@@ -23,7 +25,8 @@ def _output_dir(args) -> Path:
     if args.output_dir:
         out = Path(args.output_dir)
     else:
-        out = Path("infer-compare-results") / f"{args.model}-{time.strftime('%Y%m%d-%H%M%S')}"
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(args.model).split(":")[-1]).stem) or "model"
+        out = Path("infer-compare-results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".write-test"
@@ -97,7 +100,8 @@ def cmd_compare(args, argv: list[str]) -> int:
                 parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
                 use_cache=not args.no_cache, seed=args.seed, command=["infer-compare", *argv], progress=prog,
                 on_row=saver, runner_options=runner_options_from_args(args),
-                parity_every_batch=args.parity_every_batch)
+                parity_every_batch=args.parity_every_batch, input_shape=args.input_shape,
+                data=data_options(args), artifacts=args.artifact)
     except KeyboardInterrupt:
         saver.interrupted()
         raise

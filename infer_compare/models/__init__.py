@@ -107,7 +107,12 @@ def rebuild(spec: dict[str, Any], path: str):
 
         return load_exported_module(path)
     if kind == "factory":
+        import sys
+
         from .user_torch import import_callable, load_weights
+
+        if spec.get("cwd") and spec["cwd"] not in sys.path:  # where the user's module was importable
+            sys.path.insert(0, spec["cwd"])
 
         model = import_callable(spec["source"])()
         load_weights(model, path)

@@ -51,7 +51,7 @@ def row_cells(r: RunRecord) -> list[str]:
         export_s = "cached" if ex.cached else fmt_num(ex.export_s)
     return [
         r.backend,
-        r.format,
+        f"{r.format} ({r.variant})" if r.variant else r.format,
         prec_label(r),
         r.device,
         str(r.batch_size) if r.batch_size is not None else "–",

@@ -225,10 +225,24 @@ def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
     cal = create_calibrator(pre, ops, augmented_model_path=str(tmp / "augmented.onnx"),
                             calibrate_method=getattr(q.CalibrationMethod, method),
                             extra_options=_calibration_extra(method))
-    for i in range(0, len(calib), CALIB_BATCH):
-        x = np.ascontiguousarray(calib[i:i + CALIB_BATCH], dtype=np.float32)
-        cal.collect_data(_Batches([{ONNX_INPUT_NAME: x}]))
+    name, fixed = _input_of(pre, ONNX_INPUT_NAME)
+    step = fixed or CALIB_BATCH  # a static-batch file takes only its own batch size
+    for i in range(0, len(calib) - (len(calib) % step if fixed else 0), step):
+        x = np.ascontiguousarray(calib[i:i + step], dtype=np.float32)
+        cal.collect_data(_Batches([{name: x}]))
     return cal.compute_data()
+
+
+def _input_of(path: Path, default: str) -> tuple[str, int | None]:
+    """The first graph input's name and its fixed batch size (None when dynamic)."""
+    import onnx
+
+    try:
+        inp = onnx.load(str(path), load_external_data=False).graph.input[0]
+    except Exception:
+        return default, None
+    dim = inp.type.tensor_type.shape.dim
+    return inp.name, (int(dim[0].dim_value) if dim and dim[0].HasField("dim_value") else None)
 
 
 def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path) -> None:

@@ -200,9 +200,17 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
     precision, out = spec["precision"], spec["out"]
     model = _load_module(spec)
     calib = np.load(spec["calibration"]).astype(np.float32)
+    if isinstance(model, torch.jit.ScriptModule):  # litert-torch needs torch.export: convert TorchScript first
+        from torch._export.converter import TS2EPConverter
+
+        model = TS2EPConverter(model, (torch.from_numpy(calib[:1]),)).convert().module()
     nhwc = torch.from_numpy(np.ascontiguousarray(calib.transpose(0, 2, 3, 1)))
     sample = (nhwc[:1],)  # static batch 1: dynamic batch fails in litert-torch 0.10 lowering (JAX shapes)
-    wrapped = litert_torch.to_channel_last_io(model, args=[0]).eval()
+    wrapped = litert_torch.to_channel_last_io(model, args=[0])
+    try:
+        wrapped = wrapped.eval()
+    except NotImplementedError:  # an ExportedProgram's module has no train/eval modes: it is inference-only
+        pass
     applied: dict[str, Any] = {"route": "litert-torch", "batch": 1, "layout": "NHWC",
                                "litert_torch": getattr(litert_torch, "__version__", None), "torch": torch.__version__}
     tmp = out + ".part"
