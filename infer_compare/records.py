@@ -317,6 +317,9 @@ class Report(Record):
     complete: bool = True
     not_run: tuple[str, ...] = ()  # cells that did not run, as labels (see cell_label)
     incomplete_reason: str = ""  # e.g. "interrupted by SIGINT"
+    # a soak's windows and summary per configuration (infer_compare/soak/); () in a comparison. Older
+    # files load without it and older readers ignore it, so the schema version stays.
+    soak: tuple[SoakResult, ...] = ()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
@@ -378,3 +381,8 @@ def load_report(path) -> Report:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SchemaError(f"{path} is not a JSON results file: {e}") from e
     return Report.from_dict(d)
+
+
+# The soak's records live with the soak (they subclass Record, defined above); imported here so that
+# Report.soak resolves when a Report is read back.
+from .soak.records import SoakResult, SoakWindow  # noqa: E402,F401
