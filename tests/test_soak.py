@@ -244,16 +244,28 @@ def test_window_loop_with_a_fake_clock():
     assert sum(c for d in lines for _, c in d["hist"]) == 1000
 
 
-def test_histogram_percentiles_are_within_half_a_percent():
+def test_window_statistics_match_numpy_and_the_histogram_is_within_half_a_percent():
     from infer_compare.soak.process import hist_percentiles
-    from infer_compare.soak_child import _histogram
+    from infer_compare.soak_child import WindowBuffers
 
-    ns = np.random.default_rng(0).lognormal(np.log(2e5), 0.6, 50_000).astype(np.int64)
-    hist = {i: c for i, c in _histogram(ns)}
-    got = hist_percentiles(hist, (50, 90, 99))
+    ns = np.random.default_rng(0).lognormal(np.log(2e5), 0.6, 50_001).astype(np.int64)
+    bufs = WindowBuffers(10)
+    while bufs.ns.size < ns.size:
+        bufs.grow()
+    bufs.ns[:ns.size] = ns
+    st = bufs.stats(ns.size)
+    ms = ns / 1e6
     for q in (50, 90, 99):
-        exact = np.percentile(ns, q)
-        assert abs(got[q] / exact - 1) < 0.006, q
+        assert st[f"p{q}_ms"] == pytest.approx(np.percentile(ms, q), rel=1e-12)
+    assert st["mean_ms"] == pytest.approx(ms.mean()) and st["std_ms"] == pytest.approx(ms.std(ddof=1))
+    assert (st["min_ms"], st["max_ms"]) == (ms.min(), ms.max())
+    got = hist_percentiles({i: c for i, c in st["hist"]}, (50, 90, 99))
+    for q in (50, 90, 99):
+        assert abs(got[q] / np.percentile(ns, q) - 1) < 0.006, q
+    small = WindowBuffers()
+    small.ns[:5] = [1_000_000] * 5
+    st = small.stats(5)
+    assert st["p90_ms"] is None and st["p50_ms"] == 1.0  # too few calls for p90
 
 
 class LeakRunner(Runner):

@@ -195,6 +195,10 @@ def _soak_memory(ax, t: list[float], ws: list) -> None:
         ax.plot([x for x, _ in gpu], [y for _, y in gpu], marker="^", markersize=3, linewidth=1.0, color="#ef6c00",
                 label="GPU used, MiB")
     ax.set_ylabel("MB" if not gpu else "MB / MiB")
+    ys = [y for _, y in rss + gpu]
+    if ys and max(ys) - min(ys) < 0.05 * max(ys):  # at least 5 % of the level: noise must not look like a leak
+        mid, half = (max(ys) + min(ys)) / 2, 0.025 * max(ys)
+        ax.set_ylim(mid - half, mid + half)
     if rss or gpu:
         ax.legend(fontsize=7.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
