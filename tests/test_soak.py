@@ -300,6 +300,15 @@ class CrashAfter300(LeakRunner):
         return self._out
 
 
+class HangAfter300(CrashAfter300):
+    """Hangs at its 300th call, like a deadlocked runtime."""
+
+    def run(self, x):
+        self._n += 1
+        time.sleep(3600 if self._n == 300 else 0.001)
+        return self._out
+
+
 def _soak_spec(tmp_path, runner, duration, window):
     from infer_compare.soak_child import SoakSpec
 
@@ -329,6 +338,18 @@ def test_a_crash_keeps_every_finished_window(tmp_path):
     row = row_of(got, {"backend": "x", "format": "onnx", "precision": "fp32", "device": "cpu", "threads": 1}, 1,
                  None, 1)
     assert row.status == "run_failed" and "SIGSEGV" in row.reason and row.latency.count == res.calls
+
+
+def test_a_hang_is_killed_and_keeps_its_windows(tmp_path):
+    import psutil
+
+    from infer_compare.soak.process import Collected, soak_one, soak_result
+
+    spec = _soak_spec(tmp_path, "HangAfter300", 600.0, 0.1)
+    got = soak_one(spec, tmp_path, "hang", 2, Collected(), env=python_env())
+    res = soak_result(got, "hang", spec)
+    assert res.stopped_by == "timed_out" and "no progress for 2 s" in res.reason and len(res.windows) >= 2
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path / "hang.soak.json") in (p.info["cmdline"] or [])]
 
 
 # ----------------------------------------------------------------------- real LeNet-5 soaks
@@ -376,6 +397,7 @@ def test_interrupted_soak_keeps_its_windows_and_no_child(cache_dir, tmp_path):
             except (SchemaError, OSError):
                 continue
             windows = len(rep.soak[0].windows) if rep.soak else 0
+            assert not rep.complete and "in progress" in rep.incomplete_reason  # never looks finished mid-run
         assert windows >= 2 and proc.poll() is None, proc.stderr.read().decode() if proc.poll() is not None else ""
         children = psutil.Process(proc.pid).children(recursive=True)
         assert any("infer_compare.soak_child" in " ".join(c.cmdline()) for c in children)
