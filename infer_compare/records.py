@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import SchemaError
 from .serial import Record, decode  # noqa: F401  (Record is re-exported)
+from .soak.records import SoakResult, SoakWindow  # noqa: F401  (Report.soak; re-exported)
 
 SCHEMA_VERSION = 2  # 2: Report.complete, Report.not_run, Report.incomplete_reason (version-1 files still load)
 
@@ -381,8 +382,3 @@ def load_report(path) -> Report:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SchemaError(f"{path} is not a JSON results file: {e}") from e
     return Report.from_dict(d)
-
-
-# The soak's records live with the soak (they subclass Record, defined above); imported here so that
-# Report.soak resolves when a Report is read back.
-from .soak.records import SoakResult, SoakWindow  # noqa: E402,F401

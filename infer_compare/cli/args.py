@@ -276,6 +276,7 @@ def build_soak_parser() -> argparse.ArgumentParser:
     m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
                    help="kill a soak that loads for S seconds, or makes no window for S seconds past its window "
                         "length (default 600)")
+    _add_export_timeout(m)
     m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
     add_runner_option_flags(p)
     o = p.add_argument_group("output and cache")

@@ -51,6 +51,7 @@ def cmd_soak(args, argv: list[str]) -> int:
             rep = soak(args.model, bundle=args.bundle, weights=args.weights, backends=args.backends,
                        formats=args.formats, precisions=args.precisions, devices=args.devices, threads=args.threads,
                        warmup_iters=args.warmup, warmup_time_s=args.warmup_time, cell_timeout_s=args.cell_timeout,
+                       export_timeout_s=args.export_timeout,
                        cache_dir=args.cache_dir, use_cache=not args.no_cache, seed=args.seed,
                        command=["infer-compare", "soak", *argv], progress=prog, on_update=saver,
                        runner_options=runner_options_from_args(args), **kw)

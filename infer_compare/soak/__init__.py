@@ -17,9 +17,6 @@ readers of /proc, sysfs and NVML.
 
 from __future__ import annotations
 
-# records.py (the package's) imports this package's records at its end, for Report.soak: load it
-# first, so that importing this package before infer_compare.records works too.
-from .. import records as _records  # noqa: F401  isort: skip
 from .records import SoakResult, SoakWindow, rss_growth_exceeds
 
 __all__ = ["SoakResult", "SoakWindow", "parse_duration", "rss_growth_exceeds", "soak"]

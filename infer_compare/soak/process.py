@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..isolate import _death, kill_group, tail
+from ..isolate import describe_exit, kill_group, tail
 from ..records import OK, PERCENTILE_MIN_SAMPLES, RUN_FAILED, SKIPPED, ExportRecord, LatencyStats, RunRecord
 from ..soak_child import SoakSpec, hist_value_ns
 from .records import SoakResult, SoakWindow
@@ -160,7 +160,7 @@ def soak_one(spec: SoakSpec, workdir: Path, tag: str, timeout_s: float, got: Col
     got.take(lines.read(), on_line)
     if got.end is None and got.error is None and not got.death:
         last = got.stderr.splitlines()[-1] if got.stderr else ""
-        got.death = f"backend process crashed ({_death(proc.returncode)})" + (f": {last}" if last else "")
+        got.death = f"backend process crashed ({describe_exit(proc.returncode)})" + (f": {last}" if last else "")
     return got
 
 

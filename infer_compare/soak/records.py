@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..records import Record
+from ..serial import Record
 
 GROWTH_PER_CALLS = 10_000  # RSS growth is stated per this many calls
 MIN_FULL_FRACTION = 0.5  # a window that lasted at least this share of --window is a full one

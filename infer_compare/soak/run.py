@@ -24,7 +24,7 @@ from typing import Any
 from .. import __version__
 from ..errors import UsageError
 from ..plan import make_selection
-from ..progress import Progress
+from ..progress import Progress, Warnings
 from ..records import SCHEMA_VERSION, Report, RunRecord, cell_label
 from ..soak_child import SoakSpec
 from .process import Collected, row_of, soak_one, soak_result
@@ -164,7 +164,7 @@ def soak(model: str | None = None, *, bundle: str | Path | None = None, duration
          formats: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
          devices: Iterable[str] | None = None, batch_sizes: Iterable[int] | str | None = None,
          threads: int | None = None, warmup_iters: int = 2, warmup_time_s: float = 0.2,
-         cell_timeout_s: float = 600.0, cache_dir: str | Path | None = None, use_cache: bool = True, seed: int = 0,
+         cell_timeout_s: float = 600.0, export_timeout_s: float = 1800.0, cache_dir: str | Path | None = None, use_cache: bool = True, seed: int = 0,
          command: Iterable[str] | None = None, progress: Progress | None = None,
          on_update: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
          sensors_root: str = "/") -> Report:
@@ -187,15 +187,11 @@ def soak(model: str | None = None, *, bundle: str | Path | None = None, duration
     sel = make_selection(backends=backends, formats=formats, precisions=precisions, devices=devices,
                          batch_sizes=batch_sizes if batch_sizes is not None else [1], threads=threads,
                          warmup_iters=warmup_iters, min_iters=1, min_time_s=0.0, cell_timeout_s=cell_timeout_s,
-                         seed=seed, runner_options=runner_options, target_ci=None, warmup_time_s=warmup_time_s)
+                         seed=seed, runner_options=runner_options, target_ci=None, warmup_time_s=warmup_time_s,
+                         export_timeout_s=export_timeout_s)
     if model is not None:
         models.resolve(model)  # an unknown model is a usage error before any work
-    warnings: list[str] = []
-
-    def warn(msg: str) -> None:
-        warnings.append(msg)
-        prog.warn(msg)
-
+    warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
     prog.task("probing the environment")
     environment = env.collect()
