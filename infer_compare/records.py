@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import SchemaError
 from .serial import Record, decode  # noqa: F401  (Record is re-exported)
+from .soak.records import SoakResult, SoakWindow  # noqa: F401  (Report.soak; re-exported)
 
 SCHEMA_VERSION = 2  # 2: Report.complete, Report.not_run, Report.incomplete_reason (version-1 files still load)
 
@@ -317,6 +318,9 @@ class Report(Record):
     complete: bool = True
     not_run: tuple[str, ...] = ()  # cells that did not run, as labels (see cell_label)
     incomplete_reason: str = ""  # e.g. "interrupted by SIGINT"
+    # a soak's windows and summary per configuration (infer_compare/soak/); () in a comparison. Older
+    # files load without it and older readers ignore it, so the schema version stays.
+    soak: tuple[SoakResult, ...] = ()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:

@@ -7,6 +7,7 @@
     infer-compare export --model M --out DIR      a bundle to measure on another machine (docs/edge.md)
     infer-compare run DIR                         measure a bundle here (no torch needed)
     infer-compare merge R1.json R2.json --out DIR one comparison across machines
+    infer-compare soak --model M --duration 10m   run configurations for long, per time window (docs/soak.md)
 
 Exit codes: 0 ok, 1 parity failure or regression (or an explicitly requested backend
 skipped or failed), 2 usage error.
@@ -27,12 +28,14 @@ from .args import (  # noqa: F401  (the parsers are part of this module's surfac
     build_parser,
     build_report_parser,
     build_run_parser,
+    build_soak_parser,
 )
 from .files import cmd_diff, cmd_env, cmd_merge, cmd_report
 from .flags import runner_options_from_args  # noqa: F401
 from .measure import cmd_compare, cmd_export, cmd_run, requested_not_run  # noqa: F401
+from .soak import cmd_soak
 
-SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge")
+SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge", "soak")
 
 
 class Terminated(KeyboardInterrupt):
@@ -60,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(build_run_parser().parse_args(argv[1:]), argv[1:])
         if argv and argv[0] == "merge":
             return cmd_merge(build_merge_parser().parse_args(argv[1:]), argv[1:])
+        if argv and argv[0] == "soak":
+            return cmd_soak(build_soak_parser().parse_args(argv[1:]), argv[1:])
         if argv and argv[0] == "compare":
             argv = argv[1:]
         return cmd_compare(build_parser().parse_args(argv), argv)

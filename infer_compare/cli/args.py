@@ -277,3 +277,50 @@ def build_merge_parser() -> argparse.ArgumentParser:
                    help="machine label of each file, in order (repeatable; default: Jetson/Pi model, GPU name or "
                         "CPU model)")
     return p
+
+
+def build_soak_parser() -> argparse.ArgumentParser:
+    from ..formats import FORMATS, PRECISIONS, RUNNERS
+
+    p = _Parser(prog="infer-compare soak",
+                description="Run one or more configurations for a long time, each in its own process, and record "
+                            "per time window: throughput and latency (drift, thermal throttling), the process's RSS "
+                            "and GPU memory (leaks), temperatures and clocks where the machine exposes them. Writes "
+                            "results.json/.md/.csv/.html with a plot per configuration (docs/soak.md).",
+                epilog="Durations: seconds, or a number with ms, s, m, h (90s, 10m, 1h30m). Exit codes: 0 ok, 1 a "
+                       "requested backend did not run or RSS grew faster than --max-rss-growth, 2 usage error; "
+                       "130/143 interrupted (the finished windows are saved, marked incomplete).")
+    g = p.add_argument_group("what to soak")
+    g.add_argument("--model", "-m", help="resnet50, mobilenet_v2, lenet5, ... (or --bundle)")
+    g.add_argument("--bundle", metavar="DIR", help="a bundle written by 'infer-compare export' instead of --model")
+    g.add_argument("--weights", default="auto", metavar="auto|random|PATH", help="as for a comparison (default auto)")
+    g.add_argument("--backends", type=_csv, metavar="LIST",
+                   help=f"comma-separated runners (default: all): {', '.join(r for r in RUNNERS if r != 'null')}")
+    g.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats: {', '.join(FORMATS)}")
+    g.add_argument("--precisions", type=_csv, metavar="LIST", help=f"comma-separated precisions: {', '.join(PRECISIONS)}")
+    g.add_argument("--device", type=_csv, metavar="LIST", dest="devices", help="cpu, cuda, cuda:N, edgetpu")
+    g.add_argument("--batch-sizes", "-b", metavar="LIST", help="comma-separated batch sizes, each soaked in turn (default 1)")
+    m = p.add_argument_group("how long")
+    m.add_argument("--duration", "-d", default="10m", metavar="TIME", help="soak each configuration this long (default 10m)")
+    m.add_argument("--window", "-w", default="10s", metavar="TIME",
+                   help="one record of latency, throughput, memory and sensors per window (default 10s)")
+    m.add_argument("--max-rss-growth", type=_positive_float, metavar="MB",
+                   help="exit 1 when a configuration's RSS grows by more than MB per 10,000 calls (fit over the "
+                        "windows after the first)")
+    m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
+    m.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up calls before the first window (default 2)")
+    m.add_argument("--warmup-time", type=_positive_float, default=0.2, metavar="S",
+                   help="and warm up for at least S seconds (default 0.2)")
+    m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="kill a soak that loads for S seconds, or makes no window for S seconds past its window "
+                        "length (default 600)")
+    _add_export_timeout(m)
+    m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
+    add_runner_option_flags(p)
+    o = p.add_argument_group("output and cache")
+    o.add_argument("--output-dir", "-o", metavar="DIR",
+                   help="where the results go (default ./infer-compare-results/<model>-soak-<time>/)")
+    o.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare)")
+    o.add_argument("--no-cache", action="store_true", help="rebuild every artifact privately for this run")
+    o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    return p

@@ -274,6 +274,10 @@ def _results(rep: Report) -> list[str]:
     if not figs and not plot_notes:
         plot_notes.append("No measured rows to plot.")
     out += [f'<p class="warn">{escape(n)}</p>' for n in plot_notes]
+    if rep.soak:
+        from .soak import html_section
+
+        out.append(html_section(rep))
     pct = _percentiles_table(rep)
     if pct:
         out += ['<h2 id="percentiles-h">Latency percentiles (ms)</h2>', pct]

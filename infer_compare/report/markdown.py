@@ -58,7 +58,12 @@ def _results(rep: Report) -> list[str]:
     v = common.verdict(rep)
     if v.picks or v.notes:
         out += ["**Verdict**", "", *[f"- {_esc(line)}" for line in v.lines()], ""]
-    return out + _percentiles(rep)
+    out += _percentiles(rep)
+    if rep.soak:
+        from .soak import markdown_section
+
+        out += markdown_section(rep)
+    return out
 
 
 def _failures_and_skips(rep: Report) -> list[str]:

@@ -1,0 +1,65 @@
+"""``infer-compare soak``: run configurations for a long time and record them per window."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ..errors import UsageError
+from .flags import runner_options_from_args
+from .measure import _exit_code, _output_dir, _Saver
+from .progress import RichProgress
+
+
+def _checked(args) -> dict:
+    """Everything that can be refused before any work, as soak() keywords."""
+    from ..api import parse_batch_sizes
+    from ..soak.run import check_times
+
+    duration, window = check_times(args.duration, args.window)
+    if (args.model is None) == (args.bundle is None):
+        raise UsageError("name a model (--model M) or a bundle (--bundle DIR), one of the two")
+    if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
+        raise UsageError(f"weights file not found: {args.weights}")
+    batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None
+    return dict(duration_s=duration, window_s=window, batch_sizes=batch)
+
+
+def _growth_failures(rep, bound: float | None) -> int:
+    from ..soak import rss_growth_exceeds
+
+    if bound is None:
+        return 0
+    bad = [r for r in rep.soak if rss_growth_exceeds(r, bound)]
+    for r in bad:
+        print(f"infer-compare: {r.label}: RSS grew {r.rss_growth_mb_per_10k_calls:.3g} MB per 10,000 calls "
+              f"(--max-rss-growth {bound:g})", file=sys.stderr)
+    return len(bad)
+
+
+def cmd_soak(args, argv: list[str]) -> int:
+    from ..report.soak import print_soak
+    from ..soak import soak
+
+    kw = _checked(args)
+    name = args.model or Path(args.bundle).resolve().name
+    saver = _Saver(_output_dir(argparse.Namespace(output_dir=args.output_dir, model=f"{name}-soak")))
+    try:
+        with RichProgress(args.quiet) as prog:
+            rep = soak(args.model, bundle=args.bundle, weights=args.weights, backends=args.backends,
+                       formats=args.formats, precisions=args.precisions, devices=args.devices, threads=args.threads,
+                       warmup_iters=args.warmup, warmup_time_s=args.warmup_time, cell_timeout_s=args.cell_timeout,
+                       export_timeout_s=args.export_timeout,
+                       cache_dir=args.cache_dir, use_cache=not args.no_cache, seed=args.seed,
+                       command=["infer-compare", "soak", *argv], progress=prog, on_update=saver,
+                       runner_options=runner_options_from_args(args), **kw)
+    except KeyboardInterrupt:
+        saver.interrupted()
+        raise
+    paths = saver.write(rep)
+    print_soak(rep)
+    print(f"results: {', '.join(str(p) for p in paths.values())}")
+    code = _exit_code(rep)
+    return 1 if _growth_failures(rep, args.max_rss_growth) else code

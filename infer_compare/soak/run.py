@@ -1,0 +1,307 @@
+"""``soak()``: plan the configurations, prepare the model (or read a bundle), get each
+artifact through the chain, and soak each configuration and batch size in turn in its
+own child process (process.py); the Report, with ``Report.soak`` holding the windows.
+
+It is the comparison's composition (api.compare, measure.measure) with a soak in place
+of the measured loop: the same selection checks, artifacts, cache, skipped rows and
+interrupt guarantees (the children's process groups are killed, the partial report says
+``complete: false`` and lists what did not run).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import UsageError
+from ..plan import make_selection
+from ..progress import Progress, Warnings
+from ..records import SCHEMA_VERSION, Report, RunRecord, cell_label
+from ..soak_child import SoakSpec
+from .process import Collected, row_of, soak_one, soak_result
+from .records import GROWTH_PER_CALLS, SoakResult
+
+UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+MIN_WINDOW_S = 0.05
+IN_PROGRESS = "soak in progress (a file left like this: the run was killed)"
+
+
+def parse_duration(text: str | float, what: str = "--duration") -> float:
+    """'90s', '10m', '1h', '1h30m', '500ms' or plain seconds ('600', 600) -> seconds, > 0.
+    Anything else is a UsageError (one line)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        v = float(text)
+    else:
+        s = str(text).strip().lower()
+        parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ms|min|s|m|h)", s)
+        if re.fullmatch(r"\d+(?:\.\d*)?|\.\d+", s):
+            v = float(s)
+        elif parts and "".join(a + b for a, b in parts) == s.replace(" ", ""):
+            v = sum(float(a) * UNITS[b] for a, b in parts)
+        else:
+            raise UsageError(f"bad {what} {text!r}: give seconds or a number with a unit, e.g. 90s, 10m, 1h, "
+                             "1h30m, 500ms")
+    if not math.isfinite(v) or v <= 0:
+        raise UsageError(f"{what} must be more than 0 seconds, got {text!r}")
+    return v
+
+
+def check_times(duration: str | float, window: str | float) -> tuple[float, float]:
+    d, w = parse_duration(duration, "--duration"), parse_duration(window, "--window")
+    if w < MIN_WINDOW_S:
+        raise UsageError(f"--window must be at least {MIN_WINDOW_S} s, got {window!r}")
+    if w > d:
+        raise UsageError(f"--window ({w:g} s) is longer than --duration ({d:g} s)")
+    return d, w
+
+
+def fmt_duration(s: float) -> str:
+    if s >= 3600 and s % 3600 == 0:
+        return f"{s / 3600:g} h"
+    if s >= 60 and s % 60 == 0:
+        return f"{s / 60:g} min"
+    return f"{s:g} s"
+
+
+@dataclass
+class _Flight:
+    """The configuration being soaked: what its row and result are made of."""
+
+    got: Collected
+    base: dict[str, Any]
+    batch: int
+    art: Any
+    label: str
+    spec: SoakSpec
+    warmup_iters: int
+
+    def entry(self) -> tuple[RunRecord, SoakResult] | None:
+        if not self.got.windows:
+            return None
+        return (row_of(self.got, self.base, self.batch, self.art, self.warmup_iters),
+                soak_result(self.got, self.label, self.spec))
+
+
+class _SoakRun:
+    """The rows and soak results so far, the configuration in flight, and the report they make."""
+
+    def __init__(self, prep: Any, environment: Any, notes: list[str], warnings: list[str], prog: Progress,
+                 command: Iterable[str] | None, on_update: Callable[[Report], None] | None, t_start: float):
+        self.prep, self.environment, self.notes, self.warnings = prep, environment, notes, warnings
+        self.prog, self.command, self.on_update, self.t_start = prog, command, on_update, t_start
+        self.settings: Any = None  # plan.settings_for(), once the cells are planned
+        self.rows: list[RunRecord] = []
+        self.results: list[SoakResult] = []
+        self.planned: list[str] = []  # labels of every configuration and batch size to soak
+        self.done: set[str] = set()
+        self.current: _Flight | None = None
+
+    def report(self, why_incomplete: str = "", with_in_flight: bool = False) -> Report:
+        rows, results = list(self.rows), list(self.results)
+        cur = self.current.entry() if with_in_flight and self.current is not None else None
+        if cur is not None:
+            rows.append(cur[0])
+            results.append(cur[1])
+        have = {r.label for r in rows} | self.done
+        return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                      tuple(self.command or sys.argv), self.prep.minfo, self.environment, self.settings, tuple(rows),
+                      tuple(self.warnings), tuple(self.notes), round(time.perf_counter() - self.t_start, 2),
+                      complete=not why_incomplete, incomplete_reason=why_incomplete, soak=tuple(results),
+                      not_run=tuple(x for x in self.planned if x not in have) if why_incomplete else ())
+
+    def save(self, why_incomplete: str, with_in_flight: bool = True) -> None:
+        """Hand the report so far to ``on_update`` (the CLI writes it): incomplete until the end."""
+        if self.on_update is not None:
+            self.on_update(self.report(why_incomplete, with_in_flight))
+
+    def add(self, row: RunRecord, result: SoakResult | None = None, labels: Iterable[str] = ()) -> None:
+        self.rows.append(row)
+        self.done.update(labels or (row.label,))
+        if result is not None:
+            self.results.append(result)
+        self.prog.row(row)
+        self.save(IN_PROGRESS, with_in_flight=False)
+
+
+def _notes(prep: Any, duration: float, window: float) -> list[str]:
+    return list(prep.notes) + [
+        f"soak: each configuration ran in its own process for {fmt_duration(duration)} in windows of "
+        f"{fmt_duration(window)}, after its cold call and warm-up; one window line per window as it ended",
+        "a row's latency covers every call of its soak: count, mean, std, min and max exactly, its percentiles from "
+        "a histogram of 1 %-wide bins (within 0.5 %); each window's percentiles are exact",
+        f"RSS growth per {GROWTH_PER_CALLS:,} calls: least-squares slope of the windows' RSS (VmRSS) against the "
+        "calls made, over the windows after the first; drift: the last full window over the first",
+        "a soak checks no parity: run the comparison for it",
+    ]
+
+
+def _prepared(model: str | None, bundle: str | None, sel: Any, weights: str, seed: int, cache: Any,
+              prog: Progress, warn: Callable[[str], None]) -> Any:
+    if bundle is not None:
+        from ..bundle import prepared_from_bundle, verify
+
+        prog.task("verifying the bundle")
+        v = verify(bundle)
+        prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
+        return prepared_from_bundle(v)
+    from ..prepare import prepare_model
+
+    return prepare_model(str(model), weights=weights, seed=seed, cache=cache, threads=sel.threads, prog=prog,
+                         warn=warn)
+
+
+def soak(model: str | None = None, *, bundle: str | Path | None = None, duration_s: float | str = 600.0,
+         window_s: float | str = 10.0, weights: str = "auto", backends: Iterable[str] | None = None,
+         formats: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
+         devices: Iterable[str] | None = None, batch_sizes: Iterable[int] | str | None = None,
+         threads: int | None = None, warmup_iters: int = 2, warmup_time_s: float = 0.2,
+         cell_timeout_s: float = 600.0, export_timeout_s: float = 1800.0, cache_dir: str | Path | None = None, use_cache: bool = True, seed: int = 0,
+         command: Iterable[str] | None = None, progress: Progress | None = None,
+         on_update: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
+         sensors_root: str = "/") -> Report:
+    """Soak each configuration of the selection (batch size 1 unless ``batch_sizes``) for ``duration_s``
+    in windows of ``window_s`` (seconds, or text such as "10m"); the Report with ``Report.soak``.
+
+    ``on_update(partial_report)`` gets the report after each window (marked incomplete until the end)
+    so that a caller can save it. Raises UsageError for bad arguments; a configuration that fails is a
+    failed row with the windows it finished. On KeyboardInterrupt (Ctrl-C; SIGTERM through the CLI) the
+    child is killed, ``on_update`` gets the partial report (``complete`` False) and the interrupt goes on.
+    """
+    from .. import env, models
+    from ..cache import Cache
+
+    t_start = time.perf_counter()
+    duration, window = check_times(duration_s, window_s)
+    if (model is None) == (bundle is None):
+        raise UsageError("name a model (--model) or a bundle (--bundle DIR), one of the two")
+    prog = progress or Progress()
+    sel = make_selection(backends=backends, formats=formats, precisions=precisions, devices=devices,
+                         batch_sizes=batch_sizes if batch_sizes is not None else [1], threads=threads,
+                         warmup_iters=warmup_iters, min_iters=1, min_time_s=0.0, cell_timeout_s=cell_timeout_s,
+                         seed=seed, runner_options=runner_options, target_ci=None, warmup_time_s=warmup_time_s,
+                         export_timeout_s=export_timeout_s)
+    if model is not None:
+        models.resolve(model)  # an unknown model is a usage error before any work
+    warn = warnings = Warnings(prog)
+    cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
+    prog.task("probing the environment")
+    environment = env.collect()
+    sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
+    prep = _prepared(model, None if bundle is None else str(bundle), sel, weights, seed, cache, prog, warn)
+    run = _SoakRun(prep, environment, _notes(prep, duration, window), warnings, prog, command, on_update, t_start)
+    _soak_all(run, sel, cache, duration, window, sensors_root)
+    run.warnings.extend(m for m in cache.messages if m not in run.warnings)
+    return run.report()
+
+
+def _labels(c: Any, batches: Iterable[int]) -> list[str]:
+    return [cell_label(c.runner, c.fmt, c.precision, c.device or c.kind, b) for b in batches]
+
+
+def _soak_all(run: _SoakRun, sel: Any, cache: Any, duration: float, window: float, sensors_root: str) -> None:
+    """Plan the cells, then soak each in turn; on an interrupt, the partial report goes to ``on_update``."""
+    import numpy as np
+
+    from .. import device_kinds
+    from ..devices import measurement_warnings
+    from ..measure import _chain  # the comparison's chain of artifacts (docs/soak.md)
+    from ..plan import plan_cells, settings_for
+
+    present = device_kinds.present()
+    for w in measurement_warnings(run.environment.device_facts):
+        run.warnings.append(w)
+        run.prog.warn(w)
+    cells = plan_cells(present, sel)
+    run.settings = settings_for(sel, present, sel.threads, len(run.prep.ds.eval))
+    run.planned = [x for c in cells if c.device is not None for x in _labels(c, run.settings.batch_sizes[c.kind])]
+    chain = _chain(run.prep, sel, run.settings, cache, run.prog)
+    work = Path(tempfile.mkdtemp(prefix="infer-compare-soak-"))
+    try:
+        np.save(work / "eval.npy", run.prep.ds.eval)
+        for idx, c in enumerate(cells):
+            _soak_cell(run, c, idx, chain, sel, work, cache, duration, window, sensors_root)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli): the child's group is killed by now (process.py)
+        run.save(str(e) or "interrupted by SIGINT (Ctrl-C)", with_in_flight=True)
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path, cache: Any, duration: float,
+               window: float, sensors_root: str) -> None:
+    """One configuration: its skipped row, or a soak of each of its batch sizes."""
+    from ..artifacts import Unbuilt
+    from ..formats import get_format
+    from ..measure import _base, _cannot_run  # the comparison's row base and probe (docs/soak.md)
+    from ..records import SKIPPED
+
+    base = _base(c, run.settings.threads or 1)
+    batches = tuple(sorted(run.settings.batch_sizes[c.kind]))
+    labels = _labels(c, batches)
+    _, skipped = _cannot_run(c, base)
+    if skipped is not None:
+        more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
+        run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped, labels=labels)
+        return
+    art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
+    if isinstance(art, Unbuilt):
+        run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
+                          skip_kind="unavailable" if art.status == SKIPPED else ""), labels=labels)
+        return
+    for b in batches:
+        _soak_batch(run, c, b, art, sel, work, f"cell{idx}-b{b}", cache, duration, window, sensors_root, base)
+
+
+def _soak_batch(run: _SoakRun, c: Any, b: int, art: Any, sel: Any, work: Path, tag: str, cache: Any,
+                duration: float, window: float, sensors_root: str, base: dict[str, Any]) -> None:
+    from ..measure import _cell_spec  # the comparison's cell spec (docs/soak.md); a soak needs no parity
+
+    cell = _cell_spec(c, art, (b,), run.prep, sel, run.settings, work, tag, cache)
+    spec = SoakSpec(cell.replace(parity_inputs=None, outputs="", parity_limit={}), duration, window, sensors_root)
+    label = _labels(c, (b,))[0]
+    got = Collected()
+    run.current = _Flight(got, base, b, art, label, spec, run.settings.warmup_iters)
+    run.prog.task(f"soaking {label} for {fmt_duration(duration)}", total=max(1, round(duration / window)))
+    try:
+        soak_one(spec, work, tag, run.settings.cell_timeout_s, got, on_line=lambda d: _on_line(run, label, d))
+    except KeyboardInterrupt:
+        got.interrupted = True
+        raise
+    entry = run.current.entry()
+    run.current = None
+    if entry is None:
+        run.add(row_of(got, base, b, art, run.settings.warmup_iters))
+    else:
+        run.add(*entry)
+
+
+def window_text(label: str, d: dict[str, Any]) -> str:
+    """One window as a progress line."""
+    p99 = d.get("p99_ms")
+    temps = d.get("temperatures_c") or {}
+    return (f"{label} window {d['index'] + 1}: {d['calls']:,} calls, p50 {d['p50_ms']:.3g} ms, p99 "
+            + (f"{p99:.3g} ms" if p99 is not None else "–") + f", {d['throughput']:,.0f} img/s"
+            + (f", RSS {d['rss_mb']:.1f} MB" if d.get("rss_mb") is not None else "")
+            + (f", GPU {d['gpu_memory_mib']:.0f} MiB" if d.get("gpu_memory_mib") is not None else "")
+            + (f", max {max(temps.values()):.0f} °C" if temps else ""))
+
+
+def _on_line(run: _SoakRun, label: str, d: dict[str, Any]) -> None:
+    kind = d.get("kind")
+    if kind == "start":
+        rss = d.get("rss_mb")
+        run.prog.log(f"{label}: loaded in {d.get('load_s') or 0:.2f} s" + (f", RSS after warm-up {rss:.1f} MB"
+                                                                           if rss is not None else ""))
+    elif kind == "window":
+        run.prog.advance(f"{label} window {d['index'] + 1}")
+        run.prog.log(window_text(label, d))
+        run.save(IN_PROGRESS)
