@@ -55,7 +55,7 @@ def _runner_class(spec: CellSpec):
     return load_impl(impl), ocls.from_dict(spec.runner_options or {})
 
 
-class _Session:
+class Session:
     """The loaded runner, kept across batch sizes when it can re-shape."""
 
     def __init__(self, spec: CellSpec):
@@ -104,7 +104,7 @@ def _parity_outputs(runner: Any, spec: CellSpec, batch: int, every: bool = False
     return n
 
 
-def _measure_batch(sess: _Session, batch: int, images: np.ndarray) -> CellResult:
+def _measure_batch(sess: Session, batch: int, images: np.ndarray) -> CellResult:
     from .bench import time_loop
     from .energy import EnergyMeter, energy_fields
 
@@ -143,7 +143,7 @@ def _measure_batch(sess: _Session, batch: int, images: np.ndarray) -> CellResult
 def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
     """Each batch size of ``spec`` in turn; ``emit`` gets its result as soon as it is done."""
     images = np.load(spec.inputs)
-    sess = _Session(spec)
+    sess = Session(spec)
     try:
         done = {}
         for b in spec.batch_sizes:
@@ -154,7 +154,7 @@ def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
         sess.close()
 
 
-def _full_parity_if_top_failed(sess: _Session, done: dict[int, CellResult], emit) -> None:
+def _full_parity_if_top_failed(sess: Session, done: dict[int, CellResult], emit) -> None:
     """Every parity input is compared at the largest batch size; when that one did not run (a static-batch
     file, a failure), the largest that did run gets them all: its result is emitted again, amended."""
     spec = sess.spec

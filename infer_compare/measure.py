@@ -96,7 +96,7 @@ def _notes(prep: Prepared) -> list[str]:
     return notes
 
 
-def _base(c: Cell, threads: int) -> dict[str, Any]:
+def row_base(c: Cell, threads: int) -> dict[str, Any]:
     return dict(backend=c.runner, format=c.fmt, precision=c.precision, device=c.device or c.kind,
                 threads=int(threads) if c.kind == "cpu" else None,
                 variant=f"user:{Path(c.artifact).name}" if c.artifact else "")
@@ -111,7 +111,7 @@ def _given_artifact(c: Cell, sel: Selection) -> ExportRecord:
                         notes=(f"the user's pre-built artifact, measured as given ({art.how})",))
 
 
-def _cannot_run(c: Cell, base: dict[str, Any]) -> tuple[Any, RunRecord | None]:
+def cannot_run(c: Cell, base: dict[str, Any]) -> tuple[Any, RunRecord | None]:
     """The runner class, or the skipped row that says why this cell cannot run here."""
     def skip(reason: str, kind: str, hint: str = "") -> tuple[Any, RunRecord]:
         return None, RunRecord(**base, batch_size=None, status=SKIPPED, reason=reason, hint=hint, skip_kind=kind)
@@ -142,7 +142,7 @@ def _parity_limits(batches: tuple[int, ...], n: int, every_batch: bool) -> dict[
     return {str(b): min(n, max(MIN_PARITY_SUBSET, 4 * b)) for b in batches if b != top}
 
 
-def _cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepared, sel: Selection,
+def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepared, sel: Selection,
                settings: Settings, work: Path, tag: str, cache: Cache) -> CellSpec:
     from .bench import LoopSettings
 
@@ -167,13 +167,13 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
     if static is not None:  # the model's static batch: the other batch sizes are skipped rows that say so
         for b in batches:
             if b != static:
-                run.add(RunRecord(**_base(c, run.settings.threads or 1), batch_size=b, status=SKIPPED,
+                run.add(RunRecord(**row_base(c, run.settings.threads or 1), batch_size=b, status=SKIPPED,
                                   skip_kind="unsupported", export=art,
                                   reason=f"the model has a static batch of {static}; batch {b} cannot run"))
         batches = tuple(b for b in batches if b == static)
         if not batches:
             return
-    spec = _cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
+    spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
     run.prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
     results = run_cell(spec, run.settings.cell_timeout_s, work, tag)
     for _ in batches[1:]:
@@ -181,7 +181,7 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
     tol = get_format(c.fmt).tolerance(c.precision)
     for res in results:
         out = Path(spec.outputs_for(res.batch_size))
-        run.add(record_from_result(res, _base(c, run.settings.threads or 1), art, run.prep, tol,
+        run.add(record_from_result(res, row_base(c, run.settings.threads or 1), art, run.prep, tol,
                                    out if res.outputs_written and out.exists() else None, run.settings))
 
 
@@ -202,7 +202,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     settings = settings_for(sel, present, threads, len(prep.ds.eval))
     run = _Run(prep, environment, settings, _notes(prep), warnings, prog, command, on_row,
                time.perf_counter() if t_start is None else t_start)
-    chain = _chain(prep, sel, settings, cache, prog)
+    chain = chain_for(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
     try:
         import numpy as np
@@ -222,8 +222,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
 def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Selection, work: Path,
                    cache: Cache) -> None:
     for idx, c in enumerate(cells):
-        base = _base(c, run.settings.threads or 1)
-        _, skipped = _cannot_run(c, base)
+        base = row_base(c, run.settings.threads or 1)
+        _, skipped = cannot_run(c, base)
         if skipped is not None:
             more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
             run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
@@ -236,7 +236,7 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
         _measure_config(run, c, art, sel, work, f"cell{idx}", cache)
 
 
-def _chain(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, prog: Progress) -> ArtifactChain:
+def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, prog: Progress) -> ArtifactChain:
     minfo = prep.minfo
     bs = settings.batch_sizes
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),

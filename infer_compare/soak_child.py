@@ -178,10 +178,10 @@ def _start_line(runner: Any, load_s: float, warm: Any, sensors: Any) -> dict[str
 def run_soak(spec: SoakSpec, emit: Callable[[dict[str, Any]], Any]) -> None:
     """Load, warm up, soak; every outcome is a line (an error is an ``error`` line, never an exception)."""
     from .bench import time_loop
-    from .child import _Session, peak_rss_mb, tile  # the measuring child's loader (see docs/soak.md)
+    from .child import Session, peak_rss_mb, tile  # the measuring child's loader (see docs/soak.md)
     from .soak.sensors import Sensors
 
-    sess, stage, sensors = _Session(spec.cell), "load", None
+    sess, stage, sensors = Session(spec.cell), "load", None
     try:
         runner, load_s = sess.runner_for(spec.batch)
         if runner.fixed_batch is not None and runner.fixed_batch != spec.batch:

@@ -21,7 +21,7 @@ def _loop_args(args) -> dict:
             "export_timeout_s": args.export_timeout}
 
 
-def _output_dir(args) -> Path:
+def output_dir(args) -> Path:
     if args.output_dir:
         out = Path(args.output_dir)
     else:
@@ -37,7 +37,7 @@ def _output_dir(args) -> Path:
     return out
 
 
-class _Saver:
+class Saver:
     """Saves each partial report (``on_row``) and writes the final one: every format, atomically, to the
     output directory, or to a fresh temporary one when that fails (nothing measured is lost)."""
 
@@ -74,13 +74,13 @@ class _Saver:
                   f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
 
 
-def _finish(rep, saver: _Saver) -> int:
+def _finish(rep, saver: Saver) -> int:
     from ..report.terminal import print_report
 
     paths = saver.write(rep)
     print_report(rep)
     print(f"results: {', '.join(str(p) for p in paths.values())}")
-    return _exit_code(rep)
+    return exit_code(rep)
 
 
 def cmd_compare(args, argv: list[str]) -> int:
@@ -90,7 +90,7 @@ def cmd_compare(args, argv: list[str]) -> int:
     if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
         raise UsageError(f"weights file not found: {args.weights}")
     gate = _gate_setup(args)  # a bad baseline, rule or environment fails before any work
-    saver = _Saver(_output_dir(args))
+    saver = Saver(output_dir(args))
     try:
         with RichProgress(args.quiet) as prog:
             rep = compare(
@@ -203,7 +203,7 @@ def cmd_run(args, argv: list[str]) -> int:
         return 0
     batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None
     args.model = f"{Path(args.bundle).resolve().name}"
-    saver = _Saver(_output_dir(args))
+    saver = Saver(output_dir(args))
     try:
         with RichProgress(args.quiet) as prog:
             rep = run_bundle(args.bundle, backends=args.backends, formats=args.formats, precisions=args.precisions,
@@ -218,7 +218,7 @@ def cmd_run(args, argv: list[str]) -> int:
     return _finish(rep, saver)
 
 
-def _exit_code(rep) -> int:
+def exit_code(rep) -> int:
     code = 0
     failed = [r for r in rep.rows if r.status == "parity_failed"]
     if failed:

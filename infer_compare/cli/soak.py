@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .flags import runner_options_from_args
-from .measure import _exit_code, _output_dir, _Saver
+from .measure import Saver, exit_code, output_dir
 from .progress import RichProgress
 
 
@@ -45,7 +45,7 @@ def cmd_soak(args, argv: list[str]) -> int:
 
     kw = _checked(args)
     name = args.model or Path(args.bundle).resolve().name
-    saver = _Saver(_output_dir(argparse.Namespace(output_dir=args.output_dir, model=f"{name}-soak")))
+    saver = Saver(output_dir(argparse.Namespace(output_dir=args.output_dir, model=f"{name}-soak")))
     try:
         with RichProgress(args.quiet) as prog:
             rep = soak(args.model, bundle=args.bundle, weights=args.weights, backends=args.backends,
@@ -61,5 +61,5 @@ def cmd_soak(args, argv: list[str]) -> int:
     paths = saver.write(rep)
     print_soak(rep)
     print(f"results: {', '.join(str(p) for p in paths.values())}")
-    code = _exit_code(rep)
+    code = exit_code(rep)
     return 1 if _growth_failures(rep, args.max_rss_growth) else code

@@ -213,7 +213,7 @@ def _soak_all(run: _SoakRun, sel: Any, cache: Any, duration: float, window: floa
 
     from .. import device_kinds
     from ..devices import measurement_warnings
-    from ..measure import _chain  # the comparison's chain of artifacts (docs/soak.md)
+    from ..measure import chain_for  # the comparison's chain of artifacts (docs/soak.md)
     from ..plan import plan_cells, settings_for
 
     present = device_kinds.present()
@@ -223,7 +223,7 @@ def _soak_all(run: _SoakRun, sel: Any, cache: Any, duration: float, window: floa
     cells = plan_cells(present, sel)
     run.settings = settings_for(sel, present, sel.threads, len(run.prep.ds.eval))
     run.planned = [x for c in cells if c.device is not None for x in _labels(c, run.settings.batch_sizes[c.kind])]
-    chain = _chain(run.prep, sel, run.settings, cache, run.prog)
+    chain = chain_for(run.prep, sel, run.settings, cache, run.prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-soak-"))
     try:
         np.save(work / "eval.npy", run.prep.ds.eval)
@@ -241,13 +241,13 @@ def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path
     """One configuration: its skipped row, or a soak of each of its batch sizes."""
     from ..artifacts import Unbuilt
     from ..formats import get_format
-    from ..measure import _base, _cannot_run  # the comparison's row base and probe (docs/soak.md)
+    from ..measure import cannot_run, row_base  # the comparison's row base and probe (docs/soak.md)
     from ..records import SKIPPED
 
-    base = _base(c, run.settings.threads or 1)
+    base = row_base(c, run.settings.threads or 1)
     batches = tuple(sorted(run.settings.batch_sizes[c.kind]))
     labels = _labels(c, batches)
-    _, skipped = _cannot_run(c, base)
+    _, skipped = cannot_run(c, base)
     if skipped is not None:
         more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
         run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped, labels=labels)
@@ -263,9 +263,9 @@ def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path
 
 def _soak_batch(run: _SoakRun, c: Any, b: int, art: Any, sel: Any, work: Path, tag: str, cache: Any,
                 duration: float, window: float, sensors_root: str, base: dict[str, Any]) -> None:
-    from ..measure import _cell_spec  # the comparison's cell spec (docs/soak.md); a soak needs no parity
+    from ..measure import cell_spec  # the comparison's cell spec (docs/soak.md); a soak needs no parity
 
-    cell = _cell_spec(c, art, (b,), run.prep, sel, run.settings, work, tag, cache)
+    cell = cell_spec(c, art, (b,), run.prep, sel, run.settings, work, tag, cache)
     spec = SoakSpec(cell.replace(parity_inputs=None, outputs="", parity_limit={}), duration, window, sensors_root)
     label = _labels(c, (b,))[0]
     got = Collected()

@@ -45,7 +45,7 @@ from ...errors import BackendUnavailable, RunnerError
 from ...records import Availability
 from ..runner import Runner
 from .common import CUDA_PRECISIONS, GPU_HINT
-from .common import providers as _providers
+from .common import providers as ort_providers
 from .graph import GraphSummary, summarize
 from .options import OrtSessionOptions
 
@@ -63,7 +63,7 @@ class OnnxRuntimeRunner(Runner):
             return Availability(False, "ONNX Runtime is not installed", deps.hint("onnxruntime"))
         v = deps.version("onnxruntime")
         try:
-            providers = _providers()
+            providers = ort_providers()
         except Exception as e:
             return Availability(False, f"onnxruntime fails to import: {e}", deps.hint("onnxruntime"), version=v)
         if device.startswith("cuda"):

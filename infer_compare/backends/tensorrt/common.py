@@ -60,11 +60,11 @@ def first_gpu() -> dict[str, Any] | None:
     return dict(g[0]) if g else None
 
 
-def _slug(s: str) -> str:
+def slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "gpu"
 
 
-class _Log:
+class TrtLog:
     """A TensorRT logger that keeps the warnings and errors for the error message."""
 
     def __init__(self) -> None:

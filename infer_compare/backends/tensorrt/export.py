@@ -45,7 +45,7 @@ from ... import deps
 from ...errors import BackendUnavailable, ExportError
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult
-from .common import _Log, _slug, first_gpu, trt_status
+from .common import TrtLog, first_gpu, slug, trt_status
 from .options import TensorRTOptions
 
 if TYPE_CHECKING:  # the annotations below are checked against tensorrt-stubs
@@ -108,7 +108,7 @@ class TensorRTExporter(Exporter):
         return build_engine(ctx, source, out_dir, precision)
 
 
-def parse_network(builder: trt.Builder, source: str, log: _Log) -> tuple[trt.INetworkDefinition, dict[str, Any]]:
+def parse_network(builder: trt.Builder, source: str, log: TrtLog) -> tuple[trt.INetworkDefinition, dict[str, Any]]:
     """The strongly typed network of the ONNX file, and what was learnt about it."""
     import tensorrt as trt
 
@@ -171,7 +171,7 @@ def timing_cache_path(ctx: ExportContext, trt_version: str) -> Path:
 
     root = Path(ctx.cache_root or default_root())
     gpu = first_gpu() or {}
-    name = _slug(f"trt{trt_version}-{gpu.get('name', 'gpu')}-sm{gpu.get('compute_capability', '')}")
+    name = slug(f"trt{trt_version}-{gpu.get('name', 'gpu')}-sm{gpu.get('compute_capability', '')}")
     return root / "tensorrt-timing" / f"{name}.cache"
 
 
@@ -197,7 +197,7 @@ def save_timing_cache(config: trt.IBuilderConfig, path: Path) -> str | None:
 def build_engine(ctx: ExportContext, source: str, out_dir: Path, precision: str) -> ExportResult:
     import tensorrt as trt
 
-    log = _Log()
+    log = TrtLog()
     version = str(trt.__version__)
     builder = trt.Builder(log.logger)
     network, info = parse_network(builder, source, log)

@@ -39,7 +39,7 @@ from ... import deps
 from ...errors import BackendUnavailable, RunnerError
 from ...records import Availability
 from ..runner import Runner
-from .common import _Log, trt_status
+from .common import TrtLog, trt_status
 from .device import HINT as CUDA_HINT
 from .device import CudaBuffers, EventRing, cudart_status, device_facts
 from .layers import exec_precision, summarize
@@ -118,7 +118,7 @@ class TensorRTRunner(Runner):
         self.meter = CallMeter(self.device, self.options.batch_size)
         self.meter.start()
         self.cuda = CudaBuffers(rt, device_index(self.device))
-        self._log = _Log()
+        self._log = TrtLog()
         self._deserialize()
         self._bind_io()
         self.events = EventRing(rt, self.cuda.stream)
