@@ -330,3 +330,25 @@ def test_versions_below_10_are_refused(monkeypatch):
     mod, why, v = common.trt_status()
     assert mod is None and v == "8.6.1.6" and "too old" in why and ">= 10.0" in why
     assert common.parse_version("10.13.0.35") == (10, 13) and common.parse_version("") == (0, 0)
+
+
+def test_int8_engine_refuses_an_asymmetric_uint8_qdq_file(tmp_path):
+    """ONNX Runtime's default U8S8 QDQ file is refused before any TensorRT work, with the flag to use."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from infer_compare.backends.tensorrt import export as trt_exp
+    from infer_compare.errors import ExportError
+
+    def qdq(zp_type, path):
+        nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                 helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])]
+        inits = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", zp_type, [], [0])]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return str(path)
+
+    with pytest.raises(ExportError, match="S8S8"):
+        trt_exp.check_symmetric_int8(qdq(TensorProto.UINT8, tmp_path / "u8.onnx"))
+    trt_exp.check_symmetric_int8(qdq(TensorProto.INT8, tmp_path / "s8.onnx"))  # symmetric int8: accepted

@@ -105,7 +105,26 @@ class TensorRTExporter(Exporter):
                               "which is missing")
         if precision not in PRECISIONS:
             raise ExportError(f"TensorRT engines here are {', '.join(PRECISIONS)}, not {precision}")
+        if precision == "int8":
+            check_symmetric_int8(source)
         return build_engine(ctx, source, out_dir, precision)
+
+
+def check_symmetric_int8(source: str) -> None:
+    """TensorRT takes only symmetric int8 Q/DQ (int8 zero points of 0): a uint8 file (ONNX Runtime's U8S8
+    default for CPUs) is refused here with the way out, before any TensorRT work. Needs only onnx."""
+    try:
+        import onnx
+    except ImportError:
+        return
+    m = onnx.load(source, load_external_data=False)
+    inits = {t.name: t for t in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[2] in inits:
+            if inits[n.input[2]].data_type == onnx.TensorProto.UINT8:
+                raise ExportError(f"the int8 ONNX {source} quantizes activations to uint8 (ONNX Runtime's U8S8 "
+                                  "scheme, fast on CPUs); TensorRT needs symmetric int8: rebuild it with "
+                                  "--onnx-int8-scheme S8S8")
 
 
 def parse_network(builder: trt.Builder, source: str, log: TrtLog) -> tuple[trt.INetworkDefinition, dict[str, Any]]:
