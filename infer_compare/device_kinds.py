@@ -21,7 +21,8 @@ from . import deps
 from .errors import UsageError
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A file's text, or None when it cannot be read (absent-tolerant probes)."""
     try:
         with open(path, errors="replace") as f:
             return f.read()
@@ -63,10 +64,10 @@ def gpus() -> tuple[dict[str, Any], ...]:
         except Exception:
             out = []
     for i, info in enumerate(sorted(glob.glob("/proc/driver/nvidia/gpus/*/information"))):
-        text = _read(info) or ""
+        text = read_text(info) or ""
         fields = dict((a.strip(), b.strip()) for a, _, b in (ln.partition(":") for ln in text.splitlines()))
         out.append({"index": i, "name": fields.get("Model", "NVIDIA GPU"), "source": "/proc/driver/nvidia"})
-    ver = _read("/proc/driver/nvidia/version")
+    ver = read_text("/proc/driver/nvidia/version")
     if ver and out:
         m = re.search(r"Kernel Module\s+([\d.]+)", ver)
         for g in out:
@@ -84,7 +85,7 @@ def edgetpu_devices() -> list[str]:
     """Coral accelerators: USB (ids 1a6e:089a before firmware load, 18d1:9302 after) or PCIe/M.2 (/dev/apex_*)."""
     found = []
     for dev in glob.glob("/sys/bus/usb/devices/*"):
-        vid, pid = _read(os.path.join(dev, "idVendor")), _read(os.path.join(dev, "idProduct"))
+        vid, pid = read_text(os.path.join(dev, "idVendor")), read_text(os.path.join(dev, "idProduct"))
         if vid and pid and (vid.strip(), pid.strip()) in (("1a6e", "089a"), ("18d1", "9302")):
             found.append(f"edgetpu:usb:{len([f for f in found if 'usb' in f])}")
     for i, _ in enumerate(sorted(glob.glob("/dev/apex_*"))):

@@ -12,18 +12,11 @@ from typing import Any
 
 from . import __version__, deps
 from .device_kinds import gpus
+from .device_kinds import read_text as _read
 from .records import Environment
 
 CPU_FLAGS_OF_INTEREST = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni",
                          "amx_bf16", "amx_int8", "amx_fp16", "neon", "asimd", "fp16", "asimdhp", "sve")
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
 
 
 def cpu_info() -> tuple[str, tuple[str, ...]]:
