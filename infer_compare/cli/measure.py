@@ -172,13 +172,25 @@ def cmd_export(args, argv: list[str]) -> int:
         raise UsageError(f"weights file not found: {args.weights}")
     if args.calibration_samples is not None and args.calibration_samples < 1:
         raise UsageError(f"--calibration-samples must be >= 1, got {args.calibration_samples}")
-    with RichProgress(args.quiet) as prog:
-        man = export_bundle(args.model, args.out, weights=args.weights, formats=args.formats,
+    out = Path(args.out)
+    try:  # an unusable bundle folder is one line before any work
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out.parent / f".{out.name}.write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"bundle directory {out} is not writable: {e.strerror or e}") from None
+    try:
+        with RichProgress(args.quiet) as prog:
+            man = export_bundle(args.model, args.out, weights=args.weights, formats=args.formats,
                             precisions=args.precisions, parity_samples=args.parity_samples,
                             calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
                             cache_dir=args.cache_dir, use_cache=not args.no_cache,
                             command=["infer-compare", "export", *argv], progress=prog,
                             export_timeout_s=args.export_timeout)
+    except OSError as e:  # disk full, permissions: one line, and the half-written bundle was removed
+        raise UsageError(f"cannot write the bundle {out}: {e.strerror or e}"
+                         + (f" ({e.filename})" if getattr(e, "filename", None) else "")) from None
     size = sum(m["size"] for m in man["files"].values())
     print(f"bundle {args.out}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, {size / 2**20:.1f} MiB")
     for a in man["artifacts"]:
