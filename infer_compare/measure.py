@@ -40,7 +40,7 @@ from .records import (
 )
 from .rows import record_from_result
 
-MIN_PARITY_SUBSET = 32  # images compared at the smaller batch sizes (all of them at the largest)
+MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
 
 
 class _Run:

@@ -82,12 +82,12 @@ class Selection:
     threads: int | None = None
     warmup_iters: int = 2
     min_iters: int = 5
-    min_time_s: float = 0.5
+    min_time_s: float = 0.2
     cell_timeout_s: float = 600.0
     seed: int = 0
     runner_options: dict[str, Options] = field(default_factory=dict)  # runner name -> its declared options
     target_ci: float | None = 0.02
-    max_time_s: float = 3.0
+    max_time_s: float = 1.0
     warmup_time_s: float = 0.2
     export_timeout_s: float = 1800.0
     parity_every_batch: bool = False
@@ -111,9 +111,9 @@ class Selection:
 def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[str] | None = None,
                    precisions: Iterable[str] | None = None, devices: Iterable[str] | None = None,
                    batch_sizes: Iterable[int] | str | None = None, threads: int | None = None,
-                   warmup_iters: int = 2, min_iters: int = 5, min_time_s: float = 0.5,
+                   warmup_iters: int = 2, min_iters: int = 5, min_time_s: float = 0.2,
                    cell_timeout_s: float = 600.0, seed: int = 0, runner_options: dict[str, Any] | None = None,
-                   parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 3.0,
+                   parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 1.0,
                    warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0,
                    artifacts: Iterable[str] = ()) -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""

@@ -51,14 +51,14 @@ def _add_how_to_measure(p: argparse.ArgumentParser):
                    help="measure until the 95%% confidence interval of the median is within F of it (default 0.02 = "
                         "2%%; 0: no target, stop at --min-iters and --min-time)")
     m.add_argument("--min-iters", type=int, default=5, metavar="N", help="measure at least N calls (default 5)")
-    m.add_argument("--min-time", type=_positive_float, default=0.5, metavar="S",
-                   help="and at least S seconds (default 0.5)")
-    m.add_argument("--max-time", type=_positive_float, default=3.0, metavar="S",
+    m.add_argument("--min-time", type=_positive_float, default=0.2, metavar="S",
+                   help="and at least S seconds (default 0.2)")
+    m.add_argument("--max-time", type=_positive_float, default=1.0, metavar="S",
                    help="each cell's budget: stop after S seconds even if the --target-ci is not met; the row "
-                        "says so (default 3)")
+                        "says so (default 1; raise it for tighter figures on slow models)")
     m.add_argument("--parity-every-batch", action="store_true",
                    help="compare all parity inputs at every batch size (default: all at the largest batch size, "
-                        "a subset of at least 32 at the others)")
+                        "a subset of at least 8 at the others)")
     _add_export_timeout(m)
     m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
                    help="kill a backend process that makes no progress on one batch size for S seconds and record "
