@@ -31,6 +31,7 @@ from .progress import Progress
 from .records import (
     SCHEMA_VERSION,
     SKIPPED,
+    THROUGHPUT,
     Availability,
     ExportRecord,
     Report,
@@ -96,6 +97,19 @@ def _notes(prep: Prepared) -> list[str]:
     return notes
 
 
+def _scenario_notes(settings: Settings) -> list[str]:
+    policy = ("the host->device and device->host copies inside each timed call" if settings.io == "host" else
+              "input and output device-resident, copied before and after the timed calls")
+    out = [f"GPU rows (every CUDA runner alike): {policy} (--io {settings.io})"]
+    if THROUGHPUT in settings.scenarios:
+        out.append("throughput scenario: each runtime's own concurrency (OpenVINO AsyncInferQueue with the THROUGHPUT "
+                   "hint and its optimal number of requests; ONNX Runtime and LiteRT: concurrent runs sharing the "
+                   "cores; CUDA: several streams) for the cell's time budget; img/s = images completed / wall time; "
+                   "its latency columns are those of each request under that load; the concurrency is in each "
+                   "row's settings")
+    return out
+
+
 def _base(c: Cell, threads: int) -> dict[str, Any]:
     return dict(backend=c.runner, format=c.fmt, precision=c.precision, device=c.device or c.kind,
                 threads=int(threads) if c.kind == "cpu" else None)
@@ -144,7 +158,13 @@ def _cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepa
         parity_limit=_parity_limits(batches, len(prep.ds.eval), sel.parity_every_batch),
         loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
                           min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
-                          target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0))
+                          target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0),
+        **_how_spec(settings))
+
+
+def _how_spec(settings: Settings) -> dict[str, Any]:
+    """The CellSpec fields of the scenarios and the GPU timing policy."""
+    return {"scenarios": tuple(settings.scenarios), "io": settings.io, "concurrency": int(settings.concurrency or 0)}
 
 
 def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work: Path, tag: str,
@@ -179,7 +199,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
     cells = plan_cells(present, sel)
     settings = settings_for(sel, present, threads, len(prep.ds.eval))
-    run = _Run(prep, environment, settings, _notes(prep), warnings, prog, command, on_row,
+    run = _Run(prep, environment, settings, _notes(prep) + _scenario_notes(settings), warnings, prog, command, on_row,
                time.perf_counter() if t_start is None else t_start)
     chain = _chain(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
