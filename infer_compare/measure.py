@@ -90,7 +90,7 @@ def _notes(prep: Prepared) -> list[str]:
         notes.append("random weights: top-1 agreement is reported but not judged; int8 rows are reported, not judged "
                      "(top-1 margins of random networks are tiny, so small quantization noise flips them)")
     notes.append("latency: host clock (time.perf_counter_ns) around each blocking call, inputs prepared before "
-                 "timing; each sample includes the harness's per-call overhead (see benchmarks/overhead.py)")
+                 "timing; each sample includes the harness's per-call overhead (see benchmarks/harness.py)")
     notes.append("each configuration runs in one child process that loads the runtime once and measures its batch "
                  "sizes in turn; parity is checked in every batch size (all inputs at the largest, a subset of at "
                  f"least {MIN_PARITY_SUBSET} at the others unless --parity-every-batch)")
