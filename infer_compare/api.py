@@ -63,6 +63,9 @@ def compare(
     example_input: Any = None,
     data: Any = None,
     artifacts: Iterable[str] = (),
+    scenarios: str | Iterable[str] = "latency",
+    io: str | None = None,
+    concurrency: int = 0,
 ) -> Report:
     """Export ``model`` to every format it can, measure each on every device present, check every
     output against the PyTorch FP32 reference, and return the Report (docs/architecture.md).
@@ -76,7 +79,9 @@ def compare(
     ``on_row(partial_report)`` gets the report after each row, so that a caller can save what is
     measured. ``runner_options`` maps a runner to values of its declared options
     (``backends/<runtime>/options.py``), e.g. ``{"openvino": {"performance_hint": "THROUGHPUT"}}``.
-    The sampling arguments are those of the CLI (``infer-compare --help``). Bad arguments raise
+    The sampling arguments are those of the CLI (``infer-compare --help``). ``scenarios``: "latency" (one
+    call after another), "throughput" (each runtime's own concurrency, ``concurrency`` requests in flight,
+    0 = the runtime's choice) or "both"; ``io``: the GPU timing policy, "device" (default) or "host". Bad arguments raise
     UsageError; a failure of one backend or export is a failed row, never an exception."""
     from . import device_kinds, env, models
     from .cache import Cache
@@ -90,7 +95,7 @@ def compare(
                          batch_sizes=batch_sizes, threads=threads, warmup_iters=warmup_iters, min_iters=min_iters,
                          min_time_s=min_time_s, cell_timeout_s=cell_timeout_s, seed=seed, max_time_s=max_time_s,
                          target_ci=target_ci, warmup_time_s=warmup_time_s, export_timeout_s=export_timeout_s,
-                         artifacts=artifacts,
+                         artifacts=artifacts, scenarios=scenarios, io=io, concurrency=concurrency,
                          runner_options=runner_options, parity_every_batch=parity_every_batch)
     if parity_samples is not None and parity_samples < 1:
         raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")

@@ -3,9 +3,9 @@
 
 One child process measures one configuration (runner, format, precision, device) at
 each of its batch sizes in turn, loading the runtime once; it appends one CellResult
-per batch size to its result file as soon as that batch is done, so a crash in one
-batch size loses nothing measured before it, and a fresh process picks up the
-remaining batch sizes (isolate.py).
+per batch size and scenario (latency, then throughput, as the spec asks) to its result
+file as soon as that one is done, so a crash loses nothing measured before it, and a
+fresh process picks up the remaining batch sizes (isolate.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .bench import LoopSettings
-from .records import Record
+from .records import LATENCY, SCENARIOS, Record
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,18 @@ class CellSpec(Record):
     parity_limit: dict[str, int] = field(default_factory=dict)  # str(batch) -> images compared (default: all)
     outputs: str = ""  # where parity outputs go: a path with "{batch}" in it
     loop: LoopSettings = field(default_factory=LoopSettings)
+    scenarios: tuple[str, ...] = (LATENCY,)  # latency and/or throughput, measured in that order per batch size
+    io: str = "device"  # GPU rows: device-resident input/output, or "host": the copies inside each timed call
+    concurrency: int = 0  # throughput scenario: requests in flight (0: the runtime's own choice)
 
-    def outputs_for(self, batch: int) -> str:
-        return self.outputs.replace("{batch}", str(batch))
+    def outputs_for(self, batch: int, scenario: str = LATENCY) -> str:
+        """Parity outputs at ``batch``; for the throughput scenario, its own path's outputs of the timed batch."""
+        return self.outputs.replace("{batch}", str(batch) if scenario == LATENCY else f"{batch}-{scenario}")
+
+    def pairs(self) -> list[tuple[int, str]]:
+        """Every (batch size, scenario) this spec asks for, in the order they are measured."""
+        order = [s for s in SCENARIOS if s in self.scenarios]
+        return [(b, s) for b in self.batch_sizes for s in order]
 
     def remaining(self, done: set[int]) -> CellSpec:
         """This spec without the batch sizes in ``done``."""
@@ -69,6 +78,13 @@ class CellResult(Record):
     wall_s: float | None = None
     process: int = 1  # which child process of the configuration measured it (2+: after a crash)
     loop: dict[str, Any] = field(default_factory=dict)  # the timed loop's summary (bench.LoopResult.summary())
+    scenario: str = LATENCY  # throughput: samples_ns are the requests' latencies under load
+    images: int = 0  # throughput scenario: images completed in wall_ns (latency: batch_size x samples)
+    tp_outputs: str = ""  # throughput scenario: .npy of its own path's outputs of the timed batch
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return self.batch_size, self.scenario
 
     @classmethod
     def failed(cls, batch: int, status: str, error: str, **kw: Any) -> CellResult:

@@ -2,7 +2,9 @@
 then for each batch size: re-shape (or, for a runner that cannot, load a fresh one in
 this process), first call, warm-up, timed loop, parity outputs. Each batch size's
 result is emitted as soon as it is done; an error in one batch size is its result and
-the next batch size still runs."""
+the next batch size still runs. Where the spec asks for the throughput scenario, it runs
+after the latency scenario of the same batch size, on the same loaded runner, and emits
+a second result (``scenario="throughput"``)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from .cells import CellResult, CellSpec
 from .errors import BackendUnavailable
+from .records import LATENCY, THROUGHPUT
 
 
 def peak_rss_mb() -> float | None:
@@ -63,23 +66,27 @@ class Session:
         self.cls: Any = None
         self.opts: Any = None
         self.runner: Any = None
+        self.batch: int | None = None  # the batch size the loaded runner is ready for
 
     def runner_for(self, batch: int) -> tuple[Any, float]:
-        """A loaded runner for ``batch`` and the seconds it took (load, or re-shape)."""
+        """A loaded runner for ``batch`` and the seconds it took (load, or re-shape; 0 when it is ready)."""
         from .backends.runner import RunOptions
 
         if self.cls is None:
             self.cls, self.opts = _runner_class(self.spec)
+        if self.runner is not None and self.batch == batch:
+            return self.runner, 0.0
         t0 = time.perf_counter()
         if self.runner is not None and self.runner.rebatch(batch):
+            self.batch = batch
             return self.runner, time.perf_counter() - t0
         self.close()
         s = self.spec
         ro = RunOptions(precision=s.precision, format=s.format, threads=s.threads, batch_size=batch,
-                        model=dict(s.model), cache_dir=s.cache_dir, runner=self.opts)
+                        model=dict(s.model), cache_dir=s.cache_dir, io=s.io, runner=self.opts)
         runner = self.cls(s.artifact, s.device, ro)
         runner.load()
-        self.runner = runner
+        self.runner, self.batch = runner, batch
         return runner, time.perf_counter() - t0
 
     def close(self) -> None:
@@ -88,7 +95,7 @@ class Session:
                 self.runner.close()
             except Exception:
                 pass
-            self.runner = None
+            self.runner, self.batch = None, None
 
 
 def _parity_outputs(runner: Any, spec: CellSpec, batch: int, every: bool = False) -> int:
@@ -104,7 +111,20 @@ def _parity_outputs(runner: Any, spec: CellSpec, batch: int, every: bool = False
     return n
 
 
-def _measure_batch(sess: Session, batch: int, images: np.ndarray) -> CellResult:
+def _failure(batch: int, stage: str, e: BaseException, sess: Session) -> CellResult:
+    if isinstance(e, BackendUnavailable):
+        if stage != "throughput":  # a runner that cannot do the throughput scenario still measures latency
+            sess.close()
+        return CellResult.failed(batch, "skipped", e.reason, hint=e.hint, stage=stage)
+    sess.close()  # the next batch size gets a fresh runner
+    msg = str(e).strip().splitlines()
+    return CellResult.failed(batch, "run_failed", f"{stage}: {type(e).__name__}: {msg[0] if msg else ''}".rstrip(": "),
+                             stage=stage, traceback="\n".join(traceback.format_exc().strip().splitlines()[-20:]))
+
+
+def _measure_batch(sess: Session, batch: int, images: np.ndarray, timed: bool = True) -> CellResult:
+    """The latency scenario at ``batch``: load (or re-shape), cold call, warm-up, timed loop, parity
+    outputs. With ``timed`` False (only the throughput scenario asked), load and parity outputs only."""
     from .bench import time_loop
     from .energy import EnergyMeter, energy_fields
 
@@ -116,51 +136,90 @@ def _measure_batch(sess: Session, batch: int, images: np.ndarray) -> CellResult:
             return CellResult.failed(batch, "skipped", f"the artifact has a static batch of {runner.fixed_batch}; "
                                                        f"batch {batch} cannot run", stage=stage)
         stage = "run"
-        meter = EnergyMeter()
-        lr = time_loop(runner.run, runner.prepare(tile(images, batch)), spec.loop, energy_meter=meter)
-        extra = runner.extra_metrics()
-        if not any(k in extra for k in ("energy_mj_per_image", "energy_j_per_image")):
-            extra.update(energy_fields(lr.energy, batch * lr.n, meter.reason))
+        lr, extra = None, {}
+        if timed:
+            meter = EnergyMeter()
+            lr = time_loop(runner.run, runner.prepare(tile(images, batch)), spec.loop, energy_meter=meter)
+            extra = runner.extra_metrics()
+            if not any(k in extra for k in ("energy_mj_per_image", "energy_j_per_image")):
+                extra.update(energy_fields(lr.energy, batch * lr.n, meter.reason))
         n_par = None
         if spec.parity_inputs and spec.outputs:
             stage = "parity"
             n_par = _parity_outputs(runner, spec, batch)
+        first = lr.first_ns / 1e6 if lr is not None and lr.first_ns is not None else None
         return CellResult(
-            batch_size=batch, ok=True, load_s=load_s, first_infer_ms=lr.first_ns / 1e6 if lr.first_ns is not None else None,
-            samples_ns=tuple(lr.samples_ns), wall_ns=lr.wall_ns, exec_precision=runner.exec_precision,
-            settings=dict(runner.settings), notes=tuple(runner.notes), versions=runner.library_versions(),
-            extra=extra, outputs_written=n_par is not None, parity_n=n_par, loop=lr.summary())
-    except BackendUnavailable as e:
-        sess.close()
-        return CellResult.failed(batch, "skipped", e.reason, hint=e.hint, stage=stage)
-    except Exception as e:  # recorded as a failed row; the next batch size gets a fresh runner
-        sess.close()
-        msg = str(e).strip().splitlines()
-        return CellResult.failed(batch, "run_failed", f"{stage}: {type(e).__name__}: {msg[0] if msg else ''}".rstrip(": "),
-                                 stage=stage, traceback="\n".join(traceback.format_exc().strip().splitlines()[-20:]))
+            batch_size=batch, ok=True, load_s=load_s, first_infer_ms=first,
+            samples_ns=tuple(lr.samples_ns) if lr else (), wall_ns=lr.wall_ns if lr else 0,
+            exec_precision=runner.exec_precision, settings=dict(runner.settings), notes=tuple(runner.notes),
+            versions=runner.library_versions(), extra=extra, outputs_written=n_par is not None, parity_n=n_par,
+            loop=lr.summary() if lr else {})
+    except Exception as e:  # recorded as a failed row
+        return _failure(batch, stage, e, sess)
+
+
+def _measure_throughput(sess: Session, lat: CellResult, images: np.ndarray) -> CellResult:
+    """The throughput scenario at ``lat``'s batch size, on the runner the latency scenario left loaded:
+    the runtime's own concurrency for the cell's time budget (Runner.throughput)."""
+    from .backends.throughput import ThroughputSettings
+    from .energy import EnergyMeter, energy_fields
+
+    spec, batch = sess.spec, lat.batch_size
+    if not lat.ok:
+        return lat.replace(scenario=THROUGHPUT, error=lat.error if lat.status == "skipped" else
+                           f"not measured: the batch failed before the throughput scenario ({lat.error})")
+    try:
+        runner, _ = sess.runner_for(batch)
+        meter = EnergyMeter()
+        loop = spec.loop
+        ts = ThroughputSettings(duration_s=float(loop.max_time_s or loop.min_time_s or 1.0),
+                                warmup_s=float(loop.warmup_time_s), concurrency=int(spec.concurrency), meter=meter)
+        tp = runner.throughput(tile(images, batch), ts)
+        path = ""
+        if tp.outputs is not None and spec.outputs:
+            path = spec.outputs_for(batch, THROUGHPUT)
+            np.save(path, np.asarray(tp.outputs, dtype=np.float32))
+        settings = {**lat.settings, **dict(runner.settings), **tp.settings, "scenario": THROUGHPUT,
+                    "concurrency": tp.concurrency, "concurrency_unit": tp.unit, "throughput_api": tp.how}
+        extra = energy_fields(tp.energy, tp.images, meter.reason)
+        return lat.replace(scenario=THROUGHPUT, first_infer_ms=None, samples_ns=tuple(int(v) for v in tp.latencies_ns),
+                           wall_ns=int(tp.wall_ns), images=int(tp.images), settings=settings, extra=extra,
+                           tp_outputs=path, notes=tuple(runner.notes),
+                           loop={"n": len(tp.latencies_ns), "wall_ns": int(tp.wall_ns), "stopped_by": "time",
+                                 "duration_s": ts.duration_s, "warmup_s": ts.warmup_s,
+                                 "warmup_calls": tp.warmup_calls, "images": int(tp.images)})
+    except Exception as e:
+        return _failure(batch, "throughput", e, sess).replace(scenario=THROUGHPUT)
 
 
 def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
-    """Each batch size of ``spec`` in turn; ``emit`` gets its result as soon as it is done."""
+    """Each batch size of ``spec`` in turn, each of its scenarios (latency, then throughput, on the
+    same loaded runner); ``emit`` gets each result as soon as it is done."""
     images = np.load(spec.inputs)
     sess = Session(spec)
+    scen = set(spec.scenarios) or {LATENCY}
     try:
-        done = {}
+        done: dict[int, list[CellResult]] = {}
         for b in spec.batch_sizes:
-            done[b] = _measure_batch(sess, b, images).replace(peak_rss_mb=peak_rss_mb())
-            emit(done[b])
+            lat = _measure_batch(sess, b, images, timed=LATENCY in scen).replace(peak_rss_mb=peak_rss_mb())
+            done[b] = [lat] if LATENCY in scen else []
+            if LATENCY in scen:
+                emit(lat)
+            if THROUGHPUT in scen:
+                done[b].append(_measure_throughput(sess, lat, images).replace(peak_rss_mb=peak_rss_mb()))
+                emit(done[b][-1])
         _full_parity_if_top_failed(sess, done, emit)
     finally:
         sess.close()
 
 
-def _full_parity_if_top_failed(sess: Session, done: dict[int, CellResult], emit) -> None:
+def _full_parity_if_top_failed(sess: Session, done: dict[int, list[CellResult]], emit) -> None:
     """Every parity input is compared at the largest batch size; when that one did not run (a static-batch
-    file, a failure), the largest that did run gets them all: its result is emitted again, amended."""
+    file, a failure), the largest that did run gets them all: its results are emitted again, amended."""
     spec = sess.spec
-    ok = [b for b, r in done.items() if r.ok and r.outputs_written]
+    ok = [b for b, rs in done.items() if any(r.ok and r.outputs_written for r in rs)]
     top = max(spec.batch_sizes)
-    if not ok or done[top].ok or not spec.parity_limit.get(str(max(ok))):
+    if not ok or top in ok or not spec.parity_limit.get(str(max(ok))):
         return
     b = max(ok)
     try:
@@ -168,5 +227,5 @@ def _full_parity_if_top_failed(sess: Session, done: dict[int, CellResult], emit)
         n = _parity_outputs(runner, spec, b, every=True)
     except Exception:  # keep the subset figures already emitted
         return
-    emit(done[b].replace(parity_n=n, notes=done[b].notes + (
-        f"parity on every input at batch {b}: batch {top} did not run",)))
+    for r in done[b]:
+        emit(r.replace(parity_n=n, notes=r.notes + (f"parity on every input at batch {b}: batch {top} did not run",)))

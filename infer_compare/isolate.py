@@ -6,7 +6,7 @@ RESULT`` (the equivalent of multiprocessing's *spawn* start method, with its std
 kept so that a crash says why). It imports only the runner's own runtime: no torch
 for ONNX Runtime, OpenVINO or TFLite cells. It loads the runtime once and measures
 each batch size in turn (child.py), appending one :class:`~infer_compare.cells.CellResult`
-per batch size to RESULT as soon as it is done.
+per batch size and scenario to RESULT as soon as it is done.
 
 A native crash or a hang becomes a failed result for the batch size in flight; the
 batch sizes after it run in a fresh process, so nothing already measured is lost. The
@@ -37,15 +37,15 @@ def tail(text: str, n: int = FAIL_TAIL_LINES) -> str:
 
 
 def _read_results(path: Path, process: int = 1) -> list[CellResult]:
-    """One result per batch size, in order; a later line for the same batch size amends the earlier one."""
-    out: dict[int, CellResult] = {}
+    """One result per batch size and scenario, in order; a later line for the same pair amends the earlier one."""
+    out: dict[tuple[int, str], CellResult] = {}
     if path.exists():
         for line in path.read_text().splitlines():
             try:
                 res = CellResult.from_dict(json.loads(line)).replace(process=process)
             except (json.JSONDecodeError, ValueError, TypeError):
                 break  # a line cut short by a crash: that batch size did not finish
-            out[res.batch_size] = res
+            out[res.key] = res
     return list(out.values())
 
 
@@ -92,7 +92,7 @@ def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env:
             kill_group(proc)
             raise
     results = _read_results(result_path, process)
-    if len(results) < len(spec.batch_sizes):
+    if len(results) < len(spec.pairs()):
         detail = tail(err_path.read_text(errors="replace"))
         why = f"backend process crashed ({_death(proc.returncode)})" + (f": {detail.splitlines()[-1]}" if detail else "")
         return _with_failure(spec, result_path, process, t0, err_path, why)
@@ -102,12 +102,16 @@ def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env:
 def _with_failure(spec: CellSpec, result_path: Path, process: int, t0: float, err_path: Path,
                   why: str) -> list[CellResult]:
     results = _read_results(result_path, process)
-    if len(results) >= len(spec.batch_sizes):  # it finished every batch size, then hung or died on exit
+    have = {r.key for r in results}
+    todo = [p for p in spec.pairs() if p not in have]
+    if not todo:  # it finished every batch size, then hung or died on exit
         return results
-    batch = spec.batch_sizes[len(results)]
+    batch = todo[0][0]  # the batch size in flight: its scenarios not measured fail with it
     stderr = tail(err_path.read_text(errors="replace")) if err_path.exists() else ""
-    return results + [CellResult.failed(batch, "run_failed", why, stderr_tail=stderr,
-                                        wall_s=time.perf_counter() - t0, process=process)]
+    return results + [CellResult.failed(batch, "run_failed", why if i == 0 else f"not measured: {why}",
+                                        stderr_tail=stderr, wall_s=time.perf_counter() - t0, process=process,
+                                        scenario=scen)
+                      for i, (_, scen) in enumerate(p for p in todo if p[0] == batch)]
 
 
 def run_child(args: list[str], timeout_s: float, err_path: Path, env: dict[str, str] | None = None) -> tuple[int, bool]:
@@ -135,7 +139,7 @@ def describe_exit(rc: int | None) -> str:
 def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, tag: str,
              env: dict[str, str] | None = None) -> list[CellResult]:
     """Measure ``spec`` at each of its batch sizes in child processes: one CellResult per batch
-    size, in order. Never raises for a failure of a child (``ok`` False, ``error`` set)."""
+    size and scenario, in order. Never raises for a failure of a child (``ok`` False, ``error`` set)."""
     spec = spec if isinstance(spec, CellSpec) else CellSpec.from_dict(spec)
     workdir.mkdir(parents=True, exist_ok=True)
     child_env = {**os.environ, **(env or {})}
@@ -146,7 +150,8 @@ def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, t
     while todo.batch_sizes:
         got = _one_process(todo, timeout_s, workdir, tag, child_env, process)
         out += got
-        todo = spec.remaining({r.batch_size for r in out})
+        have = {r.key for r in out}
+        todo = spec.remaining({b for b in spec.batch_sizes if all(p in have for p in spec.pairs() if p[0] == b)})
         process += 1
     return out
 

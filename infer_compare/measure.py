@@ -31,6 +31,7 @@ from .progress import Progress
 from .records import (
     SCHEMA_VERSION,
     SKIPPED,
+    THROUGHPUT,
     Availability,
     ExportRecord,
     Report,
@@ -89,11 +90,24 @@ def _notes(prep: Prepared) -> list[str]:
         notes.append("random weights: top-1 agreement is reported but not judged; int8 rows are reported, not judged "
                      "(top-1 margins of random networks are tiny, so small quantization noise flips them)")
     notes.append("latency: host clock (time.perf_counter_ns) around each blocking call, inputs prepared before "
-                 "timing; each sample includes the harness's per-call overhead (see benchmarks/overhead.py)")
+                 "timing; each sample includes the harness's per-call overhead (see benchmarks/harness.py)")
     notes.append("each configuration runs in one child process that loads the runtime once and measures its batch "
                  "sizes in turn; parity is checked in every batch size (all inputs at the largest, a subset of at "
                  f"least {MIN_PARITY_SUBSET} at the others unless --parity-every-batch)")
     return notes
+
+
+def _scenario_notes(settings: Settings) -> list[str]:
+    policy = ("the host->device and device->host copies inside each timed call" if settings.io == "host" else
+              "input and output device-resident, copied before and after the timed calls")
+    out = [f"GPU rows (every CUDA runner alike): {policy} (--io {settings.io})"]
+    if THROUGHPUT in settings.scenarios:
+        out.append("throughput scenario: each runtime's own concurrency (OpenVINO AsyncInferQueue with the THROUGHPUT "
+                   "hint and its optimal number of requests; ONNX Runtime and LiteRT: concurrent runs sharing the "
+                   "cores; CUDA: several streams) for the cell's time budget; img/s = images completed / wall time; "
+                   "its latency columns are those of each request under that load; the concurrency is in each "
+                   "row's settings")
+    return out
 
 
 def row_base(c: Cell, threads: int) -> dict[str, Any]:
@@ -154,7 +168,13 @@ def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepar
         parity_limit=_parity_limits(batches, len(prep.ds.eval), sel.parity_every_batch),
         loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
                           min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
-                          target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0))
+                          target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0),
+        **_how_spec(settings))
+
+
+def _how_spec(settings: Settings) -> dict[str, Any]:
+    """The CellSpec fields of the scenarios and the GPU timing policy."""
+    return {"scenarios": tuple(settings.scenarios), "io": settings.io, "concurrency": int(settings.concurrency or 0)}
 
 
 def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work: Path, tag: str,
@@ -200,7 +220,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
     cells = plan_cells(present, sel)
     settings = settings_for(sel, present, threads, len(prep.ds.eval))
-    run = _Run(prep, environment, settings, _notes(prep), warnings, prog, command, on_row,
+    run = _Run(prep, environment, settings, _notes(prep) + _scenario_notes(settings), warnings, prog, command, on_row,
                time.perf_counter() if t_start is None else t_start)
     chain = chain_for(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))

@@ -17,7 +17,7 @@ from .device_kinds import DEVICE_KINDS, check_device, kind_of
 from .errors import UsageError
 from .formats import FORMATS, PRECISIONS, RUNNERS
 from .options import Options
-from .records import Settings
+from .records import LATENCY, SCENARIOS, Settings
 
 MAX_BATCH = 4096
 
@@ -70,6 +70,48 @@ def check_runner_options(given: dict[str, Any] | None) -> dict[str, Options]:
     return out
 
 
+def parse_scenarios(value: str | Iterable[str]) -> tuple[str, ...]:
+    """'latency', 'throughput', 'both' (or a list of them) -> the scenarios, in measuring order."""
+    items = [value] if isinstance(value, str) else list(value)
+    names: set[str] = set()
+    for it in items:
+        for part in str(it).replace(" ", "").split(","):
+            if part == "both":
+                names.update(SCENARIOS)
+            elif part in SCENARIOS:
+                names.add(part)
+            else:
+                raise UsageError(f"unknown scenario {part!r}; known: {', '.join(SCENARIOS)}, both")
+    if not names:
+        raise UsageError(f"no scenario given; known: {', '.join(SCENARIOS)}, both")
+    return tuple(s for s in SCENARIOS if s in names)
+
+
+# The runner options that were each runner's own I/O switch before --io: aliases now, mapped onto it.
+IO_ALIASES = {"onnxruntime": "io_binding", "onnxruntime-trt": "io_binding", "tensorrt": "io"}
+IO_POLICIES = ("device", "host")
+
+
+def resolve_io(io: str | None, runner_options: dict[str, Options]) -> str:
+    """The GPU timing policy: ``io`` (device or host), or what the old per-runner switches say
+    (``--ort-no-io-binding`` = host, ``--tensorrt-io host|device``); device by default."""
+    if io is not None and io not in IO_POLICIES:
+        raise UsageError(f"--io must be one of {', '.join(IO_POLICIES)}, got {io!r}")
+    said: dict[str, str] = {}
+    for runner, name in IO_ALIASES.items():
+        opts = runner_options.get(runner)
+        if opts is None or name not in opts.changed():
+            continue
+        v = getattr(opts, name)
+        said[f"{runner}.{name}"] = ("device" if v else "host") if isinstance(v, bool) else str(v)
+    values = {v for v in said.values() if v} | ({io} if io else set())
+    if len(values) > 1:
+        given = ", ".join(f"{k}={v}" for k, v in said.items()) + (f", --io {io}" if io else "")
+        raise UsageError(f"conflicting I/O policies ({given}): every GPU runner follows one; give --io host or "
+                         "--io device")
+    return values.pop() if values else "device"
+
+
 @dataclass
 class Selection:
     """What to measure and how: compare()'s and run_bundle()'s arguments, checked."""
@@ -92,6 +134,9 @@ class Selection:
     export_timeout_s: float = 1800.0
     parity_every_batch: bool = False
     artifacts: tuple[Any, ...] = ()  # user_artifacts.UserArtifact: pre-built files measured as given
+    scenarios: tuple[str, ...] = (LATENCY,)  # latency and/or throughput
+    io: str = "device"  # the GPU timing policy: device-resident input/output, or host copies in the timed call
+    concurrency: int = 0  # throughput scenario: requests in flight (0: each runtime's own choice)
 
     def options_for(self, runner: str) -> Options:
         """The options of ``runner``: the user's, else its declared defaults."""
@@ -115,7 +160,8 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
                    cell_timeout_s: float = 600.0, seed: int = 0, runner_options: dict[str, Any] | None = None,
                    parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 1.0,
                    warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0,
-                   artifacts: Iterable[str] = ()) -> Selection:
+                   artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = LATENCY, io: str | None = None,
+                   concurrency: int = 0) -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""
     devices_t = tuple(check_device(d) for d in devices) if devices is not None else None
     if devices_t == ():
@@ -133,12 +179,15 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
         raise UsageError(f"--target-ci is a fraction of the median (0.02 = 2 %), got {target_ci}")
     if threads is not None and threads < 1:
         raise UsageError(f"--threads must be >= 1, got {threads}")
-    return Selection(
+    if int(concurrency) < 0:
+        raise UsageError(f"--concurrency must be >= 0 (0: each runtime's own choice), got {concurrency}")
+    ropts = check_runner_options(runner_options)
+    return Selection(scenarios=parse_scenarios(scenarios), io=resolve_io(io, ropts), concurrency=int(concurrency),
         backends=check_choice("backend", backends, RUNNERS), formats=check_choice("format", formats, FORMATS),
         precisions=check_choice("precision", precisions, PRECISIONS), devices=devices_t,
         batch_sizes=parse_batch_sizes(batch_sizes) if batch_sizes is not None else None, threads=threads,
         warmup_iters=int(warmup_iters), min_iters=int(min_iters), min_time_s=float(min_time_s),
-        cell_timeout_s=float(cell_timeout_s), seed=int(seed), runner_options=check_runner_options(runner_options),
+        cell_timeout_s=float(cell_timeout_s), seed=int(seed), runner_options=ropts,
         parity_every_batch=bool(parity_every_batch), target_ci=target_ci or None, max_time_s=float(max_time_s),
         warmup_time_s=float(warmup_time_s), export_timeout_s=float(export_timeout_s),
         artifacts=_user_artifacts(artifacts))
@@ -225,4 +274,4 @@ def settings_for(sel: Selection, present: dict[str, list[str]], threads: int, pa
         min_iters=int(sel.min_iters), min_time_s=float(sel.min_time_s), parity_samples=int(parity_samples),
         cell_timeout_s=float(sel.cell_timeout_s), devices=tuple(d for k in DEVICE_KINDS for d in present.get(k, [])),
         seed=int(sel.seed), requested=sel.requested(), target_ci=sel.target_ci, max_time_s=sel.max_time_s,
-        warmup_time_s=sel.warmup_time_s)
+        warmup_time_s=sel.warmup_time_s, scenarios=tuple(sel.scenarios), io=sel.io, concurrency=sel.concurrency)

@@ -296,6 +296,12 @@ class Settings(Record):
     target_ci: float | None = None
     max_time_s: float | None = None
     warmup_time_s: float | None = None
+    # the scenarios measured (latency: one call after another; throughput: the runtime's own concurrency), the
+    # GPU timing policy (device: input and output device-resident; host: the copies inside each timed call) and
+    # the throughput scenario's requests in flight (0: each runtime's own choice)
+    scenarios: tuple[str, ...] = (LATENCY,)
+    io: str = "device"
+    concurrency: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Runners that misbehave on purpose, to prove the isolation: a native crash, a hang,
-a Python exception, and one whose backend is 'missing'. Used only by tests."""
+a Python exception, and one whose backend is 'missing'; one that answers wrongly at one
+batch size only, and one that counts what the harness asks of it. Used only by tests."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 
 import numpy as np
 
+from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner  # imports no onnxruntime until load()
 from infer_compare.backends.runner import Runner
 from infer_compare.errors import BackendUnavailable
 from infer_compare.records import Availability
@@ -54,3 +56,42 @@ class CrashAtBatch4(_Base):
         if self.options.batch_size == 4:
             os.kill(os.getpid(), 11)
         return self._out
+
+
+class CrashInThroughput(_Base):
+    """Measures the latency scenario, dies like a segfaulting native library in the throughput scenario at batch 1."""
+
+    def throughput(self, batch, settings):
+        if self.options.batch_size == 1:
+            os.kill(os.getpid(), 11)
+        return super().throughput(batch, settings)
+
+
+class CountingRunner(_Base):
+    """Counts what the harness asks of it: a run before the first timed call would show in ``runs_before_first``."""
+
+    def load(self):
+        super().load()
+        self.calls, self.prepared, self.runs_before_first = 0, 0, None
+        self.settings = {"io": self.options.io}
+
+    def prepare(self, batch):
+        self.prepared += 1
+        return batch
+
+    def run(self, x):
+        if self.runs_before_first is None:
+            self.runs_before_first = self.calls  # what ran before this, the first call
+        self.calls += 1
+        return self._out
+
+    def extra_metrics(self):  # called right after the timed loop, before the parity outputs
+        return {"calls": self.calls, "runs_before_first": self.runs_before_first, "prepared": self.prepared}
+
+
+class WrongAtBatch8(OnnxRuntimeRunner):
+    """ONNX Runtime, except that at batch 8 every output comes back with its classes reversed."""
+
+    def to_numpy(self, outputs):
+        out = super().to_numpy(outputs)
+        return out[:, ::-1].copy() if self.options.batch_size == 8 else out

@@ -13,6 +13,16 @@
 - ``to_numpy(outputs)`` (untimed) gives a float32 host array for parity.
 - ``exec_precision`` says what really executed, as the runtime reports it.
 - ``extra_metrics()`` returns backend figures gathered while running (device time...).
+- ``throughput(batch, settings)`` (the throughput scenario): many requests in flight with
+  the runtime's own concurrency, for a time budget (backends/throughput.py). The default
+  runs N threads, each calling ``run()`` on its own prepared input; runtimes override it
+  with what their own tools do (OpenVINO's AsyncInferQueue, CUDA streams...).
+
+GPU timing policy (every CUDA runner alike): ``options.io`` is ``"device"`` (default:
+input and output device-resident, copied before and after timing) or ``"host"`` (the
+host->device and device->host copies inside each timed call). Nothing runs the model
+before the cold first call except what the row says in ``settings["before_first_call"]``
+(torch.compile's compilation, a CUDA graph's capture: both in ``load()``).
 
 The harness, not the runner, owns the clock.
 """
@@ -26,6 +36,7 @@ import numpy as np
 
 from ..options import NoOptions, Options
 from ..records import Availability
+from .throughput import ThroughputResult, ThroughputSettings, result, run_threads
 
 OptionsT = TypeVar("OptionsT", bound=Options)
 
@@ -42,6 +53,7 @@ class RunOptions:
     batch_size: int = 1
     model: dict[str, Any] = field(default_factory=dict)  # model name/spec, for runners that rebuild it
     cache_dir: str = ""  # the artifact cache root (--cache-dir): runtimes keep their own caches below it
+    io: str = "device"  # GPU rows: "device" (device-resident input/output) or "host" (copies inside each timed call)
     runner: Options = field(default_factory=NoOptions)
 
     def runner_as(self, cls: type[OptionsT]) -> OptionsT:
@@ -108,6 +120,21 @@ class Runner:
         (re-shape, select a profile); return False when this runner cannot, and the
         harness then loads a fresh runner in the same process."""
         return False
+
+    # --- the throughput scenario ----------------------------------------------------
+    def concurrency(self, settings: ThroughputSettings) -> int:
+        """Requests in flight: the harness's choice, else one per CPU thread of the cell."""
+        import os
+
+        return max(1, int(settings.concurrency or self.options.threads or os.cpu_count() or 1))
+
+    def throughput(self, batch: np.ndarray, settings: ThroughputSettings) -> ThroughputResult:
+        """Default: N threads, each calling ``run()`` on its own prepared input."""
+        n = self.concurrency(settings)
+        inputs = [self.prepare(batch) for _ in range(n)]
+        w = run_threads([lambda x=x: self.run(x) for x in inputs], len(batch), settings)
+        return result(w, n, "threads", f"{n} threads, each calling run() on its own input (the runner's default)",
+                      outputs=self.to_numpy(w.last))
 
     @property
     def fixed_batch(self) -> int | None:

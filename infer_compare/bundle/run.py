@@ -144,7 +144,8 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
                cell_timeout_s: float = 600.0, cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
                command: Iterable[str] | None = None, progress: Progress | None = None,
                on_row: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
-               parity_every_batch: bool = False) -> Report:
+               parity_every_batch: bool = False, scenarios: str | Iterable[str] = "latency", io: str | None = None,
+               concurrency: int = 0) -> Report:
     """Verify the bundle, build its deferred formats where possible, measure every
     backend present and check parity against the bundle's reference. No torch needed."""
     from .. import device_kinds, env
@@ -158,7 +159,7 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
                          min_time_s=min_time_s, cell_timeout_s=cell_timeout_s, runner_options=runner_options,
                          max_time_s=max_time_s, target_ci=target_ci, warmup_time_s=warmup_time_s,
                          export_timeout_s=export_timeout_s,
-                         parity_every_batch=parity_every_batch)
+                         parity_every_batch=parity_every_batch, scenarios=scenarios, io=io, concurrency=concurrency)
     prog.task("verifying the bundle")
     v = verify(bundle_dir)
     prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")

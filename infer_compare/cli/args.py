@@ -37,6 +37,22 @@ def _add_export_timeout(g) -> None:
                         "row (default 1800)")
 
 
+def _add_scenario_args(m) -> None:
+    """The scenarios and the GPU timing policy (the comparison and `run`)."""
+    m.add_argument("--scenario", choices=("latency", "throughput", "both"), default="latency",
+                   help="latency: one call after another (default); throughput: each runtime's own concurrency "
+                        "(OpenVINO async requests with the THROUGHPUT hint, concurrent ONNX Runtime runs, several "
+                        "LiteRT interpreters, CUDA streams) for the cell's --max-time, img/s and the latency under that "
+                        "load; both: each batch size in both, rows of their own")
+    m.add_argument("--concurrency", type=int, default=0, metavar="N",
+                   help="throughput scenario: requests in flight (default 0: each runtime's own choice: OpenVINO's "
+                        "optimal number of requests, one per CPU thread elsewhere, 2 CUDA streams)")
+    m.add_argument("--io", choices=("device", "host"), default=None,
+                   help="GPU rows, every runner alike: device (default): input and output stay on the GPU, copied "
+                        "before and after timing; host: the host->device and device->host copies inside each timed "
+                        "call (--ort-no-io-binding and --tensorrt-io are aliases)")
+
+
 def _add_how_to_measure(p: argparse.ArgumentParser):
     """The measuring options shared by the comparison and `run`; returns the group for more."""
     m = p.add_argument_group("how to measure")
@@ -59,6 +75,7 @@ def _add_how_to_measure(p: argparse.ArgumentParser):
     m.add_argument("--parity-every-batch", action="store_true",
                    help="compare all parity inputs at every batch size (default: all at the largest batch size, "
                         "a subset of at least 8 at the others)")
+    _add_scenario_args(m)
     _add_export_timeout(m)
     m.add_argument("--cell-timeout", type=_positive_float, default=600.0, metavar="S",
                    help="kill a backend process that makes no progress on one batch size for S seconds and record "

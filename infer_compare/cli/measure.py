@@ -18,7 +18,12 @@ from .progress import RichProgress
 def _loop_args(args) -> dict:
     """The sampling flags as compare()/run_bundle() keywords."""
     return {"target_ci": args.target_ci or None, "max_time_s": args.max_time, "warmup_time_s": args.warmup_time,
-            "export_timeout_s": args.export_timeout}
+            "export_timeout_s": args.export_timeout, **_scenario_args(args)}
+
+
+def _scenario_args(args) -> dict:
+    """--scenario, --io and --concurrency as compare()/run_bundle() keywords."""
+    return {"scenarios": args.scenario, "io": args.io, "concurrency": args.concurrency}
 
 
 def output_dir(args) -> Path:

@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..records import OK, PARITY_FAILED, SKIPPED, LatencyStats, Report, RunRecord, percentile_rule
+from ..records import (
+    LATENCY,
+    OK,
+    PARITY_FAILED,
+    SKIPPED,
+    THROUGHPUT,
+    LatencyStats,
+    Report,
+    RunRecord,
+    percentile_rule,
+)
 
 COLUMNS = ("backend", "format", "precision", "device", "batch", "n", "p50 ms", "±CI", "p99 ms", "img/s", "load s",
            "peak RSS MB", "size MB", "export s", "cos", "top-1", "acc", "status")
@@ -33,9 +43,21 @@ def fmt_num(v, digits: int = 3) -> str:
 
 
 def prec_label(r: RunRecord) -> str:
-    if r.exec_precision and r.exec_precision != r.precision:
-        return f"{r.precision} (ran {r.exec_precision})"
-    return r.precision
+    """The precision asked (and what ran), then how the row was measured where it is not the default."""
+    p = f"{r.precision} (ran {r.exec_precision})" if r.exec_precision and r.exec_precision != r.precision else r.precision
+    mode = mode_label(r)
+    return f"{p} · {mode}" if mode else p
+
+
+def mode_label(r: RunRecord) -> str:
+    """'' for the default (latency scenario, GPU I/O device-resident); else e.g. 'throughput ×4', 'host io'."""
+    parts = []
+    if getattr(r, "scenario", LATENCY) == THROUGHPUT:
+        n = r.options.get("concurrency")
+        parts.append(f"throughput ×{n}" if n else "throughput")
+    if r.options.get("io") == "host":
+        parts.append("host io")
+    return ", ".join(parts)
 
 
 def measured_rows(rep: Report) -> list[RunRecord]:
@@ -99,10 +121,28 @@ def latency_notes(rep: Report) -> list[str]:
         targets = sorted({lat.target_ci for lat in lats if lat.target_ci})
         aim = f"; the loop measured until it was within {', '.join(f'±{100 * t:g} %' for t in targets)}" if targets else ""
         out.append(f"±CI: half-width of the 95 % confidence interval of the median (p50), relative to it{aim}.")
+    out += mode_notes(rep)
     over = [lat for lat in lats if lat.budget_ran_out]
     if over:
         out.append(f"*: {len(over)} rows ran out of their time budget before the median's confidence interval "
                    "reached the target; their p50 is less certain than the target asks.")
+    return out
+
+
+def mode_notes(rep: Report) -> list[str]:
+    """What the marks in the precision column mean, only where they appear."""
+    rows = measured_rows(rep)
+    out = []
+    if any(getattr(r, "scenario", LATENCY) == THROUGHPUT for r in rows):
+        out.append("throughput ×N: the throughput scenario, N requests in flight with the runtime's own concurrency "
+                   "(the row's settings say how); img/s = images completed / wall time; p50/p99 are each request's "
+                   "latency under that load.")
+    gpu = [r for r in rows if "cuda" in r.device]  # merged reports prefix the machine: "h200:cuda:0"
+    if gpu:
+        host = any(r.options.get("io") == "host" for r in gpu)
+        out.append("GPU rows: " + ("host io = the host->device and device->host copies inside each timed call; "
+                                   "rows without it keep input and output on the device." if host else
+                                   "input and output device-resident (copied before and after the timed calls)."))
     return out
 
 
@@ -155,10 +195,18 @@ def env_lines(rep: Report) -> list[str]:
         f"GPUs: {gpus or 'none'}",
         f"libraries: {libs}",
         f"settings: threads {s.threads}; batch sizes {bs}; warm-up {s.warmup_iters} calls; measure >= {s.min_iters} "
-        f"calls and >= {s.min_time_s} s; parity on {s.parity_samples} inputs; cell timeout {s.cell_timeout_s:.0f} s",
+        f"calls and >= {s.min_time_s} s; parity on {s.parity_samples} inputs; cell timeout {s.cell_timeout_s:.0f} s; "
+        f"{scenario_text(s)}",
         f"infer-compare {rep.tool_version}, schema {rep.schema_version}, {rep.created}, "
         f"{rep.elapsed_s if rep.elapsed_s is not None else '?'} s",
     ]
+
+
+def scenario_text(s) -> str:
+    scen = tuple(getattr(s, "scenarios", (LATENCY,)) or (LATENCY,))
+    conc = int(getattr(s, "concurrency", 0) or 0)
+    tail = f" ({conc} requests in flight)" if THROUGHPUT in scen and conc else ""
+    return f"scenarios {', '.join(scen)}{tail}; GPU io {getattr(s, 'io', 'device')}"
 
 
 def model_line(rep: Report) -> str:
@@ -224,17 +272,27 @@ def passed_parity(r: RunRecord) -> bool:
             and r.parity.passed)
 
 
-def reference_rows(rep: Report, device: str) -> list[RunRecord]:
+def reference_rows(rep: Report, device: str, scenario: str = LATENCY) -> list[RunRecord]:
     """The reference for a row on ``device``: PyTorch fp32 on the CPU of the same machine (merged reports
-    prefix devices with the machine), or, where that did not run, PyTorch fp32 on ``device`` itself."""
+    prefix devices with the machine), or, where that did not run, PyTorch fp32 on ``device`` itself; in
+    the scenario asked."""
     prefix = device.split(":", 1)[0] + ":" if getattr(rep, "machines", None) else ""
     ref = [r for r in rep.rows if (r.backend, r.format, r.precision) == REFERENCE and r.status == OK
-           and r.latency is not None and r.batch_size is not None]
+           and r.latency is not None and r.batch_size is not None and getattr(r, "scenario", LATENCY) == scenario]
     return [r for r in ref if r.device == f"{prefix}cpu"] or [r for r in ref if r.device == device]
 
 
 def _ref_at(rep: Report, r: RunRecord) -> RunRecord | None:
-    return next((x for x in reference_rows(rep, r.device) if x.batch_size == r.batch_size), None)
+    """The reference at ``r``'s batch size, in ``r``'s scenario where it was measured, else in the latency one."""
+    for scen in dict.fromkeys((getattr(r, "scenario", LATENCY), LATENCY)):
+        ref = next((x for x in reference_rows(rep, r.device, scen) if x.batch_size == r.batch_size), None)
+        if ref is not None:
+            return ref
+    return None
+
+
+def _scen(r: RunRecord) -> str:
+    return f", {r.scenario} scenario" if getattr(r, "scenario", LATENCY) != LATENCY else ""
 
 
 def _caveats(r: RunRecord) -> tuple[str, ...]:
@@ -247,7 +305,8 @@ def _caveats(r: RunRecord) -> tuple[str, ...]:
 
 
 def _fastest(rep: Report, ok: list[RunRecord]) -> Pick | None:
-    b1 = sorted((r for r in ok if r.batch_size == 1), key=lambda r: r.latency.p50_ms)  # type: ignore[union-attr]
+    b1 = sorted((r for r in ok if r.batch_size == 1 and getattr(r, "scenario", LATENCY) == LATENCY),
+                key=lambda r: r.latency.p50_ms)  # type: ignore[union-attr]
     if not b1:
         return None
     f = b1[0]
@@ -275,8 +334,8 @@ def _highest_throughput(rep: Report, ok: list[RunRecord]) -> Pick | None:
     ref = _ref_at(rep, f)
     if ref is not None and ref.throughput:
         return Pick("highest throughput", f, value, (f.throughput or 0) / ref.throughput,
-                    f"PyTorch fp32 on {ref.device} at batch {ref.batch_size}: {fmt_num(ref.throughput)} img/s",
-                    _caveats(f))
+                    f"PyTorch fp32 on {ref.device} at batch {ref.batch_size}{_scen(ref)}: {fmt_num(ref.throughput)} "
+                    "img/s", _caveats(f))
     refs = [x for x in reference_rows(rep, f.device) if x.throughput]
     if not refs:
         return Pick("highest throughput", f, value, None, "no PyTorch fp32 row to compare with", _caveats(f))

@@ -24,8 +24,8 @@ INT8_SCHEMES = ("U8S8", "S8S8")
 class OrtSessionOptions(Options):
     """What every ONNX Runtime session here shares (the TensorRT EP falls back to the CUDA EP)."""
 
-    io_binding: bool = option(True, "ONNX Runtime CUDA rows pass numpy arrays (host copies inside each timed call)",
-                              flag="--ort-no-io-binding")
+    io_binding: bool = option(True, "alias of --io host (kept for old command lines): host copies inside each timed "
+                                    "call, for every GPU row", flag="--ort-no-io-binding")
     cudnn_conv_algo_search: str = option("EXHAUSTIVE", "cuDNN convolution algorithm search of the CUDA EP",
                                          choices=CONV_SEARCH)
 

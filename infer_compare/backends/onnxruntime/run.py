@@ -16,12 +16,18 @@ CUDA (``onnxruntime-gpu``; runner ``onnxruntime`` on ``cuda:N``):
   tf32  the fp32 ONNX with ``use_tf32=1`` (the CUDA EP's own default);
   fp16  the fp16 ONNX (converted from the fp32 file, float32 in and out; a file with
         float16 input is fed float16).
-  IO binding (option ``io_binding``, default True): the input is copied to a GPU
-  OrtValue before timing and the output is bound to GPU memory, so the timed call is
-  ``run_with_iobinding`` alone (device-resident, like the PyTorch CUDA rows). With
-  ``io_binding=False`` each timed call takes a numpy array and returns one, so it
-  includes the host->device and device->host copies. The row's settings say which.
+  The GPU timing policy (``--io``, every CUDA runner alike): ``device`` (default) binds
+  the input, copied to a GPU OrtValue before timing, and the output, a GPU OrtValue
+  allocated before timing *without running the session*, so the timed call is
+  ``run_with_iobinding`` alone and the first timed call is the session's first run
+  (cold). ``host``: each timed call takes a numpy array and returns one, so it includes
+  the host->device and device->host copies. The row's settings say which (``io``).
   ``cudnn_conv_algo_search`` (option, default EXHAUSTIVE) is recorded.
+
+Throughput scenario (run_throughput.py): on the CPU, one session with concurrent
+``run()`` calls (ONNX Runtime documents Run as thread-safe; onnxruntime_perf_test's
+``-c``), the cell's threads split among them; on CUDA, several sessions, each with its
+own CUDA EP instance (and so its own compute stream), one host thread each.
 
 TensorRT EP (runner ``onnxruntime-trt``): the TensorRT EP with the CUDA EP as
 fallback, fp32 (TF32 off) or fp16 (``trt_fp16_enable``) on the fp32 ONNX; engines
@@ -112,12 +118,14 @@ class OnnxRuntimeRunner(Runner):
         self._libs = self._load_cuda_libs()
         self.session = self._create(so, providers)
         self._after_session()
-        self._io = bool(self.options.runner_as(OrtSessionOptions).io_binding)
+        self._so, self._io, self._dev_type = so, self.options.io != "host", "cuda"
         self.settings = {"providers": self.session.get_providers(), "provider_options": self._provider_options(),
                          "graph_optimization": "ORT_ENABLE_ALL", "cuda_libraries": self._libs,
-                         "io": ("IO binding: device-resident input and output (copied to the GPU before timing; "
-                                "no host copies in the timed call)") if self._io else
-                               "numpy in, numpy out: host->device and device->host copies inside each timed call"}
+                         "io": "device" if self._io else "host",
+                         "io_detail": ("IO binding: input copied to the GPU and output allocated there before timing "
+                                       "(no host copies in the timed call)") if self._io else
+                                      "numpy in, numpy out: host->device and device->host copies inside each timed call",
+                         "before_first_call": "nothing: the session has not run before the first timed call"}
 
     def _load_cpu(self, so) -> None:
         import shutil
@@ -260,14 +268,34 @@ class OnnxRuntimeRunner(Runner):
         x = np.ascontiguousarray(batch, dtype=self._dtype)
         if not self._io:
             return x
-        ort = self._ort
-        xv = ort.OrtValue.ortvalue_from_numpy(x, "cuda", self._dev_id)
-        b = self.session.io_binding()
+        return self.bind(self.session, x)
+
+    def bind(self, session: Any, x: np.ndarray) -> tuple[Any, ...]:
+        """An IO binding of ``session`` with ``x`` copied to the device and the output allocated there,
+        without running the session (the first timed call stays cold). (binding, input, output)."""
+        ort, dev, idx = self._ort, self._dev_type, self._dev_id
+        xv = ort.OrtValue.ortvalue_from_numpy(x, dev, idx)
+        b = session.io_binding()
         b.bind_ortvalue_input(self.input_name, xv)
-        b.bind_output(self.output_names[0], "cuda", self._dev_id)
-        self.session.run_with_iobinding(b)  # allocate the output once, outside timing
-        b.synchronize_outputs()
-        return (b, xv)
+        shape = self._output_shape(session, len(x))
+        ov = None
+        if shape is not None:
+            ov = ort.OrtValue.ortvalue_from_shape_and_type(shape, self._out_dtype(session), dev, idx)
+            b.bind_ortvalue_output(self.output_names[0], ov)
+        else:  # a symbolic dimension other than the batch: ONNX Runtime allocates it in the first (cold) call
+            b.bind_output(self.output_names[0], dev, idx)
+        return b, xv, ov
+
+    @staticmethod
+    def _output_shape(session: Any, batch: int) -> list[int] | None:
+        dims = list(session.get_outputs()[0].shape)
+        if not dims or not all(isinstance(d, int) and d > 0 for d in dims[1:]):
+            return None
+        return [batch, *dims[1:]]
+
+    @staticmethod
+    def _out_dtype(session: Any) -> Any:
+        return np.float16 if "float16" in session.get_outputs()[0].type else np.float32
 
     def run(self, prepared: Any) -> Any:
         if self._io:
@@ -304,3 +332,8 @@ class OnnxRuntimeRunner(Runner):
 
     def library_versions(self) -> dict[str, str]:
         return {"onnxruntime": self._ort_version}
+
+    def throughput(self, batch: np.ndarray, settings: Any) -> Any:
+        from .run_throughput import cpu_throughput, cuda_throughput
+
+        return cuda_throughput(self, batch, settings) if self._cuda else cpu_throughput(self, batch, settings)

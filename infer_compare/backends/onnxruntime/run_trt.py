@@ -119,6 +119,7 @@ class OnnxRuntimeTensorRTRunner(OnnxRuntimeRunner):
     def _after_session(self) -> None:
         super()._after_session()
         self.exec_precision = self.options.precision
-        self.notes.append("TensorRT EP: nodes TensorRT cannot take run on the CUDA EP; the engine is built in "
-                          "load() (first session run) and cached; the EP does not report each layer's precision, "
-                          "so the row's precision is the one requested")
+        self.notes.append("TensorRT EP: nodes TensorRT cannot take run on the CUDA EP; the EP builds (or loads from "
+                          "its cache) the engine while the session is created where it can (profile shapes given), "
+                          "else in the first call, the cold one: the session does not run before it; the EP does not "
+                          "report each layer's precision, so the row's precision is the one requested")

@@ -11,6 +11,10 @@ A second int8 route: the same runner executes the ONNX int8 (QDQ) file directly
 its FakeQuantize). The other ONNX precisions are not OpenVINO rows (its own IR rows
 cover them). For both int8 routes the row says how many of the compiled model's layers
 run in int8, read from the runtime model (each layer's ``runtimePrecision``).
+
+Throughput scenario (run_throughput.py): as ``benchmark_app -hint throughput`` does, a
+second compiled model with PERFORMANCE_HINT THROUGHPUT (same IR, shape, precision hint
+and threads) and an AsyncInferQueue of its OPTIMAL_NUMBER_OF_INFER_REQUESTS requests.
 """
 
 from __future__ import annotations
@@ -98,12 +102,13 @@ class OpenVinoRunner(Runner):
                                            f"(capabilities: {', '.join(caps)})")
         return Availability(True)
 
-    def load(self) -> None:
+    def _compile(self, hint: str) -> tuple[Any, Any, list[int] | None]:
+        """(compiled model, input partial shape, static shape it was reshaped to) with ``hint``."""
         import openvino as ov
 
         core = ov.Core()
         prec = self.options.precision
-        cfg: dict[str, Any] = {"PERFORMANCE_HINT": self.options.runner_as(OpenVinoOptions).performance_hint}
+        cfg: dict[str, Any] = {"PERFORMANCE_HINT": hint}
         if self.options.threads:
             cfg["INFERENCE_NUM_THREADS"] = int(self.options.threads)
         if prec in HINTS:
@@ -116,7 +121,13 @@ class OpenVinoRunner(Runner):
             # (and as benchmark_app -shape does); OpenVINO's CPU plugin is faster on static shapes.
             static = [int(self.options.batch_size)] + [d.get_length() for d in list(ps)[1:]]
             model.reshape(static)
-        self.compiled = core.compile_model(model, "CPU", cfg)
+        return core.compile_model(model, "CPU", cfg), ps, static
+
+    def load(self) -> None:
+        import openvino as ov
+
+        prec = self.options.precision
+        self.compiled, ps, static = self._compile(self.options.runner_as(OpenVinoOptions).performance_hint)
         self.request = self.compiled.create_infer_request()
         executed = _type_name(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
         self.exec_precision = f"int8+{executed}" if prec == "int8" else executed
@@ -173,3 +184,8 @@ class OpenVinoRunner(Runner):
 
     def library_versions(self) -> dict[str, str]:
         return {"openvino": self._version}
+
+    def throughput(self, batch: np.ndarray, settings: Any) -> Any:
+        from .run_throughput import async_queue_throughput
+
+        return async_queue_throughput(self, batch, settings)

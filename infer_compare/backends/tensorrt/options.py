@@ -1,6 +1,6 @@
 """Options of TensorRT: the builder's (they change the engine, so they are part of its
 cache key; the exporter reads them through ``ctx.options_as(TensorRTOptions)``) and the
-runner's (``io``)."""
+runner's (``io``: an alias of the common ``--io``, see plan.resolve_io)."""
 
 from __future__ import annotations
 
@@ -17,5 +17,6 @@ class TensorRTOptions(Options):
                                "1..largest batch tuned for batch N", minimum=0)
     builder_optimization_level: int = option(3, "TensorRT builder optimization level (0-5, TensorRT's default 3; "
                                                 "higher searches longer)", minimum=0)
-    io: str = option("host", "TensorRT timed call with host copies (host, as trtexec) or device-resident buffers",
-                     flag="--tensorrt-io", choices=("host", "device"))
+    io: str = option("", "alias of --io (kept for old command lines): host copies inside each timed call, or "
+                         "device-resident buffers; it sets the policy of every GPU row",
+                     flag="--tensorrt-io", choices=("", "host", "device"))

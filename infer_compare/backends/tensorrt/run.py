@@ -10,13 +10,20 @@ selects the profile whose opt batch is its own (``settings["profile"]`` says whi
 and whether it was tuned for this batch). An engine with one profile for a range of
 batches still runs, with a note that its kernels were tuned for another batch.
 
-Each timed call does what ``trtexec`` times end to end: copy the input from pinned
-host memory to the GPU, execute, copy the output back, and wait. CUDA events recorded
-on the stream split it into ``h2d_ms_*``, ``compute_ms_*``, ``d2h_ms_*`` and
-``device_ms_*`` (their sum) in the row's ``extra`` (``"timing": "cuda events"``); the
-events are created at load and read after the measured loop (device.EventRing). The
-row's latency is the host clock around the whole call. With the option ``io=device``
-the copies stay out of the timed call (device-resident input and output).
+The GPU timing policy (``--io``, every CUDA runner alike): ``device`` (default) keeps
+input and output device-resident (the input is copied to the GPU before timing), so a
+timed call is execute + wait; ``host`` makes each timed call what ``trtexec`` times end
+to end: copy the input from pinned host memory to the GPU, execute, copy the output
+back, and wait. CUDA events recorded on the stream split it into ``h2d_ms_*``,
+``compute_ms_*``, ``d2h_ms_*`` and ``device_ms_*`` (their sum) in the row's ``extra``
+(``"timing": "cuda events"``); the events are created at load and read after the
+measured loop (device.EventRing). The row's latency is the host clock around the whole
+call. Nothing executes before the first timed call.
+
+Throughput scenario: N execution contexts of the one engine (TensorRT 10 shares an
+optimization profile across contexts: PreviewFeature.PROFILE_SHARING_0806 is on by
+default), each with its own stream and buffers, kept busy from one host thread, as
+``trtexec --infStreams=N`` does.
 
 The precision each layer runs comes from IEngineInspector (layers.py): ``exec_precision``
 names the precisions of the convolution and matmul layers (e.g. ``int8+fp32``) and
@@ -30,6 +37,7 @@ against the names bound in TensorRT 11.4's bindings (tests/test_tensorrt_static.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,18 +45,51 @@ import numpy as np
 
 from ... import deps
 from ...errors import BackendUnavailable, RunnerError
+from ...gpu import device_index
 from ...records import Availability
 from ..runner import Runner
+from ..throughput import CUDA_STREAMS, ThroughputResult, ThroughputSettings, result, run_pipelined
 from .common import TrtLog, trt_status
 from .device import HINT as CUDA_HINT
 from .device import CudaBuffers, EventRing, cudart_status, device_facts
 from .layers import exec_precision, summarize
-from .options import TensorRTOptions
 
 if TYPE_CHECKING:  # the annotations below are checked against tensorrt-stubs
     import tensorrt as trt
 
 PRECISIONS = ("fp32", "tf32", "fp16", "int8")
+
+
+@dataclass
+class Slot:
+    """One execution context with its own stream and buffers."""
+
+    context: Any
+    cuda: CudaBuffers
+    h_in: np.ndarray
+    h_out: np.ndarray
+    d_in: int
+    d_out: int
+
+    def load(self, x: np.ndarray, device: bool) -> None:
+        """``x`` into the pinned input (and, for device-resident I/O, on to the GPU)."""
+        np.copyto(self.h_in, x)
+        if device:
+            self.cuda.h2d(self.d_in, int(self.h_in.ctypes.data), self.h_in.nbytes, sync=True)
+
+    def enqueue(self, host_io: bool, log: Any) -> None:
+        """(H2D,) execute, (D2H) on this slot's stream; returns at once."""
+        if host_io:
+            self.cuda.h2d(self.d_in, int(self.h_in.ctypes.data), self.h_in.nbytes)
+        if not self.context.execute_async_v3(self.cuda.handle):
+            raise RunnerError(f"execute_async_v3 failed: {log.tail()}")
+        if host_io:
+            self.cuda.d2h(int(self.h_out.ctypes.data), self.d_out, self.h_out.nbytes)
+
+    def close(self) -> None:
+        self.cuda.synchronize()
+        del self.context  # before the memory it uses
+        self.cuda.close()
 
 
 def _dims(d: Any) -> tuple[int, ...]:
@@ -106,7 +147,7 @@ class TensorRTRunner(Runner):
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
-        from ...gpu import CallMeter, device_index
+        from ...gpu import CallMeter
 
         trt, why, v = trt_status()
         if trt is None:
@@ -123,13 +164,16 @@ class TensorRTRunner(Runner):
         self._bind_io()
         self.events = EventRing(rt, self.cuda.stream)
         self._inspect()
-        self._host_io = self.options.runner_as(TensorRTOptions).io == "host"
+        self._rt, self._host_io = rt, self.options.io == "host"
         self.settings = {
             "api": "tensor API: set_optimization_profile_async + set_input_shape + set_tensor_address + "
                    "execute_async_v3 on a CUDA stream (memory, stream and events: cuda-python)",
-            "io": ("pinned host input and output: H2D copy + execute + D2H copy inside each timed call "
-                   "(as trtexec's end-to-end time)") if self._host_io else
-                  "device-resident input and output (no host copies in the timed call)",
+            "io": "host" if self._host_io else "device",
+            "io_detail": ("pinned host input and output: H2D copy + execute + D2H copy inside each timed call "
+                          "(as trtexec's end-to-end time)") if self._host_io else
+                         "device-resident input and output (copied to the GPU before timing; no host copies in the "
+                         "timed call)",
+            "before_first_call": "nothing: the engine has not executed before the first timed call",
             "profile": self.profile,
             "device_memory_mib": self._device_memory_mib(),
             **device_facts(rt, device_index(self.device)),
@@ -153,7 +197,7 @@ class TensorRTRunner(Runner):
     def _bind_io(self) -> None:
         import tensorrt as trt
 
-        engine, context = self.engine, self.context
+        engine = self.engine
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         outputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT]
@@ -168,23 +212,30 @@ class TensorRTRunner(Runner):
             raise BackendUnavailable(f"{note} (the engine is built for the batch sizes of the run that built it)")
         if note:
             self.notes.append(note)
-        if not context.set_optimization_profile_async(idx, self.cuda.handle):
-            raise RunnerError(f"set_optimization_profile_async({idx}) failed: {self._log.tail()}")
-        self.cuda.synchronize()
-        shape = (b, *shapes[idx][1][1:])
-        if not context.set_input_shape(inp, list(shape)):
-            raise RunnerError(f"set_input_shape({shape}) failed: {self._log.tail()}")
-        out_shape = _dims(context.get_tensor_shape(out))
-        self.h_in = self.cuda.pinned(shape, numpy_dtype(engine.get_tensor_dtype(inp)))
-        self.h_out = self.cuda.pinned(out_shape, numpy_dtype(engine.get_tensor_dtype(out)))
-        self.d_in, self.d_out = self.cuda.device(self.h_in.nbytes), self.cuda.device(self.h_out.nbytes)
+        self._io_names, self._profile_index, self._shape = (inp, out), idx, (b, *shapes[idx][1][1:])
+        self.slot = self._bind(self.context, self.cuda)
+        self.h_in, self.h_out, self.d_in, self.d_out = self.slot.h_in, self.slot.h_out, self.slot.d_in, self.slot.d_out
         self._h_in_ptr, self._h_out_ptr = int(self.h_in.ctypes.data), int(self.h_out.ctypes.data)
-        if not (context.set_tensor_address(inp, self.d_in) and context.set_tensor_address(out, self.d_out)):
-            raise RunnerError(f"set_tensor_address failed: {self._log.tail()}")
         mn, opt, mx = shapes[idx][0][0], shapes[idx][1][0], shapes[idx][2][0]
         self.profile: dict[str, Any] = {"index": idx, "of": len(shapes), "min": mn, "opt": opt, "max": mx,
                         "tuned_for_this_batch": opt == b, "input": inp, "output": out,
                         "input_dtype": str(self.h_in.dtype), "output_dtype": str(self.h_out.dtype)}
+
+    def _bind(self, context: trt.IExecutionContext, cuda: CudaBuffers) -> Slot:
+        """``context`` on the selected profile and shape, with its own pinned and device buffers on ``cuda``."""
+        (inp, out), idx, shape = self._io_names, self._profile_index, self._shape
+        if not context.set_optimization_profile_async(idx, cuda.handle):
+            raise RunnerError(f"set_optimization_profile_async({idx}) failed: {self._log.tail()}")
+        cuda.synchronize()
+        if not context.set_input_shape(inp, list(shape)):
+            raise RunnerError(f"set_input_shape({shape}) failed: {self._log.tail()}")
+        out_shape = _dims(context.get_tensor_shape(out))
+        h_in = cuda.pinned(shape, numpy_dtype(self.engine.get_tensor_dtype(inp)))
+        h_out = cuda.pinned(out_shape, numpy_dtype(self.engine.get_tensor_dtype(out)))
+        d_in, d_out = cuda.device(h_in.nbytes), cuda.device(h_out.nbytes)
+        if not (context.set_tensor_address(inp, d_in) and context.set_tensor_address(out, d_out)):
+            raise RunnerError(f"set_tensor_address failed: {self._log.tail()}")
+        return Slot(context, cuda, h_in, h_out, d_in, d_out)
 
     def _device_memory_mib(self) -> float | None:
         e, idx = self.engine, int(self.profile["index"])
@@ -270,3 +321,31 @@ class TensorRTRunner(Runner):
 
     def library_versions(self) -> dict[str, str]:
         return {"tensorrt": self._version, "cuda-bindings": deps.version("cuda.bindings") or "?"}
+
+    # ------------------------------------------------------------------ throughput scenario
+    def throughput(self, batch: np.ndarray, settings: ThroughputSettings) -> ThroughputResult:
+        """N contexts, each with its own stream and buffers, from one host thread (trtexec --infStreams)."""
+        import tensorrt as trt
+
+        n = max(1, int(settings.concurrency or CUDA_STREAMS))
+        extra: list[Slot] = []
+        try:
+            for _ in range(n - 1):
+                ctx = self.engine.create_execution_context(trt.ExecutionContextAllocationStrategy.ON_PROFILE_CHANGE)
+                if ctx is None:
+                    raise RunnerError(f"TensorRT could not create execution context #{len(extra) + 2}: "
+                                      f"{self._log.tail()}")
+                extra.append(self._bind(ctx, CudaBuffers(self._rt, device_index(self.device))))
+            slots = [self.slot, *extra]
+            x = np.ascontiguousarray(batch, dtype=self.h_in.dtype)
+            for sl in slots:
+                sl.load(x, device=not self._host_io)
+            w = run_pipelined(n, lambda i: slots[i].enqueue(self._host_io, self._log),
+                              lambda i: slots[i].cuda.synchronize(), len(batch), settings)
+            out = self.to_numpy(self.h_out)
+        finally:
+            for sl in extra:
+                sl.close()
+        how = (f"TensorRT: {n} execution contexts of one engine, each with its own CUDA stream and buffers, from one "
+               f"host thread (trtexec --infStreams); io {'host' if self._host_io else 'device'}")
+        return result(w, n, "streams", how, {"execution_contexts": n}, outputs=out)

@@ -123,6 +123,12 @@ class EdgeTpuRunner(TFLiteRunner):
         self._precheck = read_precheck(self.artifact)
         self.notes.extend(coverage_notes(self._coverage, self._precheck))
 
+    def throughput(self, batch: Any, settings: Any) -> Any:
+        raise BackendUnavailable("the throughput scenario is not measured on the Edge TPU: one device runs one "
+                                 "invocation at a time, and its own way to more throughput is a pipeline of model "
+                                 "segments over several TPUs (pycoral's PipelinedModelRunner), not concurrent "
+                                 "interpreters; the latency row's img/s is its throughput")
+
     def extra_metrics(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if getattr(self, "_coverage", None):

@@ -8,6 +8,7 @@
   file's own scale and zero point.
 - run() (timed): set_tensor, invoke, get_tensor; nothing else.
 - to_numpy() (untimed): int8 outputs dequantized with the file's scale and zero point.
+- throughput() (the throughput scenario): several interpreters in threads (run_throughput.py).
 """
 
 from __future__ import annotations
@@ -139,6 +140,12 @@ class TFLiteRunner(Runner):
 
     def library_versions(self) -> dict[str, str]:
         return {self._pkg.replace("_", "-"): self._ver}
+
+    def throughput(self, batch: np.ndarray, settings: Any) -> Any:
+        """Several interpreters in threads (run_throughput.py)."""
+        from .run_throughput import interpreters_throughput
+
+        return interpreters_throughput(self, batch, settings)
 
     def extra_metrics(self) -> dict[str, Any]:
         try:

@@ -1,0 +1,82 @@
+"""OpenVINO's throughput scenario, as ``benchmark_app -hint throughput`` measures it.
+
+A second compiled model of the same IR, shape, precision hint and threads, with
+PERFORMANCE_HINT THROUGHPUT (OpenVINO then picks its streams), and an AsyncInferQueue
+of its OPTIMAL_NUMBER_OF_INFER_REQUESTS requests (or the harness's ``--concurrency``),
+each with its own copy of the input. The loop is benchmark_app's inference-only loop:
+``get_idle_request_id()`` then ``start_async()`` until the time is spent and a whole
+round of requests has been started, then ``wait_all()``; images/s = requests x batch /
+that wall time; each request's latency is OpenVINO's own ``InferRequest.latency``, read
+when its request is idle again, as benchmark_app reports it. No Python completion
+callback: one would need the GIL inside OpenVINO's thread while the loop waits. Compiling the THROUGHPUT model is outside the measurement
+(``throughput_compile_s`` in the row's settings).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..throughput import ThroughputResult, ThroughputSettings, Window, result
+
+
+def _compile(r: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    compiled, _, _ = r._compile("THROUGHPUT")
+    return compiled, round(time.perf_counter() - t0, 3)
+
+
+def _run(q: Any, nireq: int, dur_ns: int, clock: Any) -> tuple[int, list[float]]:
+    """benchmark_app's inference-only loop: requests started, and OpenVINO's latency (ms) of each one done."""
+    t0, it, in_fly, lats = clock(), 0, set(), []
+    while clock() - t0 < dur_ns or it % nireq:  # benchmark_app: end on a whole round of requests
+        idle = q.get_idle_request_id()  # waits for one (no Python callback: the GIL stays free)
+        if idle in in_fly:
+            lats.append(q[idle].latency)
+        else:
+            in_fly.add(idle)
+        q.start_async()
+        it += 1
+    q.wait_all()
+    lats += [q[i].latency for i in in_fly]
+    return it, lats
+
+
+def _loop(q: Any, nireq: int, s: ThroughputSettings, images_per_request: int) -> Window:
+    clock = time.perf_counter_ns
+    warm, _ = _run(q, nireq, int(s.warmup_s * 1e9), clock)  # at least one round of requests
+    if s.meter is not None:
+        s.meter.start()
+    t0 = clock()
+    it, lats = _run(q, nireq, int(s.duration_s * 1e9), clock)
+    wall = clock() - t0
+    energy = s.meter.stop() if s.meter is not None else None
+    return Window(images=it * images_per_request, wall_ns=wall, latencies_ns=[int(v * 1e6) for v in lats],
+                  warmup_calls=warm, energy=energy)
+
+
+def async_queue_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> ThroughputResult:
+    import openvino as ov
+
+    compiled, compile_s = _compile(r)
+    optimal = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+    nireq = int(s.concurrency or optimal)
+    q = ov.AsyncInferQueue(compiled, nireq)
+    x = np.ascontiguousarray(batch, dtype=np.float32)
+    inputs = [x.copy() for _ in range(nireq)]  # each request its own input, kept alive here
+    for i, xi in enumerate(inputs):
+        q[i].set_input_tensor(ov.Tensor(xi, shared_memory=True))
+    w = _loop(q, nireq, s, len(batch))
+    out = np.array(q[0].get_output_tensor(0).data, dtype=np.float32, copy=True)
+    streams = int(compiled.get_property("NUM_STREAMS"))
+    settings = {"PERFORMANCE_HINT": str(compiled.get_property("PERFORMANCE_HINT")), "NUM_STREAMS": streams,
+                "INFERENCE_NUM_THREADS": int(compiled.get_property("INFERENCE_NUM_THREADS")),
+                "OPTIMAL_NUMBER_OF_INFER_REQUESTS": optimal, "infer_requests": nireq,
+                "api": "AsyncInferQueue, start_async on the next idle request (benchmark_app's loop)",
+                "throughput_compile_s": compile_s, "latency_source": "InferRequest.latency (OpenVINO's own)"}
+    how = (f"OpenVINO AsyncInferQueue: {nireq} infer requests on a PERFORMANCE_HINT THROUGHPUT model "
+           f"({streams} streams)")
+    del q
+    return result(w, nireq, "requests", how, settings, outputs=out)
