@@ -49,14 +49,35 @@ def hint(module: str) -> str:
 
 
 def version(module_or_dist: str) -> str | None:
-    """The installed version of a module (via its known distributions) or distribution."""
+    """The installed version of a module (via its known distributions) or distribution. Where several
+    distributions provide the module (onnxruntime and onnxruntime-gpu), the one whose files hold the
+    module that imports wins; nothing is imported."""
     dists = known().get(module_or_dist, ((module_or_dist,), ""))[0]
+    found = []
     for dist in dists:
         try:
-            return md.version(dist)
+            found.append((dist, md.version(dist)))
         except md.PackageNotFoundError:
             continue
-    return None
+    if len(found) > 1:
+        origin = _origin(module_or_dist)
+        for dist, v in found:
+            try:
+                files = md.distribution(dist).files or ()
+                if origin and any(str(md.distribution(dist).locate_file(f)) == origin for f in files
+                                  if str(f).endswith("__init__.py")):
+                    return v
+            except Exception:
+                continue
+    return found[0][1] if found else None
+
+
+def _origin(module: str) -> str | None:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return str(spec.origin) if spec is not None and spec.origin else None
 
 
 def require(module: str, purpose: str = "") -> Any:
