@@ -32,40 +32,19 @@ def check_regression(current, baseline, rules=(), **kwargs):
 
 
 def compare(
-    model: Any = "lenet5",
-    *,
-    weights: str = "auto",
-    backends: Iterable[str] | None = None,
-    formats: Iterable[str] | None = None,
-    precisions: Iterable[str] | None = None,
-    devices: Iterable[str] | None = None,
-    batch_sizes: Iterable[int] | str | None = None,
-    threads: int | None = None,
-    warmup_iters: int = 2,
-    min_iters: int = 5,
-    min_time_s: float = 0.2,
-    max_time_s: float = 1.0,
-    target_ci: float | None = 0.02,
-    warmup_time_s: float = 0.2,
-    export_timeout_s: float = 1800.0,
-    parity_samples: int | None = None,
-    calibration_samples: int | None = None,
-    cell_timeout_s: float = 600.0,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    seed: int = 0,
-    command: Iterable[str] | None = None,
-    progress: Progress | None = None,
-    on_row: Callable[[Report], None] | None = None,
-    runner_options: dict[str, dict[str, Any]] | None = None,
-    parity_every_batch: bool = False,
-    input_shape: str | None = None,
-    example_input: Any = None,
-    data: Any = None,
-    artifacts: Iterable[str] = (),
-    scenarios: str | Iterable[str] = "latency",
-    io: str | None = None,
-    concurrency: int = 0,
+    model: Any = "lenet5", *,
+    weights: str = "auto", backends: Iterable[str] | None = None, formats: Iterable[str] | None = None,
+    precisions: Iterable[str] | None = None, devices: Iterable[str] | None = None,
+    batch_sizes: Iterable[int] | str | None = None, threads: int | None = None, warmup_iters: int = 2,
+    min_iters: int = 5, min_time_s: float = 0.2, max_time_s: float = 1.0, target_ci: float | None = 0.02,
+    warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0, parity_samples: int | None = None,
+    calibration_samples: int | None = None, cell_timeout_s: float = 600.0,
+    cache_dir: str | os.PathLike | None = None, use_cache: bool = True, seed: int = 0,
+    command: Iterable[str] | None = None, progress: Progress | None = None,
+    on_row: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
+    parity_every_batch: bool = False, input_shape: str | None = None, example_input: Any = None,
+    data: Any = None, artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = "latency",
+    io: str | None = None, concurrency: int = 0,
 ) -> Report:
     """Export ``model`` to every format it can, measure each on every device present, check every
     output against the PyTorch FP32 reference, and return the Report (docs/architecture.md).
@@ -83,11 +62,9 @@ def compare(
     call after another), "throughput" (each runtime's own concurrency, ``concurrency`` requests in flight,
     0 = the runtime's choice) or "both"; ``io``: the GPU timing policy, "device" (default) or "host". Bad arguments raise
     UsageError; a failure of one backend or export is a failed row, never an exception."""
-    from . import device_kinds, env, models
+    from . import device_kinds, env
     from .cache import Cache
-    from .errors import UsageError
     from .measure import measure
-    from .prepare import prepare_model
 
     t_start = time.perf_counter()
     prog = progress or Progress()
@@ -97,27 +74,45 @@ def compare(
                          target_ci=target_ci, warmup_time_s=warmup_time_s, export_timeout_s=export_timeout_s,
                          artifacts=artifacts, scenarios=scenarios, io=io, concurrency=concurrency,
                          runner_options=runner_options, parity_every_batch=parity_every_batch)
-    if parity_samples is not None and parity_samples < 1:
-        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
-    user = models.looks_like_user_model(model)
-    if not user:
-        models.resolve(model)  # an unknown model is a usage error before any work
     warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
-
+    check_model(model, parity_samples)
     prog.task("probing the environment")
     environment = env.collect()
     sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
-    if user:
+    prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
+                       parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed, cache=cache,
+                       threads=sel.threads, prog=prog, warn=warn)
+    return measure(prep, sel, environment=environment, present=device_kinds.present(), cache=cache, prog=prog,
+                   warnings=warnings, command=command, on_row=on_row, t_start=t_start)
+
+
+def check_model(model: Any, parity_samples: int | None) -> None:
+    """A built-in name must be known, before any work (the user's own model is checked when loaded)."""
+    from . import models
+    from .errors import UsageError
+
+    if parity_samples is not None and parity_samples < 1:
+        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
+    if not models.looks_like_user_model(model):
+        models.resolve(model)
+
+
+def prepare_any(model: Any, *, weights: str, input_shape: str | None, example_input: Any, data: Any,
+                parity_samples: int | None, calibration_samples: int | None, seed: int, cache: Any, threads: int,
+                prog: Progress, warn: Callable[[str], None]):
+    """The Prepared of a built-in model (prepare.py) or of the user's own (prepare_user.py)."""
+    from . import models
+
+    if models.looks_like_user_model(model):
         from .prepare_user import prepare_user_model
 
-        prep = prepare_user_model(model, weights=None if weights in ("auto", "random") else weights,
+        return prepare_user_model(model, weights=None if weights in ("auto", "random") else weights,
                                   input_shape=input_shape, example_input=example_input, data=data,
                                   parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
                                   cache=cache, prog=prog, warn=warn)
-    else:
-        prep = prepare_model(model, weights=weights, parity_samples=parity_samples, data=data,
-                             calibration_samples=calibration_samples, seed=seed, cache=cache, threads=sel.threads,
-                             prog=prog, warn=warn)
-    return measure(prep, sel, environment=environment, present=device_kinds.present(), cache=cache, prog=prog,
-                   warnings=warnings, command=command, on_row=on_row, t_start=t_start)
+    from .prepare import prepare_model
+
+    return prepare_model(model, weights=weights, parity_samples=parity_samples, data=data,
+                         calibration_samples=calibration_samples, seed=seed, cache=cache, threads=threads, prog=prog,
+                         warn=warn)
