@@ -36,11 +36,16 @@ def available() -> tuple[bool, str]:
 def _short(r: RunRecord) -> str:
     p = r.precision if not r.exec_precision or r.exec_precision == r.precision else f"{r.precision}→{r.exec_precision}"
     dev = "" if r.device == "cpu" else f" {r.device}"
-    return f"{r.backend} {r.format} {p}{dev}"
+    return f"{r.backend} {r.format} {p}{dev}{_scenario(r)}"
+
+
+def _scenario(r: RunRecord) -> str:
+    """The throughput scenario's rows are series of their own."""
+    return f" ({r.scenario})" if getattr(r, "scenario", "latency") != "latency" else ""
 
 
 def _series(r: RunRecord) -> str:
-    return f"{r.backend} / {r.format} / {r.precision} / {r.device}"
+    return f"{r.backend} / {r.format} / {r.precision} / {r.device}{_scenario(r)}"
 
 
 def _svg(fig, salt: str) -> str:

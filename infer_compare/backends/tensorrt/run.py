@@ -265,7 +265,7 @@ class TensorRTRunner(Runner):
             self.notes.append("TF32 was allowed at build, but no tactic of a convolution/matmul names tf32")
 
     def close(self) -> None:
-        for attr in ("context", "engine", "runtime"):  # TensorRT objects before the memory they use
+        for attr in ("slot", "context", "engine", "runtime"):  # TensorRT objects before the memory they use
             if hasattr(self, attr):
                 delattr(self, attr)
         for attr in ("events", "cuda", "meter"):
