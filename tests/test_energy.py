@@ -180,7 +180,7 @@ def test_no_source_says_why(tmp_path):
 
 
 def _row_with_energy(extra):
-    rep = load_report(ROOT / "reports" / "cpu-resnet50" / "results.json")
+    rep = load_report(ROOT / "tests" / "data" / "reports" / "cpu-resnet50-v1.json")
     i = next(i for i, r in enumerate(rep.rows) if r.status == "ok" and r.batch_size == 1)
     rows = list(rep.rows)
     rows[i] = rows[i].replace(extra={**rows[i].extra, **extra})

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def rep():
     """The committed CPU ResNet-50 report (an old file: every percentile stored, n = 5..76), with two rows
     re-measured the new way: n = 12 (budget ran out) and n = 150."""
-    old = load_report(ROOT / "reports" / "cpu-resnet50" / "results.json")
+    old = load_report(ROOT / "tests" / "data" / "reports" / "cpu-resnet50-v1.json")
     rng = np.random.default_rng(0)
     few = LatencyStats.from_samples_ns((rng.lognormal(0, 0.3, 12) * 1e7).astype(int), target_ci=0.02,
                                        stopped_by="budget")

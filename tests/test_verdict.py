@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture()
 def cpu_report():
     # 16 measured rows: pytorch/onnxruntime/openvino (fp32, bf16, fp16, int8)/tflite, batch 1 and 8
-    return load_report(ROOT / "reports" / "cpu-resnet50" / "results.json")
+    return load_report(ROOT / "tests" / "data" / "reports" / "cpu-resnet50-v1.json")
 
 
 def _row(rep, backend, precision, batch, device="cpu"):
