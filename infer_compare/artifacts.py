@@ -114,6 +114,11 @@ class ArtifactChain:
         if not av.available:
             more = _explain(ecls, fctx, src.path, prec)
             return Unbuilt(SKIPPED, f"cannot build {f.title}: {av.reason}" + (f"; {more}" if more else ""), av.hint)
+        no = _safe(lambda: ecls.declines(fctx, prec), "exporter check") if fctx.model is not None else None
+        if isinstance(no, Availability):  # the check itself failed: let the export say what is wrong
+            no = None
+        if no is not None:
+            return Unbuilt(SKIPPED, f"cannot build {f.title}: {no.reason}", no.hint)
         return self._build(f, prec, ecls, fctx, src)
 
     def _root(self, f: Format, prec: str) -> ExportRecord | Unbuilt:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .cells import CellResult, CellSpec
+from .forkserver import ForkServer
 
 FAIL_TAIL_LINES = 12
 POLL_S = 0.05
@@ -66,18 +67,28 @@ def _death(rc: int | None) -> str:
     return f"exited with status {rc} without a result"
 
 
+def _launch(args: list[str], env: dict[str, str], err: Any, err_path: Path, server: ForkServer | None) -> Any:
+    """The measuring child: forked by the runtime's fork server where there is one, else a fresh interpreter."""
+    if server is not None:
+        try:
+            return server.spawn("infer_compare.isolate", args, env, str(err_path))
+        except OSError:
+            pass  # the server is gone: a fresh interpreter
+    return subprocess.Popen([sys.executable, "-m", "infer_compare.isolate", *args], stdout=err,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
 def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env: dict[str, str],
-                 process: int) -> list[CellResult]:
+                 process: int, server: ForkServer | None = None) -> list[CellResult]:
     """Run one child on ``spec``; the results it wrote, plus a failed one for the batch size in flight."""
     spec_path, result_path = workdir / f"{tag}.p{process}.spec.json", workdir / f"{tag}.p{process}.result.jsonl"
     err_path = workdir / f"{tag}.p{process}.stderr"
     result_path.unlink(missing_ok=True)
     spec_path.write_text(json.dumps(spec.to_dict()))
-    cmd = [sys.executable, "-m", "infer_compare.isolate", str(spec_path), str(result_path)]
     t0 = last = time.perf_counter()
     seen = 0
     with open(err_path, "w+", errors="replace") as err:
-        proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = _launch([str(spec_path), str(result_path)], env, err, err_path, server)
         try:
             while proc.poll() is None:
                 time.sleep(POLL_S)
@@ -137,9 +148,10 @@ def describe_exit(rc: int | None) -> str:
 
 
 def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, tag: str,
-             env: dict[str, str] | None = None) -> list[CellResult]:
-    """Measure ``spec`` at each of its batch sizes in child processes: one CellResult per batch
-    size and scenario, in order. Never raises for a failure of a child (``ok`` False, ``error`` set)."""
+             env: dict[str, str] | None = None, server: ForkServer | None = None) -> list[CellResult]:
+    """Measure ``spec`` at each of its batch sizes in child processes (forked by ``server`` when given,
+    see forkserver.py): one CellResult per batch size and scenario, in order. Never raises for a
+    failure of a child (``ok`` False, ``error`` set)."""
     spec = spec if isinstance(spec, CellSpec) else CellSpec.from_dict(spec)
     workdir.mkdir(parents=True, exist_ok=True)
     child_env = {**os.environ, **(env or {})}
@@ -148,7 +160,7 @@ def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, t
     process = 1
     todo = spec
     while todo.batch_sizes:
-        got = _one_process(todo, timeout_s, workdir, tag, child_env, process)
+        got = _one_process(todo, timeout_s, workdir, tag, child_env, process, server)
         out += got
         have = {r.key for r in out}
         todo = spec.remaining({b for b in spec.batch_sizes if all(p in have for p in spec.pairs() if p[0] == b)})

@@ -24,6 +24,7 @@ from .backends.exporter import ExportContext
 from .cache import Cache
 from .cells import CellSpec
 from .device_kinds import DEVICE_KINDS
+from .forkserver import ForkServers, preloads
 from .formats import RUNNERS, get_format
 from .plan import Cell, Selection, plan_cells, settings_for
 from .prepare import Prepared
@@ -55,6 +56,8 @@ class _Run:
         self.rows: list[RunRecord] = []
         self.not_run: tuple[str, ...] = ()
         self.incomplete_reason = ""
+        self.servers = ForkServers(prog.log)
+        self.preload: dict[str, tuple[str, ...]] = {}  # runner -> the modules its runtime's fork server imports
 
     def report(self) -> Report:
         return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -195,7 +198,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
             return
     spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
     run.prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
-    results = run_cell(spec, run.settings.cell_timeout_s, work, tag)
+    server = run.servers.for_modules(run.preload.get(c.runner, ()))
+    results = run_cell(spec, run.settings.cell_timeout_s, work, tag, server=server)
     for _ in batches[1:]:
         run.prog.advance(None)
     tol = get_format(c.fmt).tolerance(c.precision)
@@ -224,6 +228,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
                time.perf_counter() if t_start is None else t_start)
     chain = chain_for(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
+    run.preload = preloads(c.runner for c in cells if c.device is not None)
+    run.servers.cache_root = str(cache.root)
     try:
         import numpy as np
 
@@ -234,6 +240,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
         run.interrupted(cells, str(e) or "interrupted by SIGINT (Ctrl-C)")
         raise
     finally:
+        run.servers.close()
         shutil.rmtree(work, ignore_errors=True)
         run.warnings.extend(m for m in cache.messages if m not in run.warnings)
     return run.report()

@@ -66,15 +66,35 @@ def prepare_model(model: str, *, weights: str = "auto", parity_samples: int | No
         torch.set_num_threads(int(threads))
     net, minfo, weights_path, weights_build_s = models.load(spec, weights, ds, cache, seed=seed, log=prog.log,
                                                             warn=warn)
-    from .flops import count_flops
-
-    flops_per_image, flops_source = count_flops(net, spec.input_shape)
+    flops_per_image, flops_source = model_flops(cache, net, minfo.weights_hash, spec.input_shape)
     minfo = minfo.replace(flops_per_image=flops_per_image, flops_source=flops_source)
     prog.task("computing the PyTorch FP32 reference outputs")
     ref = reference_outputs(cache, net, minfo.weights_hash, ds)
     notes = list(minfo.notes) + [f"inputs: {ds.description}"]
     return Prepared(minfo, spec.as_dict(), spec.preprocess.as_dict(), ds, ref, model=net, weights_path=weights_path,
                     weights_build_s=weights_build_s, notes=notes)
+
+
+def model_flops(cache: Cache, net, weights_hash: str, input_shape) -> tuple[float | None, str]:
+    """FLOPs per image (flops.count_flops), through the cache: counting runs the model once (1-2 s)."""
+    import json
+
+    import torch
+
+    from .flops import count_flops
+
+    def build(tmp):
+        flops, source = count_flops(net, input_shape)
+        (tmp / "flops.json").write_text(json.dumps({"flops": flops, "source": source}))
+        return {}
+
+    try:
+        e = cache.get_or_build("flops", {"weights": weights_hash, "input": list(input_shape),
+                                         "torch": torch.__version__}, build)
+        got = json.loads(e.file("flops.json").read_text())
+        return got["flops"], got["source"]
+    except (OSError, ValueError, KeyError):
+        return count_flops(net, input_shape)
 
 
 def reference_outputs(cache: Cache, net, weights_hash: str, ds):

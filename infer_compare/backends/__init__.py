@@ -30,6 +30,9 @@ class RunnerInfo:
     options: str = "infer_compare.options:NoOptions"  # "module:Class" of its Options dataclass
     description: str = ""
     listed: bool = True  # False: not part of a default comparison (the null runner)
+    # modules a fork server imports once for all of this runner's configurations (forkserver.py);
+    # a name starting with "?" is imported only where it is installed
+    preload: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

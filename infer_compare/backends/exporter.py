@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ExportError
+from ..errors import BackendUnavailable, ExportError
 from ..options import NoOptions, Options
 from ..records import Availability
 
@@ -78,6 +78,13 @@ class Exporter:
         """What besides model, weights, shape and precision changes the artifact
         (library versions, options, for TensorRT the GPU)."""
         return {}
+
+    @classmethod
+    def declines(cls, ctx: ExportContext, precision: str) -> BackendUnavailable | None:
+        """Why this exporter will not build ``precision`` here, decided in the parent before any
+        export process starts (e.g. an opt-in conversion that was not asked for); None to build.
+        Cheap: it sees the context (the model in the parent), never the files."""
+        return None
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         raise NotImplementedError

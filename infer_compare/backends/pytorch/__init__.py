@@ -4,6 +4,8 @@
 from .. import Library, RunnerInfo, Runtime
 
 _OPTS = "infer_compare.backends.pytorch.options"
+# imported once by a fork server, not by each configuration's process (4-10 s each on the H100 machine)
+_PRELOAD = ("torch", "?torchvision", "infer_compare.backends.pytorch.run", "infer_compare.child", "infer_compare.bench")
 
 RUNTIME = Runtime(
     name="pytorch",
@@ -12,9 +14,10 @@ RUNTIME = Runtime(
     extra="torch",
     runners=(
         RunnerInfo("pytorch", "PyTorch eager", "infer_compare.backends.pytorch.run:PyTorchRunner", ("cpu", "cuda"),
-                   formats=("pytorch",), options=f"{_OPTS}:EagerOptions"),
+                   formats=("pytorch",), options=f"{_OPTS}:EagerOptions", preload=_PRELOAD),
         RunnerInfo("pytorch-compile", "PyTorch torch.compile", "infer_compare.backends.pytorch.run:PyTorchCompileRunner",
-                   ("cuda",), formats=("pytorch",), options=f"{_OPTS}:CompileOptions"),
+                   ("cuda",), formats=("pytorch",), options=f"{_OPTS}:CompileOptions",
+                   preload=(*_PRELOAD, "?torch._dynamo", "?torch._inductor.compile_fx")),
     ),
     libraries=(
         Library("torch", ("torch",), "pip install 'infer-compare[torch]'  (PyTorch: see pytorch.org for the build "

@@ -56,6 +56,17 @@ class TFLiteExporter(Exporter):
             extra["observer"] = ctx.options_as(TFLiteOptions).int8_observer
         return extra
 
+    @classmethod
+    def declines(cls, ctx: ExportContext, precision: str) -> BackendUnavailable | None:
+        """A large model's int8 conversion, not asked for: refused here, before an export process starts."""
+        if precision != "int8" or ctx.model is None:
+            return None
+        try:
+            _check_int8_opt_in(ctx)
+        except BackendUnavailable as e:
+            return e
+        return None
+
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         if precision not in ("fp32", "fp16", "int8"):
             raise ExportError(f"TFLite precisions are fp32, fp16 and int8, not {precision}")

@@ -1,0 +1,7 @@
+"""``python -m infer_compare``: the same as the ``infer-compare`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

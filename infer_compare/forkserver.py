@@ -1,0 +1,299 @@
+"""A fork server for the measuring children of runtimes whose import is slow (PyTorch).
+
+Each configuration still gets its own process (isolate.py): its own address space,
+its own CUDA context, its own crash. What the fork server saves is the interpreter
+start and the runtime's import in each of them: ``import torch, torchvision`` takes
+4-10 s (measured on the H100 machine, whose site-packages hold no bytecode cache),
+paid once per configuration, nine times in a default GPU run.
+
+The server is a fresh interpreter (``python -m infer_compare.forkserver MODULE...``)
+that imports the runtime's modules and nothing else: it never initialises CUDA, never
+runs an operator, so no thread pool or device context is inherited. For each request
+it forks; the child starts its own session (a process group the parent can kill),
+points stdin at /dev/null and stdout/stderr at the request's log file, takes the
+request's environment, and runs the measuring child's ``main`` exactly as ``python
+-m infer_compare.isolate SPEC RESULT`` would. The server waits for that child and
+reports its exit status; it serves one child at a time.
+
+Protocol (JSON lines): parent -> server ``{"module": M, "args": [...], "env": {...}, "log": PATH}``
+(the child calls ``M.main(args)``);
+server -> parent ``{"pid": N}`` when the child exists, then ``{"pid": N, "rc": R}``
+(R as ``subprocess.Popen.returncode``: negative for a signal). ``{"ready": [...]}`` first,
+when the modules are imported (or ``{"error": ...}``).
+
+Where fork is unavailable, the server fails to start, or ``INFER_COMPARE_FORKSERVER=0``,
+the children are started as fresh interpreters as before (isolate.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from queue import Empty, Queue
+from typing import Any
+
+START_TIMEOUT_S = 600.0  # importing torch on a slow disk, or an ARM board, can take minutes
+
+
+def enabled() -> bool:
+    return hasattr(os, "fork") and os.environ.get("INFER_COMPARE_FORKSERVER", "1") not in ("0", "false", "no")
+
+
+class Forked:
+    """A child started by the server: the parts of ``subprocess.Popen`` that isolate.py uses."""
+
+    def __init__(self, server: ForkServer, pid: int):
+        self.server, self.pid, self.returncode = server, pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.status(self.pid, block=False)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.status(self.pid, block=True, timeout=timeout)
+        return self.returncode
+
+
+class ForkServer:
+    def __init__(self, modules: tuple[str, ...]):
+        self.modules = tuple(modules)
+        self.proc: subprocess.Popen | None = None
+        self.failed = ""  # why the server is not used
+        self._events: Queue = Queue()
+        self._status: dict[int, int] = {}
+
+    def start(self, env: dict[str, str] | None = None) -> bool:
+        """Start the server and wait until its modules are imported; False (``failed`` says why) if not."""
+        if self.proc is not None or self.failed:
+            return self.proc is not None
+        self.proc = subprocess.Popen([sys.executable, "-m", "infer_compare.forkserver", *self.modules],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env={**os.environ, **(env or {})}, text=True, bufsize=1,
+                                     start_new_session=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        try:
+            first = self._events.get(timeout=START_TIMEOUT_S)
+        except Empty:
+            first = {"error": f"no answer in {START_TIMEOUT_S:.0f} s"}
+        if "ready" not in first:
+            self.failed = str(first.get("error", "the fork server exited"))
+            self.close()
+            return False
+        return True
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self._events.put(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        self._events.put({"error": "the fork server exited"})
+
+    def spawn(self, module: str, args: list[str], env: dict[str, str], log: str) -> Forked:
+        """Fork a child that calls ``module.main(args)``; its handle. Raises OSError when the server is gone."""
+        if self.proc is None or self.proc.stdin is None or self.proc.poll() is not None:
+            raise OSError("the fork server is not running")
+        self.proc.stdin.write(json.dumps({"module": module, "args": args, "env": env, "log": log}) + "\n")
+        self.proc.stdin.flush()
+        while True:
+            ev = self._next()
+            if "error" in ev:
+                raise OSError(str(ev["error"]))
+            if "pid" in ev and "rc" not in ev:
+                return Forked(self, int(ev["pid"]))
+
+    def _next(self, timeout: float | None = None) -> dict[str, Any]:
+        ev = self._events.get(timeout=timeout)
+        if "rc" in ev:
+            self._status[int(ev["pid"])] = int(ev["rc"])
+        return ev
+
+    def status(self, pid: int, block: bool, timeout: float | None = None) -> int | None:
+        """The child's exit status (Popen's convention), or None while it runs."""
+        while pid not in self._status:
+            try:
+                ev = self._next(timeout=timeout) if block else self._events.get_nowait()
+            except Empty:
+                if block:
+                    raise subprocess.TimeoutExpired("forked child", timeout or 0) from None
+                return None
+            if "rc" in ev:
+                self._status[int(ev["pid"])] = int(ev["rc"])
+            elif "error" in ev:  # the server died: the child (its own session) may still be running
+                self._status.setdefault(pid, _reap_orphan(pid))
+        return self._status[pid]
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def _reap_orphan(pid: int) -> int:
+    """Exit status of a child whose server is gone: unknown, reported as killed."""
+    try:
+        os.killpg(pid, 9)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return -9
+
+
+# ---------------------------------------------------------------------------- the server process
+def _child(req: dict[str, Any]) -> None:
+    """In the forked child: call ``module.main(args)`` with the request's environment and log."""
+    import signal
+
+    code = 1
+    try:
+        os.setsid()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        null = os.open(os.devnull, os.O_RDONLY)
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        sys.stdin = open(os.devnull)  # noqa: SIM115 - the child's whole life
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+        os.environ.clear()
+        os.environ.update(req["env"])
+        sys.argv = [req["module"], *req["args"]]
+        rc = importlib.import_module(req["module"]).main(list(req["args"]))
+        code = rc if isinstance(rc, int) else 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _rc(status: int) -> int:
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def serve(modules: list[str]) -> int:
+    out = sys.stdout
+    try:
+        for m in modules:
+            try:
+                importlib.import_module(m.lstrip("?"))
+            except ImportError:
+                if not m.startswith("?"):
+                    raise
+    except BaseException as e:
+        out.write(json.dumps({"error": f"importing {m}: {type(e).__name__}: {e}"}) + "\n")
+        out.flush()
+        return 1
+    out.write(json.dumps({"ready": modules, "threads": threading.active_count()}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(req)
+        out.write(json.dumps({"pid": pid}) + "\n")
+        out.flush()
+        _, status = os.waitpid(pid, 0)
+        out.write(json.dumps({"pid": pid, "rc": _rc(status)}) + "\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the server ends
+    sys.exit(serve(sys.argv[1:]))
+
+
+def bytecode_env(modules: tuple[str, ...], cache_root: str) -> dict[str, str]:
+    """``PYTHONPYCACHEPREFIX`` under the tool's cache when the first preloaded module's installation
+    has no bytecode cache and cannot get one (a read-only site-packages: Python then compiles every
+    imported source file again in each process: 2-3 s of the server's import of torch on the H100
+    machine); {} where bytecode is cached, or the user chose a prefix or no bytecode at all."""
+    import importlib.util
+
+    if not modules or not cache_root or sys.pycache_prefix or sys.flags.dont_write_bytecode:
+        return {}
+    try:
+        spec = importlib.util.find_spec(modules[0].lstrip("?"))
+        origin = spec.origin if spec is not None else None
+        if not origin or not origin.endswith(".py"):
+            return {}
+        pyc = importlib.util.cache_from_source(origin)
+    except (ImportError, ValueError, NotImplementedError):
+        return {}
+    if os.path.exists(pyc) or os.access(os.path.dirname(os.path.dirname(pyc)), os.W_OK):
+        return {}
+    return {"PYTHONPYCACHEPREFIX": os.path.join(cache_root, "pycache")}
+
+
+class ForkServers:
+    """One fork server per runtime that asks for one (``RunnerInfo.preload``), started when its first
+    configuration is measured, closed at the end of the comparison."""
+
+    def __init__(self, log: Any = None, cache_root: str = ""):
+        self.servers: dict[tuple[str, ...], ForkServer] = {}
+        self.log = log or (lambda msg: None)
+        self.cache_root = cache_root
+
+    def for_modules(self, modules: tuple[str, ...]) -> ForkServer | None:
+        if not modules or not enabled():
+            return None
+        srv = self.servers.get(modules)
+        if srv is None:
+            srv = self.servers[modules] = ForkServer(modules)
+            env = bytecode_env(modules, self.cache_root)
+            if env:
+                self.log(f"no bytecode cache next to {modules[0]}: the fork server keeps one in "
+                         f"{env['PYTHONPYCACHEPREFIX']}")
+            if srv.start(env):
+                self.log("fork server ready: " + ", ".join(m.lstrip("?") for m in modules) + " imported once for all configurations")
+            else:
+                self.log(f"fork server not used ({srv.failed}): fresh interpreters")
+        return srv if srv.proc is not None else None
+
+    def close(self) -> None:
+        for srv in self.servers.values():
+            srv.close()
+        self.servers.clear()
+
+
+def preloads(runner_names: Any) -> dict[str, tuple[str, ...]]:
+    """Runner -> the modules of its runtime's fork server: the union of the preloads of that runtime's
+    runners among ``runner_names`` (one server per runtime)."""
+    from .backends import runtimes
+
+    wanted = set(runner_names)
+    out: dict[str, tuple[str, ...]] = {}
+    for rt in runtimes():
+        mods: list[str] = []
+        for r in rt.runners:
+            if r.name in wanted:
+                mods += [m for m in r.preload if m not in mods]
+        for r in rt.runners:
+            if r.name in wanted and r.preload:
+                out[r.name] = tuple(mods)
+    return out

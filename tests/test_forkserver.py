@@ -1,0 +1,126 @@
+"""The fork server (forkserver.py): configurations of runtimes with a slow import are forked from
+one server that imported them once; each is still its own process, with the same failure
+handling as a fresh interpreter (a crash, a hang, a crash in one batch size)."""
+
+import importlib.util
+import os
+import time
+
+import numpy as np
+import pytest
+
+from infer_compare.bench import LoopSettings
+from infer_compare.cells import CellSpec
+from infer_compare.forkserver import ForkServer, ForkServers, preloads
+from infer_compare.isolate import run_cell
+
+from .conftest import python_env
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
+
+
+def _spec(tmp_path, runner, batches=(2,)):
+    np.save(tmp_path / "in.npy", np.zeros((4, 1, 32, 32), np.float32))
+    return CellSpec(runner=runner if runner == "null" else f"tests.fake_runners:{runner}", artifact="none",
+                    batch_sizes=tuple(batches), inputs=str(tmp_path / "in.npy"),
+                    loop=LoopSettings(warmup_iters=1, min_iters=3, min_time_s=0.0))
+
+
+@pytest.fixture
+def server():
+    srv = ForkServer(("numpy", "infer_compare.child", "tests.fake_runners"))
+    assert srv.start(env=python_env()), srv.failed
+    yield srv
+    srv.close()
+
+
+def test_children_are_forked_measured_and_each_its_own_process(tmp_path, server):
+    a = run_cell(_spec(tmp_path, "null", batches=(1, 2)), 60, tmp_path, "a", env=python_env(), server=server)
+    b = run_cell(_spec(tmp_path, "null"), 60, tmp_path, "b", env=python_env(), server=server)
+    assert [r.batch_size for r in a] == [1, 2] and all(r.ok and len(r.samples_ns) >= 3 for r in a + b)
+    assert server.proc is not None and server.proc.poll() is None  # the server outlives its children
+    # each child reported its own peak RSS: a fresh process, not the server itself
+    assert all(r.peak_rss_mb and r.peak_rss_mb > 0 for r in a + b)
+
+
+def test_crash_and_hang_in_a_forked_child(tmp_path, server):
+    [res] = run_cell(_spec(tmp_path, "CrashRunner"), 60, tmp_path, "crash", env=python_env(), server=server)
+    assert res.status == "run_failed" and "SIGSEGV" in res.error
+    t0 = time.perf_counter()
+    [res] = run_cell(_spec(tmp_path, "HangRunner"), 3, tmp_path, "hang", env=python_env(), server=server)
+    assert time.perf_counter() - t0 < 30 and "timed out after 3 s" in res.error
+    # the server still serves after a crash and a killed child
+    [res] = run_cell(_spec(tmp_path, "null"), 60, tmp_path, "after", env=python_env(), server=server)
+    assert res.ok
+
+
+def test_crash_in_one_batch_size_keeps_the_others_when_forked(tmp_path, server):
+    res = run_cell(_spec(tmp_path, "CrashAtBatch4", batches=(1, 2, 4, 8)), 60, tmp_path, "b4", env=python_env(),
+                   server=server)
+    by = {r.batch_size: r for r in res}
+    assert by[1].ok and by[2].ok and by[8].ok and not by[4].ok
+    assert by[8].process == 2 and "crashed" in by[4].error
+
+
+def test_python_error_in_a_forked_child_is_its_row(tmp_path, server):
+    [res] = run_cell(_spec(tmp_path, "RaiseRunner"), 60, tmp_path, "raise", env=python_env(), server=server)
+    assert res.status == "run_failed" and res.error.startswith("load:")
+
+
+def test_child_gets_the_request_environment(tmp_path, server):
+    log = tmp_path / "env.log"
+    child = server.spawn("tests.fake_runners", ["FAKE_ENV_PROBE"], {**python_env(), "FAKE_ENV_PROBE": "yes-42"},
+                         str(log))
+    assert child.wait(timeout=60) == 0
+    assert "FAKE_ENV_PROBE=yes-42" in log.read_text()
+
+
+def test_a_server_that_cannot_import_is_not_used():
+    srv = ForkServer(("no_such_module_anywhere",))
+    assert srv.start() is False and "no_such_module_anywhere" in srv.failed
+    optional = ForkServer(("?no_such_module_anywhere", "json"))
+    assert optional.start() is True
+    optional.close()
+    msgs = []
+    servers = ForkServers(msgs.append)
+    assert servers.for_modules(("no_such_module_anywhere",)) is None
+    assert any("not used" in m for m in msgs)
+    servers.close()
+
+
+def test_disabled_by_environment(monkeypatch):
+    monkeypatch.setenv("INFER_COMPARE_FORKSERVER", "0")
+    assert ForkServers().for_modules(("json",)) is None
+
+
+def test_one_server_per_runtime_with_its_runners_preloads():
+    got = preloads(["pytorch", "pytorch-compile", "onnxruntime"])
+    assert got["pytorch"] == got["pytorch-compile"]  # one server for the PyTorch runtime
+    assert "torch" in got["pytorch"] and any("_inductor" in m for m in got["pytorch"])
+    assert "onnxruntime" not in got  # a cheap import: fresh interpreters
+    eager_only = preloads(["pytorch"])["pytorch"]
+    assert not any("_inductor" in m for m in eager_only)  # no compiler imported where nothing compiles
+
+
+def test_bytecode_prefix_only_where_the_installation_has_no_bytecode_cache(tmp_path, monkeypatch):
+    from infer_compare import forkserver
+
+    pkg = tmp_path / "src" / "ic_fake_ro_pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    importlib.invalidate_caches()
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(forkserver, "sys", SimpleNamespace(pycache_prefix=None,
+                                                           flags=SimpleNamespace(dont_write_bytecode=0)))
+    monkeypatch.setattr(forkserver.os, "access", lambda path, mode: False)  # a read-only site-packages
+    got = forkserver.bytecode_env(("ic_fake_ro_pkg",), str(tmp_path / "cache"))
+    assert got == {"PYTHONPYCACHEPREFIX": str(tmp_path / "cache" / "pycache")}
+    # once the installation has its bytecode (or the user set a prefix), nothing is changed
+    pyc = importlib.util.cache_from_source(str(pkg / "__init__.py"))
+    os.makedirs(os.path.dirname(pyc), exist_ok=True)
+    open(pyc, "wb").close()
+    assert forkserver.bytecode_env(("ic_fake_ro_pkg",), str(tmp_path / "cache")) == {}
+    forkserver.sys.pycache_prefix = "/elsewhere"
+    assert forkserver.bytecode_env(("ic_fake_ro_pkg",), str(tmp_path / "cache")) == {}
