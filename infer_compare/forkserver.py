@@ -72,9 +72,12 @@ class ForkServer:
         """Start the server and wait until its modules are imported; False (``failed`` says why) if not."""
         if self.proc is not None or self.failed:
             return self.proc is not None
+        # NVML answers torch.cuda.is_available() in the server without touching the CUDA runtime
+        # (a runtime query would make every forked child unable to use CUDA)
+        server_env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "infer_compare.forkserver", *self.modules],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, **(env or {})}, text=True, bufsize=1,
+                                     env=server_env, text=True, bufsize=1,
                                      start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
         try:
@@ -189,6 +192,30 @@ def _child(req: dict[str, Any]) -> None:
             os._exit(code)
 
 
+def _fork_poisoned() -> str:
+    """Why a forked child could not use CUDA through torch ("" when it can): an import initialised
+    CUDA, or asked the CUDA runtime for its devices (torch then marks every fork as bad)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ""
+    if torch.cuda.is_initialized():
+        return "an imported module initialised CUDA: a forked child could not use it"
+    check = getattr(torch._C, "_cuda_isInBadFork", None)
+    if check is None:
+        return ""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, b"1" if check() else b"0")
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return "torch marks forked children as unable to use CUDA (CUDA was queried while importing)" \
+        if got == b"1" else ""
+
+
 def _rc(status: int) -> int:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
@@ -204,6 +231,11 @@ def serve(modules: list[str]) -> int:
                     raise
     except BaseException as e:
         out.write(json.dumps({"error": f"importing {m}: {type(e).__name__}: {e}"}) + "\n")
+        out.flush()
+        return 1
+    poisoned = _fork_poisoned()
+    if poisoned:
+        out.write(json.dumps({"error": poisoned}) + "\n")
         out.flush()
         return 1
     out.write(json.dumps({"ready": modules, "threads": threading.active_count()}) + "\n")

@@ -96,10 +96,20 @@ def test_disabled_by_environment(monkeypatch):
 def test_one_server_per_runtime_with_its_runners_preloads():
     got = preloads(["pytorch", "pytorch-compile", "onnxruntime"])
     assert got["pytorch"] == got["pytorch-compile"]  # one server for the PyTorch runtime
-    assert "torch" in got["pytorch"] and any("_inductor" in m for m in got["pytorch"])
+    assert "torch" in got["pytorch"]
+    assert not any("_inductor" in m for m in got["pytorch"])  # its import initialises CUDA on a GPU machine
     assert "onnxruntime" not in got  # a cheap import: fresh interpreters
-    eager_only = preloads(["pytorch"])["pytorch"]
-    assert not any("_inductor" in m for m in eager_only)  # no compiler imported where nothing compiles
+
+
+def test_a_server_whose_imports_initialise_cuda_is_refused(tmp_path):
+    """A forked child cannot use CUDA that its parent initialised: such a server must not be used.
+    Stand-in: a module whose import marks torch's CUDA as initialised."""
+    pytest.importorskip("torch")
+    mod = tmp_path / "ic_fake_cuda_init.py"
+    mod.write_text("import torch\ntorch.cuda._initialized = True\n")
+    srv = ForkServer(("torch", "ic_fake_cuda_init"))
+    assert srv.start(env={**python_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{python_env()['PYTHONPATH']}"}) is False
+    assert "initialised CUDA" in srv.failed
 
 
 def test_bytecode_prefix_only_where_the_installation_has_no_bytecode_cache(tmp_path, monkeypatch):

@@ -4,7 +4,8 @@
 from .. import Library, RunnerInfo, Runtime
 
 _OPTS = "infer_compare.backends.pytorch.options"
-# imported once by a fork server, not by each configuration's process (4-10 s each on the H100 machine)
+# imported once by a fork server, not by each configuration's process (4-10 s each on the H100 machine);
+# nothing here may initialise CUDA (the server checks: a forked child could not use it)
 _PRELOAD = ("torch", "?torchvision", "infer_compare.backends.pytorch.run", "infer_compare.child", "infer_compare.bench")
 
 RUNTIME = Runtime(
@@ -17,7 +18,7 @@ RUNTIME = Runtime(
                    formats=("pytorch",), options=f"{_OPTS}:EagerOptions", preload=_PRELOAD),
         RunnerInfo("pytorch-compile", "PyTorch torch.compile", "infer_compare.backends.pytorch.run:PyTorchCompileRunner",
                    ("cuda",), formats=("pytorch",), options=f"{_OPTS}:CompileOptions",
-                   preload=(*_PRELOAD, "?torch._dynamo", "?torch._inductor.compile_fx")),
+                   preload=_PRELOAD),  # not Inductor: on a GPU machine its import initialises CUDA
     ),
     libraries=(
         Library("torch", ("torch",), "pip install 'infer-compare[torch]'  (PyTorch: see pytorch.org for the build "
