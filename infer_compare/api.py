@@ -77,14 +77,31 @@ def compare(
     warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
     check_model(model, parity_samples)
-    prog.task("probing the environment")
-    environment = env.collect()
-    sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
-    prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
-                       parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed, cache=cache,
-                       threads=sel.threads, prog=prog, warn=warn)
-    return measure(prep, sel, environment=environment, present=device_kinds.present(), cache=cache, prog=prog,
-                   warnings=warnings, command=command, on_row=on_row, t_start=t_start)
+    servers = launch_fork_servers(model, sel, cache, prog)  # their imports overlap the preparation
+    try:
+        prog.task("probing the environment")
+        environment = env.collect()
+        sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
+        prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
+                           parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
+                           cache=cache, threads=sel.threads, prog=prog, warn=warn)
+        return measure(prep, sel, environment=environment, present=device_kinds.present(), cache=cache, prog=prog,
+                       warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers)
+    finally:
+        servers.close()
+
+
+def launch_fork_servers(model: Any, sel: Any, cache: Any, prog: Progress):
+    """Start the fork servers of the selected runners that have one (PyTorch) now, so that their imports
+    overlap the preparation; not for an ONNX model, whose PyTorch rows cannot run."""
+    from .backends import runners
+    from .forkserver import ForkServers, preloads
+
+    servers = ForkServers(prog.log, str(cache.root))
+    if not (isinstance(model, str | os.PathLike) and str(model).lower().endswith(".onnx")):
+        for mods in dict.fromkeys(preloads(sel.backends or runners()).values()):
+            servers.launch(mods)
+    return servers
 
 
 def check_model(model: Any, parity_samples: int | None) -> None:

@@ -118,7 +118,7 @@ class ArtifactChain:
         if isinstance(no, Availability):  # the check itself failed: let the export say what is wrong
             no = None
         if no is not None:
-            return Unbuilt(SKIPPED, f"cannot build {f.title}: {no.reason}", no.hint)
+            return Unbuilt(SKIPPED, f"cannot build {f.title} {prec}: {no.reason}", no.hint)
         return self._build(f, prec, ecls, fctx, src)
 
     def _root(self, f: Format, prec: str) -> ExportRecord | Unbuilt:

@@ -64,22 +64,29 @@ class ForkServer:
     def __init__(self, modules: tuple[str, ...]):
         self.modules = tuple(modules)
         self.proc: subprocess.Popen | None = None
+        self.ready = False
         self.failed = ""  # why the server is not used
         self._events: Queue = Queue()
         self._status: dict[int, int] = {}
 
-    def start(self, env: dict[str, str] | None = None) -> bool:
-        """Start the server and wait until its modules are imported; False (``failed`` says why) if not."""
+    def launch(self, env: dict[str, str] | None = None) -> None:
+        """Start the server's interpreter (its imports run in the background); ``start`` waits for them."""
         if self.proc is not None or self.failed:
-            return self.proc is not None
+            return
         # NVML answers torch.cuda.is_available() in the server without touching the CUDA runtime
         # (a runtime query would make every forked child unable to use CUDA)
         server_env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "infer_compare.forkserver", *self.modules],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=server_env, text=True, bufsize=1,
-                                     start_new_session=True)
+                                     env=server_env, text=True, bufsize=1, start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
+
+    def start(self, env: dict[str, str] | None = None) -> bool:
+        """Start the server (if ``launch`` did not) and wait until its modules are imported; False
+        (``failed`` says why) if not."""
+        self.launch(env)
+        if self.proc is None or self.ready:
+            return self.proc is not None
         try:
             first = self._events.get(timeout=START_TIMEOUT_S)
         except Empty:
@@ -88,6 +95,7 @@ class ForkServer:
             self.failed = str(first.get("error", "the fork server exited"))
             self.close()
             return False
+        self.ready = True
         return True
 
     def _read(self) -> None:
@@ -143,7 +151,7 @@ class ForkServer:
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait()
-        self.proc = None
+        self.proc, self.ready = None, False
 
 
 def _reap_orphan(pid: int) -> int:
@@ -291,7 +299,8 @@ class ForkServers:
         self.log = log or (lambda msg: None)
         self.cache_root = cache_root
 
-    def for_modules(self, modules: tuple[str, ...]) -> ForkServer | None:
+    def launch(self, modules: tuple[str, ...]) -> ForkServer | None:
+        """Start the server of ``modules`` now, its imports overlapping the caller's own work."""
         if not modules or not enabled():
             return None
         srv = self.servers.get(modules)
@@ -301,11 +310,21 @@ class ForkServers:
             if env:
                 self.log(f"no bytecode cache next to {modules[0]}: the fork server keeps one in "
                          f"{env['PYTHONPYCACHEPREFIX']}")
-            if srv.start(env):
-                self.log("fork server ready: " + ", ".join(m.lstrip("?") for m in modules) + " imported once for all configurations")
+            srv.launch(env)
+        return srv
+
+    def for_modules(self, modules: tuple[str, ...]) -> ForkServer | None:
+        """The ready server of ``modules`` (started now if ``launch`` did not), or None: fresh interpreters."""
+        srv = self.launch(modules)
+        if srv is None:
+            return None
+        if not srv.ready and not srv.failed:
+            if srv.start():
+                self.log("fork server ready: " + ", ".join(m.lstrip("?") for m in srv.modules)
+                         + " imported once for all configurations")
             else:
                 self.log(f"fork server not used ({srv.failed}): fresh interpreters")
-        return srv if srv.proc is not None else None
+        return srv if srv.proc is not None and srv.ready else None
 
     def close(self) -> None:
         for srv in self.servers.values():

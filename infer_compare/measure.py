@@ -211,7 +211,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
 
 def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
             prog: Progress | None = None, warnings: list[str] | None = None, command: Iterable[str] | None = None,
-            on_row: Callable[[Report], None] | None = None, t_start: float | None = None) -> Report:
+            on_row: Callable[[Report], None] | None = None, t_start: float | None = None,
+            servers: ForkServers | None = None) -> Report:
     """Plan the cells, probe the runners, get each artifact (carried, cached or built), measure
     every configuration in an isolated child, check parity against ``prep.ref``; the Report."""
     from .devices import measurement_warnings
@@ -229,7 +230,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     chain = chain_for(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
     run.preload = preloads(c.runner for c in cells if c.device is not None)
-    run.servers.cache_root = str(cache.root)
+    run.servers = servers or ForkServers(prog.log, str(cache.root))
     try:
         import numpy as np
 

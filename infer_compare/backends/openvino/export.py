@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from ... import deps
-from ...errors import ExportError
+from ...errors import BackendUnavailable, ExportError
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult
 
@@ -29,6 +29,14 @@ class OpenVinoExporter(Exporter):
             return Availability(False, "OpenVINO is not installed", deps.hint("openvino"))
         return Availability(True, version=deps.version("openvino"),
                             details={"nncf": deps.version("nncf") or "not installed (no int8)"})
+
+    @classmethod
+    def declines(cls, ctx: ExportContext, precision: str) -> BackendUnavailable | None:
+        """int8 without NNCF: said in the parent, before an export process imports the model for nothing."""
+        if precision == "int8" and not deps.has("nncf"):
+            return BackendUnavailable("Python module 'nncf' is not installed (needed for OpenVINO int8 quantization)",
+                                      deps.hint("nncf"))
+        return None
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
