@@ -164,11 +164,23 @@ def _torch_root(um, cache: Cache) -> tuple[str, dict[str, Any]]:
         return str(e.file("state_dict.pt")), spec
 
     def save_ep(tmp):  # a Python object: export it, so that child processes can load it again
-        example = tuple(torch.from_numpy(a) for a in um.example_inputs(1).values())
-        torch.export.save(torch.export.export(um.module, example), str(tmp / "model.pt2"))
-        return {}
-    e = cache.get_or_build("weights", {"module": um.weights_hash, "torch": torch.__version__}, save_ep)
+        ep, batch = _exported(torch, um)
+        torch.export.save(ep, str(tmp / "model.pt2"))
+        return {"batch": batch}
+    e = cache.get_or_build("weights", {"module": um.weights_hash, "torch": torch.__version__, "batch": "dynamic"},
+                           save_ep)
     return str(e.file("model.pt2")), {**spec, "kind": "exported_program", "source": str(e.file("model.pt2"))}
+
+
+def _exported(torch, um) -> tuple[Any, str]:
+    """(the module's ExportedProgram, its batch): the first axis of every input dynamic (the batch sizes a
+    comparison measures), else, where torch.export cannot make it so, the batch of 1."""
+    example = tuple(torch.from_numpy(a) for a in um.example_inputs(2).values())
+    dim = torch.export.Dim("batch", min=1, max=1024)
+    try:
+        return torch.export.export(um.module, example, dynamic_shapes=tuple({0: dim} for _ in example)), "dynamic"
+    except Exception:  # e.g. a batch-dependent reshape: exported for batch 1, other batch sizes then fail their rows
+        return torch.export.export(um.module, tuple(torch.from_numpy(a) for a in um.example_inputs(1).values())), "1"
 
 
 def _model_info(um, ds: DataSets, ref: np.ndarray, spec) -> ModelInfo:
