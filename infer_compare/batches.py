@@ -64,10 +64,6 @@ def as_float32(x: Any) -> Batch:
     return np.asarray(x, dtype=np.float32)
 
 
-def names(x: Batch) -> list[str]:
-    return list(x) if is_multi(x) else []
-
-
 def save(path: Any, x: Batch) -> None:
     """One array as ``.npy`` (``np.save``, as before); several as a ``.npz`` archive at exactly ``path``."""
     if not is_multi(x):
