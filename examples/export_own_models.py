@@ -6,7 +6,9 @@
 
 Writes into --out: a small conv net (3 x 64 x 64 -> 10) as a static-batch ONNX file, a
 dynamic-batch ONNX file, TorchScript (tiny.pt), an ExportedProgram (tiny.pt2) and its
-factory module (tiny_factory.py); and torchvision's MobileNet v2 as a dynamic-batch ONNX
+factory module (tiny_factory.py); a network with two inputs and two outputs (an image
+3 x 64 x 64 and a vector of 8 in; logits [N, 10] and a feature map [N, 8, 8, 8] out) as a
+dynamic-batch ONNX file (two_io.onnx) and TorchScript (two_io.pt); and torchvision's MobileNet v2 as a dynamic-batch ONNX
 file plus an OpenVINO IR converted from it with OpenVINO's own tools (the pre-built
 artifact). No weights are downloaded: MobileNet v2 gets seeded random weights whose
 BatchNorm statistics are re-estimated on scikit-image's bundled photos, so that its
@@ -39,6 +41,30 @@ def tiny():
     torch.manual_seed(0)
     return Tiny().eval()
 '''
+
+
+class TwoInTwoOut(nn.Module):
+    """image [N, 3, 64, 64] and vec [N, 8] -> logits [N, 10] and features [N, 8, 8, 8]."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(8))
+        self.vec = nn.Linear(8, 8)
+        self.head = nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, image, vec):
+        features = self.conv(image) + self.vec(vec)[:, :, None, None]
+        return self.head(features.flatten(1)), features
+
+
+def two_io(out: Path) -> None:
+    torch.manual_seed(0)
+    m = TwoInTwoOut().eval()
+    x = (torch.randn(2, 3, 64, 64), torch.randn(2, 8))
+    names = ["image", "vec", "logits", "features"]
+    torch.onnx.export(m, x, str(out / "two_io.onnx"), input_names=names[:2], output_names=names[2:],
+                      opset_version=17, dynamo=False, dynamic_axes={n: {0: "batch"} for n in names})
+    torch.jit.save(torch.jit.script(m), str(out / "two_io.pt"))
 
 
 def _photos(n: int, size: int = 224) -> torch.Tensor:
@@ -95,6 +121,7 @@ def main() -> None:
                       opset_version=17, dynamo=False, dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
     torch.jit.save(torch.jit.script(tiny), str(out / "tiny.pt"))
     torch.export.save(torch.export.export(tiny, (x,)), str(out / "tiny.pt2"))
+    two_io(out)
     if not a.skip_mobilenet:
         m, x = mobilenet_v2(), torch.randn(1, 3, 224, 224)
         onnx_path = out / "mobilenet_v2.onnx"

@@ -136,6 +136,8 @@ class ArtifactChain:
                  **ecls.cache_extras(fctx, prec)}
         if prec == "int8":
             parts["calibration"] = self.model.calibration_digest
+        if info.inputs or info.outputs:  # several inputs or outputs: their names, shapes and dtypes
+            parts["io"] = {"inputs": [dict(i) for i in info.inputs], "outputs": [dict(o) for o in info.outputs]}
         return parts
 
     def _build(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> ExportRecord | Unbuilt:
@@ -184,12 +186,13 @@ def _export_spec(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, ou
                  work: Path) -> Any:
     import numpy as np
 
+    from .batches import each, is_multi, save
     from .export_child import ExportSpec
 
     calib = None
     if ctx.calibration is not None:
-        calib = str(work / "calibration.npy")
-        np.save(calib, np.ascontiguousarray(ctx.calibration))
+        calib = str(work / ("calibration.npz" if is_multi(ctx.calibration) else "calibration.npy"))
+        save(calib, each(ctx.calibration, np.ascontiguousarray))
     from_root = get_format(src.format).source_of(src.precision) is None  # built from the weights: needs the module
     return ExportSpec(
         exporter=f.exporter_for(prec), precision=prec, source=src.path, out_dir=str(out),
@@ -197,7 +200,8 @@ def _export_spec(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, ou
         input_shape=tuple(ctx.input_shape), num_classes=ctx.num_classes, max_batch=ctx.max_batch,
         opt_batch=ctx.opt_batch, batch_sizes=dict(ctx.batch_sizes), preprocessing=dict(ctx.preprocessing),
         options_class=f"{type(ctx.options).__module__}:{type(ctx.options).__name__}", options=ctx.options.to_dict(),
-        requested=dict(ctx.requested), threads=ctx.threads, cache_root=ctx.cache_root)
+        requested=dict(ctx.requested), threads=ctx.threads, cache_root=ctx.cache_root,
+        input_names=tuple(ctx.input_names), output_names=tuple(ctx.output_names))
 
 
 def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, out: Path, model: ModelSource,

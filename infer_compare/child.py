@@ -14,8 +14,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
+from . import batches
+from .batches import Batch
 from .cells import CellResult, CellSpec
 from .errors import BackendUnavailable
 from .records import LATENCY, THROUGHPUT
@@ -41,11 +41,9 @@ def peak_rss_mb() -> float | None:
         return None
 
 
-def tile(images: np.ndarray, n: int) -> np.ndarray:
-    if len(images) >= n:
-        return np.ascontiguousarray(images[:n])
-    reps = -(-n // len(images))
-    return np.ascontiguousarray(np.concatenate([images] * reps)[:n])
+def tile(images: Batch, n: int) -> Batch:
+    """The timed batch: ``n`` inputs (of each input, for a model with several), repeated where fewer."""
+    return batches.tile(images, n)
 
 
 def _runner_class(spec: CellSpec):
@@ -100,14 +98,15 @@ class Session:
 
 def _parity_outputs(runner: Any, spec: CellSpec, batch: int, every: bool = False) -> int:
     """Run the parity inputs (all, or the spec's limit for this batch) at ``batch``; save the outputs."""
-    pin = np.load(spec.parity_inputs)
-    n = len(pin) if every else min(len(pin), int(spec.parity_limit.get(str(batch), len(pin))))
+    pin = batches.load(spec.parity_inputs)
+    total = batches.count(pin)
+    n = total if every else min(total, int(spec.parity_limit.get(str(batch), total)))
     outs = []
     for i in range(0, n, batch):
-        chunk = pin[i:min(i + batch, n)]
-        k = len(chunk)
-        outs.append(runner.infer(np.ascontiguousarray(tile(chunk, batch)))[:k])  # padded to the batch size
-    np.save(spec.outputs_for(batch), np.concatenate(outs).astype(np.float32))
+        chunk = batches.part(pin, i, min(i + batch, n))
+        k = batches.count(chunk)
+        outs.append(batches.head(runner.infer(tile(chunk, batch)), k))  # padded to the batch size
+    batches.save(spec.outputs_for(batch), batches.as_float32(batches.concat(outs)))
     return n
 
 
@@ -122,7 +121,7 @@ def _failure(batch: int, stage: str, e: BaseException, sess: Session) -> CellRes
                              stage=stage, traceback="\n".join(traceback.format_exc().strip().splitlines()[-20:]))
 
 
-def _measure_batch(sess: Session, batch: int, images: np.ndarray, timed: bool = True) -> CellResult:
+def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True) -> CellResult:
     """The latency scenario at ``batch``: load (or re-shape), cold call, warm-up, timed loop, parity
     outputs. With ``timed`` False (only the throughput scenario asked), load and parity outputs only."""
     from .bench import time_loop
@@ -158,7 +157,7 @@ def _measure_batch(sess: Session, batch: int, images: np.ndarray, timed: bool = 
         return _failure(batch, stage, e, sess)
 
 
-def _measure_throughput(sess: Session, lat: CellResult, images: np.ndarray) -> CellResult:
+def _measure_throughput(sess: Session, lat: CellResult, images: Batch) -> CellResult:
     """The throughput scenario at ``lat``'s batch size, on the runner the latency scenario left loaded:
     the runtime's own concurrency for the cell's time budget (Runner.throughput)."""
     from .backends.throughput import ThroughputSettings
@@ -178,7 +177,7 @@ def _measure_throughput(sess: Session, lat: CellResult, images: np.ndarray) -> C
         path = ""
         if tp.outputs is not None and spec.outputs:
             path = spec.outputs_for(batch, THROUGHPUT)
-            np.save(path, np.asarray(tp.outputs, dtype=np.float32))
+            batches.save(path, batches.as_float32(tp.outputs))
         settings = {**lat.settings, **dict(runner.settings), **tp.settings, "scenario": THROUGHPUT,
                     "concurrency": tp.concurrency, "concurrency_unit": tp.unit, "throughput_api": tp.how}
         extra = energy_fields(tp.energy, tp.images, meter.reason)
@@ -195,7 +194,7 @@ def _measure_throughput(sess: Session, lat: CellResult, images: np.ndarray) -> C
 def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
     """Each batch size of ``spec`` in turn, each of its scenarios (latency, then throughput, on the
     same loaded runner); ``emit`` gets each result as soon as it is done."""
-    images = np.load(spec.inputs)
+    images = batches.load(spec.inputs)
     sess = Session(spec)
     scen = set(spec.scenarios) or {LATENCY}
     try:

@@ -46,7 +46,7 @@ class Preprocess:
 
 @dataclass
 class DataSets:
-    calibration: np.ndarray  # N, C, H, W float32
+    calibration: np.ndarray  # N, C, H, W float32; a model with several inputs: {input name: N x ...} (batches.py)
     eval: np.ndarray
     eval_labels: np.ndarray | None = None
     train: np.ndarray | None = None
@@ -55,10 +55,11 @@ class DataSets:
     sources: dict[str, Any] = field(default_factory=dict)
 
     def digest(self) -> str:
+        from .batches import digest_update
+
         h = hashlib.sha256()
         for a in (self.calibration, self.eval, self.eval_labels):
-            if a is not None:
-                h.update(np.ascontiguousarray(a).tobytes())
+            digest_update(h, a)
         return h.hexdigest()[:16]
 
 

@@ -39,10 +39,11 @@ class ExportSpec(Record):
     requested: dict[str, Any] = field(default_factory=dict)
     threads: int | None = None
     cache_root: str = ""
+    input_names: tuple[str, ...] = ()  # a model with several inputs or outputs (ExportContext)
+    output_names: tuple[str, ...] = ()
 
 
 def _context(spec: ExportSpec):
-    import numpy as np
 
     from .backends import load_impl
     from .backends.exporter import ExportContext
@@ -56,13 +57,16 @@ def _context(spec: ExportSpec):
         if spec.threads:
             torch.set_num_threads(int(spec.threads))
         model = rebuild(spec.model_spec, spec.source)
-    calib = np.load(spec.calibration) if spec.calibration else None
+    from .batches import load
+
+    calib = load(spec.calibration) if spec.calibration else None
     return ExportContext(
         model=model, model_name=spec.model_name, input_shape=tuple(spec.input_shape), num_classes=spec.num_classes,
         calibration=calib, max_batch=spec.max_batch, opt_batch=spec.opt_batch, model_spec=dict(spec.model_spec),
         batch_sizes={k: tuple(v) for k, v in spec.batch_sizes.items()}, preprocessing=dict(spec.preprocessing),
         options=load_impl(spec.options_class).from_dict(spec.options), requested=dict(spec.requested),
-        threads=spec.threads, cache_root=spec.cache_root, log=lambda m: print(m, flush=True))
+        threads=spec.threads, cache_root=spec.cache_root, log=lambda m: print(m, flush=True),
+        input_names=tuple(spec.input_names), output_names=tuple(spec.output_names))
 
 
 def build(spec: ExportSpec) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from . import __version__
 from .artifacts import ArtifactChain, Unbuilt
 from .backends import load_impl
 from .backends.exporter import ExportContext
+from .batches import count, is_multi, save
 from .cache import Cache
 from .cells import CellSpec
 from .device_kinds import DEVICE_KINDS
@@ -163,12 +164,14 @@ def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepar
                settings: Settings, work: Path, tag: str, cache: Cache) -> CellSpec:
     from .bench import LoopSettings
 
+    inputs = "eval.npz" if is_multi(prep.ds.eval) else "eval.npy"  # several inputs: one array per name
+    out_suffix = "npz" if is_multi(prep.ref) else "npy"
     return CellSpec(
         runner=c.runner, impl=RUNNERS[c.runner].impl, artifact=art.path, device=c.device or c.kind, precision=c.precision, format=c.fmt,
         threads=settings.threads if c.kind == "cpu" else None, batch_sizes=batches, model=dict(prep.model_spec),
-        cache_dir=str(cache.root), runner_options=sel.options_for(c.runner).to_dict(), inputs=str(work / "eval.npy"),
-        parity_inputs=str(work / "eval.npy"), outputs=str(work / f"{tag}-b{{batch}}.out.npy"),
-        parity_limit=_parity_limits(batches, len(prep.ds.eval), sel.parity_every_batch),
+        cache_dir=str(cache.root), runner_options=sel.options_for(c.runner).to_dict(), inputs=str(work / inputs),
+        parity_inputs=str(work / inputs), outputs=str(work / f"{tag}-b{{batch}}.out.{out_suffix}"),
+        parity_limit=_parity_limits(batches, count(prep.ds.eval), sel.parity_every_batch),
         loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
                           min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
                           target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0),
@@ -224,7 +227,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
         prog.warn(w)
     threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
     cells = plan_cells(present, sel)
-    settings = settings_for(sel, present, threads, len(prep.ds.eval))
+    settings = settings_for(sel, present, threads, count(prep.ds.eval))
     run = _Run(prep, environment, settings, _notes(prep) + _scenario_notes(settings), warnings, prog, command, on_row,
                time.perf_counter() if t_start is None else t_start)
     chain = chain_for(prep, sel, settings, cache, prog)
@@ -232,9 +235,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     run.preload = preloads(c.runner for c in cells if c.device is not None)
     run.servers = servers or ForkServers(prog.log, str(cache.root))
     try:
-        import numpy as np
-
-        np.save(work / "eval.npy", prep.ds.eval)
+        save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
         _measure_cells(run, cells, chain, sel, work, cache)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli): the children are killed by now (isolate.py)
@@ -272,7 +273,8 @@ def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, 
                         max_batch=max(max(v) for v in bs.values()), preprocessing=dict(prep.preprocessing),
                         log=prog.log, requested=dict(settings.requested), threads=settings.threads,
                         cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},
-                        option_sets=dict(sel.runner_options))
+                        option_sets=dict(sel.runner_options), input_names=tuple(i["name"] for i in minfo.inputs),
+                        output_names=tuple(o["name"] for o in minfo.outputs))
     chain = ArtifactChain(ctx, cache, prep.source(), prog, export_timeout_s=sel.export_timeout_s)
     for key, rec in prep.carried.items():
         chain.carry(key, rec)

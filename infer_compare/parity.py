@@ -16,6 +16,8 @@ below :data:`FLOOR_COSINE_WORST`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .formats import Tolerance
@@ -131,3 +133,75 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
         worst_index=worst,
         floor_failures=tuple(floor),
     )
+
+
+# ---------------------------------------------------------------- several outputs
+
+
+def is_classifier(ref: np.ndarray) -> bool:
+    """A classifier-shaped output: [N, classes]. Only these get top-1/top-5 and accuracy."""
+    return np.ndim(ref) == 2
+
+
+def match_outputs(ref: dict[str, np.ndarray], out: Any) -> tuple[dict[str, np.ndarray | None], str]:
+    """The row's output for each reference output: by name, else (the same number of outputs) by
+    position, with a note saying so; an output the row lacks is None."""
+    if not isinstance(out, dict):
+        out = {"": out}
+    if all(k in out for k in ref):
+        return {k: out[k] for k in ref}, ""
+    if len(out) == len(ref):
+        got = list(out.values())
+        pairs = ", ".join(f"{r} <- {o or '(unnamed)'}" for r, o in zip(ref, out, strict=True))
+        return {k: got[i] for i, k in enumerate(ref)}, f"outputs matched by position ({pairs})"
+    return {k: out.get(k) for k in ref}, ""
+
+
+def _missing(name: str, why: str, tol: Tolerance, judge: bool, n: int) -> ParityResult:
+    return ParityResult(n=n, max_abs=float("inf"), mean_abs=float("inf"), rel_max=float("inf"), cosine_mean=0.0,
+                        cosine_min=0.0, top1_agreement=None, top5_agreement=None, judged=judge, passed=False,
+                        failures=(why,), floor_failures=(why,), tolerance=tol.as_dict(), output=name)
+
+
+def _one_output(name: str, ref: np.ndarray, out: np.ndarray | None, tol: Tolerance, labels: np.ndarray | None,
+                judge: bool, judge_top1: bool, note: str) -> ParityResult:
+    n = len(ref)
+    if out is None:
+        return _missing(name, "the row gave no such output", tol, judge, n)
+    out = np.asarray(out)
+    if out.shape != np.shape(ref):
+        return _missing(name, f"shape {list(out.shape)} differs from the reference's {list(np.shape(ref))}",
+                        tol, judge, n)
+    if is_classifier(ref):
+        return compare(ref, out, tol, labels=labels, judge=judge, judge_top1=judge_top1, note=note).replace(output=name)
+    p = compare(ref, out, tol, judge=judge, judge_top1=False, note=note)
+    return p.replace(output=name, top1_agreement=None, top5_agreement=None)
+
+
+def _worst(per: list[ParityResult]) -> ParityResult:
+    """The output that decides the row: a failing one first, then the lowest worst-sample cosine."""
+    return min(per, key=lambda p: (p.passed, not p.floor_failures, p.cosine_min, p.cosine_mean, -p.rel_max))
+
+
+def compare_outputs(ref: dict[str, np.ndarray], out: Any, tol: Tolerance, labels: np.ndarray | None = None,
+                    judge: bool = True, judge_top1: bool = True, note: str = "") -> ParityResult:
+    """Every output of a model with several outputs against its reference (``ref``: {name: N x ...}),
+    each judged on its own (top-1 only for [N, classes] outputs), the row's verdict its worst output's
+    (see :class:`~infer_compare.records.ParityResult`). ``labels`` go to the first classifier output."""
+    outs, how = match_outputs(ref, out)
+    first_cls = next((k for k, v in ref.items() if is_classifier(v)), None)
+    per = [_one_output(k, ref[k], outs[k], tol, labels if k == first_cls else None, judge, judge_top1, note)
+           for k in ref]
+    w = _worst(per)
+    cls = [p for p in per if p.top1_agreement is not None]
+    top5 = [p.top5_agreement for p in cls if p.top5_agreement is not None]
+    lab = next((p for p in per if p.output == first_cls), None)
+    failures = tuple(f"output '{p.output}': {f}" for p in per for f in p.failures)
+    floor = tuple(f"output '{p.output}': {f}" for p in per for f in p.floor_failures)
+    return w.replace(
+        top1_agreement=min(p.top1_agreement for p in cls) if cls else None,  # type: ignore[type-var]
+        top5_agreement=min(top5) if top5 else None,
+        accuracy=lab.accuracy if lab is not None else None,
+        reference_accuracy=lab.reference_accuracy if lab is not None else None,
+        passed=all(p.passed for p in per), failures=failures, floor_failures=floor,
+        note="; ".join(x for x in (note, how) if x), outputs=tuple(per))

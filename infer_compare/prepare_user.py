@@ -48,18 +48,23 @@ class DataOptions:
     overrides: dict[str, Any] = field(default_factory=dict)  # resize, crop, mean, std, layout, bgr, scale
 
 
-def _image_spec(um, opts: DataOptions):
-    """The preprocessing of an image input (ImageNet defaults for its shape, the user's overrides), or None."""
+def image_spec_of(inp, opts: DataOptions):
+    """The preprocessing of ``inp`` if it is an image input (one float32 input of shape C x H x W or
+    H x W x C with 1 or 3 channels: ImageNet defaults for its shape, the user's overrides), else None."""
     from .userdata import imagenet_defaults, preprocess_spec
 
-    inp = um.inputs[0]
     sample = tuple(inp.shape[1:])
-    if len(um.inputs) != 1 or len(sample) != 3 or inp.dtype != "float32" or not ({sample[0], sample[-1]} & {1, 3}):
+    if len(sample) != 3 or inp.dtype != "float32" or not ({sample[0], sample[-1]} & {1, 3}):
         return None
     return preprocess_spec(imagenet_defaults(sample), **opts.overrides)
 
 
-def _bundled_photos(spec, n_eval: int, n_calib: int, seed: int) -> DataSets:
+def _image_spec(um, opts: DataOptions):
+    """The preprocessing of a model with one input that is an image, or None."""
+    return image_spec_of(um.inputs[0], opts) if len(um.inputs) == 1 else None
+
+
+def bundled_photos(spec, n_eval: int, n_calib: int, seed: int) -> DataSets:
     """The bundled photos, preprocessed as ``spec`` says (channel order, layout, pixel scale)."""
     from .data import Preprocess, photo_sets
 
@@ -80,6 +85,15 @@ def _bundled_photos(spec, n_eval: int, n_calib: int, seed: int) -> DataSets:
     return ds
 
 
+def _one_input(images: Any, where: str) -> np.ndarray:
+    """The array of a model's one input (a .npz holding exactly one array gives it too)."""
+    if not isinstance(images, dict):
+        return images
+    if len(images) != 1:
+        raise UsageError(f"{where} holds {len(images)} inputs ({', '.join(images)}); the model has one")
+    return next(iter(images.values()))
+
+
 def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, seed: int, prog: Progress) -> DataSets:
     """The user's data (--data, --calibration) as DataSets for inputs of ``shape`` (one sample)."""
     from .userdata import PreprocessSpec, load_data, split_eval_calibration
@@ -88,11 +102,10 @@ def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, see
     prog.task(f"reading {opts.data}")
     data = load_data(opts.data, preprocess=spec, input_shape=shape, max_images=opts.max_images,
                      labels_file=opts.labels, progress=lambda done, total: None, seed=seed)
-    if isinstance(data.images, dict):
-        raise UsageError("several named inputs: the comparison measures models with one input so far; "
-                         f"{opts.data} holds {', '.join(data.images)}")
+    data.images = _one_input(data.images, opts.data)
     if opts.calibration:
         calib = load_data(opts.calibration, preprocess=spec, input_shape=shape, seed=seed)
+        calib.images = _one_input(calib.images, opts.calibration)
         ev = data
     else:
         ev, calib = split_eval_calibration(data, n_calib=min(n_calib, max(1, len(data) // 2)), seed=seed)
@@ -107,9 +120,12 @@ def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, see
 def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_samples: int | None, seed: int,
                 prog: Progress) -> tuple[DataSets, Any]:
     """(DataSets, the preprocessing spec or None) for ``um``."""
-    if len(um.inputs) != 1 or len(um.outputs) < 1:
-        raise UsageError(f"{um.name} has {len(um.inputs)} inputs: the comparison measures models with one input "
-                         "so far (their reference outputs work: infer_compare.models.reference_outputs)")
+    if not um.outputs:
+        raise UsageError(f"{um.name} has no outputs: there is nothing to compare")
+    if len(um.inputs) > 1:  # several inputs: named arrays (prepare_multi.py)
+        from .prepare_multi import several_inputs
+
+        return several_inputs(um, opts, parity_samples, calibration_samples, seed, prog)
     spec = _image_spec(um, opts)
     if opts.data:
         return data_sets(tuple(um.inputs[0].shape[1:]), opts, spec, calibration_samples or 64, seed, prog), spec
@@ -117,7 +133,7 @@ def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_s
         inp = um.inputs[0]
         raise UsageError(f"input '{inp.name}' {inp.dtype} {list(inp.shape)} is not an image: give --data FILE.npy "
                          "(or .npz) with real inputs")
-    return _bundled_photos(spec, parity_samples or 32, calibration_samples or 64, seed), spec
+    return bundled_photos(spec, parity_samples or 32, calibration_samples or 64, seed), spec
 
 
 def _reference(cache: Cache, um, ds: DataSets) -> np.ndarray:
@@ -148,11 +164,23 @@ def _torch_root(um, cache: Cache) -> tuple[str, dict[str, Any]]:
         return str(e.file("state_dict.pt")), spec
 
     def save_ep(tmp):  # a Python object: export it, so that child processes can load it again
-        example = tuple(torch.from_numpy(a) for a in um.example_inputs(1).values())
-        torch.export.save(torch.export.export(um.module, example), str(tmp / "model.pt2"))
-        return {}
-    e = cache.get_or_build("weights", {"module": um.weights_hash, "torch": torch.__version__}, save_ep)
+        ep, batch = _exported(torch, um)
+        torch.export.save(ep, str(tmp / "model.pt2"))
+        return {"batch": batch}
+    e = cache.get_or_build("weights", {"module": um.weights_hash, "torch": torch.__version__, "batch": "dynamic"},
+                           save_ep)
     return str(e.file("model.pt2")), {**spec, "kind": "exported_program", "source": str(e.file("model.pt2"))}
+
+
+def _exported(torch, um) -> tuple[Any, str]:
+    """(the module's ExportedProgram, its batch): the first axis of every input dynamic (the batch sizes a
+    comparison measures), else, where torch.export cannot make it so, the batch of 1."""
+    example = tuple(torch.from_numpy(a) for a in um.example_inputs(2).values())
+    dim = torch.export.Dim("batch", min=1, max=1024)
+    try:
+        return torch.export.export(um.module, example, dynamic_shapes=tuple({0: dim} for _ in example)), "dynamic"
+    except Exception:  # e.g. a batch-dependent reshape: exported for batch 1, other batch sizes then fail their rows
+        return torch.export.export(um.module, tuple(torch.from_numpy(a) for a in um.example_inputs(1).values())), "1"
 
 
 def _model_info(um, ds: DataSets, ref: np.ndarray, spec) -> ModelInfo:
@@ -181,8 +209,16 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
     um = load_user_model(ref, weights=weights, input_shapes=shapes, example_input=example_input)
     ds, spec = user_inputs(um, data or DataOptions(), parity_samples, calibration_samples, seed, prog)
     prog.task("computing the FP32 reference outputs")
-    out = _reference(cache, um, ds)
-    minfo = _model_info(um, ds, out, spec)
+    several: dict[Any, Unbuilt] = {}
+    if len(um.inputs) > 1 or len(um.outputs) > 1:  # prepare_multi.py: every input and output by name
+        from . import prepare_multi
+
+        out = prepare_multi.reference(cache, um, ds)
+        minfo = prepare_multi.model_info(um, out, spec)
+        several = prepare_multi.one_io_unbuilt(um)
+    else:
+        out = _reference(cache, um, ds)
+        minfo = _model_info(um, ds, out, spec)
     notes = list(minfo.notes) + [f"inputs: {ds.description}"]
     if um.static_batch:
         notes.append(f"the model has a static batch of {um.static_batch}: other batch sizes are skipped rows")
@@ -191,11 +227,11 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
                            notes=("the user's ONNX file, measured as given",))
         return Prepared(minfo, {"name": um.name, "family": "user", "kind": "onnx", "source": um.source},
                         minfo.preprocessing, ds, out, notes=notes, carried={("onnx", "fp32"): rec},
-                        unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT)},
+                        unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT), **several},
                         static_batch=um.static_batch)
     root, model_spec = _torch_root(um, cache)
     return Prepared(minfo, model_spec, minfo.preprocessing, ds, out, model=um.module, weights_path=root,
-                    notes=notes, static_batch=um.static_batch)
+                    notes=notes, static_batch=um.static_batch, unbuilt=several)
 
 
 def builtin_data_sets(spec, opts: DataOptions, calibration_samples: int | None, seed: int, prog: Progress) -> DataSets:

@@ -150,7 +150,11 @@ class ExportRecord(Record):
 
 @dataclass(frozen=True)
 class ParityResult(Record):
-    """Comparison of one row's outputs with the PyTorch FP32 reference on the same inputs."""
+    """Comparison of one row's outputs with the PyTorch FP32 reference on the same inputs.
+
+    Several outputs (parity.compare_outputs): ``outputs`` has each output's own figures (top-1 only for
+    [N, classes] outputs); the row's are its worst output's (``output``), top-1/top-5/accuracy those of its
+    [N, classes] outputs (the lowest); it passes when every output does; its failures name the output."""
 
     n: int
     max_abs: float
@@ -158,7 +162,7 @@ class ParityResult(Record):
     rel_max: float  # max_abs / max |reference|
     cosine_mean: float
     cosine_min: float
-    top1_agreement: float
+    top1_agreement: float | None  # None: an output that is not [N, classes], of a model with several outputs
     top5_agreement: float | None
     accuracy: float | None = None  # with labels (LeNet digits)
     reference_accuracy: float | None = None
@@ -170,6 +174,8 @@ class ParityResult(Record):
     worst_index: int | None = None  # the parity sample with the lowest cosine
     # the sanity floor that even a row that is not judged must meet (non-finite outputs, cosine far off)
     floor_failures: tuple[str, ...] = ()
+    output: str = ""  # several outputs: the output these figures are for (the row's worst)
+    outputs: tuple[ParityResult, ...] = ()  # several outputs: each output's own figures, in the model's order
 
     @property
     def reason(self) -> str:
@@ -243,6 +249,9 @@ class ModelInfo(Record):
     notes: tuple[str, ...] = ()
     flops_per_image: float | None = None  # forward-pass FLOPs at batch 1 (2 per multiply-add); see flops.py
     flops_source: str = ""  # how flops_per_image was counted
+    # several inputs or outputs: each {"name", "shape", "dtype"} (outputs also "judged_on"); () for one of each
+    inputs: tuple[dict[str, Any], ...] = ()
+    outputs: tuple[dict[str, Any], ...] = ()
 
 
 # Libraries recorded in the environment that change no measured figure (inputs are real photos whose

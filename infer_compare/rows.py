@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from . import batches
 from .cells import CellResult
 from .formats import Tolerance
 from .prepare import Prepared
@@ -37,34 +38,40 @@ def _failed(res: CellResult, common: dict[str, Any]) -> RunRecord:
                      extra=extra)
 
 
-def _parity(res: CellResult, out_path: Path, prep: Prepared, tol: Tolerance, precision: str):
-    import numpy as np
-
+def _compare(prep: Prepared, out: Any, n: int, tol: Tolerance, judge: bool, note: str = "") -> ParityResult:
+    """The first ``n`` outputs against the reference: one output as always; a model with several (a dict
+    reference), output by output, the row's verdict its worst output's."""
     from . import parity
 
-    out = np.load(out_path)
-    n = len(out)
     minfo, labels = prep.minfo, prep.ds.eval_labels
-    judge = not (precision == "int8" and not minfo.meaningful_top1)
+    lab = labels[:n] if labels is not None else None
+    if batches.is_multi(prep.ref):
+        return parity.compare_outputs(batches.head(prep.ref, n), out, tol, labels=lab, judge=judge,
+                                      judge_top1=minfo.meaningful_top1, note=note)
+    if batches.is_multi(out):  # a one-output model run from a file with more: its first output, as always
+        out = next(iter(out.values()))
+    return parity.compare(prep.ref[:n], out, tol, labels=lab, judge=judge, judge_top1=minfo.meaningful_top1,
+                          note=note)
+
+
+def _judged(prep: Prepared, precision: str) -> bool:
+    return not (precision == "int8" and not prep.minfo.meaningful_top1)
+
+
+def _parity(res: CellResult, out_path: Path, prep: Prepared, tol: Tolerance, precision: str):
+    out = batches.load(out_path)
+    judge = _judged(prep, precision)
     note = "" if judge else "int8 with random weights: reported, not judged"
-    return parity.compare(prep.ref[:n], out, tol, labels=labels[:n] if labels is not None else None, judge=judge,
-                          judge_top1=minfo.meaningful_top1, note=note)
+    return _compare(prep, out, batches.count(out), tol, judge, note)
 
 
 def _throughput_path_parity(res: CellResult, prep: Prepared, tol: Tolerance, precision: str) -> ParityResult | None:
     """The throughput path's own outputs of the timed batch (the first eval inputs, tiled) against the reference."""
-    import numpy as np
-
-    from . import parity
-
     if not res.tp_outputs or not Path(res.tp_outputs).exists():
         return None
-    out = np.load(res.tp_outputs)
-    n = min(len(out), len(prep.ref))
-    minfo, labels = prep.minfo, prep.ds.eval_labels
-    judge = not (precision == "int8" and not minfo.meaningful_top1)
-    return parity.compare(prep.ref[:n], out[:n], tol, labels=labels[:n] if labels is not None else None, judge=judge,
-                          judge_top1=minfo.meaningful_top1)
+    out = batches.load(res.tp_outputs)
+    n = min(batches.count(out), batches.count(prep.ref))
+    return _compare(prep, batches.head(out, n), n, tol, _judged(prep, precision))
 
 
 def _status(par: ParityResult | None, tp_par: ParityResult | None) -> tuple[str, str]:

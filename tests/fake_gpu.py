@@ -42,6 +42,16 @@ class FakeTensor:
     def shape(self):
         return self.a.shape
 
+    @property
+    def dtype(self):
+        return FakeDtype(self.a.dtype.name, self.a.dtype.type)
+
+    def is_floating_point(self) -> bool:
+        return self.a.dtype.kind == "f"
+
+    def dim(self) -> int:
+        return self.a.ndim
+
     def to(self, *args, dtype=None, non_blocking=False, **_kw):
         device = self.device
         for v in args:
@@ -140,6 +150,7 @@ def fake_torch() -> types.ModuleType:
     t.channels_last, t.contiguous_format = "channels_last", "contiguous_format"
     t.device = str
     t.from_numpy = FakeTensor
+    t.Tensor = FakeTensor
     t.zeros = lambda shape, device="cpu", dtype=None: FakeTensor(np.zeros(shape, (dtype or t.float32).np), device)
     t.set_num_threads = lambda n: None
     t.get_num_threads = lambda: 1

@@ -43,6 +43,10 @@ class ExportContext:
     cache_root: str = ""  # the artifact cache root: exporters keep tool caches (TensorRT timing cache) below it
     log: Callable[[str], None] = lambda msg: None
     option_sets: dict[str, Options] = field(default_factory=dict)  # runner name -> the user's options
+    # a model with several inputs or outputs: their names, in the model's order (``calibration`` is then
+    # {input name: N x ...}); () for a model with one of each, whose ONNX names stay "input" and "logits"
+    input_names: tuple[str, ...] = ()
+    output_names: tuple[str, ...] = ()
 
     def options_as(self, cls: type) -> Any:
         """The options as ``cls`` (the exporter's declared class): the given ones, else its defaults."""

@@ -7,10 +7,14 @@
 - ``load()`` does the heavy work (session creation, compile, deserialise); the
   harness times it as load time. ``close()`` frees. Context manager on top.
 - ``prepare(batch)`` turns a host array into the runner's native input (a torch
-  tensor, a device buffer...); done before the clock starts.
+  tensor, a device buffer...); done before the clock starts. A model with several
+  inputs gets a dict {input name: array} in the model's order (batches.py); the
+  runner matches it to its own inputs by name (by position where the names differ).
 - ``run(prepared)`` is the timed call: blocking; the runner synchronises its device
-  and leaves the outputs on the host.
-- ``to_numpy(outputs)`` (untimed) gives a float32 host array for parity.
+  and leaves the outputs on the host. It does the same work for a model with several
+  inputs or outputs as for one: feeds and bindings are built in ``prepare()``.
+- ``to_numpy(outputs)`` (untimed) gives a float32 host array for parity; for a model
+  with several outputs, {output name: array}.
 - ``exec_precision`` says what really executed, as the runtime reports it.
 - ``extra_metrics()`` returns backend figures gathered while running (device time...).
 - ``throughput(batch, settings)`` (the throughput scenario): many requests in flight with
@@ -32,8 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import numpy as np
-
+from ..batches import Batch, as_float32, count
 from ..options import NoOptions, Options
 from ..records import Availability
 from .throughput import ThroughputResult, ThroughputSettings, result, run_threads
@@ -97,16 +100,16 @@ class Runner:
         return False
 
     # --- inference ------------------------------------------------------------------
-    def prepare(self, batch: np.ndarray) -> Any:
+    def prepare(self, batch: Batch) -> Any:
         return batch
 
     def run(self, prepared: Any) -> Any:
         raise NotImplementedError
 
-    def to_numpy(self, outputs: Any) -> np.ndarray:
-        return np.asarray(outputs, dtype=np.float32)
+    def to_numpy(self, outputs: Any) -> Batch:
+        return as_float32(outputs)
 
-    def infer(self, batch: np.ndarray) -> np.ndarray:
+    def infer(self, batch: Batch) -> Batch:
         return self.to_numpy(self.run(self.prepare(batch)))
 
     def library_versions(self) -> dict[str, str]:
@@ -128,11 +131,11 @@ class Runner:
 
         return max(1, int(settings.concurrency or self.options.threads or os.cpu_count() or 1))
 
-    def throughput(self, batch: np.ndarray, settings: ThroughputSettings) -> ThroughputResult:
+    def throughput(self, batch: Batch, settings: ThroughputSettings) -> ThroughputResult:
         """Default: N threads, each calling ``run()`` on its own prepared input."""
         n = self.concurrency(settings)
         inputs = [self.prepare(batch) for _ in range(n)]
-        w = run_threads([lambda x=x: self.run(x) for x in inputs], len(batch), settings)
+        w = run_threads([lambda x=x: self.run(x) for x in inputs], count(batch), settings)
         return result(w, n, "threads", f"{n} threads, each calling run() on its own input (the runner's default)",
                       outputs=self.to_numpy(w.last))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from ..records import (
     LATENCY,
@@ -12,6 +13,7 @@ from ..records import (
     SKIPPED,
     THROUGHPUT,
     LatencyStats,
+    ParityResult,
     Report,
     RunRecord,
     percentile_rule,
@@ -86,11 +88,24 @@ def row_cells(r: RunRecord) -> list[str]:
         fmt_num(r.peak_rss_mb) if r.peak_rss_mb else "–",
         fmt_num(ex.size_bytes / 1e6) if ex else "–",
         export_s,
-        (f"{p.cosine_mean:.5f}" if p.cosine_mean < 0.99999 else "1.00000") if p else "–",
-        f"{p.top1_agreement:.3f}" if p else "–",
+        cos_text(p),
+        top1_text(p),
         f"{100 * p.accuracy:.2f}%" if p and p.accuracy is not None else "–",
         status_text(r),
     ]
+
+
+def cos_text(p: ParityResult | None) -> str:
+    """The mean cosine; for a model with several outputs, its worst output's, with that output's name."""
+    if p is None:
+        return "–"
+    cos = f"{p.cosine_mean:.5f}" if p.cosine_mean < 0.99999 else "1.00000"
+    return f"{cos} ({p.output})" if p.output else cos
+
+
+def top1_text(p: ParityResult | None) -> str:
+    """Top-1 agreement; – where there is none (several outputs, none of them [N, classes])."""
+    return f"{p.top1_agreement:.3f}" if p is not None and p.top1_agreement is not None else "–"
 
 
 def ci_text(lat: LatencyStats | None) -> str:
@@ -211,8 +226,18 @@ def scenario_text(s) -> str:
 
 def model_line(rep: Report) -> str:
     m = rep.model
+    if getattr(m, "inputs", ()) or getattr(m, "outputs", ()):  # several inputs or outputs: each one by name
+        ins = ", ".join(_tensor_text(t) for t in m.inputs)
+        outs = ", ".join(_tensor_text(t) for t in m.outputs)
+        return (f"{m.name} ({m.family}), inputs {ins}; outputs {outs}; weights: {m.weights} ({m.weights_source}), "
+                f"hash {m.weights_hash}")
     return (f"{m.name} ({m.family}), input {'x'.join(map(str, m.input_shape))}, {m.num_classes} classes, "
             f"weights: {m.weights} ({m.weights_source}), hash {m.weights_hash}")
+
+
+def _tensor_text(t: dict[str, Any]) -> str:
+    shape = "x".join(str(d) for d in (t.get("shape") or [])[1:]) or "scalar"
+    return f"{t.get('name')} {shape} {t.get('dtype', '')}".rstrip()
 
 
 def incomplete_banner(rep: Report, max_cells: int = 12) -> str:

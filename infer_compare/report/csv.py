@@ -42,6 +42,12 @@ def _par(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
     return lambda rep, r, eff: getattr(r.parity, attr) if r.parity is not None else None
 
 
+def _per_output(r: RunRecord) -> str:
+    outs = r.parity.outputs if r.parity is not None else ()
+    keep = ("cosine_mean", "cosine_min", "max_abs", "rel_max", "top1_agreement", "passed")
+    return json.dumps({p.output: {k: getattr(p, k) for k in keep} for p in outs}) if outs else ""
+
+
 def _exp(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
     return lambda rep, r, eff: getattr(r.export, attr) if r.export is not None else None
 
@@ -103,6 +109,10 @@ COLUMNS: tuple[tuple[str, Callable[[Report, RunRecord, dict], Any]], ...] = (
     ("parity_worst_index", _par("worst_index")),
     ("energy_source", lambda rep, r, eff: eff["energy_source"]),
     ("report_complete", lambda rep, r, eff: rep.complete),  # false on every line of an interrupted run
+    # a model with several outputs: the output the row's parity figures are for (its worst), and every output's
+    # figures as JSON {name: {cosine_mean, cosine_min, max_abs, rel_max, top1_agreement, passed}}; empty otherwise
+    ("parity_output", _par("output")),
+    ("parity_per_output", lambda rep, r, eff: _per_output(r)),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 

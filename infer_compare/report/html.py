@@ -135,9 +135,8 @@ def _rows_table(rep: Report) -> tuple[str, bool, bool]:
                                                    else common.fmt_num(export_s))
         cells += [_num(r.load_s), _num(r.peak_rss_mb), _num(ex.size_bytes / 1e6 if ex else None),
                   _num(export_s, export_txt),
-                  _num(p.cosine_mean if p else None,
-                       ((f"{p.cosine_mean:.5f}" if p.cosine_mean < 0.99999 else "1.00000") if p else "–")),
-                  _num(p.top1_agreement if p else None, f"{p.top1_agreement:.3f}" if p else "–"),
+                  _num(p.cosine_mean if p else None, common.cos_text(p)),
+                  _num(p.top1_agreement if p else None, common.top1_text(p)),
                   _num(p.accuracy if p else None,
                        f"{100 * p.accuracy:.2f}%" if p and p.accuracy is not None else "–"),
                   _status_cell(r)]

@@ -148,7 +148,7 @@ def _quality_measure(rep: Report, rows: list[RunRecord]):
     if all(r.parity.accuracy is not None for r in rows):  # type: ignore[union-attr]
         return (lambda r: 100.0 * r.parity.accuracy, "accuracy on labelled data, %",
                 "accuracy on the labelled test set", 0.005)
-    if rep.model.meaningful_top1:
+    if rep.model.meaningful_top1 and all(r.parity.top1_agreement is not None for r in rows):  # type: ignore[union-attr]
         return (lambda r: 100.0 * r.parity.top1_agreement, "top-1 agreement with PyTorch FP32, %",
                 "top-1 agreement with the PyTorch FP32 reference", 0.005)
     return (lambda r: r.parity.cosine_mean, "mean cosine similarity to PyTorch FP32",

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import deps
+from ...batches import count
 from ...errors import BackendUnavailable, ExportError
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult
@@ -143,7 +144,7 @@ class OnnxInt8Exporter(_FromOnnx):
         recipe = {"calibration": o.int8_calibration, "scheme": o.int8_scheme, "per_channel": True,
                   "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration)}
         return {**super().cache_extras(ctx, precision), "recipe": recipe,
-                "calibration_n": int(len(ctx.calibration)) if ctx.calibration is not None else 0}
+                "calibration_n": int(count(ctx.calibration)) if ctx.calibration is not None else 0}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import onnx
@@ -151,7 +152,7 @@ class OnnxInt8Exporter(_FromOnnx):
         if precision != "int8":
             raise ExportError(f"the QDQ quantizer builds int8, not {precision}")
         src = _need_source(source, "int8")
-        if ctx.calibration is None or not len(ctx.calibration):
+        if ctx.calibration is None or not count(ctx.calibration):
             raise ExportError("int8 quantization needs calibration images, and there are none")
         q = deps.require("onnxruntime.quantization", "ONNX int8 quantization")
         if "calibration_cache_path" not in inspect.signature(q.quantize_static).parameters:
@@ -163,7 +164,7 @@ class OnnxInt8Exporter(_FromOnnx):
         with tempfile.TemporaryDirectory(prefix="ort-qdq-") as tmp:
             pre = Path(tmp) / "pre.onnx"
             ctx.log(f"ONNX int8: quant_pre_process, {o.int8_calibration} calibration on "
-                    f"{len(ctx.calibration)} images, QDQ {o.int8_scheme}")
+                    f"{count(ctx.calibration)} images, QDQ {o.int8_scheme}")
             with _quiet():
                 q.quant_pre_process(src, str(pre))
                 ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp))
@@ -177,11 +178,11 @@ class OnnxInt8Exporter(_FromOnnx):
                 "pre_process": "quant_pre_process", "format": "QDQ", "scheme": o.int8_scheme,
                 "activations": act, "weights": "int8 per-channel symmetric", "calibration": o.int8_calibration,
                 "calibration_settings": _calibration_extra(o.int8_calibration),
-                "calibration_inputs": int(len(ctx.calibration)), "calibration_batch": CALIB_BATCH,
+                "calibration_inputs": int(count(ctx.calibration)), "calibration_batch": CALIB_BATCH,
                 "quantize_nodes": dict(s.by_class.get("quantize", {})),
                 "quantized_ops": dict(wrapped), "float_ops": dict(left)}
         notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel weights), {o.int8_calibration} "
-                 f"calibration on {len(ctx.calibration)} images; ops wrapped in Q/DQ: "
+                 f"calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
                  f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}"]
         return ExportResult(str(path), opts, notes)
 
@@ -219,6 +220,7 @@ def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
     from onnxruntime.quantization.calibrate import create_calibrator
     from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
+    from ...batches import is_multi
     from ...formats import ONNX_INPUT_NAME
 
     ops = sorted(set(QLinearOpsRegistry) | set(QDQRegistry))  # what quantize_static calibrates by default
@@ -227,9 +229,13 @@ def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
                             extra_options=_calibration_extra(method))
     name, fixed = _input_of(pre, ONNX_INPUT_NAME)
     step = fixed or CALIB_BATCH  # a static-batch file takes only its own batch size
-    for i in range(0, len(calib) - (len(calib) % step if fixed else 0), step):
-        x = np.ascontiguousarray(calib[i:i + step], dtype=np.float32)
-        cal.collect_data(_Batches([{name: x}]))
+    n = count(calib)
+    for i in range(0, n - (n % step if fixed else 0), step):
+        if is_multi(calib):  # several inputs: each by name, in its own dtype
+            feed = {k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()}
+        else:
+            feed = {name: np.ascontiguousarray(calib[i:i + step], dtype=np.float32)}
+        cal.collect_data(_Batches([feed]))
     return cal.compute_data()
 
 

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ... import deps
+from ...batches import Batch
 from ...errors import BackendUnavailable, RunnerError
 from ...records import Availability
 from ..runner import Runner
@@ -54,6 +55,7 @@ from .common import CUDA_PRECISIONS, GPU_HINT
 from .common import providers as ort_providers
 from .graph import GraphSummary, summarize
 from .options import OrtSessionOptions
+from .run_multi import bind_all, feed_of, io_dtype
 
 # precisions whose executed graph is inspected on the CPU provider
 INSPECTED = ("fp16", "int8")
@@ -246,6 +248,10 @@ class OnnxRuntimeRunner(Runner):
         self.input_name = inp.name
         self.output_names = [self.session.get_outputs()[0].name]
         self._dtype = np.float16 if "float16" in inp.type else np.float32
+        self._multi = len(self.session.get_inputs()) > 1 or len(self.session.get_outputs()) > 1
+        if self._multi:  # several inputs or outputs: every one by name (run_multi.py)
+            self.output_names = [o.name for o in self.session.get_outputs()]
+            self._inputs = [(i.name, io_dtype(i.type)) for i in self.session.get_inputs()]
         prec = self.options.precision
         if self._cuda and prec == "tf32":
             self.exec_precision = "tf32"
@@ -264,15 +270,20 @@ class OnnxRuntimeRunner(Runner):
             meter.close()
 
     # ------------------------------------------------------------------ inference
-    def prepare(self, batch: np.ndarray) -> Any:
+    def prepare(self, batch: Batch) -> Any:
+        if self._multi:
+            feed = feed_of(self._inputs, batch)
+            return self.bind(self.session, feed) if self._io else feed
         x = np.ascontiguousarray(batch, dtype=self._dtype)
         if not self._io:
             return x
         return self.bind(self.session, x)
 
-    def bind(self, session: Any, x: np.ndarray) -> tuple[Any, ...]:
+    def bind(self, session: Any, x: np.ndarray | dict[str, np.ndarray]) -> tuple[Any, ...]:
         """An IO binding of ``session`` with ``x`` copied to the device and the output allocated there,
         without running the session (the first timed call stays cold). (binding, input, output)."""
+        if isinstance(x, dict):
+            return bind_all(self, session, x)
         ort, dev, idx = self._ort, self._dev_type, self._dev_id
         xv = ort.OrtValue.ortvalue_from_numpy(x, dev, idx)
         b = session.io_binding()
@@ -305,12 +316,18 @@ class OnnxRuntimeRunner(Runner):
             if self._cuda:
                 self.meter.after_call()
             return b
-        out = self.session.run(self.output_names, {self.input_name: prepared})[0]
+        if self._multi:  # prepared is the feed dict; every output, as a list
+            out = self.session.run(self.output_names, prepared)
+        else:
+            out = self.session.run(self.output_names, {self.input_name: prepared})[0]
         if self._cuda:
             self.meter.after_call()
         return out
 
-    def to_numpy(self, outputs: Any) -> np.ndarray:
+    def to_numpy(self, outputs: Any) -> Batch:
+        if self._multi:
+            got = outputs.copy_outputs_to_cpu() if self._io else outputs
+            return {n: np.asarray(v, dtype=np.float32) for n, v in zip(self.output_names, got, strict=True)}
         if self._io:
             return np.asarray(outputs.copy_outputs_to_cpu()[0], dtype=np.float32)
         return np.asarray(outputs, dtype=np.float32)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...batches import count
 from ..throughput import (
     CUDA_STREAMS,
     ThroughputResult,
@@ -29,6 +30,7 @@ from ..throughput import (
     run_threads,
     split_threads,
 )
+from .run_multi import feed_of
 
 
 def cpu_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> ThroughputResult:
@@ -43,22 +45,27 @@ def cpu_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> Throughp
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(r.artifact, so, providers=[r.provider])
     names, feed = r.output_names, r.input_name
-    xs = [np.array(batch, dtype=r._dtype, order="C") for _ in range(n)]
-    w = run_threads([lambda x=x: sess.run(names, {feed: x})[0] for x in xs], len(batch), s)
+    if r._multi:  # several inputs or outputs: each thread its own feed dict, every output
+        feeds = [{k: v.copy() for k, v in r.prepare(batch).items()} for _ in range(n)]
+        calls = [lambda f=f: sess.run(names, f) for f in feeds]
+    else:
+        xs = [np.array(batch, dtype=r._dtype, order="C") for _ in range(n)]
+        calls = [lambda x=x: sess.run(names, {feed: x})[0] for x in xs]
+    w = run_threads(calls, count(batch), s)
     how = (f"ONNX Runtime: one session, {n} concurrent run() calls from {n} threads (Run is thread-safe), "
            f"{per} intra-op thread(s) each")
     return result(w, n, "threads", how, {"sessions": 1, "concurrent_runs": n, "intra_op_threads_per_run": per},
-                  outputs=np.asarray(w.last, dtype=np.float32))
+                  outputs=r.to_numpy(w.last))
 
 
 def cuda_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> ThroughputResult:
     """``n`` sessions (one CUDA stream each), one host thread each."""
     n = max(1, int(s.concurrency or CUDA_STREAMS))
     sessions = [r.session] + [r._create(r._so, r._gpu_providers()) for _ in range(n - 1)]
-    x = np.ascontiguousarray(batch, dtype=r._dtype)
-    calls = [_cuda_call(r, sess, x.copy()) for sess in sessions]
+    x = feed_of(r._inputs, batch) if r._multi else np.ascontiguousarray(batch, dtype=r._dtype)
+    calls = [_cuda_call(r, sess, {k: v.copy() for k, v in x.items()} if r._multi else x.copy()) for sess in sessions]
     try:
-        w = run_threads(calls, len(batch), s)
+        w = run_threads(calls, count(batch), s)
         out = r.to_numpy(w.last)
     finally:
         del calls, sessions
@@ -67,13 +74,15 @@ def cuda_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> Through
     return result(w, n, "sessions", how, {"sessions": n}, outputs=out)
 
 
-def _cuda_call(r: Any, sess: Any, x: np.ndarray):
+def _cuda_call(r: Any, sess: Any, x: np.ndarray | dict[str, np.ndarray]):
     if not r._io:
         names, feed = r.output_names, r.input_name
+        if r._multi:
+            return lambda: sess.run(names, x)
         return lambda: sess.run(names, {feed: x})[0]
-    b, xv, ov = r.bind(sess, x)
+    b, *values = r.bind(sess, x)
 
-    def call(b=b, keep=(xv, ov)):
+    def call(b=b, keep=tuple(values)):
         sess.run_with_iobinding(b)
         b.synchronize_outputs()
         return b

@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 
 from ... import deps
+from ...batches import count, each, part
 from ...errors import BackendUnavailable, ExportError
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult
@@ -42,8 +43,8 @@ class OpenVinoExporter(Exporter):
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
         extra = {"openvino": deps.version("openvino"), "exporter_rev": 1}
         if precision == "int8":
-            extra.update(nncf=deps.version("nncf"), calibration_n=int(len(ctx.calibration)),
-                         subset_size=int(len(ctx.calibration)))
+            extra.update(nncf=deps.version("nncf"), calibration_n=int(count(ctx.calibration)),
+                         subset_size=int(count(ctx.calibration)))
         return extra
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
@@ -66,7 +67,9 @@ class OpenVinoExporter(Exporter):
             nncf = deps.require("nncf", "OpenVINO int8 quantization")
             import numpy as np
 
-            calib = [np.ascontiguousarray(ctx.calibration[i:i + 1]) for i in range(len(ctx.calibration))]
+            # one input: an array per item; several: {input name: array} per item, each in its own dtype
+            calib = [each(part(ctx.calibration, i, i + 1), np.ascontiguousarray)
+                     for i in range(count(ctx.calibration))]
             ctx.log(f"NNCF int8 post-training quantization on {len(calib)} calibration inputs")
             logging.getLogger("nncf").setLevel(logging.ERROR)
             # nncf imports torch, whose cpp_extension logs "No CUDA runtime is found" on CPU-only machines

@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 
 from ... import deps
+from ...batches import Batch
 from ...records import Availability
 from ..runner import Runner
 from .options import OpenVinoOptions
+from .run_multi import ports, reshape_inputs, set_all
 
 HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 CAPS = {"bf16": "BF16", "fp16": "FP16", "int8": "INT8"}
@@ -115,8 +117,10 @@ class OpenVinoRunner(Runner):
             cfg["INFERENCE_PRECISION_HINT"] = HINTS[prec]
         model = core.read_model(self.artifact)
         ps = model.inputs[0].partial_shape
-        static = None
-        if ps.rank.is_static and ps.is_dynamic and all(d.is_static for d in list(ps)[1:]):
+        static: Any = None
+        if len(model.inputs) > 1:  # several inputs: each dynamic batch set to the cell's (run_multi.py)
+            static = reshape_inputs(model, int(self.options.batch_size))
+        elif ps.rank.is_static and ps.is_dynamic and all(d.is_static for d in list(ps)[1:]):
             # Each cell runs one batch size: compile for that static shape, as a deployment would
             # (and as benchmark_app -shape does); OpenVINO's CPU plugin is faster on static shapes.
             static = [int(self.options.batch_size)] + [d.get_length() for d in list(ps)[1:]]
@@ -129,6 +133,9 @@ class OpenVinoRunner(Runner):
         prec = self.options.precision
         self.compiled, ps, static = self._compile(self.options.runner_as(OpenVinoOptions).performance_hint)
         self.request = self.compiled.create_infer_request()
+        self._multi = len(self.compiled.inputs) > 1 or len(self.compiled.outputs) > 1
+        if self._multi:  # every input and output by name (run_multi.py)
+            self._in_ports, self._out_names = ports(self.compiled)
         executed = _type_name(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
         self.exec_precision = f"int8+{executed}" if prec == "int8" else executed
         self._extra: dict[str, Any] = {}
@@ -167,10 +174,18 @@ class OpenVinoRunner(Runner):
     def extra_metrics(self) -> dict[str, Any]:
         return dict(getattr(self, "_extra", {}))
 
-    def prepare(self, batch: np.ndarray) -> Any:
+    def prepare(self, batch: Batch) -> Any:
+        return self.set_inputs(self.request, batch)
+
+    def set_inputs(self, request: Any, batch: Batch, copy: bool = False) -> Any:
+        """``batch`` as ``request``'s input tensors (shared memory; a copy of it with ``copy``); the buffers,
+        which the caller keeps alive while the request uses them."""
+        if self._multi:
+            return set_all(self._ov, self._in_ports, request, batch, copy)
         x = np.ascontiguousarray(batch, dtype=np.float32)
-        self.request.set_input_tensor(self._ov.Tensor(x, shared_memory=True))
-        return x  # keep the buffer alive while the request uses it
+        x = x.copy() if copy else x
+        request.set_input_tensor(self._ov.Tensor(x, shared_memory=True))
+        return x
 
     def run(self, prepared: Any) -> Any:
         # Synchronous on the CPU: when infer() returns, the outputs are in the request's host buffer.
@@ -179,7 +194,11 @@ class OpenVinoRunner(Runner):
         self.request.infer()
         return self.request
 
-    def to_numpy(self, outputs: Any) -> np.ndarray:
+    def to_numpy(self, outputs: Any) -> Batch:
+        """The outputs of ``outputs`` (an infer request): one array, or {name: array} for several."""
+        if self._multi:
+            return {n: np.array(outputs.get_output_tensor(i).data, dtype=np.float32, copy=True)
+                    for i, n in enumerate(self._out_names)}
         return np.array(outputs.get_output_tensor(0).data, dtype=np.float32, copy=True)
 
     def library_versions(self) -> dict[str, str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ...batches import count
 from ..throughput import ThroughputResult, ThroughputSettings, Window, result
 
 
@@ -64,12 +65,9 @@ def async_queue_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> 
     optimal = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
     nireq = int(s.concurrency or optimal)
     q = ov.AsyncInferQueue(compiled, nireq)
-    x = np.ascontiguousarray(batch, dtype=np.float32)
-    inputs = [x.copy() for _ in range(nireq)]  # each request its own input, kept alive here
-    for i, xi in enumerate(inputs):
-        q[i].set_input_tensor(ov.Tensor(xi, shared_memory=True))
-    w = _loop(q, nireq, s, len(batch))
-    out = np.array(q[0].get_output_tensor(0).data, dtype=np.float32, copy=True)
+    inputs = [r.set_inputs(q[i], batch, copy=True) for i in range(nireq)]  # each request its own input, kept alive
+    w = _loop(q, nireq, s, count(batch))
+    out = r.to_numpy(q[0])
     streams = int(compiled.get_property("NUM_STREAMS"))
     settings = {"PERFORMANCE_HINT": str(compiled.get_property("PERFORMANCE_HINT")), "NUM_STREAMS": streams,
                 "INFERENCE_NUM_THREADS": int(compiled.get_property("INFERENCE_NUM_THREADS")),
@@ -78,5 +76,5 @@ def async_queue_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> 
                 "throughput_compile_s": compile_s, "latency_source": "InferRequest.latency (OpenVINO's own)"}
     how = (f"OpenVINO AsyncInferQueue: {nireq} infer requests on a PERFORMANCE_HINT THROUGHPUT model "
            f"({streams} streams)")
-    del q
+    del q, inputs  # the requests before the input buffers they use
     return result(w, nireq, "requests", how, settings, outputs=out)

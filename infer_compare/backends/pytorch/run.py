@@ -37,11 +37,13 @@ from typing import Any
 import numpy as np
 
 from ... import deps
+from ...batches import Batch, count
 from ...errors import BackendUnavailable
 from ...records import Availability
 from ..runner import Runner
 from ..throughput import ThroughputResult, ThroughputSettings, result, run_threads, split_threads
 from .run_cuda import CUDA_PRECISIONS, CudaRows
+from .run_multi import host_tensors, outputs_numpy
 
 
 def _probe_cuda(device: str) -> Availability:
@@ -119,6 +121,7 @@ class PyTorchRunner(CudaRows, Runner):
             torch.set_num_threads(int(self.options.threads))
         torch.set_grad_enabled(False)
         model = rebuild(self.options.model, self.artifact)  # a built-in architecture or the user's model
+        self._multi = False  # set by prepare(): several inputs
         if not self._cuda:
             if self.compiled:
                 raise BackendUnavailable("torch.compile rows are measured on CUDA devices only")
@@ -142,18 +145,25 @@ class PyTorchRunner(CudaRows, Runner):
             meter.close()
 
     # ------------------------------------------------------------------ inference
-    def prepare(self, batch: np.ndarray) -> Any:
-        x = self._torch.from_numpy(np.ascontiguousarray(batch))
+    def prepare(self, batch: Batch) -> Any:
+        """A CPU tensor (on CUDA rows: placed as the timed call takes it); several inputs: a tuple of them,
+        in the model's order, each in its own dtype (run() then calls the model with them as arguments)."""
+        x = host_tensors(self._torch, batch)
+        self._multi = isinstance(x, tuple)
         return self._cuda_prepare(x) if self._cuda else x
 
     def run(self, prepared: Any) -> Any:
         if self._cuda:
             return self._cuda_run(prepared)
         with self._torch.inference_mode():
-            return self.model(prepared)
+            return self.model(*prepared) if self._multi else self.model(prepared)
 
-    def to_numpy(self, outputs: Any) -> np.ndarray:
-        return outputs.float().cpu().numpy()
+    def to_numpy(self, outputs: Any) -> Batch:
+        """One output tensor as a float32 array; several (a tuple, list or dict of tensors): {name: array},
+        named as the reference names them (models.user_torch.flatten_outputs)."""
+        if isinstance(outputs, self._torch.Tensor):
+            return outputs.float().cpu().numpy()
+        return outputs_numpy(outputs)
 
     def extra_metrics(self) -> dict[str, Any]:
         return self._cuda_metrics() if getattr(self, "_cuda", False) else {}
@@ -168,7 +178,7 @@ class PyTorchRunner(CudaRows, Runner):
         before = torch.get_num_threads()
         xs = [self.prepare(batch) for _ in range(n)]
         try:
-            w = run_threads([lambda x=x: self.run(x) for x in xs], len(batch), settings,
+            w = run_threads([lambda x=x: self.run(x) for x in xs], count(batch), settings,
                             init=lambda _i: torch.set_num_threads(per))
         finally:
             torch.set_num_threads(before)

@@ -31,9 +31,11 @@ from typing import Any
 import numpy as np
 
 from ... import deps
+from ...batches import count
 from ...errors import BackendUnavailable, RunnerError
 from ..throughput import CUDA_STREAMS, ThroughputResult, ThroughputSettings, result, run_pipelined
 from .options import COMPILE_MODES, EagerOptions
+from .run_multi import host_tensors, on_device, to_host
 
 CUDA_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 RING_CALLS = 4096
@@ -229,12 +231,26 @@ class CudaRows:
                           "cache reused where it had this graph); it is part of load time, before the first call")
 
     # ------------------------------------------------------------------ inference
+    def _place(self, x, pinned: bool = False):
+        """A CPU tensor (a tuple of them: several inputs) on the GPU, or pinned on the host: floating inputs in
+        the row's dtype, 4-D ones in its memory format; integer inputs (ids) keep their dtype."""
+        if isinstance(x, tuple):
+            return tuple(self._place(t, pinned) for t in x)
+        dtype = self._dtype if x.is_floating_point() else x.dtype
+        mf = self._mf if x.dim() == 4 else self._torch.contiguous_format
+        if pinned:
+            return x.to(dtype).contiguous(memory_format=mf).pin_memory()
+        return x.to(self._dev, dtype=dtype).contiguous(memory_format=mf)
+
     def _cuda_prepare(self, x):
-        """``x`` (a CPU tensor) as the timed call takes it: pinned on the host (--io host), else on the GPU."""
+        """``x`` (a CPU tensor, or a tuple of them) as the timed call takes it: pinned on the host (--io host),
+        else on the GPU."""
         torch = self._torch
         if self._host_io:
-            return x.to(self._dtype).contiguous(memory_format=self._mf).pin_memory()
-        x = x.to(self._dev, dtype=self._dtype).contiguous(memory_format=self._mf)
+            return self._place(x, pinned=True)
+        x = self._place(x)
+        if self._graph is not None and isinstance(x, tuple):
+            raise RunnerError("CUDA graphs are captured for a model with one input")
         if self._graph is not None:
             if tuple(x.shape) != tuple(self._static_in.shape):
                 raise RunnerError(f"CUDA graph captured for shape {tuple(self._static_in.shape)}, got {tuple(x.shape)}")
@@ -262,12 +278,12 @@ class CudaRows:
             graph.replay()
             out = static_out
         else:
-            x = prepared.to(self._dev, non_blocking=True) if self._host_io else prepared
+            x = on_device(prepared, self._dev) if self._host_io else prepared
             if self._mark_step is not None:
                 self._mark_step()
             with self._torch.inference_mode():
-                out = self.model(x)
-        return out.to("cpu", non_blocking=True) if self._host_io else out
+                out = self.model(*x) if isinstance(x, tuple) else self.model(x)  # several inputs: a tuple
+        return to_host(out) if self._host_io else out
 
     def _cuda_metrics(self) -> dict[str, Any]:
         torch = self._torch
@@ -289,7 +305,7 @@ class CudaRows:
                                      "graphs replay one set of static buffers, which concurrent streams would share, "
                                      "and torch.compile is not thread-safe; the latency row's img/s is its throughput")
         n = max(1, int(s.concurrency or CUDA_STREAMS))
-        x = torch.from_numpy(np.ascontiguousarray(batch))
+        x = host_tensors(torch, batch)
         slots = [self._slot(x) for _ in range(n)]
         done = [torch.cuda.Event() for _ in range(n)]
         torch.cuda.synchronize(self._dev)
@@ -304,7 +320,7 @@ class CudaRows:
         def wait(i: int) -> None:
             done[i].synchronize()
 
-        w = run_pipelined(n, start, wait, len(batch), s)
+        w = run_pipelined(n, start, wait, count(batch), s)
         out = self.to_numpy(w.last)
         how = (f"PyTorch: {n} CUDA streams, one request in flight on each, from one host thread"
                + ("; a CUDA graph captured per stream" if self._graph is not None else "")
@@ -315,8 +331,8 @@ class CudaRows:
         """(stream, its own input, its own graph or None, (static in, static out) or None)."""
         torch = self._torch
         stream = torch.cuda.Stream(self._dev)
-        dev_in = x.to(self._dev, dtype=self._dtype).contiguous(memory_format=self._mf)
-        inp = x.to(self._dtype).contiguous(memory_format=self._mf).pin_memory() if self._host_io else dev_in
+        dev_in = self._place(x)
+        inp = self._place(x, pinned=True) if self._host_io else dev_in
         if self._graph is None:
             return stream, inp, None, None
         graph, static_out = self._capture(dev_in)

@@ -143,8 +143,8 @@ def parse_network(builder: trt.Builder, source: str, log: TrtLog) -> tuple[trt.I
         errs = [str(parser.get_error(i)) for i in range(parser.num_errors)]
         raise ExportError(f"TensorRT's ONNX parser rejected {source}: {'; '.join(errs[:5]) or log.tail()}")
     if network.num_inputs != 1 or network.num_outputs != 1:
-        raise ExportError(f"expected one network input and output, the ONNX has {network.num_inputs} and "
-                          f"{network.num_outputs}")
+        raise BackendUnavailable(f"TensorRT rows measure one input and one output so far; the ONNX has "
+                                 f"{network.num_inputs} inputs and {network.num_outputs} outputs")
     qdq = sum(1 for i in range(network.num_layers)
               if network.get_layer(i).type in (trt.LayerType.QUANTIZE, trt.LayerType.DEQUANTIZE))
     info = {"network_flags": "STRONGLY_TYPED" if flags else "none (strongly typed is the only mode)",

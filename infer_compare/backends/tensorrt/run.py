@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import deps
+from ...batches import Batch
 from ...errors import BackendUnavailable, RunnerError
 from ...gpu import device_index
 from ...records import Availability
@@ -202,7 +203,10 @@ class TensorRTRunner(Runner):
         inputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         outputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT]
         if len(inputs) != 1 or len(outputs) != 1:
-            raise RunnerError(f"expected one input and one output, the engine has {inputs} -> {outputs}")
+            raise BackendUnavailable(f"TensorRT rows measure one input and one output so far; the engine has "
+                                     f"inputs {', '.join(inputs)} and outputs {', '.join(outputs)}",
+                                     "ONNX Runtime (its TensorRT EP too), OpenVINO and PyTorch rows measure every "
+                                     "input and output")
         inp, out = inputs[0], outputs[0]
         b = int(self.options.batch_size)
         shapes = [[_dims(d) for d in engine.get_tensor_profile_shape(inp, i)]
@@ -274,7 +278,10 @@ class TensorRTRunner(Runner):
                 obj.close()
 
     # ------------------------------------------------------------------ inference
-    def prepare(self, batch: np.ndarray) -> Any:
+    def prepare(self, batch: Batch) -> Any:
+        if isinstance(batch, dict):  # a model with several inputs, and an engine with one
+            raise BackendUnavailable(f"TensorRT rows measure one input and one output so far; the model has "
+                                     f"{len(batch)} inputs ({', '.join(batch)})")
         x = np.ascontiguousarray(batch, dtype=self.h_in.dtype)
         if tuple(x.shape) != tuple(self.h_in.shape):
             raise RunnerError(f"the runner was loaded for input {tuple(self.h_in.shape)}, got {tuple(x.shape)}")
@@ -323,7 +330,7 @@ class TensorRTRunner(Runner):
         return {"tensorrt": self._version, "cuda-bindings": deps.version("cuda.bindings") or "?"}
 
     # ------------------------------------------------------------------ throughput scenario
-    def throughput(self, batch: np.ndarray, settings: ThroughputSettings) -> ThroughputResult:
+    def throughput(self, batch: Batch, settings: ThroughputSettings) -> ThroughputResult:
         """N contexts, each with its own stream and buffers, from one host thread (trtexec --infStreams)."""
         import tensorrt as trt
 

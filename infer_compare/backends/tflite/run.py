@@ -23,6 +23,7 @@ from ..runner import Runner
 from .common import inspect_model, interpreter_module
 from .options import TFLiteOptions
 
+ONE_IO_HINT = "ONNX Runtime, OpenVINO and PyTorch rows measure every input and output"
 PRECISION_NAMES = {"float32": "fp32", "int8": "int8", "uint8": "uint8", "float16": "fp16"}
 
 
@@ -62,7 +63,8 @@ class TFLiteRunner(Runner):
         inp = it.get_input_details()
         out = it.get_output_details()
         if len(inp) != 1 or len(out) != 1:
-            raise RunnerError(f"expected one input and one output, the file has {len(inp)} and {len(out)}")
+            raise BackendUnavailable(f"TFLite rows measure one input and one output so far; the file has {len(inp)} "
+                                     f"input(s) and {len(out)} output(s)", ONE_IO_HINT)
         self.inp, self.out = inp[0], out[0]
         shape = [int(s) for s in self.inp["shape"]]
         b = int(self.options.batch_size)
@@ -118,6 +120,9 @@ class TFLiteRunner(Runner):
 
     # --- inference ------------------------------------------------------------------
     def prepare(self, batch: np.ndarray) -> Any:
+        if isinstance(batch, dict):  # a model with several inputs, and a file with one
+            raise BackendUnavailable(f"TFLite rows measure one input and one output so far; the model has "
+                                     f"{len(batch)} inputs ({', '.join(batch)})", ONE_IO_HINT)
         x = np.asarray(batch, dtype=np.float32)
         if self.layout == "NHWC" and x.ndim == 4:
             x = x.transpose(0, 2, 3, 1)

@@ -1,0 +1,202 @@
+"""Preparing a model with several inputs or several outputs (prepare_user.py does the rest).
+
+* Inputs (several): one array per input name, in the model's order, each in the dtype the model
+  declares (int64 ids stay int64). From ``--data inputs.npz`` (one array per input name, optional
+  ``labels``; ``--calibration`` another .npz, else a part of it held out), or, without data: the
+  bundled photos for each image input (float32, C x H x W or H x W x C, 1 or 3 channels,
+  preprocessed as for a one-input model) and seeded random values of the declared dtype for every
+  other input (floats standard normal, integers 0 or 1, bools), said in the report.
+* Reference (several outputs): every output, keyed by its name, saved as one ``.npz``.
+* Parity: output by output (parity.compare_outputs); top-1 only for [N, classes] outputs.
+* TFLite, the Edge TPU and TensorRT engines measure one input and one output so far: their rows are
+  skipped rows that say so (never built, never run). ONNX Runtime (and its TensorRT EP), OpenVINO and
+  PyTorch run every input and output by name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .artifacts import Key, Unbuilt
+from .cache import Cache
+from .data import DataSets
+from .errors import UsageError
+from .progress import Progress
+from .records import SKIPPED, ModelInfo
+
+ONE_IO_FORMATS = {"tflite": "TFLite", "edgetpu": "Edge TPU", "tensorrt": "TensorRT"}
+ONE_IO_HINT = "ONNX Runtime, OpenVINO and PyTorch rows measure every input and output"
+
+
+def several_io(um) -> bool:
+    return len(um.inputs) > 1 or len(um.outputs) > 1
+
+
+def _io_text(um) -> str:
+    ins = ", ".join(s.name for s in um.inputs)
+    outs = ", ".join(s.name for s in um.outputs)
+    return f"{len(um.inputs)} input(s) ({ins}) and {len(um.outputs)} output(s) ({outs})"
+
+
+def one_io_unbuilt(um) -> dict[Key, Unbuilt]:
+    """Skipped artifacts of the formats whose rows measure one input and one output so far."""
+    from .formats import FORMATS
+
+    out: dict[Key, Unbuilt] = {}
+    for fmt, title in ONE_IO_FORMATS.items():
+        why = Unbuilt(SKIPPED, f"{title} rows measure one input and one output so far; {um.name} has "
+                               f"{_io_text(um)}", ONE_IO_HINT)
+        for p in FORMATS[fmt].precisions:
+            out[(fmt, FORMATS[fmt].artifact_for(p))] = why
+    return out
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def _cast(um, arrays: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    """The arrays in the model's input order and declared dtypes."""
+    out = {}
+    for s in um.inputs:
+        a = arrays[s.name]
+        if a.dtype != np.dtype(s.dtype) and not np.can_cast(a.dtype, s.dtype, "same_kind"):
+            raise UsageError(f"{where}: input '{s.name}' is {a.dtype}; the model takes {s.dtype}")
+        out[s.name] = np.ascontiguousarray(a, dtype=s.dtype)
+    return out
+
+
+def _npz(um, path: str, opts, seed: int):
+    from .userdata import PreprocessSpec, load_data
+
+    if Path(path).suffix.lower() != ".npz" or Path(path).is_dir():
+        names = ", ".join(s.name for s in um.inputs)
+        raise UsageError(f"{um.name} has {len(um.inputs)} inputs ({names}): give --data inputs.npz with one array "
+                         f"per input name (a folder of images or a .npy feeds a model with one input), not {path}")
+    shapes = {s.name: tuple(None if isinstance(d, str) else d for d in s.shape[1:]) for s in um.inputs}
+    return load_data(path, preprocess=PreprocessSpec(source="not used: array inputs"), input_shape=shapes,
+                     max_images=opts.max_images if path == opts.data else None, seed=seed)
+
+
+def _from_data(um, opts, n_calib: int, seed: int, prog: Progress) -> DataSets:
+    from .userdata import split_eval_calibration
+
+    prog.task(f"reading {opts.data}")
+    if opts.labels:
+        raise UsageError("--labels maps the class folders of an image folder; a .npz carries its own 'labels' array")
+    data = _npz(um, opts.data, opts, seed)
+    if opts.calibration:
+        ev, calib = data, _npz(um, opts.calibration, opts, seed)
+    else:
+        ev, calib = split_eval_calibration(data, n_calib=min(n_calib, max(1, len(data) // 2)), seed=seed)
+    return DataSets(calibration=_cast(um, calib.images, opts.calibration or opts.data),
+                    eval=_cast(um, ev.images, opts.data), eval_labels=ev.labels,
+                    description=ev.description + (f"; calibration: {calib.description}" if opts.calibration else
+                                                  f"; {len(calib)} of them held out for int8 calibration"))
+
+
+def random_input(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Seeded values of ``dtype``: floats standard normal, integers 0 or 1, bools."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind in "iub":
+        return rng.integers(0, 2, size=shape).astype(dt)
+    raise UsageError(f"an input of dtype {dtype} cannot be generated: give --data inputs.npz")
+
+
+def _generated(um, opts, n_eval: int, n_calib: int, seed: int) -> tuple[DataSets, Any]:
+    """Bundled photos for each image input, seeded random values for the others."""
+    from .prepare_user import bundled_photos, image_spec_of
+
+    ev: dict[str, np.ndarray] = {}
+    ca: dict[str, np.ndarray] = {}
+    said, first_spec = [], None
+    for i, s in enumerate(um.inputs):
+        spec = image_spec_of(s, opts)
+        if spec is not None and spec.channels == 3:
+            ds = bundled_photos(spec, n_eval, n_calib, seed)
+            ev[s.name], ca[s.name] = ds.eval, ds.calibration
+            first_spec = first_spec or spec
+            said.append(f"{s.name}: {ds.description}")
+            continue
+        sample = tuple(int(d) for d in s.shape[1:])
+        rng = np.random.default_rng([seed, i])
+        ev[s.name], ca[s.name] = random_input((n_eval, *sample), s.dtype, rng), random_input((n_calib, *sample),
+                                                                                             s.dtype, rng)
+        kind = "standard normal" if np.dtype(s.dtype).kind == "f" else "0 or 1"
+        said.append(f"{s.name}: seeded random {s.dtype} values ({kind}; no real data for this input: give --data "
+                    "inputs.npz)")
+    n = min(len(a) for a in ev.values())
+    ev = {k: v[:n] for k, v in ev.items()}
+    return DataSets(calibration=ca, eval=ev, description=f"{n} samples of {len(ev)} inputs: " + "; ".join(said)), \
+        first_spec
+
+
+def several_inputs(um, opts, parity_samples: int | None, calibration_samples: int | None, seed: int,
+                   prog: Progress) -> tuple[DataSets, Any]:
+    """(DataSets with {input name: array} inputs, the first image input's preprocessing or None)."""
+    if opts.data:
+        return _from_data(um, opts, calibration_samples or 64, seed, prog), None
+    ds, spec = _generated(um, opts, parity_samples or 32, calibration_samples or 64, seed)
+    made = [s.name for s in um.inputs if f"{s.name}: seeded random" in ds.description]
+    if made:
+        prog.warn(f"{um.name}: no --data: input(s) {', '.join(made)} get seeded random values of their dtype (the "
+                  "report says which); give --data inputs.npz (one array per input name) for real inputs")
+    return ds, spec
+
+
+# ---------------------------------------------------------------- reference and model record
+
+
+def reference(cache: Cache, um, ds: DataSets) -> dict[str, np.ndarray]:
+    """Every output's FP32 reference, {output name: N x ...} in the model's order, through the cache."""
+    from . import batches
+    from .models import reference_outputs
+
+    feed = ds.eval if batches.is_multi(ds.eval) else {um.inputs[0].name: ds.eval}
+
+    def build(tmp):
+        out = reference_outputs(um, feed)
+        batches.save(tmp / "reference.npz", {k: np.asarray(v, dtype=np.float32) for k, v in out.items()})
+        return {"n": batches.count(ds.eval), "outputs": list(out)}
+
+    key = {"user_model": um.sha256 or um.weights_hash, "kind": um.kind, "data": ds.digest(),
+           "outputs": [s.name for s in um.outputs]}
+    got = batches.load(cache.get_or_build("reference", key, build).file("reference.npz"))
+    return got if isinstance(got, dict) else {um.outputs[0].name: got}
+
+
+def _tensor(s, shape: tuple | None = None) -> dict[str, Any]:
+    dims = shape if shape is not None else s.shape
+    return {"name": s.name, "shape": None if dims is None else list(dims), "dtype": s.dtype}
+
+
+def model_info(um, ref: dict[str, np.ndarray], spec) -> ModelInfo:
+    """The ModelInfo of a model with several inputs or outputs: each one listed, each output's judging said."""
+    from .parity import is_classifier
+
+    notes = list(um.notes) + ([f"reference: ONNX Runtime CPU FP32 on the user's file {um.source}"]
+                              if um.kind == "onnx" else ["reference: PyTorch FP32 on the user's model"])
+    specs = {s.name: s for s in um.outputs}
+    outputs = []
+    for k, a in ref.items():
+        cls = is_classifier(a)
+        s = specs.get(k)
+        d = _tensor(s, ("batch", *a.shape[1:])) if s is not None else {"name": k, "shape": ["batch", *a.shape[1:]],
+                                                                       "dtype": str(a.dtype)}
+        outputs.append({**d, "judged_on": "top-1 and error metrics" if cls else "error metrics"})
+        notes.append(f"output '{k}' {list(a.shape[1:])}: " + (
+            "[N, classes]: top-1/top-5 agreement and the error metrics" if cls else
+            "not [N, classes]: judged on the error metrics only (cosine, max abs and relative error)"))
+    if len(ref) > 1:
+        notes.append(f"{len(ref)} outputs: each compared with its own reference; a row's verdict is its worst "
+                     "output's (named in the table's cosine column, every output's figures in the JSON)")
+    notes.append(f"{_io_text(um)}: inputs fed and outputs compared by name")
+    cls_out = [a for a in ref.values() if is_classifier(a)]
+    return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
+                     tuple(int(d) for d in um.inputs[0].shape[1:]), int(cls_out[0].shape[1]) if cls_out else 0,
+                     spec.to_dict() if spec is not None else {}, False, bool(cls_out), tuple(notes),
+                     inputs=tuple(_tensor(s) for s in um.inputs), outputs=tuple(outputs))
