@@ -77,7 +77,8 @@ def compare(
     warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
     check_model(model, parity_samples)
-    servers = launch_fork_servers(model, sel, cache, prog)  # their imports overlap the preparation
+    present = device_kinds.present()
+    servers = launch_fork_servers(model, sel, present, cache, prog)  # their imports overlap the preparation
     try:
         prog.task("probing the environment")
         environment = env.collect()
@@ -85,21 +86,23 @@ def compare(
         prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
                            parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
                            cache=cache, threads=sel.threads, prog=prog, warn=warn)
-        return measure(prep, sel, environment=environment, present=device_kinds.present(), cache=cache, prog=prog,
+        return measure(prep, sel, environment=environment, present=present, cache=cache, prog=prog,
                        warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers)
     finally:
         servers.close()
 
 
-def launch_fork_servers(model: Any, sel: Any, cache: Any, prog: Progress):
-    """Start the fork servers of the selected runners that have one (PyTorch) now, so that their imports
-    overlap the preparation; not for an ONNX model, whose PyTorch rows cannot run."""
+def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: Progress):
+    """Start the fork servers of the selected runners that have one (PyTorch) and a device here now, so
+    that their imports overlap the preparation; not for an ONNX model, whose PyTorch rows cannot run."""
     from .backends import runners
     from .forkserver import ForkServers, preloads
 
     servers = ForkServers(prog.log, str(cache.root))
     if not (isinstance(model, str | os.PathLike) and str(model).lower().endswith(".onnx")):
-        for mods in dict.fromkeys(preloads(sel.backends or runners()).values()):
+        known = runners()
+        names = [n for n in (sel.backends or known) if n in known and any(present.get(k) for k in known[n].device_kinds)]
+        for mods in dict.fromkeys(preloads(names).values()):
             servers.launch(mods)
     return servers
 

@@ -200,13 +200,26 @@ def _child(req: dict[str, Any]) -> None:
             os._exit(code)
 
 
+def _driver_initialised() -> bool:
+    """True when the CUDA driver was initialised in this process (``cuInit``, by any library, not only
+    torch): ``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED (3) before it; False without a driver."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    n = ctypes.c_int(0)
+    return lib.cuDeviceGetCount(ctypes.byref(n)) == 0
+
+
 def _fork_poisoned() -> str:
     """Why a forked child could not use CUDA through torch ("" when it can): an import initialised
     CUDA, or asked the CUDA runtime for its devices (torch then marks every fork as bad)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return ""
-    if torch.cuda.is_initialized():
+    if torch.cuda.is_initialized() or _driver_initialised():
         return "an imported module initialised CUDA: a forked child could not use it"
     check = getattr(torch._C, "_cuda_isInBadFork", None)
     if check is None:
@@ -269,25 +282,12 @@ if __name__ == "__main__":
 
 
 def bytecode_env(modules: tuple[str, ...], cache_root: str) -> dict[str, str]:
-    """``PYTHONPYCACHEPREFIX`` under the tool's cache when the first preloaded module's installation
-    has no bytecode cache and cannot get one (a read-only site-packages: Python then compiles every
-    imported source file again in each process: 2-3 s of the server's import of torch on the H100
-    machine); {} where bytecode is cached, or the user chose a prefix or no bytecode at all."""
-    import importlib.util
+    """The environment that keeps the server's bytecode under the tool's cache, where the first preloaded
+    module's installation keeps none (pycache.py: 2-3 s of the server's import of torch on the H100
+    machine); {} where bytecode is cached, or the user chose a prefix."""
+    from .pycache import prefix_env
 
-    if not modules or not cache_root or sys.pycache_prefix or sys.flags.dont_write_bytecode:
-        return {}
-    try:
-        spec = importlib.util.find_spec(modules[0].lstrip("?"))
-        origin = spec.origin if spec is not None else None
-        if not origin or not origin.endswith(".py"):
-            return {}
-        pyc = importlib.util.cache_from_source(origin)
-    except (ImportError, ValueError, NotImplementedError):
-        return {}
-    if os.path.exists(pyc) or os.access(os.path.dirname(os.path.dirname(pyc)), os.W_OK):
-        return {}
-    return {"PYTHONPYCACHEPREFIX": os.path.join(cache_root, "pycache")}
+    return prefix_env(cache_root, tuple(m.lstrip("?") for m in modules[:1]))
 
 
 class ForkServers:
@@ -314,8 +314,10 @@ class ForkServers:
         return srv
 
     def for_modules(self, modules: tuple[str, ...]) -> ForkServer | None:
-        """The ready server of ``modules`` (started now if ``launch`` did not), or None: fresh interpreters."""
-        srv = self.launch(modules)
+        """The ready server of ``modules`` (a launched server that imported more will do; started now if
+        ``launch`` did not), or None: fresh interpreters."""
+        wider = [s for m, s in self.servers.items() if modules and set(modules) <= set(m) and not s.failed]
+        srv = wider[0] if wider else self.launch(modules)
         if srv is None:
             return None
         if not srv.ready and not srv.failed:

@@ -2,7 +2,6 @@
 one server that imported them once; each is still its own process, with the same failure
 handling as a fresh interpreter (a crash, a hang, a crash in one batch size)."""
 
-import importlib.util
 import os
 import time
 
@@ -97,8 +96,47 @@ def test_one_server_per_runtime_with_its_runners_preloads():
     got = preloads(["pytorch", "pytorch-compile", "onnxruntime"])
     assert got["pytorch"] == got["pytorch-compile"]  # one server for the PyTorch runtime
     assert "torch" in got["pytorch"]
-    assert not any("_inductor" in m for m in got["pytorch"])  # its import initialises CUDA on a GPU machine
+    assert "?torch._inductor.compile_fx" in got["pytorch"]  # torch.compile's configurations are selected
     assert "onnxruntime" not in got  # a cheap import: fresh interpreters
+    eager = preloads(["pytorch"])["pytorch"]  # no torch.compile rows (a machine without CUDA): no Inductor
+    assert not any("_inductor" in m for m in eager) and set(eager) < set(got["pytorch"])
+
+
+def test_a_server_that_imported_more_serves_a_narrower_request():
+    servers = ForkServers()
+    try:
+        wide = servers.for_modules(("json", "?no_such_module_anywhere", "csv"))
+        assert wide is not None and wide.ready
+        assert servers.for_modules(("json", "csv")) is wide  # no second server, no second import
+        assert len(servers.servers) == 1
+    finally:
+        servers.close()
+
+
+def test_a_driver_initialised_by_any_library_poisons_the_server(monkeypatch):
+    """cuInit by a library other than torch also leaves forked children without CUDA: the server checks
+    the driver itself (cuDeviceGetCount answers 3, CUDA_ERROR_NOT_INITIALIZED, before cuInit)."""
+    import ctypes
+
+    from infer_compare import forkserver
+
+    class FakeDriver:
+        def __init__(self, rc):
+            self.rc = rc
+
+        def cuDeviceGetCount(self, ref):  # noqa: N802 - the driver's name
+            return self.rc
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeDriver(3))
+    assert forkserver._driver_initialised() is False
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeDriver(0))
+    assert forkserver._driver_initialised() is True
+
+    def no_driver(name):
+        raise OSError("libcuda.so.1: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_driver)
+    assert forkserver._driver_initialised() is False
 
 
 def test_a_server_whose_imports_initialise_cuda_is_refused(tmp_path):
@@ -110,27 +148,3 @@ def test_a_server_whose_imports_initialise_cuda_is_refused(tmp_path):
     srv = ForkServer(("torch", "ic_fake_cuda_init"))
     assert srv.start(env={**python_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{python_env()['PYTHONPATH']}"}) is False
     assert "initialised CUDA" in srv.failed
-
-
-def test_bytecode_prefix_only_where_the_installation_has_no_bytecode_cache(tmp_path, monkeypatch):
-    from infer_compare import forkserver
-
-    pkg = tmp_path / "src" / "ic_fake_ro_pkg"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("X = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "src"))
-    importlib.invalidate_caches()
-    from types import SimpleNamespace
-
-    monkeypatch.setattr(forkserver, "sys", SimpleNamespace(pycache_prefix=None,
-                                                           flags=SimpleNamespace(dont_write_bytecode=0)))
-    monkeypatch.setattr(forkserver.os, "access", lambda path, mode: False)  # a read-only site-packages
-    got = forkserver.bytecode_env(("ic_fake_ro_pkg",), str(tmp_path / "cache"))
-    assert got == {"PYTHONPYCACHEPREFIX": str(tmp_path / "cache" / "pycache")}
-    # once the installation has its bytecode (or the user set a prefix), nothing is changed
-    pyc = importlib.util.cache_from_source(str(pkg / "__init__.py"))
-    os.makedirs(os.path.dirname(pyc), exist_ok=True)
-    open(pyc, "wb").close()
-    assert forkserver.bytecode_env(("ic_fake_ro_pkg",), str(tmp_path / "cache")) == {}
-    forkserver.sys.pycache_prefix = "/elsewhere"
-    assert forkserver.bytecode_env(("ic_fake_ro_pkg",), str(tmp_path / "cache")) == {}

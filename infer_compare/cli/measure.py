@@ -26,6 +26,22 @@ def _scenario_args(args) -> dict:
     return {"scenarios": args.scenario, "io": args.io, "concurrency": args.concurrency}
 
 
+def keep_bytecode(args) -> str | None:
+    """Before the heavy imports: bytecode under the tool's cache where the installation keeps none
+    (pycache.py; not with --no-cache); the folder, or None."""
+    from ..cache import default_root
+    from ..pycache import keep_bytecode as keep
+
+    if getattr(args, "no_cache", False):
+        return None
+    return keep(str(Path(args.cache_dir).expanduser() if args.cache_dir else default_root()))
+
+
+def _log_bytecode(prog, prefix: str | None) -> None:
+    if prefix:
+        prog.log(f"the installation keeps no bytecode: Python's is kept in {prefix} (INFER_COMPARE_PYCACHE=0: off)")
+
+
 def output_dir(args) -> Path:
     if args.output_dir:
         out = Path(args.output_dir)
@@ -96,8 +112,10 @@ def cmd_compare(args, argv: list[str]) -> int:
         raise UsageError(f"weights file not found: {args.weights}")
     gate = _gate_setup(args)  # a bad baseline, rule or environment fails before any work
     saver = Saver(output_dir(args))
+    pyc = keep_bytecode(args)
     try:
         with RichProgress(args.quiet) as prog:
+            _log_bytecode(prog, pyc)
             rep = compare(
                 args.model, weights=args.weights, backends=args.backends, formats=args.formats,
                 precisions=args.precisions, devices=args.devices, batch_sizes=batch, threads=args.threads,
@@ -185,6 +203,7 @@ def cmd_export(args, argv: list[str]) -> int:
         probe.unlink()
     except OSError as e:
         raise UsageError(f"bundle directory {out} is not writable: {e.strerror or e}") from None
+    keep_bytecode(args)
     try:
         with RichProgress(args.quiet) as prog:
             man = export_bundle(args.model, args.out, weights=args.weights, formats=args.formats,
@@ -221,8 +240,10 @@ def cmd_run(args, argv: list[str]) -> int:
     batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None
     args.model = f"{Path(args.bundle).resolve().name}"
     saver = Saver(output_dir(args))
+    pyc = keep_bytecode(args)
     try:
         with RichProgress(args.quiet) as prog:
+            _log_bytecode(prog, pyc)
             rep = run_bundle(args.bundle, backends=args.backends, formats=args.formats, precisions=args.precisions,
                              devices=args.devices, batch_sizes=batch, threads=args.threads, warmup_iters=args.warmup,
                              min_iters=args.min_iters, min_time_s=args.min_time, cell_timeout_s=args.cell_timeout,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .flags import runner_options_from_args
-from .measure import Saver, exit_code, output_dir
+from .measure import Saver, exit_code, keep_bytecode, output_dir
 from .progress import RichProgress
 
 
@@ -46,6 +46,7 @@ def cmd_soak(args, argv: list[str]) -> int:
     kw = _checked(args)
     name = args.model or Path(args.bundle).resolve().name
     saver = Saver(output_dir(argparse.Namespace(output_dir=args.output_dir, model=f"{name}-soak")))
+    keep_bytecode(args)
     try:
         with RichProgress(args.quiet) as prog:
             rep = soak(args.model, bundle=args.bundle, weights=args.weights, backends=args.backends,

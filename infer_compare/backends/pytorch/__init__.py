@@ -5,7 +5,9 @@ from .. import Library, RunnerInfo, Runtime
 
 _OPTS = "infer_compare.backends.pytorch.options"
 # imported once by a fork server, not by each configuration's process (4-10 s each on the H100 machine);
-# nothing here may initialise CUDA (the server checks: a forked child could not use it)
+# nothing here may initialise CUDA (the server checks: a forked child could not use it). Inductor's import
+# asks torch.cuda.is_available(), which the server answers from NVML (measured on the H100 machine, torch
+# 2.11: CUDA driver and torch both uninitialised after it); it saves 1-3 s per torch.compile configuration
 _PRELOAD = ("torch", "?torchvision", "infer_compare.backends.pytorch.run", "infer_compare.child", "infer_compare.bench")
 
 RUNTIME = Runtime(
@@ -18,7 +20,7 @@ RUNTIME = Runtime(
                    formats=("pytorch",), options=f"{_OPTS}:EagerOptions", preload=_PRELOAD),
         RunnerInfo("pytorch-compile", "PyTorch torch.compile", "infer_compare.backends.pytorch.run:PyTorchCompileRunner",
                    ("cuda",), formats=("pytorch",), options=f"{_OPTS}:CompileOptions",
-                   preload=_PRELOAD),  # not Inductor: on a GPU machine its import initialises CUDA
+                   preload=(*_PRELOAD, "?torch._inductor.compile_fx")),
     ),
     libraries=(
         Library("torch", ("torch",), "pip install 'infer-compare[torch]'  (PyTorch: see pytorch.org for the build "
