@@ -65,9 +65,11 @@ def compare(
     from . import device_kinds, env
     from .cache import Cache
     from .measure import measure
+    from .timeline import TimedProgress, Timeline
 
     t_start = time.perf_counter()
-    prog = progress or Progress()
+    timeline = Timeline(t_start)
+    prog = TimedProgress(progress or Progress(), timeline)
     sel = make_selection(backends=backends, formats=formats, precisions=precisions, devices=devices,
                          batch_sizes=batch_sizes, threads=threads, warmup_iters=warmup_iters, min_iters=min_iters,
                          min_time_s=min_time_s, cell_timeout_s=cell_timeout_s, seed=seed, max_time_s=max_time_s,
@@ -87,7 +89,8 @@ def compare(
                            parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
                            cache=cache, threads=sel.threads, prog=prog, warn=warn)
         return measure(prep, sel, environment=environment, present=present, cache=cache, prog=prog,
-                       warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers)
+                       warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers,
+                       timeline=timeline)
     finally:
         servers.close()
 

@@ -42,6 +42,7 @@ from .records import (
     cell_label,
 )
 from .rows import record_from_result
+from .timeline import ARTIFACT, CONFIGURATION, PREPARE, Timeline
 
 MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
 
@@ -59,13 +60,14 @@ class _Run:
         self.incomplete_reason = ""
         self.servers = ForkServers(prog.log)
         self.preload: dict[str, tuple[str, ...]] = {}  # runner -> the modules its runtime's fork server imports
+        self.timeline = Timeline(t_start)
 
     def report(self) -> Report:
         return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                       tuple(self.command or sys.argv), self.prep.minfo, self.environment, self.settings,
                       tuple(self.rows), tuple(self.warnings), tuple(self.notes),
                       round(time.perf_counter() - self.t_start, 2), complete=not self.incomplete_reason,
-                      not_run=self.not_run, incomplete_reason=self.incomplete_reason)
+                      not_run=self.not_run, incomplete_reason=self.incomplete_reason, timeline=self.timeline.spans())
 
     def interrupted(self, cells: list[Cell], why: str) -> None:
         """Mark the report incomplete, listing every cell (and batch size) that has no row, and hand
@@ -215,7 +217,7 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
 def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
             prog: Progress | None = None, warnings: list[str] | None = None, command: Iterable[str] | None = None,
             on_row: Callable[[Report], None] | None = None, t_start: float | None = None,
-            servers: ForkServers | None = None) -> Report:
+            servers: ForkServers | None = None, timeline: Timeline | None = None) -> Report:
     """Plan the cells, probe the runners, get each artifact (carried, cached or built), measure
     every configuration in an isolated child, check parity against ``prep.ref``; the Report."""
     from .devices import measurement_warnings
@@ -234,6 +236,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
     run.preload = preloads(c.runner for c in cells if c.device is not None)
     run.servers = servers or ForkServers(prog.log, str(cache.root))
+    run.timeline = timeline or run.timeline
     try:
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
@@ -242,6 +245,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
         run.interrupted(cells, str(e) or "interrupted by SIGINT (Ctrl-C)")
         raise
     finally:
+        run.timeline.mark("closing", PREPARE)
         run.servers.close()
         shutil.rmtree(work, ignore_errors=True)
         run.warnings.extend(m for m in cache.messages if m not in run.warnings)
@@ -252,6 +256,8 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
                    cache: Cache) -> None:
     for idx, c in enumerate(cells):
         base = row_base(c, run.settings.threads or 1)
+        what = f"{c.runner} {c.fmt} {c.precision} {c.device or c.kind}"
+        run.timeline.mark(f"{what}: runner probe and artifact", ARTIFACT)
         _, skipped = cannot_run(c, base)
         if skipped is not None:
             more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
@@ -262,6 +268,7 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
             run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
                               skip_kind="unavailable" if art.status == SKIPPED else ""))
             continue
+        run.timeline.mark(what, CONFIGURATION)
         _measure_config(run, c, art, sel, work, f"cell{idx}", cache)
 
 

@@ -336,6 +336,7 @@ class Report(Record):
     # a soak's windows and summary per configuration (infer_compare/soak/); () in a comparison. Older
     # files load without it and older readers ignore it, so the schema version stays.
     soak: tuple[SoakResult, ...] = ()
+    timeline: tuple[dict[str, Any], ...] = ()  # where the wall time went (timeline.py); () in older files
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:

@@ -18,6 +18,7 @@ from ..records import (
     RunRecord,
     percentile_rule,
 )
+from ..timeline import summary as time_summary
 
 COLUMNS = ("backend", "format", "precision", "device", "batch", "n", "p50 ms", "±CI", "p99 ms", "img/s", "load s",
            "peak RSS MB", "size MB", "export s", "cos", "top-1", "acc", "status")
@@ -213,7 +214,7 @@ def env_lines(rep: Report) -> list[str]:
         f"calls and >= {s.min_time_s} s; parity on {s.parity_samples} inputs; cell timeout {s.cell_timeout_s:.0f} s; "
         f"{scenario_text(s)}",
         f"infer-compare {rep.tool_version}, schema {rep.schema_version}, {rep.created}, "
-        f"{rep.elapsed_s if rep.elapsed_s is not None else '?'} s",
+        f"{rep.elapsed_s if rep.elapsed_s is not None else '?'} s", *filter(None, [time_summary(rep)]),
     ]
 
 

@@ -327,6 +327,7 @@ def _environment(rep: Report) -> list[str]:
         ("settings", _settings_line(rep)),
         ("tool", f"infer-compare {rep.tool_version}, results schema {rep.schema_version}, run took "
                  f"{rep.elapsed_s if rep.elapsed_s is not None else '?'} s"),
+        ("time", common.time_summary(rep).partition(": ")[2] or "–"),
         ("command", " ".join(rep.command)),
     ]
     out = ['<h2 id="environment">Environment</h2><dl class="env">']

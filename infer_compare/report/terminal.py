@@ -52,6 +52,8 @@ def print_report(rep: Report, console=None) -> None:
         con.print(f"[dim]skipped ({sum(1 for r in rep.rows if r.status == SKIPPED)} rows):[/]")
         for what, reason, hint in skips:
             con.print(f"  [dim]{escape(what)}[/]: {escape(reason)}" + (f"\n      [cyan]→ {escape(hint)}[/]" if hint else ""))
+    if common.time_summary(rep):
+        con.print(f"[dim]{escape(common.time_summary(rep))}[/]")
     e = rep.environment
     con.print(f"[dim]{e.cpu_model}, {rep.settings.threads} threads, {e.python}, "
               + ", ".join(f"{k} {v}" for k, v in e.libraries.items() if k in (
