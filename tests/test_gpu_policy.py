@@ -132,6 +132,37 @@ def test_pytorch_compile_with_cuda_graphs_declines_the_throughput_scenario(torch
     assert tp.concurrency == 2 and tp.images > 0
 
 
+def test_pytorch_cuda_rows_keep_the_model_across_batch_sizes(torch_stand_in, monkeypatch):
+    """One load per configuration: the next batch size re-shapes (fresh meter and event ring, notes of
+    that batch only; torch.compile compiles the new shape in the re-shape time); CUDA-graph rows reload."""
+    from infer_compare.backends.pytorch.run import PyTorchCompileRunner, PyTorchRunner
+
+    from . import fake_gpu
+
+    t = torch_stand_in
+    built = []
+    monkeypatch.setattr("infer_compare.models.rebuild", lambda spec, path: built.append(1) or fake_gpu.FakeModel(t))
+    r = _torch_runner(PyTorchRunner, batch=1)
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    for _ in range(3):
+        r.run(r.prepare(x))
+    r.extra_metrics()
+    notes_b1, ring_b1 = list(r.notes), r.events
+    assert r.rebatch(8) is True and len(built) == 1  # not rebuilt, not moved again
+    assert r.events is not ring_b1 and r.events.calls == 0 and r.meter.images_per_call == 8
+    assert r.notes == r._load_notes and len(r.notes) <= len(notes_b1)  # the batch-1 metrics note is not carried
+    assert "loaded for batch 1" in r.settings["before_first_call"] and t.calls["model"] == 3  # nothing ran
+    assert r.to_numpy(r.run(r.prepare(np.zeros((8, 1, 4, 4), np.float32)))).shape == (8, 10)
+
+    c = _torch_runner(PyTorchCompileRunner, batch=1)
+    before = t.calls["model"]
+    assert c.rebatch(32) is True and t.calls["model"] == before + 3  # compiled on the new shape, in re-shape time
+    assert "compiled" in c.settings["before_first_call"] and c.settings["compile_s"] is not None
+    assert sum("torch.compile" in n for n in c.notes) == 1  # one compile note: this shape's
+    g = _torch_runner(PyTorchRunner, cuda_graphs=True)
+    assert g.rebatch(8) is False  # its graph was captured for batch 4: a reload captures batch 8
+
+
 def _tiny_onnx(path):
     import onnx
     from onnx import TensorProto, helper

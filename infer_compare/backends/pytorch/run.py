@@ -133,9 +133,10 @@ class PyTorchRunner(CudaRows, Runner):
         self._load_cuda(model)
 
     def rebatch(self, batch_size: int) -> bool:
-        """Eager CPU rows take any batch size as loaded; CUDA rows (meter, graphs, compiled shapes) reload."""
+        """Eager CPU rows take any batch size as loaded; CUDA rows keep the model on the GPU (a new meter and
+        event ring; torch.compile compiles the new shape), except CUDA-graph rows, which reload."""
         if self._cuda:
-            return False
+            return self._cuda_rebatch(batch_size)
         self.options.batch_size = int(batch_size)
         return True
 

@@ -185,6 +185,7 @@ class CudaRows:
             model, mode = self._compile(model, opts)
         self.model = model
         self.events = TorchEventRing(torch, torch.cuda.current_stream(dev))
+        self._opts, self._mode, self._load_notes = opts, mode, list(self.notes)
         before = self._before_first_call(opts, mode)
         self.exec_precision = self.options.precision
         self.settings = {
@@ -202,7 +203,7 @@ class CudaRows:
         }
         self._compile_notes(mode)
 
-    def _before_first_call(self, opts: EagerOptions, mode: str | None) -> str:
+    def _before_first_call(self, opts: EagerOptions, mode: str | None, reshaped_from: int | None = None) -> str:
         """Compile or capture now (load time), and say what ran before the first timed call."""
         shape = self._measured_shape()
         self._compile_s = None
@@ -210,6 +211,9 @@ class CudaRows:
             self._compile_s = self._warm_compile(shape)
             what = "compiled and recorded its CUDA graphs" if self._mark_step is not None else "compiled"
             return f"torch.compile ({mode}) {what} in load() on {WARM_CALLS} calls on a zero batch of the measured shape"
+        if reshaped_from is not None:
+            return (f"nothing at this shape: the model, loaded for batch {reshaped_from} in this process, has not run "
+                    "at this batch size before the first timed call")
         if self._graphs:
             if shape is None:
                 raise RunnerError("CUDA graphs are captured at load on the measured shape, and this model does not "
@@ -221,6 +225,27 @@ class CudaRows:
                               "first timed call the first replay")
             return f"CUDA graph captured in load(): {WARM_CALLS} warm-up calls and the capture on a zero batch"
         return "nothing: the model has not run before the first timed call"
+
+    def _cuda_rebatch(self, batch_size: int) -> bool:
+        """The next batch size on the loaded model, its weights left on the GPU: a fresh meter and event
+        ring; torch.compile compiles for the new shape now (its load time). False (reload) for rows with
+        CUDA graphs, which are captured per shape."""
+        import torch
+
+        from ...gpu import CallMeter
+
+        if self._graphs or self._mark_step is not None:
+            return False
+        before = int(self.options.batch_size)
+        self.options.batch_size = int(batch_size)
+        self.meter.close()
+        self.meter = CallMeter(self.device, self.options.batch_size)
+        self.meter.start()
+        self.events = TorchEventRing(torch, torch.cuda.current_stream(self._dev))
+        self.notes = list(self._load_notes)
+        self.settings["before_first_call"] = self._before_first_call(self._opts, self._mode, reshaped_from=before)
+        self._compile_notes(self._mode)
+        return True
 
     def _compile_notes(self, mode: str | None) -> None:
         if self._compile_s is None:
