@@ -142,15 +142,17 @@ class ForkServer:
         return self._status[pid]
 
     def close(self) -> None:
+        """End the server. Its children are done (or killed) by now and it holds nothing to save, so it is
+        killed rather than left to finalise its imports (1.2 s of interpreter teardown with torch loaded)."""
         if self.proc is None:
             return
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()
-            self.proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
+        except OSError:
+            pass
+        self.proc.kill()
+        self.proc.wait()
         self.proc, self.ready = None, False
 
 
