@@ -131,9 +131,13 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def latency_pair(row: Any, ba: dict[str, Any], bridge: dict[str, Any]) -> dict[str, Any]:
     """One latency pair: both sides' figures, what each timed, and the ratios."""
-    own = row.extra.get("openvino_ms_p50")
+    own, own_mean = row.extra.get("openvino_ms_p50"), row.extra.get("openvino_ms_mean")
+    ba_py = ba["wall_per_iteration_ms"] - ba["average_ms"] if ba["wall_per_iteration_ms"] and ba["average_ms"] else None
     return {
         "tool_p50_ms": row.latency.p50_ms, "tool_mean_ms": row.latency.mean_ms, "tool_own_p50_ms": own,
+        "tool_own_mean_ms": own_mean,  # Python's cost per call, each side: wall mean - OpenVINO's own mean
+        "tool_python_per_call_ms": row.latency.mean_ms - own_mean if own_mean is not None else None,
+        "benchmark_app_python_per_call_ms": ba_py,
         "tool_calls": row.latency.count, "tool_threads": row.options.get("INFERENCE_NUM_THREADS"),
         "tool_streams": row.options.get("NUM_STREAMS"), "tool_api": row.options.get("api"),
         "benchmark_app_median_ms": ba["median_ms"], "benchmark_app_average_ms": ba["average_ms"],
@@ -265,6 +269,10 @@ def _f(v: Any, fmt: str = ".3f") -> str:
     return "?" if v is None else format(v, fmt)
 
 
+def _ms_us(v: float | None) -> float | None:
+    return None if v is None else v * 1e3
+
+
 def print_ov(res: dict[str, Any]) -> None:
     if "skipped" in res:
         print(f"c. OpenVINO vs benchmark_app: skipped: {res['skipped']}")
@@ -284,6 +292,9 @@ def print_ov(res: dict[str, Any]) -> None:
               f"{_f(p['benchmark_app_wall_per_iteration_ms'])}; {p['benchmark_app_threads']} threads, "
               f"{p['benchmark_app_streams']} stream) | bridge Median {_f(p['bridge_median_ms'], '.2f')} ms "
               f"({p['bridge_threads']} threads)")
+        print(f"      Python per call (wall mean - OpenVINO's own mean): tool "
+              f"{_f(_ms_us(p['tool_python_per_call_ms']), '.0f')} us, benchmark_app "
+              f"{_f(_ms_us(p['benchmark_app_python_per_call_ms']), '.0f')} us")
         print(f"      -> p50/Median {_f(p['ratio'])}, own/own {_f(p['ratio_own'])}, wall/wall "
               f"{_f(p['ratio_wall_mean'])}, tool own/bridge {_f(p['ratio_tool_bridge'])}, bridge/benchmark_app "
               f"{_f(p['ratio_bridge_ba'])}")

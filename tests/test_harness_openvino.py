@@ -46,8 +46,11 @@ def test_harness_ratios_compare_like_with_like():
     ba = h.parse_benchmark_app((DATA / "latency.txt").read_text())
     bridge = dict(ba, median_ms=2.5)
     row = SimpleNamespace(latency=SimpleNamespace(p50_ms=2.2, mean_ms=2.3, count=100),
-                          extra={"openvino_ms_p50": 2.0}, options={"INFERENCE_NUM_THREADS": 2, "NUM_STREAMS": 1})
+                          extra={"openvino_ms_p50": 2.0, "openvino_ms_mean": 2.25},
+                          options={"INFERENCE_NUM_THREADS": 2, "NUM_STREAMS": 1})
     p = h.latency_pair(row, ba, bridge)
+    assert p["tool_python_per_call_ms"] == pytest.approx(0.05)
+    assert p["benchmark_app_python_per_call_ms"] == pytest.approx(1002.23 / 469 - 2.09)
     assert p["ratio"] == pytest.approx(2.2 / 2.02)  # the figure: wall p50 over OpenVINO's own Median
     assert p["ratio_own"] == pytest.approx(2.0 / 2.02) and p["ratio_tool_bridge"] == pytest.approx(2.0 / 2.5)
     assert p["ratio_wall_mean"] == pytest.approx(2.3 / (1002.23 / 469))
