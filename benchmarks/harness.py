@@ -9,7 +9,11 @@ c. OpenVINO: the tool over ``benchmark_app`` (shipped with the openvino wheel) o
    precision, device and input (the tool's timed image, given to benchmark_app with ``-i``:
    speed can depend on the data), for both scenarios: the latency scenario (tool p50 over
    ``benchmark_app -hint latency``'s Median) and the throughput scenario (tool img/s over
-   ``benchmark_app -hint throughput``'s Throughput); goal within 3 % for both;
+   ``benchmark_app -hint throughput``'s Throughput); goal within 3 % for both. Each pair also
+   prints what the two sides timed in like terms (OpenVINO's own latency on both sides, wall per
+   call on both sides, occupancy of the requests) and a *bridge*: benchmark_app run with the
+   tool's own compile properties, which separates the configuration's effect from the rest
+   (harness_openvino.py says exactly what each figure is);
 d. PyTorch CUDA, eager fp16 channels_last: the tool's p50 over a bare loop with CUDA events
    (where a GPU is present; otherwise skipped, saying why).
 
@@ -20,7 +24,8 @@ every pair and the median ratio, so that drift on a shared machine shows.
 
 benchmark_app refuses -nthreads/-nstreams together with a hint, so it runs with OpenVINO's
 defaults; the tool runs with its own (INFERENCE_NUM_THREADS = the physical cores). Both
-thread counts and stream counts are printed next to the ratios.
+thread counts and stream counts are printed next to the ratios, with the compiled-model
+properties that differ; the bridge runs benchmark_app on the tool's properties.
 (This script replaces benchmarks/overhead.py; its figures a and b mean what that script's 1
 and 2 meant; its 3, a sync 1-request comparison, is now c's latency scenario.)
 """
@@ -30,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -41,6 +45,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(1, str(Path(__file__).resolve().parent))
+
+import harness_openvino  # noqa: E402
 
 from infer_compare import compare  # noqa: E402
 from infer_compare.bench import LoopSettings  # noqa: E402
@@ -151,57 +158,9 @@ def ort_vs_bare(threads: int, secs: float, rounds: int, cache: str | None) -> di
 
 
 # ------------------------------------------------------------------------------ c. OpenVINO
-def _benchmark_app(exe: str, ir: str, hint: str, precision: str, shape: str, secs: float, data: str) -> dict:
-    args = [exe, "-m", ir, "-d", "CPU", "-hint", hint, "-t", str(max(1, round(secs))), "-shape", shape,
-            "-infer_precision", {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}[precision], "-ip", "f32", "-i", data]
-    out = subprocess.run(args, capture_output=True, text=True)
-    text = out.stdout + out.stderr
-    med = re.search(r"Median:\s+([\d.]+)\s*(ms|us|s)\b", text)
-    tput = re.search(r"Throughput:\s+([\d.]+)\s*FPS", text)
-    if not (med and tput):
-        raise RuntimeError(f"could not read benchmark_app's Median/Throughput: {text[-600:]}")
-    scale = {"ms": 1.0, "us": 1e-3, "s": 1e3}[med.group(2)]
-    prop = {k: (m.group(1) if (m := re.search(rf"\b{k}:\s+(\S+)", text)) else None)
-            for k in ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "PERFORMANCE_HINT")}
-    nireq = re.search(r"(\d+) inference requests", text)
-    return {"median_ms": float(med.group(1)) * scale, "fps": float(tput.group(1)), "args": " ".join(args[1:]),
-            "infer_requests": int(nireq.group(1)) if nireq else None, **prop}
-
-
-def _tool_openvino(model: str, precision: str, threads: int | None, secs: float, cache: str | None):
-    rep = compare(model, backends=["openvino"], formats=["openvino"], devices=["cpu"], precisions=[precision],
-                  batch_sizes=[1], threads=threads, scenarios="both", min_time_s=secs, max_time_s=secs,
-                  min_iters=20, cache_dir=cache)
-    rows = {r.scenario: r for r in rep.rows if r.batch_size == 1}
-    bad = [r for r in rows.values() if r.status != "ok"]
-    if bad or len(rows) != 2:
-        raise RuntimeError(f"the tool's OpenVINO rows did not run: {[(r.label, r.status, r.reason) for r in bad]}")
-    return rows["latency"], rows["throughput"]
-
-
-def _ir_and_shape(model: str, precision: str, cache: str | None) -> tuple[str, str]:
-    """The IR the tool measures (a short tool run builds or finds it in the cache) and its input shape."""
-    rep = compare(model, backends=["openvino"], formats=["openvino"], devices=["cpu"], precisions=[precision],
-                  batch_sizes=[1], min_time_s=0.0, max_time_s=0.1, min_iters=1, target_ci=None, cache_dir=cache)
-    row = next((r for r in rep.rows if r.batch_size == 1 and r.status == "ok" and r.export is not None), None)
-    if row is None:
-        raise RuntimeError(f"the tool's OpenVINO row did not run: {[(r.label, r.reason) for r in rep.rows]}")
-    return row.export.path, "[1," + ",".join(map(str, rep.model.input_shape)) + "]"
-
-
-def _timed_batch(model: str, cache: str | None) -> str:
-    """The tool's batch-1 input (its first evaluation image) as a .npy file for benchmark_app's -i."""
-    from infer_compare.cache import Cache
-    from infer_compare.prepare import prepare_model
-
-    prep = prepare_model(model, cache=Cache(cache))
-    path = Path(tempfile.mkdtemp()) / "input.npy"
-    np.save(path, np.ascontiguousarray(prep.ds.eval[:1], dtype=np.float32))
-    return str(path)
-
-
 def ov_vs_benchmark_app(model: str, precision: str, threads: int | None, secs: float, rounds: int,
                         cache: str | None) -> dict:
+    """Part c (harness_openvino.py), where OpenVINO and its benchmark_app are installed."""
     from infer_compare.backends.openvino.run import OpenVinoRunner
 
     av = OpenVinoRunner.probe("cpu")
@@ -210,27 +169,7 @@ def ov_vs_benchmark_app(model: str, precision: str, threads: int | None, secs: f
     exe = shutil.which("benchmark_app") or str(Path(sys.executable).parent / "benchmark_app")
     if not os.path.exists(exe):
         return {"skipped": "benchmark_app not found (it ships with the openvino wheel)"}
-    ir, shape = _ir_and_shape(model, precision, cache)
-    data = _timed_batch(model, cache)  # the tool's timed batch: benchmark_app runs the same image, not noise
-    lat, tput = [], []
-    for k in range(rounds):  # the tool first in even rounds, benchmark_app first in odd ones: drift cancels out
-        if k % 2 == 0:
-            lrow, trow = _tool_openvino(model, precision, threads, secs, cache)
-        ba_l = _benchmark_app(exe, ir, "latency", precision, shape, secs, data)
-        ba_t = _benchmark_app(exe, ir, "throughput", precision, shape, secs, data)
-        if k % 2 == 1:
-            lrow, trow = _tool_openvino(model, precision, threads, secs, cache)
-        lat.append({"tool_p50_ms": lrow.latency.p50_ms, "benchmark_app_median_ms": ba_l["median_ms"],
-                    "ratio": lrow.latency.p50_ms / ba_l["median_ms"], "tool_exec_precision": lrow.exec_precision,
-                    "tool_threads": lrow.options.get("INFERENCE_NUM_THREADS"),
-                    "benchmark_app_threads": ba_l["INFERENCE_NUM_THREADS"], "benchmark_app": ba_l["args"]})
-        o = trow.options
-        tput.append({"tool_img_s": trow.throughput, "benchmark_app_img_s": ba_t["fps"],
-                     "ratio": trow.throughput / ba_t["fps"], "tool_streams": o.get("NUM_STREAMS"),
-                     "tool_requests": o.get("infer_requests"), "tool_threads": o.get("INFERENCE_NUM_THREADS"),
-                     "benchmark_app_streams": ba_t["NUM_STREAMS"], "benchmark_app_requests": ba_t["infer_requests"],
-                     "benchmark_app_threads": ba_t["INFERENCE_NUM_THREADS"], "benchmark_app": ba_t["args"]})
-    return {"model": model, "precision": precision, "ir": ir, "latency": _pairs(lat), "throughput": _pairs(tput)}
+    return harness_openvino.ov_vs_benchmark_app(model, precision, threads, secs, rounds, cache, exe)
 
 
 # ------------------------------------------------------------------------------ d. PyTorch CUDA
@@ -259,24 +198,6 @@ def cuda_vs_bare(model: str, batch: int, secs: float, rounds: int, cache: str | 
 
 
 # ------------------------------------------------------------------------------ printing
-def _print_ov(res: dict) -> None:
-    if "skipped" in res:
-        print(f"c. OpenVINO vs benchmark_app: skipped: {res['skipped']}")
-        return
-    for p in res["latency"]["pairs"]:
-        print(f"   latency scenario: tool p50 {p['tool_p50_ms']:.3f} ms ({p['tool_threads']} threads) vs benchmark_app "
-              f"-hint latency Median {p['benchmark_app_median_ms']:.3f} ms ({p['benchmark_app_threads']} threads) "
-              f"-> {p['ratio']:.3f}")
-    for p in res["throughput"]["pairs"]:
-        print(f"   throughput scenario: tool {p['tool_img_s']:.1f} img/s ({p['tool_streams']} streams, "
-              f"{p['tool_requests']} requests, {p['tool_threads']} threads) vs benchmark_app -hint throughput "
-              f"{p['benchmark_app_img_s']:.1f} FPS ({p['benchmark_app_streams']} streams, "
-              f"{p['benchmark_app_requests']} requests, {p['benchmark_app_threads']} threads) -> {p['ratio']:.3f}")
-    print(f"c. tool / benchmark_app, OpenVINO {res['model']} {res['precision']} batch 1: latency p50 median ratio "
-          f"{res['latency']['median_ratio']:.3f}, throughput median ratio {res['throughput']['median_ratio']:.3f} "
-          "(goal: within 3 % for both)", flush=True)
-
-
 def _print_cuda(res: dict) -> None:
     if "skipped" in res:
         print(f"d. PyTorch CUDA vs a bare loop: skipped: {res['skipped']}")
@@ -322,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{o['median_ratio']:.3f} (goal <= 1.05)", flush=True)
     if "c" in a.parts:
         res["c_openvino"] = ov_vs_benchmark_app(a.model, a.ov_precision, a.threads, a.seconds, a.rounds, a.cache_dir)
-        _print_ov(res["c_openvino"])
+        harness_openvino.print_ov(res["c_openvino"])
     if "d" in a.parts:
         res["d_pytorch_cuda"] = cuda_vs_bare(a.model, a.gpu_batch, a.seconds, a.rounds, a.cache_dir)
         _print_cuda(res["d_pytorch_cuda"])

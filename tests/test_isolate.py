@@ -1,7 +1,9 @@
 """A crash or a hang in a backend becomes a failed row; the comparison goes on; one
 process measures a configuration's batch sizes in turn, and a crash in one batch size
-loses nothing measured before it (a fresh process takes the rest)."""
+loses nothing measured before it (a fresh process takes the rest); the parent re-reads the
+child's result file only when it changed."""
 
+import json
 import time
 
 import numpy as np
@@ -92,3 +94,20 @@ def test_compare_survives_a_crashing_backend(cache_dir, monkeypatch):
     by = {r.backend: r for r in rep.rows if r.batch_size is not None}
     assert by["onnxruntime"].status == "run_failed" and "SIGSEGV" in by["onnxruntime"].reason
     assert by["pytorch"].status == "ok"
+
+
+# ------------------------------------------------------------------------------ the parent's poll
+def test_the_parent_parses_the_result_file_only_when_it_changed(tmp_path, monkeypatch):
+    from infer_compare import isolate
+
+    parses = []
+    real = isolate._read_results
+    monkeypatch.setattr(isolate, "_read_results", lambda p, *a: parses.append(p) or real(p, *a))
+    path = tmp_path / "r.jsonl"
+    prog = isolate._Progress(path)
+    assert prog.count() == 0 and parses == []  # no file yet
+    path.write_text(json.dumps(CellResult(batch_size=1, ok=True, samples_ns=(1, 2, 3)).to_dict()) + "\n")
+    assert [prog.count() for _ in range(5)] == [1] * 5 and len(parses) == 1
+    with open(path, "a") as f:
+        f.write(json.dumps(CellResult(batch_size=2, ok=True, samples_ns=(4,)).to_dict()) + "\n")
+    assert prog.count() == 2 and prog.count() == 2 and len(parses) == 2

@@ -8,8 +8,17 @@ each with its own copy of the input. The loop is benchmark_app's inference-only 
 round of requests has been started, then ``wait_all()``; images/s = requests x batch /
 that wall time; each request's latency is OpenVINO's own ``InferRequest.latency``, read
 when its request is idle again, as benchmark_app reports it. No Python completion
-callback: one would need the GIL inside OpenVINO's thread while the loop waits. Compiling the THROUGHPUT model is outside the measurement
-(``throughput_compile_s`` in the row's settings).
+callback: one would need the GIL inside OpenVINO's thread while the loop waits. Compiling
+the THROUGHPUT model is outside the measurement (``throughput_compile_s`` in the row's settings).
+
+Against benchmark_app (openvino/tools/benchmark/benchmark.py, ``async_inference_only``):
+the same loop, the same window (from before the first start_async() to the end of
+wait_all(): the ramp-up and the drain count on both sides) and the same formula. One
+difference, kept: the tool warms every request (whole rounds, >= ``warmup_s``, all
+finished) before its window, benchmark_app one request once (``first_infer``), so its other
+streams' first inferences fall in its window. The latency model of the cell stays loaded
+during this scenario (idle: its threads took no CPU time in the window, and the loop's
+img/s with or without it, or with it deleted, did not differ on the 2-core machine).
 """
 
 from __future__ import annotations
@@ -45,8 +54,9 @@ def _run(q: Any, nireq: int, dur_ns: int, clock: Any) -> tuple[int, list[float]]
     return it, lats
 
 
-def _loop(q: Any, nireq: int, s: ThroughputSettings, images_per_request: int) -> Window:
-    clock = time.perf_counter_ns
+def _loop(q: Any, nireq: int, s: ThroughputSettings, images_per_request: int,
+          clock: Any = time.perf_counter_ns) -> Window:
+    """Warm-up (every request at least once, whole rounds, all done), then the measured window."""
     warm, _ = _run(q, nireq, int(s.warmup_s * 1e9), clock)  # at least one round of requests
     if s.meter is not None:
         s.meter.start()
