@@ -62,9 +62,8 @@ def compare(
     call after another), "throughput" (each runtime's own concurrency, ``concurrency`` requests in flight,
     0 = the runtime's choice) or "both"; ``io``: the GPU timing policy, "device" (default) or "host". Bad arguments raise
     UsageError; a failure of one backend or export is a failed row, never an exception."""
-    from . import device_kinds, env
+    from . import compile_caches, device_kinds
     from .cache import Cache
-    from .measure import measure
     from .timeline import TimedProgress, Timeline
 
     t_start = time.perf_counter()
@@ -80,6 +79,20 @@ def compare(
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
     check_model(model, parity_samples)
     present = device_kinds.present()
+    with compile_caches.kept_under(cache.root if use_cache else None):
+        return _run(model, sel, present, cache, prog, warnings, t_start=t_start, timeline=timeline,
+                    weights=weights, input_shape=input_shape, example_input=example_input, data=data,
+                    parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
+                    command=command, on_row=on_row)
+
+
+def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: Any, warnings: Any, *,
+         t_start: float, timeline: Any, weights: str, input_shape: str | None, example_input: Any, data: Any,
+         parity_samples: int | None, calibration_samples: int | None, seed: int, command: Any, on_row: Any):
+    """Probe, prepare and measure, with the fork servers started first and closed at the end."""
+    from . import env
+    from .measure import measure
+
     servers = launch_fork_servers(model, sel, present, cache, prog)  # their imports overlap the preparation
     try:
         prog.task("probing the environment")
@@ -87,7 +100,7 @@ def compare(
         sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
         prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
                            parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
-                           cache=cache, threads=sel.threads, prog=prog, warn=warn)
+                           cache=cache, threads=sel.threads, prog=prog, warn=warnings)
         return measure(prep, sel, environment=environment, present=present, cache=cache, prog=prog,
                        warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers,
                        timeline=timeline)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import deps
+from ... import compile_caches, deps
 from ...batches import count
 from ...errors import BackendUnavailable, RunnerError
 from ..throughput import CUDA_STREAMS, ThroughputResult, ThroughputSettings, result, run_pipelined
@@ -117,9 +117,9 @@ class CudaRows:
         if not hasattr(torch, "compile"):
             raise BackendUnavailable(f"torch.compile needs PyTorch >= 2.0 (this is {torch.__version__})",
                                      deps.hint("torch"))
-        if self.options.cache_dir:  # Inductor's and Triton's on-disk caches: reused across cells and runs
-            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(self.options.cache_dir, "torchinductor"))
-            os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(self.options.cache_dir, "triton"))
+        # Inductor's and Triton's on-disk caches, reused across cells and runs: the comparison sets them for
+        # every process (compile_caches.py); this covers a runner used on its own
+        os.environ.update(compile_caches.env_for(self.options.cache_dir))
         model = torch.compile(model, mode=None if mode == "default" else mode)
         if mode in ("reduce-overhead", "max-autotune"):
             self._mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)

@@ -1,0 +1,49 @@
+"""Where torch.compile keeps what it compiled: under the tool's cache directory.
+
+Inductor (``TORCHINDUCTOR_CACHE_DIR``: FX graphs, generated code) and Triton (``TRITON_CACHE_DIR``:
+compiled kernels) keep their work on disk, so that a later process compiling the same graph loads
+it instead (measured on the lent H100: 5-6 s per torch.compile configuration warm against 15-33 s
+cold). The tool keeps both under its own cache directory, so that ``--cache-dir`` moves them and
+clearing that directory clears them.
+
+Both are set for the whole comparison, before any torch work, in this process and so in every
+child and fork server: torch's ``cache_dir()`` writes its default (``/tmp/torchinductor_<user>``)
+into ``os.environ`` the first time anything asks for it, and the parent's ONNX export can, after
+which a child's own late default found the variable set. Measured on the H100 before this: the
+compiled code went to ``/tmp/torchinductor_root`` while the tool's cache held only Triton's
+kernels, and a run with an emptied cache directory still found Inductor's graphs.
+
+A variable the user set is kept as it is; the previous values are put back afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+SUBDIRS = {"TORCHINDUCTOR_CACHE_DIR": "torchinductor", "TRITON_CACHE_DIR": "triton"}
+
+
+def env_for(cache_root: str | os.PathLike | None) -> dict[str, str]:
+    """The variables to set for ``cache_root``: those the environment does not set already."""
+    if not cache_root:
+        return {}
+    return {k: os.path.join(os.fspath(cache_root), sub) for k, sub in SUBDIRS.items() if k not in os.environ}
+
+
+@contextmanager
+def kept_under(cache_root: str | os.PathLike | None) -> Iterator[dict[str, str]]:
+    """Inductor's and Triton's caches under ``cache_root`` (None: left to torch) while the block runs;
+    yields what was set."""
+    saved = {k: os.environ.get(k) for k in SUBDIRS}
+    env = env_for(cache_root)
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

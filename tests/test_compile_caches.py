@@ -1,0 +1,61 @@
+"""torch.compile's on-disk caches under the tool's cache directory (compile_caches.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from infer_compare import compile_caches
+
+
+def test_set_for_the_block_and_put_back(tmp_path, monkeypatch):
+    for k in compile_caches.SUBDIRS:
+        monkeypatch.delenv(k, raising=False)
+    with compile_caches.kept_under(tmp_path) as env:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "torchinductor")
+        assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "triton")
+        assert set(env) == set(compile_caches.SUBDIRS)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = "/elsewhere"  # torch may rewrite it during the run
+    assert not any(k in os.environ for k in compile_caches.SUBDIRS)
+
+
+def test_the_users_choice_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/mine")
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    with compile_caches.kept_under(tmp_path) as env:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/mine"
+        assert env == {"TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/mine" and "TRITON_CACHE_DIR" not in os.environ
+
+
+def test_no_cache_leaves_them_to_torch(monkeypatch):
+    for k in compile_caches.SUBDIRS:
+        monkeypatch.delenv(k, raising=False)
+    with compile_caches.kept_under(None) as env:
+        assert env == {} and not any(k in os.environ for k in compile_caches.SUBDIRS)
+
+
+def test_children_see_them_before_torch_picks_its_default(tmp_path, monkeypatch):
+    """The fault this fixes: torch's cache_dir() writes its default into the environment when first asked;
+    set first, a child process's Inductor cache directory is the tool's."""
+    for k in compile_caches.SUBDIRS:
+        monkeypatch.delenv(k, raising=False)
+    code = "from torch._inductor.runtime.cache_dir_utils import cache_dir; print(cache_dir())"
+    with compile_caches.kept_under(tmp_path):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(tmp_path / "torchinductor")
+
+
+def test_a_comparison_runs_with_them_set(tmp_path, monkeypatch):
+    from infer_compare import compare
+
+    for k in compile_caches.SUBDIRS:
+        monkeypatch.delenv(k, raising=False)
+    seen = []
+    compare("lenet5", backends=["onnxruntime"], formats=["onnx"], precisions=["fp32"], devices=["cpu"],
+            batch_sizes=[1], min_time_s=0.0, max_time_s=0.05,
+            min_iters=1, target_ci=None, cache_dir=tmp_path,
+            on_row=lambda rep: seen.append(os.environ.get("TORCHINDUCTOR_CACHE_DIR")))
+    assert seen and set(seen) == {str(tmp_path / "torchinductor")}
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
