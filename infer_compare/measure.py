@@ -260,10 +260,12 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
         run.timeline.mark(f"{what}: runner probe and artifact", ARTIFACT)
         _, skipped = cannot_run(c, base)
         if skipped is not None:
-            more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
+            more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner)) \
+                if c.device is None else ""
             run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
             continue
-        art = _given_artifact(c, sel) if c.artifact else chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
+        art = _given_artifact(c, sel) if c.artifact else \
+            chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
         if isinstance(art, Unbuilt):
             run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
                               skip_kind="unavailable" if art.status == SKIPPED else ""))

@@ -190,11 +190,15 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
                   parity_samples: int | None = None, calibration_samples: int | None = None,
                   max_batch: int = DEFAULT_MAX_BATCH, seed: int = 0, cache_dir: str | os.PathLike | None = None,
                   use_cache: bool = True, threads: int | None = None, command: Iterable[str] | None = None,
-                  progress: Progress | None = None, export_timeout_s: float = 1800.0) -> dict[str, Any]:
+                  progress: Progress | None = None, export_timeout_s: float = 1800.0,
+                  runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build every artifact of the selection (through the artifact cache) and write the
-    bundle to ``out_dir`` (absent or empty). Returns the manifest."""
+    bundle to ``out_dir`` (absent or empty). Returns the manifest. ``runner_options``: the options
+    that describe how artifacts are built (e.g. ``{"onnxruntime": {"int8_reduce_range": "on"}}`` for an
+    int8 file meant for a CPU without VNNI), as ``compare(runner_options=...)``."""
     from .. import env, models
     from ..cache import Cache
+    from ..plan import check_runner_options
     from ..prepare import prepare_model
 
     prog = progress or Progress()
@@ -206,6 +210,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"bundle directory {out} exists and is not empty")
+    option_sets = check_runner_options(runner_options)
     plan = Plan(_wanted(formats_t, precisions_t))
     models.resolve(model)
     warn = warnings = Warnings(prog)
@@ -216,7 +221,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     threads = threads or environment.cores_physical or environment.cores_logical or 1
     prep = prepare_model(model, weights=weights, parity_samples=parity_samples, calibration_samples=calibration_samples,
                          seed=seed, cache=cache, threads=threads, prog=prog, warn=warn)
-    chain = _export_chain(prep, cache, int(max_batch), threads, prog)
+    chain = _export_chain(prep, cache, int(max_batch), threads, prog, option_sets)
     chain.export_timeout_s = float(export_timeout_s)
     prog.task("exporting")
     _collect(plan, chain, warn)
@@ -237,7 +242,8 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     return manifest
 
 
-def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress) -> ArtifactChain:
+def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress,
+                  option_sets: dict[str, Any] | None = None) -> ArtifactChain:
     from ..backends.exporter import ExportContext
 
     minfo = prep.minfo
@@ -245,5 +251,5 @@ def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Pro
                         num_classes=minfo.num_classes, calibration=prep.ds.calibration, max_batch=max_batch,
                         model_spec=dict(prep.model_spec),
                         preprocessing=dict(prep.preprocessing), log=prog.log, threads=threads,
-                        cache_root=str(cache.root))
+                        cache_root=str(cache.root), option_sets=dict(option_sets or {}))
     return ArtifactChain(ctx, cache, prep.source(), prog)

@@ -261,6 +261,7 @@ def build_export_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="rebuild every artifact")
     _add_export_timeout(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    add_runner_option_flags(p, builds_only=True)
     return p
 
 

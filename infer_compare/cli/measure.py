@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .args import data_options
-from .flags import runner_options_from_args
+from .flags import refuse_build_flags, runner_options_from_args
 from .progress import RichProgress
 
 
@@ -211,7 +211,7 @@ def cmd_export(args, argv: list[str]) -> int:
                             calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
                             cache_dir=args.cache_dir, use_cache=not args.no_cache,
                             command=["infer-compare", "export", *argv], progress=prog,
-                            export_timeout_s=args.export_timeout)
+                            export_timeout_s=args.export_timeout, runner_options=runner_options_from_args(args))
     except OSError as e:  # disk full, permissions: one line, and the half-written bundle was removed
         raise UsageError(f"cannot write the bundle {out}: {e.strerror or e}"
                          + (f" ({e.filename})" if getattr(e, "filename", None) else "")) from None
@@ -232,6 +232,7 @@ def cmd_run(args, argv: list[str]) -> int:
     from ..api import parse_batch_sizes
     from ..bundle import run_bundle, verify
 
+    refuse_build_flags(args)
     if args.verify_only:
         v = verify(args.bundle)
         print(f"bundle {args.bundle}: ok ({v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 verified; model "

@@ -21,22 +21,27 @@ int8: static QDQ quantization (``onnxruntime.quantization``): ``quant_pre_proces
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import io
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from ... import deps
 from ...batches import count
+from ...cpu_int8 import describe as describe_cpu
+from ...cpu_int8 import reduce_range_for
 from ...errors import BackendUnavailable, ExportError
+from ...formats import TRT_INT8
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult
 from .graph import qdq_coverage, summarize
 from .options import OrtOptions
 
-EXPORTER_REV = 2
+EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary directory
 CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
 FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
 ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
@@ -140,18 +145,20 @@ class OnnxInt8Exporter(_FromOnnx):
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
-        o = ctx.options_as(OrtOptions)
+        o = _recipe(ctx, precision)
         recipe = {"calibration": o.int8_calibration, "scheme": o.int8_scheme, "per_channel": True,
-                  "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration)}
+                  "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration),
+                  "reduce_range": _reduce_range(o)[0]}
         return {**super().cache_extras(ctx, precision), "recipe": recipe,
                 "calibration_n": int(count(ctx.calibration)) if ctx.calibration is not None else 0}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import onnx
 
-        if precision != "int8":
+        if precision not in ("int8", TRT_INT8):
             raise ExportError(f"the QDQ quantizer builds int8, not {precision}")
-        src = _need_source(source, "int8")
+        src = os.path.abspath(_need_source(source, "int8"))
+        out_dir = Path(os.path.abspath(out_dir))
         if ctx.calibration is None or not count(ctx.calibration):
             raise ExportError("int8 quantization needs calibration images, and there are none")
         q = deps.require("onnxruntime.quantization", "ONNX int8 quantization")
@@ -159,16 +166,20 @@ class OnnxInt8Exporter(_FromOnnx):
             raise BackendUnavailable(f"onnxruntime {deps.version('onnxruntime')} cannot quantize from computed ranges "
                                      "(quantize_static has no calibration_cache_path)",
                                      "pip install -c constraints.txt 'onnxruntime>=1.31'")
-        o = ctx.options_as(OrtOptions)
+        o = _recipe(ctx, precision)
+        reduce, why = _reduce_range(o)
+        if precision == TRT_INT8:
+            why = "off: the TensorRT form (symmetric int8 Q/DQ with full 8-bit weights; GPUs accumulate in int32)"
+        bits = 7 if reduce else 8
         path = out_dir / "model.onnx"
         with tempfile.TemporaryDirectory(prefix="ort-qdq-") as tmp:
             pre = Path(tmp) / "pre.onnx"
             ctx.log(f"ONNX int8: quant_pre_process, {o.int8_calibration} calibration on "
-                    f"{count(ctx.calibration)} images, QDQ {o.int8_scheme}")
-            with _quiet():
+                    f"{count(ctx.calibration)} images, QDQ {o.int8_scheme}, {bits}-bit weights")
+            with _quiet(), _cwd(tmp):
                 q.quant_pre_process(src, str(pre))
                 ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp))
-                _quantize(q, pre, path, ranges, o, Path(tmp))
+                _quantize(q, pre, path, ranges, o, Path(tmp), reduce)
         _check(path, "int8")
         model = onnx.load(str(path))
         wrapped, left = qdq_coverage(model)
@@ -176,14 +187,16 @@ class OnnxInt8Exporter(_FromOnnx):
         act = "uint8 asymmetric" if o.int8_scheme == "U8S8" else "int8 symmetric (zero point 0)"
         opts = {"quantizer": f"onnxruntime.quantization (onnxruntime {deps.version('onnxruntime')})",
                 "pre_process": "quant_pre_process", "format": "QDQ", "scheme": o.int8_scheme,
-                "activations": act, "weights": "int8 per-channel symmetric", "calibration": o.int8_calibration,
+                "activations": act, "weights": f"int8 per-channel symmetric, {bits}-bit range",
+                "reduce_range": reduce, "reduce_range_reason": why, "built_on_cpu": describe_cpu().to_dict(),
+                "calibration": o.int8_calibration,
                 "calibration_settings": _calibration_extra(o.int8_calibration),
                 "calibration_inputs": int(count(ctx.calibration)), "calibration_batch": CALIB_BATCH,
                 "quantize_nodes": dict(s.by_class.get("quantize", {})),
                 "quantized_ops": dict(wrapped), "float_ops": dict(left)}
-        notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel weights), {o.int8_calibration} "
-                 f"calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
-                 f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}"]
+        notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel {bits}-bit weights), "
+                 f"{o.int8_calibration} calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
+                 f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}", f"reduce_range {why}"]
         return ExportResult(str(path), opts, notes)
 
 
@@ -251,7 +264,33 @@ def _input_of(path: Path, default: str) -> tuple[str, int | None]:
     return inp.name, (int(dim[0].dim_value) if dim and dim[0].HasField("dim_value") else None)
 
 
-def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path) -> None:
+def _recipe(ctx: ExportContext, precision: str) -> OrtOptions:
+    """The int8 options of this file: the user's for the CPU rows' file; for the TensorRT form (TRT_INT8),
+    symmetric int8 activations and full 8-bit weights, with the user's calibration method."""
+    o = ctx.options_as(OrtOptions)
+    if precision == TRT_INT8:
+        return dataclasses.replace(o, int8_scheme="S8S8", int8_reduce_range="off")
+    return o
+
+
+def _reduce_range(o: OrtOptions) -> tuple[bool, str]:
+    """7-bit weights or not, for the CPU this file is built on (cpu_int8.py), unless the option says."""
+    return reduce_range_for(o.int8_reduce_range, o.int8_scheme, describe_cpu())
+
+
+@contextlib.contextmanager
+def _cwd(path: str):
+    """The quantizer writes scratch files (sym_shape_infer_temp.onnx) into the working directory: keep them in
+    ``path`` (contextlib.chdir is Python 3.11+)."""
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path, reduce_range: bool) -> None:
     from onnxruntime.quantization.calibrate import save_tensors_data
 
     cache = tmp / "ranges.json"
@@ -259,6 +298,7 @@ def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path) -> None
     act = q.QuantType.QUInt8 if o.int8_scheme == "U8S8" else q.QuantType.QInt8
     q.quantize_static(str(pre), str(out), None, calibration_cache_path=str(cache),
                       calibrate_method=getattr(q.CalibrationMethod, o.int8_calibration),
-                      quant_format=q.QuantFormat.QDQ, per_channel=True, activation_type=act,
+                      quant_format=q.QuantFormat.QDQ, per_channel=True, reduce_range=reduce_range,
+                      activation_type=act,
                       weight_type=q.QuantType.QInt8,
                       extra_options={"ActivationSymmetric": o.int8_scheme == "S8S8", "WeightSymmetric": True})
