@@ -108,6 +108,12 @@ class Format:
         src = get_format(self.built_from)
         return src.name, src.artifact_for(self.source_for(artifact_precision))
 
+    @property
+    def artifact_precisions(self) -> frozenset[str]:
+        """Every artifact precision this format has: those its rows run, and its own (TRT_INT8)."""
+        return frozenset({self.artifact_for(p) for p in self.precisions} | set(self.exporters) | set(self.sources)
+                         | set(self.runner_artifacts.values()))
+
     def exporter_for(self, artifact_precision: str) -> str:
         return self.exporters.get(artifact_precision, self.exporter)
 

@@ -95,7 +95,7 @@ def test_format_rows_for_gpu_precisions():
     assert build_chain("onnx", "tf32") == [("pytorch", "fp32"), ("onnx", "fp32")]
     # TensorRT: strongly typed engines from the precision's ONNX; tf32 is its own engine from the fp32 ONNX
     assert build_chain("tensorrt", "fp16")[-2:] == [("onnx", "fp16"), ("tensorrt", "fp16")]
-    assert build_chain("tensorrt", "int8")[-2:] == [("onnx", "int8"), ("tensorrt", "int8")]
+    assert build_chain("tensorrt", "int8")[-2:] == [("onnx", "int8-s8s8"), ("tensorrt", "int8")]  # symmetric int8
     assert build_chain("tensorrt", "tf32")[-2:] == [("onnx", "fp32"), ("tensorrt", "tf32")]
     assert build_chain("tensorrt", "fp32")[-2:] == [("onnx", "fp32"), ("tensorrt", "fp32")]
 

@@ -88,11 +88,12 @@ def _check_structure(man: dict[str, Any]) -> None:
         fmt, prec = a.get("format"), a.get("precision")
         if fmt not in FORMATS:
             raise BundleError(f"bundle manifest: unknown format {fmt!r} (known: {', '.join(FORMATS)})")
-        if prec not in PRECISIONS:
-            raise BundleError(f"bundle manifest: unknown precision {prec!r} for {fmt} (known: {', '.join(PRECISIONS)})")
+        known = FORMATS[fmt].artifact_precisions | set(PRECISIONS)
+        if prec not in known:
+            raise BundleError(f"bundle manifest: unknown precision {prec!r} for {fmt} (known: {', '.join(sorted(known))})")
         src = a.get("source")
         if src is not None and (not isinstance(src, list) or len(src) != 2 or src[0] not in FORMATS
-                                or src[1] not in PRECISIONS):
+                                or src[1] not in FORMATS[src[0]].artifact_precisions | set(PRECISIONS)):
             raise BundleError(f"bundle manifest: bad source {src!r} for {fmt} {prec}")
 
 
