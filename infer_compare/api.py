@@ -51,9 +51,10 @@ def compare(
 
     ``model``: a built-in or torchvision name, or your own (docs/own-model.md): a path to an .onnx,
     TorchScript or .pt2 file, "package.module:callable", or a torch.nn.Module with ``example_input``;
-    ``input_shape`` ("1x3x224x224" or "name:1x3x224x224,..."), ``data`` (a prepare_user.DataOptions:
-    --data, --labels, --calibration, preprocessing overrides) and ``artifacts`` (pre-built files measured
-    as given) as the CLI's flags of the same names.
+    ``input_shape`` ("1x3x224x224" or "name:1x3x224x224,..."), ``data`` (a path: an image folder, a .npy or
+    a .npz, as ``--data``; or ``infer_compare.DataOptions(data=..., labels=..., calibration=..., max_images=...,
+    overrides={...})`` for the other data flags; or a dict of those fields) and ``artifacts`` (pre-built files
+    measured as given) as the CLI's flags of the same names.
 
     ``on_row(partial_report)`` gets the report after each row, so that a caller can save what is
     measured. ``runner_options`` maps a runner to values of its declared options
@@ -66,6 +67,7 @@ def compare(
     from .cache import Cache
     from .timeline import TimedProgress, Timeline
 
+    data = data_options(data)
     t_start = time.perf_counter()
     timeline = Timeline(t_start)
     prog = TimedProgress(progress or Progress(), timeline)
@@ -84,6 +86,28 @@ def compare(
                     weights=weights, input_shape=input_shape, example_input=example_input, data=data,
                     parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
                     command=command, on_row=on_row)
+
+
+def data_options(data: Any):
+    """``compare(data=...)`` as a DataOptions: None, a DataOptions, a path (str or os.PathLike) or a dict
+    of DataOptions' fields; anything else is a TypeError that names those forms."""
+    from dataclasses import fields
+
+    from .prepare_user import DataOptions
+
+    if data is None or isinstance(data, DataOptions):
+        return data
+    if isinstance(data, str | os.PathLike):
+        return DataOptions(data=os.fspath(data))
+    names = [f.name for f in fields(DataOptions)]
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise TypeError(f"compare(data={{...}}): unknown field(s) {', '.join(map(str, unknown))}; "
+                            f"DataOptions has {', '.join(names)}")
+        return DataOptions(**data)
+    raise TypeError(f"compare(data=...) takes a path (str or os.PathLike: an image folder, .npy or .npz) or "
+                    f"infer_compare.DataOptions({', '.join(names)}), not {type(data).__name__}")
 
 
 def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: Any, warnings: Any, *,
