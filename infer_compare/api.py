@@ -81,6 +81,7 @@ def compare(
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
     check_model(model, parity_samples)
     present = device_kinds.present()
+    check_devices_present(sel.devices, present)
     with compile_caches.kept_under(cache.root if use_cache else None):
         return _run(model, sel, present, cache, prog, warnings, t_start=t_start, timeline=timeline,
                     weights=weights, input_shape=input_shape, example_input=example_input, data=data,
@@ -145,6 +146,24 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
         for mods in dict.fromkeys(preloads(names).values()):
             servers.launch(mods)
     return servers
+
+
+def check_devices_present(devices: Iterable[str] | None, present: dict[str, list[str]]) -> None:
+    """Devices the user named of which none is here: a one-line UsageError before any work (otherwise
+    every row would be skipped after the preparation). Some present: the absent ones are skipped rows."""
+    from .device_kinds import DEVICE_KINDS, kind_of
+    from .errors import UsageError
+
+    def here(d: str) -> bool:
+        found = present.get(kind_of(d), [])
+        return bool(found) if d == kind_of(d) else any(f == d or f.startswith(d + ":") for f in found)
+
+    if not devices or any(here(d) for d in devices):
+        return
+    why = "; ".join(dict.fromkeys(DEVICE_KINDS[kind_of(d)].absent_reason if not present.get(kind_of(d))
+                                  else f"{d} is not among {', '.join(present[kind_of(d)])}" for d in devices))
+    here_now = ", ".join(d for ds in present.values() for d in ds)
+    raise UsageError(f"--device {','.join(devices)}: {why}; devices here: {here_now}")
 
 
 def check_model(model: Any, parity_samples: int | None) -> None:

@@ -179,6 +179,10 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
                          max_time_s=max_time_s, target_ci=target_ci, warmup_time_s=warmup_time_s,
                          export_timeout_s=export_timeout_s,
                          parity_every_batch=parity_every_batch, scenarios=scenarios, io=io, concurrency=concurrency)
+    from ..api import check_devices_present
+
+    present = device_kinds.present()
+    check_devices_present(sel.devices, present)  # none of the named devices here: one line, before any work
     prog.task("verifying the bundle")
     v = verify(bundle_dir)
     prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
@@ -186,6 +190,6 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
     _default_selection(sel, v.manifest)
     prog.task("probing the environment")
     warn = warnings = Warnings(prog)
-    return measure(prep, sel, environment=env.collect(), present=device_kinds.present(),
+    return measure(prep, sel, environment=env.collect(), present=present,
                    cache=Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log), prog=prog, warnings=warnings,
                    command=command, on_row=on_row, t_start=t_start)
