@@ -55,3 +55,38 @@ def test_cast_attribute_and_garbage():
     assert (n.op_type, n.attribute[0].name, n.attribute[0].i) == ("Cast", "to", TensorProto.FLOAT16)
     with pytest.raises(WireError):
         parse_model(b"\x3a\xff\xff\xff\xff\x0f")  # graph field longer than the data
+
+
+_HIDE_ONNX = '''import sys
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "onnx" or name.startswith("onnx."):
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)")
+sys.meta_path.insert(0, _Block())
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="OnnxRuntimeRunner._read_graph must fall back to onnx_wire.read_model "
+                                       "(backends/onnxruntime/run.py, the lead's file: see the edge branch report)")
+def test_bundle_run_without_onnx_inspects_the_executed_precision(onnx_files, tmp_path):
+    """The fp16 file on the CPU provider runs in fp32 (no fp16 kernels): a device without the onnx package
+    must say so as the workstation does, not "fp16 (not inspected)"."""
+    import subprocess
+
+    from .conftest import PY, ROOT, python_env
+
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(_HIDE_ONNX)
+    env = python_env()
+    env["PYTHONPATH"] = f"{hide}:{ROOT}"
+    bundle = onnx_files["fp16"].parents[2]
+    code = ("from infer_compare.bundle import run_bundle; import importlib.util as u\n"
+            "try:\n    assert u.find_spec('onnx') is None\nexcept ImportError:\n    pass\n"
+            f"rep = run_bundle({str(bundle)!r}, backends=['onnxruntime'], precisions=['fp16'], devices=['cpu'], "
+            "batch_sizes=[1], min_time_s=0.02, max_time_s=0.05)\n"
+            "print('EXEC', [r.exec_precision for r in rep.rows])")
+    out = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "EXEC ['fp32']" in out.stdout, out.stdout[-500:]
