@@ -114,3 +114,13 @@ def test_with_the_compiler_the_export_compiles_into_the_bundle(cache_dir, tmp_pa
     assert a["export"]["options"]["op_coverage"]["tpu_ops"] == 3
     assert "artifacts/edgetpu-int8/model_edgetpu.log" in man["files"]
     assert "calibration" not in man["data"]
+
+
+def test_calibration_only_for_an_int8_built_from_a_float_source():
+    from infer_compare.bundle.export import needs_calibration
+
+    assert not needs_calibration([])
+    assert not needs_calibration([{"format": "tensorrt", "precision": "int8", "source": ["onnx", "int8"]},
+                                  {"format": "edgetpu", "precision": "int8", "source": ["tflite", "int8"]}])
+    assert needs_calibration([{"format": "tensorrt", "precision": "int8", "source": ["onnx", "fp32"]}])
+    assert not needs_calibration([{"format": "tensorrt", "precision": "fp16", "source": ["onnx", "fp32"]}])
