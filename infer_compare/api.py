@@ -51,9 +51,10 @@ def compare(
 
     ``model``: a built-in or torchvision name, or your own (docs/own-model.md): a path to an .onnx,
     TorchScript or .pt2 file, "package.module:callable", or a torch.nn.Module with ``example_input``;
-    ``input_shape`` ("1x3x224x224" or "name:1x3x224x224,..."), ``data`` (a prepare_user.DataOptions:
-    --data, --labels, --calibration, preprocessing overrides) and ``artifacts`` (pre-built files measured
-    as given) as the CLI's flags of the same names.
+    ``input_shape`` ("1x3x224x224" or "name:1x3x224x224,..."), ``data`` (a path: an image folder, a .npy or
+    a .npz, as ``--data``; or ``infer_compare.DataOptions(data=..., labels=..., calibration=..., max_images=...,
+    overrides={...})`` for the other data flags; or a dict of those fields) and ``artifacts`` (pre-built files
+    measured as given) as the CLI's flags of the same names.
 
     ``on_row(partial_report)`` gets the report after each row, so that a caller can save what is
     measured. ``runner_options`` maps a runner to values of its declared options
@@ -66,6 +67,7 @@ def compare(
     from .cache import Cache
     from .timeline import TimedProgress, Timeline
 
+    data = data_options(data)
     t_start = time.perf_counter()
     timeline = Timeline(t_start)
     prog = TimedProgress(progress or Progress(), timeline)
@@ -79,11 +81,34 @@ def compare(
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
     check_model(model, parity_samples)
     present = device_kinds.present()
+    check_devices_present(sel.devices, present)
     with compile_caches.kept_under(cache.root if use_cache else None):
         return _run(model, sel, present, cache, prog, warnings, t_start=t_start, timeline=timeline,
                     weights=weights, input_shape=input_shape, example_input=example_input, data=data,
                     parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
                     command=command, on_row=on_row)
+
+
+def data_options(data: Any):
+    """``compare(data=...)`` as a DataOptions: None, a DataOptions, a path (str or os.PathLike) or a dict
+    of DataOptions' fields; anything else is a TypeError that names those forms."""
+    from dataclasses import fields
+
+    from .prepare_user import DataOptions
+
+    if data is None or isinstance(data, DataOptions):
+        return data
+    if isinstance(data, str | os.PathLike):
+        return DataOptions(data=os.fspath(data))
+    names = [f.name for f in fields(DataOptions)]
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise TypeError(f"compare(data={{...}}): unknown field(s) {', '.join(map(str, unknown))}; "
+                            f"DataOptions has {', '.join(names)}")
+        return DataOptions(**data)
+    raise TypeError(f"compare(data=...) takes a path (str or os.PathLike: an image folder, .npy or .npz) or "
+                    f"infer_compare.DataOptions({', '.join(names)}), not {type(data).__name__}")
 
 
 def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: Any, warnings: Any, *,
@@ -121,6 +146,24 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
         for mods in dict.fromkeys(preloads(names).values()):
             servers.launch(mods)
     return servers
+
+
+def check_devices_present(devices: Iterable[str] | None, present: dict[str, list[str]]) -> None:
+    """Devices the user named of which none is here: a one-line UsageError before any work (otherwise
+    every row would be skipped after the preparation). Some present: the absent ones are skipped rows."""
+    from .device_kinds import DEVICE_KINDS, kind_of
+    from .errors import UsageError
+
+    def here(d: str) -> bool:
+        found = present.get(kind_of(d), [])
+        return bool(found) if d == kind_of(d) else any(f == d or f.startswith(d + ":") for f in found)
+
+    if not devices or any(here(d) for d in devices):
+        return
+    why = "; ".join(dict.fromkeys(DEVICE_KINDS[kind_of(d)].absent_reason if not present.get(kind_of(d))
+                                  else f"{d} is not among {', '.join(present[kind_of(d)])}" for d in devices))
+    here_now = ", ".join(d for ds in present.values() for d in ds)
+    raise UsageError(f"--device {','.join(devices)}: {why}; devices here: {here_now}")
 
 
 def check_model(model: Any, parity_samples: int | None) -> None:

@@ -94,15 +94,18 @@ def _one_input(images: Any, where: str) -> np.ndarray:
     return next(iter(images.values()))
 
 
-def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, seed: int, prog: Progress) -> DataSets:
-    """The user's data (--data, --calibration) as DataSets for inputs of ``shape`` (one sample)."""
-    from .userdata import PreprocessSpec, load_data, split_eval_calibration
+def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, seed: int, prog: Progress,
+              num_classes: int | None = None) -> DataSets:
+    """The user's data (--data, --calibration) as DataSets for inputs of ``shape`` (one sample); class
+    folders without --labels must be as many as the model's ``num_classes`` (check_folder_classes)."""
+    from .userdata import PreprocessSpec, check_folder_classes, load_data, split_eval_calibration
 
     spec = spec or PreprocessSpec(source="not used: array inputs")
     prog.task(f"reading {opts.data}")
     data = load_data(opts.data, preprocess=spec, input_shape=shape, max_images=opts.max_images,
                      labels_file=opts.labels, progress=lambda done, total: None, seed=seed)
     data.images = _one_input(data.images, opts.data)
+    check_folder_classes(data, num_classes, opts.data)
     if opts.calibration:
         calib = load_data(opts.calibration, preprocess=spec, input_shape=shape, seed=seed)
         calib.images = _one_input(calib.images, opts.calibration)
@@ -113,8 +116,14 @@ def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, see
         prog.warn(f"{data.skipped} file(s) in {opts.data} could not be decoded and were skipped "
                   f"(e.g. {'; '.join(data.skipped_examples[:2])})")
     return DataSets(calibration=np.asarray(calib.images), eval=np.asarray(ev.images), eval_labels=ev.labels,
-                    description=ev.description + (f"; calibration: {calib.description}" if opts.calibration else
-                                                  f"; {len(calib)} of them held out for int8 calibration"))
+                    description=ev.description + (f"; all {len(ev)} evaluated; int8 calibration: "
+                                                  f"{calib.description}" if opts.calibration else ""))
+
+
+def _classes(um) -> int | None:
+    """The class count of a one-output classifier (N x classes, a fixed size), else None."""
+    shape = tuple(um.outputs[0].shape) if len(um.outputs) == 1 else ()
+    return shape[1] if len(shape) == 2 and isinstance(shape[1], int) else None
 
 
 def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_samples: int | None, seed: int,
@@ -128,7 +137,8 @@ def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_s
         return several_inputs(um, opts, parity_samples, calibration_samples, seed, prog)
     spec = _image_spec(um, opts)
     if opts.data:
-        return data_sets(tuple(um.inputs[0].shape[1:]), opts, spec, calibration_samples or 64, seed, prog), spec
+        return data_sets(tuple(um.inputs[0].shape[1:]), opts, spec, calibration_samples or 64, seed, prog,
+                         _classes(um)), spec
     if spec is None:
         inp = um.inputs[0]
         raise UsageError(f"input '{inp.name}' {inp.dtype} {list(inp.shape)} is not an image: give --data FILE.npy "
@@ -239,4 +249,4 @@ def builtin_data_sets(spec, opts: DataOptions, calibration_samples: int | None, 
     from .userdata import from_preprocess, preprocess_spec
 
     pre = preprocess_spec(from_preprocess(spec.preprocess, f"{spec.name}'s transforms"), **opts.overrides)
-    return data_sets(tuple(spec.input_shape), opts, pre, calibration_samples or 64, seed, prog)
+    return data_sets(tuple(spec.input_shape), opts, pre, calibration_samples or 64, seed, prog, spec.num_classes)

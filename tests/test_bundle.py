@@ -74,7 +74,9 @@ def test_manifest_lists_every_file_with_its_hash(bundle):
     assert deferred[("tensorrt", "fp32")]["source"] == ["onnx", "fp32"]
     assert deferred[("tensorrt", "int8")]["source"] == ["onnx", "int8-s8s8"]  # TensorRT's symmetric int8 file
     assert all("GPU" in d["note"] for d in deferred.values())
-    assert set(m["data"]) >= {"eval", "reference", "labels", "calibration"}
+    # no calibration data: every int8 artifact (TensorRT int8 from the QDQ file) is quantized already
+    assert set(m["data"]) == {"description", "eval", "reference", "labels"}
+    assert not (bundle / "data" / "calibration.npy").exists()
     assert m["data"]["eval"]["shape"] == [450, 1, 32, 32] and m["data"]["reference"]["shape"] == [450, 10]
     libs = m["export_environment"]["libraries"]
     assert "torch" in libs and "onnx" in libs and m["tool_version"]

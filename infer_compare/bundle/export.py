@@ -96,13 +96,21 @@ def _collect(plan: Plan, chain: ArtifactChain, warn) -> None:
             warn(f"{fmt} {prec} is not in the bundle: {res.reason}")
 
 
-def _write_data(tmp: Path, prep: Prepared) -> dict[str, Any]:
+def needs_calibration(deferred: list[dict[str, Any]]) -> bool:
+    """True when an artifact built on the device quantizes (int8 from a source that is not int8): only
+    then does the bundle carry calibration inputs (an int8 TFLite or ONNX file already holds its scales)."""
+    return any(d["precision"] == "int8" and d["source"][1] != "int8" for d in deferred)
+
+
+def _write_data(tmp: Path, prep: Prepared, plan: Plan) -> dict[str, Any]:
     import numpy as np
 
     ds = prep.ds
     (tmp / "data").mkdir()
     data: dict[str, Any] = {"description": ds.description}
-    arrays = {"eval": ds.eval, "reference": prep.ref, "calibration": ds.calibration}
+    arrays = {"eval": ds.eval, "reference": prep.ref}
+    if needs_calibration(plan.deferred) and ds.calibration is not None and len(ds.calibration):
+        arrays["calibration"] = ds.calibration
     if ds.eval_labels is not None:
         arrays["labels"] = ds.eval_labels
     for name, a in arrays.items():
@@ -151,6 +159,27 @@ def _write_artifacts(tmp: Path, plan: Plan, chain: ArtifactChain) -> list[dict[s
             "selected": (fmt, prec) in plan.wanted,
         })
     return out
+
+
+def _offline_builds(tmp: Path, plan: Plan, artifacts: list[dict[str, Any]], warn) -> None:
+    """A deferred format whose exporter can say how to build it off the device (the Edge TPU compile, on an
+    x86-64 Linux host): its entry gets ``drop_in`` (the file ``run`` picks up) and that one-line instruction,
+    which the export also prints."""
+    from ..backends import load_impl
+
+    paths = {(a["format"], a["precision"]): a["path"] for a in artifacts}
+    for d in plan.deferred:
+        f, src_rel = get_format(d["format"]), paths.get(tuple(d["source"]))
+        try:
+            offline = getattr(load_impl(f.exporter_for(d["precision"])), "offline_build", None)
+        except (ImportError, AttributeError):
+            offline = None
+        if offline is None or src_rel is None:
+            continue
+        out_rel = f"artifacts/{d['format']}-{d['precision']}"
+        d["drop_in"], d["note"] = offline(src_rel, out_rel)
+        (tmp / out_rel).mkdir(parents=True, exist_ok=True)
+        warn(d["note"])
 
 
 def _manifest(prep: Prepared, plan: Plan, data: dict[str, Any], artifacts: list[dict[str, Any]], selection: dict,
@@ -231,9 +260,10 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     manifest: dict[str, Any] = {}
 
     def write(tmp: Path) -> None:
-        data = _write_data(tmp, prep)
-        manifest.update(_manifest(prep, plan, data, _write_artifacts(tmp, plan, chain), selection, environment,
-                                  warnings, command))
+        data = _write_data(tmp, prep, plan)
+        artifacts = _write_artifacts(tmp, plan, chain)
+        _offline_builds(tmp, plan, artifacts, warn)
+        manifest.update(_manifest(prep, plan, data, artifacts, selection, environment, warnings, command))
         manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
                              for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str) + "\n")

@@ -3,6 +3,7 @@ the exit-code rule they share."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -43,19 +44,53 @@ def _log_bytecode(prog, prefix: str | None) -> None:
 
 
 def output_dir(args) -> Path:
+    """The result folder, created (with its missing parents, which ``created_dirs`` remembers for
+    ``remove_if_empty``) and checked writable before any work."""
     if args.output_dir:
         out = Path(args.output_dir)
     else:
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(args.model).split(":")[-1]).stem) or "model"
         out = Path("infer-compare-results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        _make_dir(out)
         probe = out / ".write-test"
         probe.write_text("")
         probe.unlink()
     except OSError as e:
         raise UsageError(f"output directory {out} is not writable: {e.strerror or e}") from None
     return out
+
+
+_created: list[Path] = []
+
+
+def _make_dir(out: Path) -> None:
+    """``out.mkdir(parents=True)``, remembering which folders it made."""
+    new = [p for p in (out, *out.parents) if not p.exists()]
+    out.mkdir(parents=True, exist_ok=True)
+    _created.extend(new)
+
+
+def remove_if_empty() -> None:
+    """The folders ``_make_dir`` made that are still empty (a usage error, a crash before any row was
+    saved) are removed, deepest first: an error leaves no empty result or bundle folder behind."""
+    while _created:
+        p = _created.pop(0)
+        try:
+            p.rmdir()  # only an empty folder
+        except OSError:
+            pass
+
+
+def cleans_up(cmd):
+    """A subcommand that removes the folders it made and left empty, however it ends."""
+    @functools.wraps(cmd)
+    def wrapped(*a, **kw):
+        try:
+            return cmd(*a, **kw)
+        finally:
+            remove_if_empty()
+    return wrapped
 
 
 class Saver:
@@ -104,6 +139,7 @@ def _finish(rep, saver: Saver) -> int:
     return exit_code(rep)
 
 
+@cleans_up
 def cmd_compare(args, argv: list[str]) -> int:
     from ..api import compare, parse_batch_sizes
 
@@ -188,6 +224,7 @@ def _gate_setup(args):
     return baseline, rules
 
 
+@cleans_up
 def cmd_export(args, argv: list[str]) -> int:
     from ..bundle import export_bundle
 
@@ -197,7 +234,7 @@ def cmd_export(args, argv: list[str]) -> int:
         raise UsageError(f"--calibration-samples must be >= 1, got {args.calibration_samples}")
     out = Path(args.out)
     try:  # an unusable bundle folder is one line before any work
-        out.mkdir(parents=True, exist_ok=True)
+        _make_dir(out)
         probe = out.parent / f".{out.name}.write-test"
         probe.write_text("")
         probe.unlink()
@@ -228,6 +265,7 @@ def cmd_export(args, argv: list[str]) -> int:
     return 0
 
 
+@cleans_up
 def cmd_run(args, argv: list[str]) -> int:
     from ..api import parse_batch_sizes
     from ..bundle import run_bundle, verify

@@ -48,7 +48,7 @@ seed=0) -> UserData``
 from __future__ import annotations
 
 from .arrays import ONLY_OUTPUT
-from .dataset import UserData, load_data, selection_order, split_eval_calibration
+from .dataset import UserData, check_folder_classes, load_data, selection_order, split_eval_calibration
 from .images import IMAGE_SUFFIXES
 from .spec import (
     IMAGENET_MEAN,
@@ -61,6 +61,6 @@ from .spec import (
 
 __all__ = [
     "IMAGE_SUFFIXES", "IMAGENET_MEAN", "IMAGENET_STD", "ONLY_OUTPUT", "PreprocessSpec", "UserData",
-    "from_preprocess", "imagenet_defaults", "load_data", "preprocess_spec", "selection_order",
+    "check_folder_classes",    "from_preprocess", "imagenet_defaults", "load_data", "preprocess_spec", "selection_order",
     "split_eval_calibration",
 ]
