@@ -45,6 +45,7 @@ from .rows import record_from_result
 from .timeline import ARTIFACT, CONFIGURATION, PREPARE, Timeline
 
 MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
+PARTIAL = "the run had not finished when this file was saved (a partial report, saved after each row)"
 
 
 class _Run:
@@ -58,20 +59,26 @@ class _Run:
         self.rows: list[RunRecord] = []
         self.not_run: tuple[str, ...] = ()
         self.incomplete_reason = ""
+        self.cells: list[Cell] = []  # the plan, once known: a partial report lists the cells still to run
+        self.finished = False  # set when measure() returns normally: only then is the report complete
         self.servers = ForkServers(prog.log)
         self.preload: dict[str, tuple[str, ...]] = {}  # runner -> the modules its runtime's fork server imports
         self.timeline = Timeline(t_start)
 
     def report(self) -> Report:
+        """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
+        killed after it leaves a file that can never pass for a finished run), listing the cells still to run."""
+        why, todo = self.incomplete_reason, self.not_run
+        if not why and not self.finished:
+            why, todo = PARTIAL, self.pending(self.cells)
         return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                       tuple(self.command or sys.argv), self.prep.minfo, self.environment, self.settings,
                       tuple(self.rows), tuple(self.warnings), tuple(self.notes),
-                      round(time.perf_counter() - self.t_start, 2), complete=not self.incomplete_reason,
-                      not_run=self.not_run, incomplete_reason=self.incomplete_reason, timeline=self.timeline.spans())
+                      round(time.perf_counter() - self.t_start, 2), complete=not why,
+                      not_run=todo, incomplete_reason=why, timeline=self.timeline.spans())
 
-    def interrupted(self, cells: list[Cell], why: str) -> None:
-        """Mark the report incomplete, listing every cell (and batch size) that has no row, and hand
-        it to ``on_row`` so that the caller saves it."""
+    def pending(self, cells: list[Cell]) -> tuple[str, ...]:
+        """The labels of every cell (and batch size) of ``cells`` that has no row yet."""
         have = {r.label for r in self.rows}
         todo = []
         for c in cells:
@@ -79,7 +86,12 @@ class _Run:
                 label = cell_label(c.runner, c.fmt, c.precision, c.device or c.kind, b)
                 if label not in have and not any(r.label.startswith(label.rsplit("/", 1)[0] + "/-") for r in self.rows):
                     todo.append(label)
-        self.not_run, self.incomplete_reason = tuple(todo), why
+        return tuple(todo)
+
+    def interrupted(self, cells: list[Cell], why: str) -> None:
+        """Mark the report incomplete, listing every cell (and batch size) that has no row, and hand
+        it to ``on_row`` so that the caller saves it."""
+        self.not_run, self.incomplete_reason = self.pending(cells), why
         if self.on_row is not None:
             self.on_row(self.report())
 
@@ -234,6 +246,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
                time.perf_counter() if t_start is None else t_start)
     chain = chain_for(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
+    run.cells = cells
     run.preload = preloads(c.runner for c in cells if c.device is not None)
     run.servers = servers or ForkServers(prog.log, str(cache.root))
     run.timeline = timeline or run.timeline
@@ -241,6 +254,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
         _measure_cells(run, cells, chain, sel, work, cache)
+        run.finished = True
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli): the children are killed by now (isolate.py)
         run.interrupted(cells, str(e) or "interrupted by SIGINT (Ctrl-C)")
         raise

@@ -8,6 +8,8 @@ import sys
 
 from .. import __version__
 from ..errors import UsageError
+from ..regress.judge import CALIBRATED, TIMINGS
+from ..regress.rules import DEFAULT_RULES
 from .flags import add_runner_option_flags
 
 
@@ -154,14 +156,23 @@ def data_options(args):
 
 def _add_gate_args(g, with_baseline: bool) -> None:
     if with_baseline:
-        g.add_argument("--baseline", metavar="FILE", help="a results.json to compare this run with after measuring")
-        g.add_argument("--allow-incomplete", action="store_true",
-                       help="compare with a baseline from an interrupted run (refused by default: its missing rows "
-                            "would pass unchecked)")
-    g.add_argument("--fail-on", action="append", default=[], metavar="RULE",
+        g.add_argument("--baseline", nargs="+", action="extend", metavar="FILE|DIR",
+                       help="results.json files of the baseline code (or directories of them) to compare this run "
+                            "with after measuring; pool several runs: their spread is the between-run allowance")
+    g.add_argument("--allow-incomplete", action="store_true",
+                   help="compare even when a file is incomplete (an interrupted or killed run; refused by default: "
+                        "its missing rows would pass unchecked); the rows that did not run are listed, not judged")
+    g.add_argument("--fail-on", action="append", default=None, metavar="RULE",
                    help="exit 1 when a row gets worse than RULE, e.g. p50:+10%%, throughput:-5%%, accuracy:-0.5 "
                         "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
-                        "rel_err load memory size)")
+                        "rel_err load memory size); default: " + ", ".join(DEFAULT_RULES))
+    g.add_argument("--timing", choices=TIMINGS, default=CALIBRATED,
+                   help="judge latency and throughput as ratios to the calibration workload timed around each row "
+                        "(calibrated, the default: a machine that is uniformly slower today is no regression) or "
+                        "as they are (absolute)")
+    g.add_argument("--allow-missing", action="store_true",
+                   help="accept rows that were ok in the baseline and are missing or skipped now (a violation by "
+                        "default)")
     g.add_argument("--allow-environment-change", action="store_true",
                    help="compare with a baseline from another machine or other library versions")
 
@@ -200,20 +211,19 @@ def build_report_parser() -> argparse.ArgumentParser:
 
 def build_diff_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="infer-compare diff",
-                description="Compare two results.json files row by row (matched by backend/format/precision/device/"
-                            "batch) and exit 1 when a --fail-on rule is broken or an ok row now fails. A change "
-                            "within the measured run-to-run spread (bootstrap over the raw samples) is not a "
-                            "regression.",
+                description="Compare a run with its baseline row by row (matched by backend/format/precision/"
+                            "device/batch) and exit 1 when a rule is broken, or a row that was ok now fails, is "
+                            "missing or executes another precision. Timings are judged as ratios to a calibration "
+                            "workload timed around each row; a change within the spread of the baseline runs and "
+                            "the run's own interval (bootstrap over the raw samples) is not a regression.",
                 epilog="Rules: METRIC:[+|-]NUMBER[%], e.g. p50:+10%, throughput:-5%, accuracy:-0.5 (percentage "
                        "points). Exit codes: 0 no regression, 1 regression, 2 usage error (incl. a baseline from "
                        "another environment without --allow-environment-change, or an incomplete file without "
                        "--allow-incomplete).")
-    p.add_argument("baseline", metavar="BASELINE.json")
+    p.add_argument("baseline", nargs="+", metavar="BASELINE", help="the baseline: one results.json, several (runs of "
+                   "the same code, pooled), or directories of them")
     p.add_argument("current", metavar="CURRENT.json")
     _add_gate_args(p, with_baseline=False)
-    p.add_argument("--allow-incomplete", action="store_true",
-                   help="compare even when a file is incomplete (an interrupted run); the rows that did not run "
-                        "are listed, not judged")
     p.add_argument("--confidence", type=float, default=0.95, metavar="C",
                    help="confidence level of the noise intervals (default 0.95)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

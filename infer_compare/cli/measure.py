@@ -170,7 +170,8 @@ def cmd_compare(args, argv: list[str]) -> int:
 
         baseline, rules = gate
         result = check_regression(rep, baseline, rules, allow_environment_change=args.allow_environment_change,
-                                  allow_incomplete=args.allow_incomplete)
+                                  allow_incomplete=args.allow_incomplete, allow_missing=args.allow_missing,
+                                  timing=args.timing)
         print_result(result)
         if not result.passed:
             code = 1
@@ -208,20 +209,24 @@ def requested_not_run(rep) -> list:
 
 
 def _gate_setup(args):
-    """(baseline Report, rules) for --baseline, or None. Raises UsageError/SchemaError/EnvironmentMismatch."""
+    """(baseline Reports, rules or None for the defaults) for --baseline, or None. Raises
+    UsageError/SchemaError/EnvironmentMismatch before anything is measured."""
     if not args.baseline:
-        if args.fail_on:
-            raise UsageError("--fail-on needs --baseline FILE (a results.json to compare with)")
+        for flag, given in (("--fail-on", args.fail_on), ("--allow-missing", args.allow_missing)):
+            if given:
+                raise UsageError(f"{flag} needs --baseline FILE (a results.json to compare with)")
         return None
     from .. import env as envmod
-    from ..records import load_report
     from ..regress import check_complete, check_environment, parse_rules
+    from ..regress.check import load_baselines
 
-    rules = parse_rules(args.fail_on)
-    baseline = load_report(args.baseline)
-    check_complete(None, baseline, args.allow_incomplete)
-    check_environment(baseline.environment, envmod.collect(), args.allow_environment_change)
-    return baseline, rules
+    rules = None if args.fail_on is None else parse_rules(args.fail_on)
+    baselines = [rep for _, rep in load_baselines(args.baseline)]
+    here = envmod.collect()
+    for b in baselines:
+        check_complete(None, b, args.allow_incomplete)
+        check_environment(b.environment, here, args.allow_environment_change)
+    return baselines, rules
 
 
 @cleans_up
