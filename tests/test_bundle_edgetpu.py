@@ -120,7 +120,7 @@ def test_calibration_only_for_an_int8_built_from_a_float_source():
     from infer_compare.bundle.export import needs_calibration
 
     assert not needs_calibration([])
-    assert not needs_calibration([{"format": "tensorrt", "precision": "int8", "source": ["onnx", "int8"]},
+    assert not needs_calibration([{"format": "tensorrt", "precision": "int8", "source": ["onnx", "int8-s8s8"]},
                                   {"format": "edgetpu", "precision": "int8", "source": ["tflite", "int8"]}])
     assert needs_calibration([{"format": "tensorrt", "precision": "int8", "source": ["onnx", "fp32"]}])
     assert not needs_calibration([{"format": "tensorrt", "precision": "fp16", "source": ["onnx", "fp32"]}])

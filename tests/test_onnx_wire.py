@@ -67,8 +67,6 @@ sys.meta_path.insert(0, _Block())
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="OnnxRuntimeRunner._read_graph must fall back to onnx_wire.read_model "
-                                       "(backends/onnxruntime/run.py, the lead's file: see the edge branch report)")
 def test_bundle_run_without_onnx_inspects_the_executed_precision(onnx_files, tmp_path):
     """The fp16 file on the CPU provider runs in fp32 (no fp16 kernels): a device without the onnx package
     must say so as the workstation does, not "fp16 (not inspected)"."""

@@ -97,9 +97,10 @@ def _collect(plan: Plan, chain: ArtifactChain, warn) -> None:
 
 
 def needs_calibration(deferred: list[dict[str, Any]]) -> bool:
-    """True when an artifact built on the device quantizes (int8 from a source that is not int8): only
-    then does the bundle carry calibration inputs (an int8 TFLite or ONNX file already holds its scales)."""
-    return any(d["precision"] == "int8" and d["source"][1] != "int8" for d in deferred)
+    """True when an artifact built on the device quantizes (int8 from a source that is not int8, e.g.
+    int8-s8s8): only then does the bundle carry calibration inputs (an int8 TFLite or ONNX file already
+    holds its scales)."""
+    return any(d["precision"] == "int8" and not d["source"][1].startswith("int8") for d in deferred)
 
 
 def _write_data(tmp: Path, prep: Prepared, plan: Plan) -> dict[str, Any]:

@@ -153,18 +153,29 @@ class OnnxRuntimeRunner(Runner):
                 shutil.rmtree(tmp, ignore_errors=True)
 
     def _read_graph(self, path: str) -> GraphSummary | None:
-        if not deps.has("onnx"):
-            self.notes.append("the executed graph was not inspected: the onnx package is not installed")
-            return None
-        import onnx
-
+        """The classified graph of the file at ``path``: read with the onnx package, or without it (a
+        torch-free device) from the protobuf wire format (onnx_wire), which gives the node types but not
+        the int8 weights' range."""
         if not os.path.exists(path):
             self.notes.append("ONNX Runtime wrote no optimized graph: the executed precision is not inspected")
             return None
-        model = onnx.load(path, load_external_data=False)
-        if self.options.precision == "int8":
-            self._recipe = int8_recipe(model)
-        return summarize(model)
+        if deps.has("onnx"):
+            import onnx
+
+            model = onnx.load(path, load_external_data=False)
+            if self.options.precision == "int8":
+                self._recipe = int8_recipe(model)
+            return summarize(model)
+        from ...onnx_wire import WireError, read_model
+
+        try:
+            wire = read_model(path)
+        except (OSError, WireError) as e:
+            self.notes.append(f"the executed graph was not inspected: {e}")
+            return None
+        self.notes.append("the executed graph was read without the onnx package (infer_compare.onnx_wire): "
+                          "node types only, not the int8 weights' range")
+        return summarize(wire)
 
     def _describe(self, g: GraphSummary | None, what: str) -> None:
         """exec_precision, notes and extra from the classified graph ``g``."""
