@@ -165,7 +165,7 @@ def _add_gate_args(g, with_baseline: bool) -> None:
     g.add_argument("--fail-on", action="append", default=None, metavar="RULE",
                    help="exit 1 when a row gets worse than RULE, e.g. p50:+10%%, throughput:-5%%, accuracy:-0.5 "
                         "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
-                        "rel_err load memory size); default: " + ", ".join(DEFAULT_RULES))
+                        "rel_err load memory size); default: " + ", ".join(DEFAULT_RULES).replace("%", "%%"))
     g.add_argument("--timing", choices=TIMINGS, default=CALIBRATED,
                    help="judge latency and throughput as ratios to the calibration workload timed around each row "
                         "(calibrated, the default: a machine that is uniformly slower today is no regression) or "
@@ -182,10 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="infer-compare",
         description="Export a vision model to ONNX, OpenVINO IR, TensorRT and TFLite/Edge TPU, run each with its "
                     "runtime, measure latency and throughput, and check every output against PyTorch.",
-        epilog="Subcommands: 'infer-compare env' lists every backend and why it is (un)available; "
-               "'infer-compare report RESULTS.json --format html' re-renders saved results; "
-               "'infer-compare diff BASELINE.json CURRENT.json --fail-on p50:+10%' is the regression gate. "
-               "Exit codes: 0 ok, 1 parity failure, regression, or a requested backend did not run, 2 usage error.",
+        epilog="Subcommands (each has --help): 'infer-compare env' lists every backend, why it is (un)available "
+               "and how to install it; 'report RESULTS.json' prints a saved result as the terminal table "
+               "(--format html|md|csv|json re-renders it); 'diff BASELINE... CURRENT.json' is the regression gate; "
+               "'export' writes a bundle for another device; 'run BUNDLE' measures a bundle on the device; "
+               "'merge A.json B.json -o DIR' joins results of several machines; 'soak' runs one configuration for "
+               "hours. Exit codes: 0 ok, 1 parity failure, regression, or a requested backend did not run, "
+               "2 usage error.",
     )
     p.add_argument("--version", action="version", version=f"infer-compare {__version__}")
     _add_compare_args(p)
@@ -200,11 +203,11 @@ def build_env_parser() -> argparse.ArgumentParser:
 
 
 def build_report_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="infer-compare report", description="Re-render a saved results.json as HTML, Markdown, CSV or "
-                                                         "JSON (written by this version of the tool).")
+    p = _Parser(prog="infer-compare report", description="Print a saved results.json as the terminal table, or "
+                                                         "re-render it as HTML, Markdown, CSV or JSON.")
     p.add_argument("results", metavar="RESULTS.json")
-    p.add_argument("--format", "-f", choices=("html", "md", "csv", "json"), default="html",
-                   help="output format (default html)")
+    p.add_argument("--format", "-f", choices=("terminal", "html", "md", "csv", "json"), default="terminal",
+                   help="output format (default: the terminal table; $COLUMNS sets its width when piped)")
     p.add_argument("--out", "-o", metavar="FILE", help="write here instead of standard output")
     return p
 

@@ -51,12 +51,11 @@ def _row_lines(d: RowDiff, result: RegressionResult, escape) -> list[str]:
 
 def print_result(result: RegressionResult, console=None, show_all: bool = False) -> None:
     """Each measured row as a short block (label, then one line per metric), the notes, the verdict."""
-    import sys
-
-    from rich.console import Console
     from rich.markup import escape
 
-    con = console or (Console() if sys.stdout.isatty() else Console(width=80, soft_wrap=False))
+    from ..report.terminal import console_for_stdout
+
+    con = console or console_for_stdout(80)
     n_b = result.n_baselines
     con.print(f"[bold]against {n_b} baseline run{'s' if n_b != 1 else ''}[/] ({escape(result.baseline_created)}) "
               f"-> current ({escape(result.current_created)})")
