@@ -88,6 +88,14 @@ def _txt(s: str, cls: str = "l") -> str:
     return f'<td class="{cls}">{escape(s)}</td>'
 
 
+def _prec_cell(r: RunRecord) -> str:
+    """The short label (asked→ran, N/M integer); the runtime's full words on hover and under the table."""
+    from .terminal import short_precision
+
+    full = common.prec_label(r)
+    return f'<td class="l" title="{escape(full)}">{escape(short_precision(r))}</td>'
+
+
 def _status_cell(r: RunRecord) -> str:
     txt = common.status_text(r)
     cls = "ok" if r.status == OK else "fail"
@@ -117,7 +125,7 @@ def _rows_table(rep: Report) -> tuple[str, bool, bool]:
     for r in rows:
         lat, ex, p, e = r.latency, r.export, r.parity, effs[id(r)]
         cls = ' class="bad"' if r.status not in (OK, SKIPPED) else ""
-        cells = [_txt(r.backend), _txt(r.format), _txt(common.prec_label(r), "prec"), _txt(r.device),
+        cells = [_txt(r.backend), _txt(r.format), _prec_cell(r), _txt(r.device),
                  _num(r.batch_size, str(r.batch_size) if r.batch_size is not None else "–"),
                  _num(lat.count if lat else None, str(lat.count) if lat else "–"),
                  _num(lat.p50_ms if lat else None), _num(lat.median_ci_rel if lat else None, common.ci_text(lat)),
@@ -203,7 +211,11 @@ def _label(r: RunRecord) -> str:
 def _notes(rep: Report) -> list[str]:
     notes = list(rep.notes)
     first_batch = {k: min(v) for k, v in rep.settings.batch_sizes.items() if v}
+    from .terminal import short_precision
+
     for r in rep.rows:
+        if r.exec_precision and r.batch_size is not None and short_precision(r) != r.exec_precision:
+            notes.append(f"{r.label}: ran {r.exec_precision}")
         notes += [f"{r.label}: {n}" for n in r.notes]
         if r.export is not None and r.export.notes and r.batch_size in (None, first_batch.get(r.device.split(":")[0])):
             notes += [f"{r.format} {r.export.precision} artifact: {n}" for n in r.export.notes]
