@@ -121,7 +121,9 @@ def _rows_in(path: Path) -> int:
 def run_once(model: str, kind: str, out: Path, site_dir: Path, cache: str | None, half: int) -> dict:
     cmd = _cmd(model, out, 1 if kind == "threads" else 2, cache)
     t0 = time.perf_counter()
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if kind == "loaded" else None
+    # the neighbour spins while its parent (this script) lives
+    hog = subprocess.Popen([sys.executable, "-c", "import os\np = os.getppid()\nwhile os.getppid() == p: pass"]) \
+        if kind == "loaded" else None
     p = subprocess.Popen(cmd, env=_env(kind, site_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          start_new_session=True, text=True)
     killed_at = None

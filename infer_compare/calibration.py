@@ -1,4 +1,4 @@
-"""A short fixed workload timed right before and right after each measured loop.
+"""A short fixed workload timed right before each measured loop (and after it, for information).
 
 The regression gate compares runs taken at different times on machines that are shared:
 a neighbour's job can make everything 30-60 % slower for minutes, which no confidence
@@ -10,9 +10,12 @@ workload, and a change of the thread count does not either (it runs on one threa
 
 The workload is deterministic and single-threaded (numpy ufuncs and a 64x64 matmul,
 which BLAS runs on one thread at this size): a compute-bound part, an L2-resident
-element-wise part and a 8 MB copy (memory bandwidth). Its figure is the median time
-of one round, in ms; ``before_ms`` and ``after_ms`` are each the median of
-``ROUNDS`` rounds, and ``ms`` is their geometric mean.
+element-wise part and an 8 MB copy (memory bandwidth). Its figure is the median time
+of one round over ``ROUNDS`` rounds, in ms. ``ms`` is the figure taken right before
+the loop (the runtime loaded, nothing run yet); ``after_ms``, taken right after it,
+is kept for information only: the runtime's own threads still spin there (ONNX
+Runtime's pool, OpenMP's wait policy) and slow the workload by how many threads the
+row used, which would hide a change of the thread count.
 
 No workload cancels a neighbour that competes for the cores the runtime's threads use: measured
 on a 2-core machine, one busy neighbour process made PyTorch's 2-thread OpenMP loop 175 times
@@ -68,14 +71,25 @@ class Calibration:
 
 
 def _cpu_ticks() -> tuple[int, int, int] | None:
-    """(busy ticks of the whole machine, of which steal, this process's own ticks) from /proc; None elsewhere."""
+    """(busy ticks of the CPUs this process may run on, of which steal, this process's own ticks) from
+    /proc; None elsewhere. Other processes on CPUs outside this process's affinity do not compete."""
     try:
+        allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        busy = steal = 0
         with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
+            for line in f:
+                name, *rest = line.split()
+                if not (name.startswith("cpu") and name[3:].isdigit()):
+                    continue
+                if allowed is not None and int(name[3:]) not in allowed:
+                    continue
+                v = [int(x) for x in rest]
+                # user nice system idle iowait irq softirq steal ...
+                busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+                steal += v[7]
         with open("/proc/self/stat") as f:
             own = f.read().rsplit(")", 1)[1].split()
-        # user nice system idle iowait irq softirq steal ...; own: utime stime are fields 14 and 15
-        return v[0] + v[1] + v[2] + v[5] + v[6] + v[7], v[7], int(own[11]) + int(own[12])
+        return busy, steal, int(own[11]) + int(own[12])  # utime, stime: fields 14 and 15
     except (OSError, ValueError, IndexError):
         return None
 
@@ -91,7 +105,8 @@ def contention(t0: tuple[int, int, int] | None, t1: tuple[int, int, int] | None,
 
 
 def around(fn, cal: Calibration | None) -> tuple[Any, dict[str, Any]]:
-    """``fn()`` with the workload timed before and after it: (its result, the row's calibration entry),
+    """``fn()`` with the workload timed before it (and after it, for information): (its result, the row's
+    calibration entry),
     with the CPU time other processes (and other guests: steal) took while ``fn`` ran.
 
     The entry has no ``ms`` when the workload could not run (numpy absent or failing): the gate then
@@ -102,9 +117,10 @@ def around(fn, cal: Calibration | None) -> tuple[Any, dict[str, Any]]:
     out = fn()
     entry: dict[str, Any] = contention(c0, _cpu_ticks(), time.perf_counter() - t0)
     after = _safe(cal)
-    if before is not None and after is not None:
-        entry.update({"ms": round(math.sqrt(before * after), 6), "before_ms": round(before, 6),
-                      "after_ms": round(after, 6), "workload": WORKLOAD})
+    if before is not None:
+        entry.update({"ms": round(before, 6), "before_ms": round(before, 6), "workload": WORKLOAD})
+    if after is not None:
+        entry["after_ms"] = round(after, 6)
     return out, entry
 
 

@@ -65,7 +65,7 @@ class Session:
         self.opts: Any = None
         self.runner: Any = None
         self.batch: int | None = None  # the batch size the loaded runner is ready for
-        self.cal = calibration.make()  # the fixed workload timed around each loop (for the regression gate)
+        self.cal = calibration.make()  # the fixed workload timed before each loop (for the regression gate)
 
     def runner_for(self, batch: int) -> tuple[Any, float]:
         """A loaded runner for ``batch`` and the seconds it took (load, or re-shape; 0 when it is ready)."""

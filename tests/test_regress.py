@@ -205,26 +205,31 @@ def test_same_configuration_through_the_main_command(runs):
 
 
 def test_slowed_down_run_trips(runs, capsys):
+    from infer_compare.cli import main
+
+    d = runs["dir"]
     res = check_regression(runs["slow"], runs["base"], RULES, timing="absolute")
+    assert "threads 1 -> 4" in res.summary() or any("threads 1 -> 4" in n for d_ in res.rows for n in d_.notes)
+    assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--fail-on", "accuracy:-0.5"]) == 0
+    assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--fail-on", "p50:-10%"]) == 2
+    capsys.readouterr()
+    if res.disturbed:
+        # other processes took CPU time while a run measured the row (a busy machine): the gate must say
+        # it did not judge the timings, and must not call it a regression
+        assert res.passed and {c.verdict for c in res.checks if c.rule.metric != "accuracy"} == {"disturbed"}
+        assert "not judged" in res.summary()
+        return
     assert not res.passed
     broken = {c.rule.metric for c in res.checks if c.verdict == REGRESSION}
     assert "throughput" in broken, res.summary()
     thr = next(c for c in res.checks if c.rule.metric == "throughput")
     assert thr.ci is not None and thr.ci[1] < -0.25  # the whole interval lies beyond the threshold
     assert "accuracy" not in broken  # same inputs, same model: accuracy is unchanged
-    assert "threads 1 -> 4" in res.summary() or any("threads 1 -> 4" in n for d in res.rows for n in d.notes)
     # the CLI: table, verdict, exit 1
-    from infer_compare.cli import main
-
-    d = runs["dir"]
     assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--timing", "absolute",
                  *[a for r in RULES for a in ("--fail-on", r)]]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "rule throughput:-25%" in out and "1 rows compared" in out
-    # judged on accuracy alone (status and executed precision always): unchanged
-    assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--fail-on", "accuracy:-0.5"]) == 0
-    assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--fail-on", "p50:-10%"]) == 2
-    capsys.readouterr()
     assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--json", "--fail-on", "throughput:-25%",
                  "--timing", "absolute"]) == 1
     js = json.loads(capsys.readouterr().out)
@@ -245,8 +250,8 @@ def test_changed_environment_is_refused(runs, capsys):
     msg = str(ei.value)
     assert "onnxruntime: 0.0.1-other -> " in msg and "cpu_model: 'Some Other CPU' -> " in msg
     assert "--allow-environment-change" in msg
-    res = check_regression(runs["slow"], other, RULES, allow_environment_change=True)
-    assert not res.passed and any("onnxruntime" in x for x in res.environment_differences)
+    res = check_regression(runs["slow"], other, RULES, allow_environment_change=True, timing="absolute")
+    assert any("onnxruntime" in x for x in res.environment_differences)
     # the CLI: exit 2 with the one-line reason; and the main command refuses before measuring anything
     from infer_compare.cli import main
 

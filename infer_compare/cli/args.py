@@ -167,7 +167,7 @@ def _add_gate_args(g, with_baseline: bool) -> None:
                         "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
                         "rel_err load memory size); default: " + ", ".join(DEFAULT_RULES).replace("%", "%%"))
     g.add_argument("--timing", choices=TIMINGS, default=CALIBRATED,
-                   help="judge latency and throughput as ratios to the calibration workload timed around each row "
+                   help="judge latency and throughput as ratios to the calibration workload timed before each row "
                         "(calibrated, the default: a machine that is uniformly slower today is no regression) or "
                         "as they are (absolute)")
     g.add_argument("--allow-missing", action="store_true",
@@ -217,7 +217,7 @@ def build_diff_parser() -> argparse.ArgumentParser:
                 description="Compare a run with its baseline row by row (matched by backend/format/precision/"
                             "device/batch) and exit 1 when a rule is broken, or a row that was ok now fails, is "
                             "missing or executes another precision. Timings are judged as ratios to a calibration "
-                            "workload timed around each row; a change within the spread of the baseline runs and "
+                            "workload timed before each row; a change within the spread of the baseline runs and "
                             "the run's own interval (bootstrap over the raw samples) is not a regression.",
                 epilog="Rules: METRIC:[+|-]NUMBER[%], e.g. p50:+10%, throughput:-5%, accuracy:-0.5 (percentage "
                        "points). Exit codes: 0 no regression, 1 regression, 2 usage error (incl. a baseline from "

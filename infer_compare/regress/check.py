@@ -173,7 +173,7 @@ def check_regression(current: Report | str | os.PathLike, baseline, rules: Itera
 
     ``baseline`` is a Report or a path (a results.json, or a directory of them), or a list of them:
     several runs of the baseline code, whose spread is the between-run allowance. ``rules`` None
-    applies DEFAULT_RULES. Timings are judged as ratios to the calibration workload timed around
+    applies DEFAULT_RULES. Timings are judged as ratios to the calibration workload timed before
     each row (``timing="absolute"`` turns that off). Returns a RegressionResult (``.passed``,
     ``.violations``, ``.summary()``). Raises EnvironmentMismatch (a UsageError) when a baseline
     comes from another machine or library versions and ``allow_environment_change`` is False;

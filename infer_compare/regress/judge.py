@@ -1,7 +1,7 @@
 """One rule on one row: the change against each baseline run, calibrated, and the verdict.
 
 Timings (latency and throughput) are judged as ratios to the calibration workload that
-each row's child timed around its own loop (calibration.py): the current row's time is
+each row's child timed right before its own loop (calibration.py): the current row's time is
 divided by how much slower the workload ran this time than in that baseline run. The
 absolute change is kept beside it. With several baseline runs, the rule is judged
 against the baseline run most favourable to the current one (for latency, the slowest):

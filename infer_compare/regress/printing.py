@@ -61,7 +61,7 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
               f"-> current ({escape(result.current_created)})")
     con.print(f"rules: {escape(result.rules_text)}; always: a row ok in the baseline must be measured ok now, "
               f"executing the same precision")
-    con.print("timings: " + {"calibrated": "calibrated (each row's time over a fixed workload timed around it; "
+    con.print("timings: " + {"calibrated": "calibrated (each row's time over a fixed workload timed before it; "
                                             "the absolute change in brackets)",
                              "reference": "relative to the reference (each row's time over its run's PyTorch fp32 "
                                           "row; the absolute change in brackets)"}.get(result.timing, "absolute"))
