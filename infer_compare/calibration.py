@@ -29,7 +29,6 @@ made PyTorch's 2-thread loop 170 times slower (its OpenMP threads yield, and los
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from typing import Any
