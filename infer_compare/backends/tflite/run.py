@@ -69,20 +69,7 @@ class TFLiteRunner(Runner):
         self.inp, self.out = inp[0], out[0]
         shape = [int(s) for s in self.inp["shape"]]
         b = int(self.options.batch_size)
-        self.file_batch = shape[0]
-        self._fixed: int | None = None
-        if shape[0] != b:
-            try:
-                it.resize_tensor_input(self.inp["index"], [b] + shape[1:], strict=False)
-                it.allocate_tensors()
-            except (RuntimeError, ValueError) as e:
-                # e.g. a RESHAPE with the batch baked into its shape: XNNPACK cannot re-plan it
-                self._fixed = self.file_batch
-                self._resize_error = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                it = self._make_interpreter(mod)
-                it.allocate_tensors()
-        else:
-            it.allocate_tensors()
+        it = self._resized(it, mod, shape, b)
         self.inp = it.get_input_details()[0]
         self.out = it.get_output_details()[0]
         if self._fixed is None and int(self.inp["shape"][0]) != b:
@@ -118,6 +105,25 @@ class TFLiteRunner(Runner):
             self.settings["input_quantization"] = {"scale": float(self.in_q[0]), "zero_point": int(self.in_q[1])}
         if self.out_dtype.name in ("int8", "uint8"):
             self.settings["output_quantization"] = {"scale": float(self.out_q[0]), "zero_point": int(self.out_q[1])}
+
+    def _resized(self, it: Any, mod: Any, shape: list[int], b: int) -> Any:
+        """The interpreter with its input resized to batch ``b`` and allocated; a fresh one at the file's
+        batch (``self._fixed``) when the graph cannot be re-planned for ``b``."""
+        self.file_batch = shape[0]
+        self._fixed: int | None = None
+        if shape[0] == b:
+            it.allocate_tensors()
+            return it
+        try:
+            it.resize_tensor_input(self.inp["index"], [b] + shape[1:], strict=False)
+            it.allocate_tensors()
+        except (RuntimeError, ValueError) as e:
+            # e.g. a RESHAPE with the batch baked into its shape: XNNPACK cannot re-plan it
+            self._fixed = self.file_batch
+            self._resize_error = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            it = self._make_interpreter(mod)
+            it.allocate_tensors()
+        return it
 
     def _kernels(self, interpreter: Any):
         """Which ops XNNPACK runs (the Edge TPU runner says it with the compiler's own coverage instead)."""
