@@ -116,8 +116,8 @@ def _generated(um, opts, n_eval: int, n_calib: int, seed: int) -> tuple[DataSets
     said, first_spec = [], None
     for i, s in enumerate(um.inputs):
         spec = image_spec_of(s, opts)
-        if spec is not None and spec.channels == 3:
-            ds = bundled_photos(spec, n_eval, n_calib, seed)
+        if spec is not None:
+            ds = bundled_photos(spec, n_eval, n_calib, seed, s.dtype)
             ev[s.name], ca[s.name] = ds.eval, ds.calibration
             first_spec = first_spec or spec
             said.append(f"{s.name}: {ds.description}")

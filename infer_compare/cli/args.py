@@ -142,13 +142,16 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     d.add_argument("--layout", choices=("nchw", "nhwc"), help="the model's input layout")
     d.add_argument("--bgr", action="store_true", default=None, help="the model takes BGR channel order")
     d.add_argument("--scale", metavar="F", help="multiply the raw 0..255 pixels by F before the mean (default 1/255)")
+    d.add_argument("--letterbox", action="store_true", default=None,
+                   help="fit each image inside the input's H x W, aspect kept, padded with gray 114 (as detectors "
+                        "expect; default: resize to cover, centre crop)")
 
 
 def data_options(args):
     """The data flags as a prepare_user.DataOptions."""
     from ..prepare_user import DataOptions
 
-    keys = ("resize", "crop", "mean", "std", "layout", "bgr", "scale")
+    keys = ("resize", "crop", "mean", "std", "layout", "bgr", "scale", "letterbox")
     overrides = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     return DataOptions(data=args.data, labels=args.labels, calibration=args.calibration, max_images=args.max_images,
                        overrides=overrides)
