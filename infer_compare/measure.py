@@ -189,7 +189,15 @@ def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepar
         loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
                           min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
                           target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0),
-        **_how_spec(settings))
+        layout=_layout(prep), **_how_spec(settings))
+
+
+def _layout(prep: Any) -> dict[str, Any]:
+    """The model's batch axes, where any is not axis 0 (layout.py); {} otherwise."""
+    from .layout import of_model_info
+
+    lay = of_model_info(prep.minfo)
+    return {} if lay.trivial() else lay.to_dict()
 
 
 def _how_spec(settings: Settings) -> dict[str, Any]:

@@ -45,7 +45,8 @@ class DataOptions:
     labels: str | None = None  # --labels: folder name -> class index
     calibration: str | None = None  # --calibration: int8 calibration data (default: a split of --data)
     max_images: int | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)  # resize, crop, mean, std, layout, bgr, scale
+    overrides: dict[str, Any] = field(default_factory=dict)  # resize, crop, mean, std, layout, bgr, scale, letterbox
+    values: dict[str, str] = field(default_factory=dict)  # --input-value NAME=VALUE: inputs fed as given
 
 
 def image_spec_of(inp, opts: DataOptions):
@@ -139,19 +140,38 @@ def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_s
     """(DataSets, the preprocessing spec or None) for ``um``."""
     if not um.outputs:
         raise UsageError(f"{um.name} has no outputs: there is nothing to compare")
-    if len(um.inputs) > 1:  # several inputs: named arrays (prepare_multi.py)
+    if len(um.inputs) > 1 or opts.values or any(s.batch_axis != 0 for s in um.inputs):  # named arrays
         from .prepare_multi import several_inputs
 
         return several_inputs(um, opts, parity_samples, calibration_samples, seed, prog)
     spec = _image_spec(um, opts)
     if opts.data:
-        return data_sets(tuple(um.inputs[0].shape[1:]), opts, spec, calibration_samples or 64, seed, prog,
+        return data_sets(tuple(um.inputs[0].sample()), opts, spec, calibration_samples or 64, seed, prog,
                          _classes(um), um.inputs[0].dtype), spec
     if spec is None:
         inp = um.inputs[0]
         raise UsageError(f"input '{inp.name}' {inp.dtype} {list(inp.shape)} is not an image: give --data FILE.npy "
                          "(or .npz) with real inputs")
     return bundled_photos(spec, parity_samples or 32, calibration_samples or 64, seed, um.inputs[0].dtype), spec
+
+
+def prepare_multi_needed(um, opts: DataOptions) -> bool:
+    """Inputs and outputs by name: several of them, given values, or a batch axis other than 0."""
+    return len(um.inputs) > 1 or len(um.outputs) > 1 or bool(opts.values) or not um.layout().trivial()
+
+
+def _data_shapes(path: str | None) -> dict[str, tuple[int, ...]]:
+    """One sample's shape per array of a --data .npz ("" for a .npy): sizes the model's dynamic dimensions."""
+    if not path or not str(path).lower().endswith((".npy", ".npz")) or not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, "rb") as f:
+            got = np.load(f, mmap_mode=None, allow_pickle=False)
+            if isinstance(got, np.ndarray):
+                return {"": tuple(got.shape[1:])}
+            return {k: tuple(got[k].shape[1:]) for k in got.files if k != "labels" and not k.startswith("reference")}
+    except Exception:  # unreadable: load_data says why, once, with the file's name
+        return {}
 
 
 def _reference(cache: Cache, um, ds: DataSets) -> np.ndarray:
@@ -209,7 +229,7 @@ def _model_info(um, ds: DataSets, ref: np.ndarray, spec) -> ModelInfo:
         notes.append(f"output {um.outputs[0].name} {list(ref.shape[1:])} is not [N, classes]: judged on the "
                      "error metrics (cosine, max abs and relative error), no top-1/top-5")
     return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
-                     tuple(int(d) for d in um.inputs[0].shape[1:]), int(ref.shape[1]) if classifier else 0,
+                     tuple(int(d) for d in um.inputs[0].sample()), int(ref.shape[1]) if classifier else 0,
                      spec.to_dict() if spec is not None else {}, False, classifier, tuple(notes))
 
 
@@ -224,15 +244,17 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
     prog = prog or Progress()
     prog.task(f"loading {ref if isinstance(ref, str) else type(ref).__name__}")
     shapes = parse_input_shapes(input_shape) if input_shape else None
-    um = load_user_model(ref, weights=weights, input_shapes=shapes, example_input=example_input)
-    ds, spec = user_inputs(um, data or DataOptions(), parity_samples, calibration_samples, seed, prog)
+    data = data or DataOptions()
+    um = load_user_model(ref, weights=weights, input_shapes=shapes, example_input=example_input,
+                         data_shapes=_data_shapes(data.data))
+    ds, spec = user_inputs(um, data, parity_samples, calibration_samples, seed, prog)
     prog.task("computing the FP32 reference outputs")
     several: dict[Any, Unbuilt] = {}
-    if len(um.inputs) > 1 or len(um.outputs) > 1:  # prepare_multi.py: every input and output by name
+    if prepare_multi_needed(um, data):  # prepare_multi.py: every input and output by name
         from . import prepare_multi
 
         out = prepare_multi.reference(cache, um, ds)
-        minfo = prepare_multi.model_info(um, out, spec)
+        minfo = prepare_multi.model_info(um, out, spec, prepare_multi.input_sources(um, data, ds.description))
         several = prepare_multi.one_io_unbuilt(um)
     else:
         out = _reference(cache, um, ds)
