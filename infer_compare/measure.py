@@ -305,7 +305,7 @@ def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, 
                         log=prog.log, requested=dict(settings.requested), threads=settings.threads,
                         cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},
                         option_sets=dict(sel.runner_options), input_names=tuple(i["name"] for i in minfo.inputs),
-                        output_names=tuple(o["name"] for o in minfo.outputs))
+                        output_names=tuple(o["name"] for o in minfo.outputs), layout=_layout(prep))
     chain = ArtifactChain(ctx, cache, prep.source(), prog, export_timeout_s=sel.export_timeout_s)
     for key, rec in prep.carried.items():
         chain.carry(key, rec)

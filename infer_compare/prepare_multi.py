@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -210,11 +211,15 @@ def reference(cache: Cache, um, ds: DataSets) -> dict[str, np.ndarray]:
     def build(tmp):
         out = reference_outputs(um, feed)
         batches.save(tmp / "reference.npz", {k: np.asarray(v, dtype=np.float32) for k, v in out.items()})
-        return {"n": batches.count(ds.eval), "outputs": list(out)}
+        return {"n": batches.count(ds.eval), "outputs": list(out),
+                "output_batch_axes": {s.name: s.batch_axis for s in um.outputs}}
 
     key = {"user_model": um.sha256 or um.weights_hash, "kind": um.kind, "data": ds.digest(),
-           "outputs": [s.name for s in um.outputs]}
-    got = batches.load(cache.get_or_build("reference", key, build).file("reference.npz"))
+           "outputs": [s.name for s in um.outputs], "inputs_by_role": 1}
+    entry = cache.get_or_build("reference", key, build)
+    axes = entry.manifest.get("output_batch_axes") or {}  # as the reference run confirmed them (layout.py)
+    um.outputs = tuple(replace(s, batch_axis=axes.get(s.name, s.batch_axis)) for s in um.outputs)
+    got = batches.load(entry.file("reference.npz"))
     return got if isinstance(got, dict) else {um.outputs[0].name: got}
 
 

@@ -179,7 +179,7 @@ class OnnxInt8Exporter(_FromOnnx):
             with _quiet(), _cwd(tmp):
                 fixed = _fix_sizes(src, ctx.calibration, Path(tmp) / "sized.onnx")
                 pre_how = _pre_process(q, fixed[0], pre)
-                ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp))
+                ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp), ctx.layout)
                 _quantize(q, pre, path, ranges, o, Path(tmp), reduce)
         _check(path, "int8")
         model = onnx.load(str(path))
@@ -208,17 +208,20 @@ class OnnxInt8Exporter(_FromOnnx):
 
 
 def _pre_process(q, src: str, pre: Path) -> str:
-    """quant_pre_process; where its symbolic shape inference cannot complete (a dynamic batch through
-    Shape/Resize arithmetic, as in PaddleOCR's detector), again without it (ONNX shape inference and the
-    graph optimisation still run). Says which."""
+    """quant_pre_process; where its symbolic shape inference fails (a dynamic batch through Shape/Resize
+    arithmetic, as in PaddleOCR's detector; If subgraphs, as in Silero VAD), again without it (ONNX shape
+    inference and the graph optimisation still run). Says which."""
     try:
         q.quant_pre_process(src, str(pre))
         return "quant_pre_process"
     except Exception as e:
-        if "symbolic shape inference" not in str(e):
-            raise
-    q.quant_pre_process(src, str(pre), skip_symbolic_shape=True)
-    return "quant_pre_process, skip_symbolic_shape (its symbolic shape inference was incomplete on this graph)"
+        first = e
+    try:
+        q.quant_pre_process(src, str(pre), skip_symbolic_shape=True)
+    except Exception:
+        raise first from None
+    why = str(first).strip().splitlines()[0][:120] if str(first).strip() else type(first).__name__
+    return f"quant_pre_process, skip_symbolic_shape (its symbolic shape inference failed on this graph: {why})"
 
 
 PER_CHANNEL_OPSET = 13  # DequantizeLinear's axis (per-channel weights) exists from opset 13
@@ -299,14 +302,16 @@ class _Batches:
         return next(self._it, None)
 
 
-def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
-    """Tensor ranges of ``method`` over ``calib``, one batch per collect_data call."""
+def _calibrate(q, pre: Path, calib, method: str, tmp: Path, layout: dict | None = None):
+    """Tensor ranges of ``method`` over ``calib``, one batch per collect_data call (each input laid along its
+    batch axis, ``layout``)."""
     import numpy as np
     from onnxruntime.quantization.calibrate import create_calibrator
     from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
     from ...batches import is_multi
     from ...formats import ONNX_INPUT_NAME
+    from ...layout import Layout
 
     ops = sorted(set(QLinearOpsRegistry) | set(QDQRegistry))  # what quantize_static calibrates by default
     cal = create_calibrator(pre, ops, augmented_model_path=str(tmp / "augmented.onnx"),
@@ -317,7 +322,7 @@ def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
     n = count(calib)
     for i in range(0, n - (n % step if fixed else 0), step):
         if is_multi(calib):  # several inputs: each by name, in its own dtype
-            feed = {k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()}
+            feed = Layout.from_dict(layout).to_model({k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()})
         else:
             feed = {name: np.ascontiguousarray(calib[i:i + step], dtype=np.float32)}
         cal.collect_data(_Batches([feed]))

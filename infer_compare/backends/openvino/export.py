@@ -67,8 +67,12 @@ class OpenVinoExporter(Exporter):
             nncf = deps.require("nncf", "OpenVINO int8 quantization")
             import numpy as np
 
-            # one input: an array per item; several: {input name: array} per item, each in its own dtype
-            calib = [each(part(ctx.calibration, i, i + 1), np.ascontiguousarray)
+            from ...layout import Layout
+
+            # one input: an array per item; several: {input name: array} per item, each in its own dtype, laid
+            # along its batch axis (a state [2, batch, 128], a scalar: layout.py)
+            lay = Layout.from_dict(ctx.layout)
+            calib = [lay.to_model(each(part(ctx.calibration, i, i + 1), np.ascontiguousarray))
                      for i in range(count(ctx.calibration))]
             ctx.log(f"NNCF int8 post-training quantization on {len(calib)} calibration inputs")
             logging.getLogger("nncf").setLevel(logging.ERROR)
