@@ -66,10 +66,23 @@ def batch_axes(inputs: Sequence[tuple[str, tuple | None]],
     """({input: batch axis}, {output: batch axis}) from the declared shapes."""
     symbol = batch_symbol([s for _, s in inputs] + [s for _, s in outputs])
     ins = {n: axis_of(s, symbol, True) for n, s in inputs}
-    if not any(a is not None for a in ins.values()):  # nothing dynamic: a static-batch model, batched on axis 0
-        ins = {n: (0 if s else None) for n, s in inputs}
+    if not any(a is not None for a in ins.values()):  # nothing dynamic: a static-batch model
+        first = next((s for _, s in inputs if s), None)
+        ins = {n: _static_axis(s, first[0]) for n, s in inputs} if first else ins
+        outs = {n: _static_axis(s, first[0]) for n, s in outputs} if first else {}
+        return ins, outs
     outs = {n: axis_of(s, symbol, True) for n, s in outputs}
     return ins, outs
+
+
+def _static_axis(shape: tuple | None, batch: Any) -> Axis:
+    """A static-batch model's batch axis of one tensor: axis 0 where it has the batch's size, else the first
+    axis that has it (a state [2, 1, 128] at batch 1), else none."""
+    if not shape:
+        return None if shape is not None else 0
+    if shape[0] == batch:
+        return 0
+    return next((i for i, d in enumerate(shape) if d == batch), None)
 
 
 def sample_shape(shape: tuple, axis: Axis) -> tuple:
@@ -97,7 +110,10 @@ class Layout:
         out = {}
         for k, v in x.items():
             a = self.inputs.get(k, 0)
-            out[k] = np.ascontiguousarray(v[0] if a is None else (v if a == 0 else np.moveaxis(v, 0, a)))
+            if a is None:
+                out[k] = np.array(v[0])  # a 0-d array stays 0-d (np.ascontiguousarray would make it 1-d)
+            else:
+                out[k] = np.ascontiguousarray(v if a == 0 else np.moveaxis(v, 0, a))
         return out
 
     def from_model(self, y: Any, rows: int) -> Any:
