@@ -77,8 +77,11 @@ def _npz(um, path: str, opts, seed: int):
         names = ", ".join(s.name for s in um.inputs)
         raise UsageError(f"{um.name} has {len(um.inputs)} inputs ({names}): give --data inputs.npz with one array "
                          f"per input name (a folder of images or a .npy feeds a model with one input), not {path}")
-    with np.load(path, allow_pickle=False) as z:
-        present = set(z.files)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            present = set(z.files)
+    except Exception:  # unreadable: load_data says why, with the file's name
+        present = {s.name for s in um.inputs}
     shapes = {s.name: tuple(None if isinstance(d, str) else d for d in s.sample()) for s in um.inputs
               if s.name in present or s.name not in opts.values}  # --input-value gives the ones the file lacks
     return load_data(path, preprocess=PreprocessSpec(source="not used: array inputs"), input_shape=shapes,
@@ -123,11 +126,11 @@ def _generated(um, opts, n_eval: int, n_calib: int, seed: int) -> tuple[DataSets
     ca: dict[str, np.ndarray] = {}
     said, first_spec = [], None
     given = input_values(um, opts.values)
+    given_ev, given_ca = given_rows(given, n_eval), given_rows(given, n_calib)
     for i, s in enumerate(um.inputs):
         spec = image_spec_of(s, opts) if s.batch_axis == 0 else None
         if s.name in given:
-            ev[s.name], ca[s.name] = given_rows({s.name: given[s.name]}, n_eval)[s.name], \
-                given_rows({s.name: given[s.name]}, n_calib)[s.name]
+            ev[s.name], ca[s.name] = given_ev[s.name], given_ca[s.name]
             said.append(f"{s.name}: --input-value {opts.values[s.name]}")
             continue
         if spec is not None:
