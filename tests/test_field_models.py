@@ -150,6 +150,21 @@ def test_silero_vad_state_on_axis_1_and_a_given_scalar(cache_dir):
 
 
 @pytest.mark.slow
+def test_silero_vad_without_if_through_openvino(cache_dir):
+    """The If-free export of the same model: OpenVINO reads it, and gets the state on axis 1 and a 0-d sr."""
+    pytest.importorskip("openvino")
+    from infer_compare import compare
+
+    rep = compare(str(silero_model("silero_vad_op18_ifless.onnx")), input_shape="input:1x512",
+                  data={"values": {"sr": "16000"}}, backends=["onnxruntime", "openvino"], precisions=["fp32"],
+                  batch_sizes=[1, 4], cache_dir=cache_dir, **CPU)
+    rows = rows_of(rep)
+    for key in [("onnxruntime", "onnx", "fp32", b) for b in (1, 4)] + [("openvino", "openvino", "fp32", b) for b in (1, 4)]:
+        r = rows[key]
+        assert r.status == "ok" and r.parity.passed, (r.label, r.reason)
+
+
+@pytest.mark.slow
 def test_silero_vad_data_npz_sizes_the_input_and_feeds_the_state(cache_dir, tmp_path):
     from infer_compare import compare
 

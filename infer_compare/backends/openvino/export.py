@@ -52,7 +52,7 @@ class OpenVinoExporter(Exporter):
 
         if source is None:
             raise ExportError("OpenVINO IR is built from the ONNX artifact, which is missing")
-        model = ov.convert_model(source)
+        model = _convert(ov, source)
         xml = out_dir / "model.xml"
         opts: dict = {"source": "onnx", "input_shape": str(model.inputs[0].partial_shape)}
         notes: list[str] = []
@@ -92,3 +92,23 @@ class OpenVinoExporter(Exporter):
         else:
             raise ExportError(f"OpenVINO IR precisions are fp32, fp16 and int8, not {precision}")
         return ExportResult(str(xml), opts, notes)
+
+
+def _convert(ov, source: str):
+    """ov.convert_model; a graph its ONNX frontend cannot convert is an ExportError that names the ops it
+    failed on and the first reason (its message's first line only says which check failed)."""
+    import re
+
+    try:
+        return ov.convert_model(source)
+    except Exception as e:
+        text = str(e)
+        failed = re.search(r"Conversion is failed for: ([^\n]+)", text)
+        if not failed:
+            raise
+        why = next((ln.strip() for ln in text.splitlines()
+                    if ln.strip() and not ln.startswith(("Check ", "FrontEnd API", "Model wasn't", "--", "[ONNX",
+                                                          "While validating", "Summary"))), "")
+        raise ExportError(f"OpenVINO's ONNX frontend cannot convert {failed.group(1).strip()}"
+                          + (f" ({why[:160]})" if why else "")) from None
+
