@@ -238,3 +238,17 @@ def test_torchvision_ssdlite_two_outputs_letterboxed(cache_dir):
             ([("openvino", "openvino", "fp32", 1)] if "openvino" in backends() else []):
         r = rows[key]
         assert r.status == "ok" and r.parity.passed and len(r.parity.outputs) == 2, (r.label, r.reason)
+
+
+def test_openvino_frontend_failure_names_the_ops():
+    from infer_compare.backends.openvino.export import frontend_failure
+
+    text = ("Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\n"
+            "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted. Failed operations detailed "
+            "log:\n-- Conv-16 with a message:\n[ONNX Frontend] Conversion failed for Conv-16\nWhile validating ONNX "
+            "node '<Node(Conv): x>': Check 'rank' failed at conv.cpp:38:\nFrontEnd API failed with GeneralFailure:\n"
+            "The input data tensor's rank has to be known (static)\n\nSummary:\n-- Conversion is failed for: "
+            "Conv-16, ReduceMean-16\n")
+    assert frontend_failure(RuntimeError(text)) == ("OpenVINO's ONNX frontend cannot convert Conv-16, ReduceMean-16 "
+                                                    "(The input data tensor's rank has to be known (static))")
+    assert frontend_failure(RuntimeError("something else")) is None

@@ -95,20 +95,25 @@ class OpenVinoExporter(Exporter):
 
 
 def _convert(ov, source: str):
-    """ov.convert_model; a graph its ONNX frontend cannot convert is an ExportError that names the ops it
-    failed on and the first reason (its message's first line only says which check failed)."""
-    import re
-
+    """ov.convert_model; a graph its ONNX frontend cannot convert is an ExportError saying why."""
     try:
         return ov.convert_model(source)
     except Exception as e:
-        text = str(e)
-        failed = re.search(r"Conversion is failed for: ([^\n]+)", text)
-        if not failed:
+        why = frontend_failure(e)
+        if why is None:
             raise
-        why = next((ln.strip() for ln in text.splitlines()
-                    if ln.strip() and not ln.startswith(("Check ", "FrontEnd API", "Model wasn't", "--", "[ONNX",
-                                                          "While validating", "Summary"))), "")
-        raise ExportError(f"OpenVINO's ONNX frontend cannot convert {failed.group(1).strip()}"
-                          + (f" ({why[:160]})" if why else "")) from None
+        raise ExportError(why) from None
 
+
+def frontend_failure(e: BaseException) -> str | None:
+    """For an error of OpenVINO's ONNX frontend, one line naming the ops it could not convert and the first
+    reason (its message's first line only says which check failed); None for any other error."""
+    import re
+
+    text = str(e)
+    failed = re.search(r"Conversion is failed for: ([^\n]+)", text)
+    if not failed:
+        return None
+    skip = ("Check ", "FrontEnd API", "Model wasn't", "--", "[ONNX", "While validating", "Summary", "Exception from")
+    why = next((ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(skip)), "")
+    return f"OpenVINO's ONNX frontend cannot convert {failed.group(1).strip()}" + (f" ({why[:160]})" if why else "")
