@@ -201,7 +201,7 @@ def _export_spec(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, ou
         opt_batch=ctx.opt_batch, batch_sizes=dict(ctx.batch_sizes), preprocessing=dict(ctx.preprocessing),
         options_class=f"{type(ctx.options).__module__}:{type(ctx.options).__name__}", options=ctx.options.to_dict(),
         requested=dict(ctx.requested), threads=ctx.threads, cache_root=ctx.cache_root,
-        input_names=tuple(ctx.input_names), output_names=tuple(ctx.output_names))
+        input_names=tuple(ctx.input_names), output_names=tuple(ctx.output_names), layout=dict(ctx.layout))
 
 
 def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, out: Path, model: ModelSource,

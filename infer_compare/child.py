@@ -85,6 +85,10 @@ class Session:
                         model=dict(s.model), cache_dir=s.cache_dir, io=s.io, runner=self.opts)
         runner = self.cls(s.artifact, s.device, ro)
         runner.load()
+        if s.layout:  # inputs not batched on axis 0 (a state, a scalar): laid into the model's own axes
+            from .layout import LaidOut, Layout
+
+            runner = LaidOut(runner, Layout.from_dict(s.layout))
         self.runner, self.batch = runner, batch
         return runner, time.perf_counter() - t0
 

@@ -44,6 +44,7 @@ class ExportSpec(Record):
     cache_root: str = ""
     input_names: tuple[str, ...] = ()  # a model with several inputs or outputs (ExportContext)
     output_names: tuple[str, ...] = ()
+    layout: dict[str, Any] = field(default_factory=dict)  # batch axes other than 0 (ExportContext)
 
 
 def _context(spec: ExportSpec):
@@ -69,7 +70,7 @@ def _context(spec: ExportSpec):
         batch_sizes={k: tuple(v) for k, v in spec.batch_sizes.items()}, preprocessing=dict(spec.preprocessing),
         options=load_impl(spec.options_class).from_dict(spec.options), requested=dict(spec.requested),
         threads=spec.threads, cache_root=spec.cache_root, log=lambda m: print(m, flush=True),
-        input_names=tuple(spec.input_names), output_names=tuple(spec.output_names))
+        input_names=tuple(spec.input_names), output_names=tuple(spec.output_names), layout=dict(spec.layout))
 
 
 @contextlib.contextmanager

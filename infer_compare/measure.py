@@ -189,7 +189,15 @@ def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepar
         loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
                           min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
                           target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0),
-        **_how_spec(settings))
+        layout=_layout(prep), **_how_spec(settings))
+
+
+def _layout(prep: Any) -> dict[str, Any]:
+    """The model's batch axes, where any is not axis 0 (layout.py); {} otherwise."""
+    from .layout import of_model_info
+
+    lay = of_model_info(prep.minfo)
+    return {} if lay.trivial() else lay.to_dict()
 
 
 def _how_spec(settings: Settings) -> dict[str, Any]:
@@ -297,7 +305,7 @@ def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, 
                         log=prog.log, requested=dict(settings.requested), threads=settings.threads,
                         cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},
                         option_sets=dict(sel.runner_options), input_names=tuple(i["name"] for i in minfo.inputs),
-                        output_names=tuple(o["name"] for o in minfo.outputs))
+                        output_names=tuple(o["name"] for o in minfo.outputs), layout=_layout(prep))
     chain = ArtifactChain(ctx, cache, prep.source(), prog, export_timeout_s=sel.export_timeout_s)
     for key, rec in prep.carried.items():
         chain.carry(key, rec)

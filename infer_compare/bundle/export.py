@@ -276,11 +276,13 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
 def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress,
                   option_sets: dict[str, Any] | None = None) -> ArtifactChain:
     from ..backends.exporter import ExportContext
+    from ..layout import of_model_info
 
     minfo = prep.minfo
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
                         num_classes=minfo.num_classes, calibration=prep.ds.calibration, max_batch=max_batch,
                         model_spec=dict(prep.model_spec),
                         preprocessing=dict(prep.preprocessing), log=prog.log, threads=threads,
-                        cache_root=str(cache.root), option_sets=dict(option_sets or {}))
+                        cache_root=str(cache.root), option_sets=dict(option_sets or {}),
+                        layout=of_model_info(minfo).to_dict())  # calibration laid along each input's batch axis
     return ArtifactChain(ctx, cache, prep.source(), prog)

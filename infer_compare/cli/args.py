@@ -100,6 +100,10 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-shape", metavar="SHAPE",
                    help="the model's input shape where the model does not fix it: 1x3x224x224, or "
                         "name:1x3x224x224,name2:... for several inputs")
+    g.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                   help="feed input NAME this value in every sample (a number fills it, or comma-separated numbers "
+                        "one per element), e.g. --input-value sr=16000; repeatable. Inputs with neither --data nor "
+                        "a value get bundled photos (images) or seeded random values (said loudly)")
     g.add_argument("--artifact", action="append", default=[], metavar="PATH",
                    help="also measure this pre-built file exactly as given (.onnx, .xml, .engine/.plan, .tflite, "
                         "*_edgetpu.tflite), against the same reference; repeatable")
@@ -142,16 +146,34 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     d.add_argument("--layout", choices=("nchw", "nhwc"), help="the model's input layout")
     d.add_argument("--bgr", action="store_true", default=None, help="the model takes BGR channel order")
     d.add_argument("--scale", metavar="F", help="multiply the raw 0..255 pixels by F before the mean (default 1/255)")
+    d.add_argument("--letterbox", action="store_true", default=None,
+                   help="fit each image inside the input's H x W, aspect kept, padded with gray 114 (as detectors "
+                        "expect; default: resize to cover, centre crop)")
 
 
 def data_options(args):
     """The data flags as a prepare_user.DataOptions."""
     from ..prepare_user import DataOptions
 
-    keys = ("resize", "crop", "mean", "std", "layout", "bgr", "scale")
+    keys = ("resize", "crop", "mean", "std", "layout", "bgr", "scale", "letterbox")
     overrides = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     return DataOptions(data=args.data, labels=args.labels, calibration=args.calibration, max_images=args.max_images,
-                       overrides=overrides)
+                       overrides=overrides, values=input_values(getattr(args, "input_value", None) or []))
+
+
+def input_values(items: list[str]) -> dict[str, str]:
+    """--input-value NAME=VALUE (repeatable) as {name: value text}; malformed: UsageError."""
+    from ..errors import UsageError
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, eq, value = str(item).partition("=")
+        if not eq or not name.strip() or not value.strip():
+            raise UsageError(f"--input-value {item!r}: give NAME=VALUE, e.g. --input-value sr=16000")
+        if name.strip() in out:
+            raise UsageError(f"--input-value: input '{name.strip()}' is given twice")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def _add_gate_args(g, with_baseline: bool) -> None:

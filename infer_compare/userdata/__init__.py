@@ -54,13 +54,14 @@ from .spec import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     PreprocessSpec,
+    apply,
     from_preprocess,
     imagenet_defaults,
     preprocess_spec,
 )
 
 __all__ = [
-    "IMAGE_SUFFIXES", "IMAGENET_MEAN", "IMAGENET_STD", "ONLY_OUTPUT", "PreprocessSpec", "UserData",
+    "IMAGE_SUFFIXES", "IMAGENET_MEAN", "IMAGENET_STD", "ONLY_OUTPUT", "PreprocessSpec", "UserData", "apply",
     "check_folder_classes",    "from_preprocess", "imagenet_defaults", "load_data", "preprocess_spec", "selection_order",
     "split_eval_calibration",
 ]

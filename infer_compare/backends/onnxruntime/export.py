@@ -177,8 +177,9 @@ class OnnxInt8Exporter(_FromOnnx):
             ctx.log(f"ONNX int8: quant_pre_process, {o.int8_calibration} calibration on "
                     f"{count(ctx.calibration)} images, QDQ {o.int8_scheme}, {bits}-bit weights")
             with _quiet(), _cwd(tmp):
-                q.quant_pre_process(src, str(pre))
-                ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp))
+                fixed = _fix_sizes(src, ctx.calibration, Path(tmp) / "sized.onnx")
+                pre_how = _pre_process(q, fixed[0], pre)
+                ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp), ctx.layout)
                 _quantize(q, pre, path, ranges, o, Path(tmp), reduce)
         _check(path, "int8")
         model = onnx.load(str(path))
@@ -186,7 +187,7 @@ class OnnxInt8Exporter(_FromOnnx):
         s = summarize(model)
         act = "uint8 asymmetric" if o.int8_scheme == "U8S8" else "int8 symmetric (zero point 0)"
         opts = {"quantizer": f"onnxruntime.quantization (onnxruntime {deps.version('onnxruntime')})",
-                "pre_process": "quant_pre_process", "format": "QDQ", "scheme": o.int8_scheme,
+                "pre_process": pre_how, "before_quantizing": fixed[1], "format": "QDQ", "scheme": o.int8_scheme,
                 "activations": act, "weights": f"int8 per-channel symmetric, {bits}-bit range",
                 "reduce_range": reduce, "reduce_range_reason": why, "built_on_cpu": describe_cpu().to_dict(),
                 "calibration": o.int8_calibration,
@@ -197,7 +198,81 @@ class OnnxInt8Exporter(_FromOnnx):
         notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel {bits}-bit weights), "
                  f"{o.int8_calibration} calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
                  f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}", f"reduce_range {why}"]
+        if fixed[1].get("sizes"):
+            notes.append("dynamic sizes fixed to the measured ones before quantizing (symbolic shape inference "
+                         "needs them): " + ", ".join(f"{k} {v}" for k, v in fixed[1]["sizes"].items()))
+        if fixed[1].get("opset"):
+            notes.append(f"opset converted {fixed[1]['opset']} before quantizing (per-channel int8 weights need "
+                         "DequantizeLinear's axis)")
         return ExportResult(str(path), opts, notes)
+
+
+def _pre_process(q, src: str, pre: Path) -> str:
+    """quant_pre_process; where its symbolic shape inference fails (a dynamic batch through Shape/Resize
+    arithmetic, as in PaddleOCR's detector; If subgraphs, as in Silero VAD), again without it (ONNX shape
+    inference and the graph optimisation still run). Says which."""
+    try:
+        q.quant_pre_process(src, str(pre))
+        return "quant_pre_process"
+    except Exception as e:
+        first = e
+    try:
+        q.quant_pre_process(src, str(pre), skip_symbolic_shape=True)
+    except Exception:
+        raise first from None
+    why = str(first).strip().splitlines()[0][:120] if str(first).strip() else type(first).__name__
+    return f"quant_pre_process, skip_symbolic_shape (its symbolic shape inference failed on this graph: {why})"
+
+
+PER_CHANNEL_OPSET = 13  # DequantizeLinear's axis (per-channel weights) exists from opset 13
+
+
+def _fix_sizes(src: str, calib, out: Path) -> tuple[str, dict[str, Any]]:
+    """(``src``, {}) when the quantizer can take the file as it is; else a copy saved as ``out`` and what
+    changed: each dynamic dimension other than the batch (the symbols of the inputs' first axes) set to the
+    size the calibration inputs have, as --input-shape or --data gave it ({"sizes": {input: shape}}), and
+    an opset below 13 converted to 13 (the quantizer writes per-channel DequantizeLinear with an axis,
+    which older opsets lack: onnx.checker rejects it) ({"opset": "12 -> 13"})."""
+    import onnx
+
+    m = onnx.load(src, load_external_data=False)
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer)
+    if external:
+        m = onnx.load(src)
+    done: dict[str, Any] = {}
+    sizes = _set_sizes(m, calib)
+    if sizes:
+        done["sizes"] = sizes
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), PER_CHANNEL_OPSET)
+    if opset < PER_CHANNEL_OPSET:
+        m = onnx.version_converter.convert_version(m, PER_CHANNEL_OPSET)
+        done["opset"] = f"{opset} -> {PER_CHANNEL_OPSET}"
+    if not done:
+        return src, {}
+    onnx.save(m, str(out), save_as_external_data=external, location=out.name + ".data")
+    return str(out), done
+
+
+def _set_sizes(m, calib) -> dict[str, str]:
+    """Sets, in ``m``, every dynamic input dimension but the batch to the calibration inputs' size."""
+    from ...batches import is_multi
+
+    arrays = calib if is_multi(calib) else {None: calib}
+    weights = {t.name for t in m.graph.initializer}
+    inputs = [vi for vi in m.graph.input if vi.name not in weights]
+    batch = {vi.type.tensor_type.shape.dim[0].dim_param for vi in inputs if len(vi.type.tensor_type.shape.dim)}
+    done: dict[str, str] = {}
+    for vi in inputs:
+        a = arrays.get(vi.name, arrays.get(None) if len(inputs) == 1 else None)
+        dims = vi.type.tensor_type.shape.dim
+        if a is None or a.ndim != len(dims):
+            continue
+        free = [i for i, d in enumerate(dims) if i and not d.HasField("dim_value") and d.dim_param not in batch]
+        for i in free:
+            dims[i].dim_value = int(a.shape[i])
+        if free:
+            done[vi.name] = "x".join(str(d.dim_value) if d.HasField("dim_value") else "N" for d in dims)
+    return done
 
 
 def _fmt(c) -> str:
@@ -227,14 +302,16 @@ class _Batches:
         return next(self._it, None)
 
 
-def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
-    """Tensor ranges of ``method`` over ``calib``, one batch per collect_data call."""
+def _calibrate(q, pre: Path, calib, method: str, tmp: Path, layout: dict | None = None):
+    """Tensor ranges of ``method`` over ``calib``, one batch per collect_data call (each input laid along its
+    batch axis, ``layout``)."""
     import numpy as np
     from onnxruntime.quantization.calibrate import create_calibrator
     from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
     from ...batches import is_multi
     from ...formats import ONNX_INPUT_NAME
+    from ...layout import Layout
 
     ops = sorted(set(QLinearOpsRegistry) | set(QDQRegistry))  # what quantize_static calibrates by default
     cal = create_calibrator(pre, ops, augmented_model_path=str(tmp / "augmented.onnx"),
@@ -245,7 +322,7 @@ def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
     n = count(calib)
     for i in range(0, n - (n % step if fixed else 0), step):
         if is_multi(calib):  # several inputs: each by name, in its own dtype
-            feed = {k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()}
+            feed = Layout.from_dict(layout).to_model({k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()})
         else:
             feed = {name: np.ascontiguousarray(calib[i:i + step], dtype=np.float32)}
         cal.collect_data(_Batches([feed]))

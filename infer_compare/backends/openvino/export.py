@@ -52,7 +52,7 @@ class OpenVinoExporter(Exporter):
 
         if source is None:
             raise ExportError("OpenVINO IR is built from the ONNX artifact, which is missing")
-        model = ov.convert_model(source)
+        model = _convert(ov, source)
         xml = out_dir / "model.xml"
         opts: dict = {"source": "onnx", "input_shape": str(model.inputs[0].partial_shape)}
         notes: list[str] = []
@@ -67,8 +67,12 @@ class OpenVinoExporter(Exporter):
             nncf = deps.require("nncf", "OpenVINO int8 quantization")
             import numpy as np
 
-            # one input: an array per item; several: {input name: array} per item, each in its own dtype
-            calib = [each(part(ctx.calibration, i, i + 1), np.ascontiguousarray)
+            from ...layout import Layout
+
+            # one input: an array per item; several: {input name: array} per item, each in its own dtype, laid
+            # along its batch axis (a state [2, batch, 128], a scalar: layout.py)
+            lay = Layout.from_dict(ctx.layout)
+            calib = [lay.to_model(each(part(ctx.calibration, i, i + 1), np.ascontiguousarray))
                      for i in range(count(ctx.calibration))]
             ctx.log(f"NNCF int8 post-training quantization on {len(calib)} calibration inputs")
             logging.getLogger("nncf").setLevel(logging.ERROR)
@@ -88,3 +92,28 @@ class OpenVinoExporter(Exporter):
         else:
             raise ExportError(f"OpenVINO IR precisions are fp32, fp16 and int8, not {precision}")
         return ExportResult(str(xml), opts, notes)
+
+
+def _convert(ov, source: str):
+    """ov.convert_model; a graph its ONNX frontend cannot convert is an ExportError saying why."""
+    try:
+        return ov.convert_model(source)
+    except Exception as e:
+        why = frontend_failure(e)
+        if why is None:
+            raise
+        raise ExportError(why) from None
+
+
+def frontend_failure(e: BaseException) -> str | None:
+    """For an error of OpenVINO's ONNX frontend, one line naming the ops it could not convert and the first
+    reason (its message's first line only says which check failed); None for any other error."""
+    import re
+
+    text = str(e)
+    failed = re.search(r"Conversion is failed for: ([^\n]+)", text)
+    if not failed:
+        return None
+    skip = ("Check ", "FrontEnd API", "Model wasn't", "--", "[ONNX", "While validating", "Summary", "Exception from")
+    why = next((ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(skip)), "")
+    return f"OpenVINO's ONNX frontend cannot convert {failed.group(1).strip()}" + (f" ({why[:160]})" if why else "")

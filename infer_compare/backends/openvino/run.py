@@ -41,6 +41,7 @@ import numpy as np
 
 from ... import deps
 from ...batches import Batch
+from ...errors import RunnerError
 from ...gpu import summarize_ms
 from ...records import Availability
 from ..runner import Runner
@@ -150,7 +151,15 @@ class OpenVinoRunner(Runner):
 
         core = ov.Core()
         cfg = self.compile_config(hint)
-        model = core.read_model(self.artifact)
+        try:
+            model = core.read_model(self.artifact)
+        except Exception as e:
+            from .export import frontend_failure
+
+            why = frontend_failure(e)
+            if why is None:
+                raise
+            raise RunnerError(why) from None
         ps = model.inputs[0].partial_shape
         static: Any = None
         if len(model.inputs) > 1:  # several inputs: each dynamic batch set to the cell's (run_multi.py)
