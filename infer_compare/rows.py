@@ -45,13 +45,14 @@ def _compare(prep: Prepared, out: Any, n: int, tol: Tolerance, judge: bool, note
 
     minfo, labels = prep.minfo, prep.ds.eval_labels
     lab = labels[:n] if labels is not None else None
+    kinds = getattr(prep, "output_kinds", None) or {}
     if batches.is_multi(prep.ref):
         return parity.compare_outputs(batches.head(prep.ref, n), out, tol, labels=lab, judge=judge,
-                                      judge_top1=minfo.meaningful_top1, note=note)
+                                      judge_top1=minfo.meaningful_top1, note=note, kinds=kinds)
     if batches.is_multi(out):  # a one-output model run from a file with more: its first output, as always
         out = next(iter(out.values()))
-    return parity.compare(prep.ref[:n], out, tol, labels=lab, judge=judge, judge_top1=minfo.meaningful_top1,
-                          note=note)
+    return parity.compare_kind(prep.ref[:n], out, tol, next(iter(kinds.values()), ""), labels=lab, judge=judge,
+                               judge_top1=minfo.meaningful_top1, note=note)
 
 
 def _judged(prep: Prepared, precision: str) -> bool:

@@ -142,6 +142,10 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     d.add_argument("--layout", choices=("nchw", "nhwc"), help="the model's input layout")
     d.add_argument("--bgr", action="store_true", default=None, help="the model takes BGR channel order")
     d.add_argument("--scale", metavar="F", help="multiply the raw 0..255 pixels by F before the mean (default 1/255)")
+    d.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
+                   help="what output NAME means, and so how parity judges it (repeatable; default: inferred from "
+                        "its shape and values): scores ([N, classes]: cosine, top-1), map (probabilities or a "
+                        "dense map: mask IoU, errors relative to its scale), regression (values, boxes), other")
 
 
 def data_options(args):
