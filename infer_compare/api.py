@@ -102,13 +102,21 @@ def kind_options(kinds: dict[str, str] | Iterable[str] | None) -> dict[str, str]
 
 def _judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
     """The user's kinds checked against the model's outputs (UsageError) and kept on ``prep``, with a note."""
-    from .output_kinds import check_output_kinds, output_shapes
+    import numpy as np
+
+    from .output_kinds import KINDS, SCORES, check_output_kinds, infer_kind, output_shapes
 
     if kinds:
         check_output_kinds(kinds, output_shapes(prep))
         prep.output_kinds = dict(kinds)
         prep.notes.append("outputs judged as given by --output-kind: "
                           + ", ".join(f"{k} as {v}" for k, v in kinds.items()))
+    refs = prep.ref if isinstance(prep.ref, dict) else {"": prep.ref}
+    for k, a in refs.items():
+        kind = kinds.get(k) or (next(iter(kinds.values())) if kinds and not k else "") or infer_kind(a)
+        if kind != SCORES:
+            prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as {kind} "
+                              f"({KINDS[kind]}; output_kinds.py; --output-kind NAME=KIND to say otherwise)")
 
 
 def data_options(data: Any):

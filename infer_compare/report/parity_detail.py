@@ -15,8 +15,9 @@ def judged_text(p: ParityResult) -> str:
     verdict = ("passed" if p.passed else "failed") + ("" if p.judged else " (reported, not judged)")
     how = f"{m:.0%} of the allowance left" if m >= 0 else f"outside the limit by {-m:.3g}× the allowance"
     return (f"{p.kind or 'output'}, judged by {p.metric} {p.metric_value:.5g} (limit {p.metric_limit:.4g}): "
-            f"{verdict}, {how}" + (f"; cosine left out on {p.cosine_skipped} near-zero samples"
-                                   if p.cosine_skipped else ""))
+            f"{verdict}, {how}" + (f"; mask IoU {p.mask_iou:.4f}" if p.mask_iou is not None and
+                                   p.metric != "mask IoU" else "")
+            + (f"; cosine left out on {p.cosine_skipped} near-zero samples" if p.cosine_skipped else ""))
 
 
 def row_lines(r: RunRecord) -> list[str]:
