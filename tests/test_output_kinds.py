@@ -181,3 +181,36 @@ def test_output_kind_usage_errors_exit_2(lraspp, cache_dir, tmp_path, capsys):
                  "-o", str(tmp_path / "ok"), "--output-kind", "out=regression"])
     d = json.loads((tmp_path / "ok" / "results.json").read_text())
     assert code == 0 and {r["parity"]["kind"] for r in d["rows"] if r.get("parity")} == {"regression"}
+
+
+def sigmoid_map_model(path) -> None:
+    """A text-detector-like head: 3x3 Conv with a bias of -14, Sigmoid, [N, H, W]: almost all zeros."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = (np.random.default_rng(0).random((1, 3, 3, 3)) * 0.4).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["logit"], name="head", pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["logit"], ["p"], name="sigmoid"),
+             helper.make_node("Squeeze", ["p", "axis"], ["prob"], name="squeeze")]
+    g = helper.make_graph(nodes, "det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 32, 32])],
+                          [helper.make_tensor_value_info("prob", TensorProto.FLOAT, ["batch", 32, 32])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([-14.0], np.float32), "b"),
+                           numpy_helper.from_array(np.array([1], np.int64), "axis")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+
+
+def test_sigmoid_map_rows_pass_where_the_numbers_agree(cache_dir, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from infer_compare.cli import main
+
+    sigmoid_map_model(tmp_path / "det.onnx")
+    code = main(["--model", str(tmp_path / "det.onnx"), "--backends", "onnxruntime,openvino", "--precisions",
+                 "fp32,fp16", *FAST[:-3], "-q", "-o", str(tmp_path / "out")])
+    d = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = [r for r in d["rows"] if r.get("parity")]
+    assert code in (0, 1) and len(rows) >= 2 and all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows]
+    for r in rows:
+        p = r["parity"]  # the photos leave most samples' maps near zero: their cosine is left out
+        assert p["kind"] == "map" and p["cosine_skipped"] > 0 and p["mask_iou"] == 1.0 and p["top5_agreement"] is None
