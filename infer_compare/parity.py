@@ -12,6 +12,12 @@ bf16 >= 0.989, int8 >= 0.948 with random weights).
 A row that is not judged (int8 with random weights) still fails below a sanity
 floor: non-finite outputs, a mean cosine below :data:`FLOOR_COSINE_MEAN` or a sample
 below :data:`FLOOR_COSINE_WORST`.
+
+These are the rules for class scores. Every output is judged by what it means (output_kinds.py:
+scores, map, regression, other; :func:`compare_kind`): outputs that are not class scores go to
+parity_values.compare_values (errors relative to their scale, cosine only where the reference is not
+near zero, mask IoU for dense maps; never failing at float rounding level, :data:`ROUNDING_REL`). Each
+result names the check that decided it and its margin (:func:`decide`).
 """
 
 from __future__ import annotations
