@@ -95,3 +95,13 @@ def test_a_search_that_fails_leaves_the_row_its_reason(model, tmp_path):
     with pytest.raises(RuntimeError, match="took more than"):
         divergence.run_child(str(model), str(model), {"x": np.zeros((1, 3, 16, 16), np.float32)}, 0.05,
                              timeout_s=0.01)
+
+
+def test_openvino_on_the_qdq_file_names_it_too(model, cache_dir, tmp_path):
+    pytest.importorskip("openvino")
+    from infer_compare.cli import main
+
+    args = [a if a != "onnxruntime" else "openvino" for a in FAST]
+    main(["--model", str(model), "--formats", "onnx", "--precisions", "int8", *args, "-o", str(tmp_path)])
+    (r,) = [r for r in _rows(tmp_path) if r["backend"] == "openvino" and r["precision"] == "int8"]
+    assert r["status"] == "parity_failed" and "first diverging node: cancelling_conv (Conv)" in r["reason"]
