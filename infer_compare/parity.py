@@ -122,13 +122,8 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
     rel = float(diff.max()) / scale if diff.size else 0.0
     failures = _judge(tol, nonfinite, cos_mean, cos_min, worst, rel, top1, judge_top1)
     floor = _floor(nonfinite, cos_mean, cos_min, worst)
-    checks = [("cosine", cos_mean, float(tol.min_cosine), True),
-              (f"worst sample (#{worst}) cosine", cos_min, min_cosine_worst(tol), True)]
-    if tol.max_rel_err is not None:
-        checks.append(("max abs error / max |reference|", rel, float(tol.max_rel_err), False))
-    if judge_top1 and tol.min_top1 is not None:
-        checks.append(("top-1 agreement", top1, float(tol.min_top1), True))
-    decided = decide(checks)  # class scores keep their rules: at rounding level their cosine is ~1 anyway
+    # class scores keep their rules (no rounding-level pass: there their cosine is ~1 anyway)
+    decided = decide(_score_checks(tol, cos_mean, cos_min, worst, rel, top1 if judge_top1 else None))
     passed = not floor and (not failures or not judge)
     return ParityResult(
         n=int(ref.shape[0]),
@@ -152,6 +147,18 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
         kind=SCORES,
         **decided,
     )
+
+
+def _score_checks(tol: Tolerance, cos_mean: float, cos_min: float, worst: int, rel: float,
+                  top1: float | None) -> list[tuple[str, float, float, bool]]:
+    """The checks of class scores, as (name, value, limit, higher is better), for :func:`decide`."""
+    checks = [("cosine", cos_mean, float(tol.min_cosine), True),
+              (f"worst sample (#{worst}) cosine", cos_min, min_cosine_worst(tol), True)]
+    if tol.max_rel_err is not None:
+        checks.append(("max abs error / max |reference|", rel, float(tol.max_rel_err), False))
+    if top1 is not None and tol.min_top1 is not None:
+        checks.append(("top-1 agreement", top1, float(tol.min_top1), True))
+    return checks
 
 
 def margin(value: float, limit: float, higher_is_better: bool) -> float:

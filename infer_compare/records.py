@@ -176,9 +176,7 @@ class ParityResult(Record):
     floor_failures: tuple[str, ...] = ()
     output: str = ""  # several outputs: the output these figures are for (the row's worst)
     outputs: tuple[ParityResult, ...] = ()  # several outputs: each output's own figures, in the model's order
-    # what the output means (output_kinds.py: scores, map, regression, other; "" in files before it) and the
-    # check that decided its verdict: its value, its limit and the margin, the share of the allowance left
-    # (1: no error, 0: on the limit, < 0: failed by that much)
+    # what the output means ("" in older files) and the check that decided it (parity.decide: margin 0 = on the limit)
     kind: str = ""
     metric: str = ""
     metric_value: float | None = None
