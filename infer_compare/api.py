@@ -44,7 +44,7 @@ def compare(
     on_row: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
     parity_every_batch: bool = False, input_shape: str | None = None, example_input: Any = None,
     data: Any = None, artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = "latency",
-    io: str | None = None, concurrency: int = 0,
+    io: str | None = None, concurrency: int = 0, output_kinds: dict[str, str] | Iterable[str] | None = None,
 ) -> Report:
     """Export ``model`` to every format it can, measure each on every device present, check every
     output against the PyTorch FP32 reference, and return the Report (docs/architecture.md).
@@ -54,7 +54,8 @@ def compare(
     ``input_shape`` ("1x3x224x224" or "name:1x3x224x224,..."), ``data`` (a path: an image folder, a .npy or
     a .npz, as ``--data``; or ``infer_compare.DataOptions(data=..., labels=..., calibration=..., max_images=...,
     overrides={...})`` for the other data flags; or a dict of those fields) and ``artifacts`` (pre-built files
-    measured as given) as the CLI's flags of the same names.
+    measured as given) as the CLI's flags of the same names. ``output_kinds``: what outputs mean, as
+    ``--output-kind`` ({name: kind} or ["NAME=KIND", ...]; kinds in output_kinds.py).
 
     ``on_row(partial_report)`` gets the report after each row, so that a caller can save what is
     measured. ``runner_options`` maps a runner to values of its declared options
@@ -68,6 +69,7 @@ def compare(
     from .timeline import TimedProgress, Timeline
 
     data = data_options(data)
+    kinds = kind_options(output_kinds)
     t_start = time.perf_counter()
     timeline = Timeline(t_start)
     prog = TimedProgress(progress or Progress(), timeline)
@@ -86,7 +88,35 @@ def compare(
         return _run(model, sel, present, cache, prog, warnings, t_start=t_start, timeline=timeline,
                     weights=weights, input_shape=input_shape, example_input=example_input, data=data,
                     parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
-                    command=command, on_row=on_row)
+                    command=command, on_row=on_row, output_kinds=kinds)
+
+
+def kind_options(kinds: dict[str, str] | Iterable[str] | None) -> dict[str, str]:
+    """``compare(output_kinds=...)`` as {name: kind}, each kind checked (UsageError) before any work."""
+    from .output_kinds import parse_output_kinds
+
+    if isinstance(kinds, dict):
+        kinds = [f"{k}={v}" for k, v in kinds.items()]
+    return parse_output_kinds(kinds)
+
+
+def _judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
+    """The user's kinds checked against the model's outputs (UsageError) and kept on ``prep``, with a note."""
+    import numpy as np
+
+    from .output_kinds import KINDS, SCORES, check_output_kinds, infer_kind, output_shapes
+
+    if kinds:
+        check_output_kinds(kinds, output_shapes(prep))
+        prep.output_kinds = dict(kinds)
+        prep.notes.append("outputs judged as given by --output-kind: "
+                          + ", ".join(f"{k} as {v}" for k, v in kinds.items()))
+    refs = prep.ref if isinstance(prep.ref, dict) else {"": prep.ref}
+    for k, a in refs.items():
+        kind = kinds.get(k) or (next(iter(kinds.values())) if kinds and not k else "") or infer_kind(a)
+        if kind != SCORES:
+            prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as {kind} "
+                              f"({KINDS[kind]}; output_kinds.py; --output-kind NAME=KIND to say otherwise)")
 
 
 def data_options(data: Any):
@@ -113,7 +143,8 @@ def data_options(data: Any):
 
 def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: Any, warnings: Any, *,
          t_start: float, timeline: Any, weights: str, input_shape: str | None, example_input: Any, data: Any,
-         parity_samples: int | None, calibration_samples: int | None, seed: int, command: Any, on_row: Any):
+         parity_samples: int | None, calibration_samples: int | None, seed: int, command: Any, on_row: Any,
+         output_kinds: dict[str, str] | None = None):
     """Probe, prepare and measure, with the fork servers started first and closed at the end."""
     from . import env
     from .measure import measure
@@ -126,6 +157,7 @@ def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: 
         prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
                            parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
                            cache=cache, threads=sel.threads, prog=prog, warn=warnings)
+        _judge_outputs_as(prep, output_kinds or {})
         return measure(prep, sel, environment=environment, present=present, cache=cache, prog=prog,
                        warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers,
                        timeline=timeline)

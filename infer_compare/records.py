@@ -176,6 +176,14 @@ class ParityResult(Record):
     floor_failures: tuple[str, ...] = ()
     output: str = ""  # several outputs: the output these figures are for (the row's worst)
     outputs: tuple[ParityResult, ...] = ()  # several outputs: each output's own figures, in the model's order
+    # what the output means ("" in older files) and the check that decided it (parity.decide: margin 0 = on the limit)
+    kind: str = ""
+    metric: str = ""
+    metric_value: float | None = None
+    metric_limit: float | None = None
+    margin: float | None = None
+    cosine_skipped: int = 0  # samples whose reference is near zero: left out of the cosine
+    mask_iou: float | None = None  # dense maps: mean IoU of the thresholded (or argmax) masks
 
     @property
     def reason(self) -> str:

@@ -149,6 +149,10 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     d.add_argument("--letterbox", action="store_true", default=None,
                    help="fit each image inside the input's H x W, aspect kept, padded with gray 114 (as detectors "
                         "expect; default: resize to cover, centre crop)")
+    d.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
+                   help="what output NAME means, and so how parity judges it (repeatable; default: inferred from "
+                        "its shape and values): scores ([N, classes]: cosine, top-1), map (probabilities or a "
+                        "dense map: mask IoU, errors relative to its scale), regression (values, boxes), other")
 
 
 def data_options(args):

@@ -160,7 +160,7 @@ def cmd_compare(args, argv: list[str]) -> int:
                 use_cache=not args.no_cache, seed=args.seed, command=["infer-compare", *argv], progress=prog,
                 on_row=saver, runner_options=runner_options_from_args(args),
                 parity_every_batch=args.parity_every_batch, input_shape=args.input_shape,
-                data=data_options(args), artifacts=args.artifact)
+                data=data_options(args), artifacts=args.artifact, output_kinds=args.output_kind)
     except KeyboardInterrupt:
         saver.interrupted()
         raise

@@ -12,7 +12,7 @@ from html import escape
 
 from ..flops import efficiency
 from ..records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
-from . import common, plots
+from . import common, parity_detail, plots
 
 CSS = """
 :root { --fg:#1d232a; --muted:#5b6672; --line:#d9dee4; --bg:#fff; --head:#f3f5f8; --bad:#b3261e; --ok:#1e7b34;
@@ -354,6 +354,10 @@ def render(rep: Report) -> str:
     notes = _notes(rep)
     if notes:
         out += ['<h2 id="notes">Notes</h2><ul class="tight">', *[f"<li>{escape(n)}</li>" for n in notes], "</ul>"]
+    details = parity_detail.lines(rep)
+    if details:
+        out += ['<h2 id="parity">Parity by output</h2><ul class="tight">',
+                *[f"<li>{escape(n)}</li>" for n in details], "</ul>"]
     out += _environment(rep)
     out.append(f"<script>{JS}</script></body></html>")
     return "\n".join(out) + "\n"

@@ -91,5 +91,12 @@ def _notes(rep: Report) -> list[str]:
     return ["## Notes", "", *[f"- {_esc(n)}" for n in dict.fromkeys(notes)], ""]
 
 
+def _parity_details(rep: Report) -> list[str]:
+    from . import parity_detail
+
+    details = parity_detail.lines(rep)
+    return ["## Parity by output", "", *[f"- {_esc(n)}" for n in details], ""] if details else []
+
+
 def render(rep: Report) -> str:
-    return "\n".join(_header(rep) + _results(rep) + _failures_and_skips(rep) + _notes(rep))
+    return "\n".join(_header(rep) + _results(rep) + _failures_and_skips(rep) + _parity_details(rep) + _notes(rep))

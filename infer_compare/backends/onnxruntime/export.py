@@ -91,6 +91,11 @@ def _check(path: Path, what: str) -> None:
 class OnnxFp16Exporter(_FromOnnx):
     """fp32 ONNX -> fp16 ONNX (fp32 input and output)."""
 
+    @classmethod
+    def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
+        keep = _keep_fp32(ctx)
+        return {**super().cache_extras(ctx, precision), **({"keep_fp32": keep} if keep else {})}
+
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import onnx
 
@@ -101,7 +106,9 @@ class OnnxFp16Exporter(_FromOnnx):
         f16 = deps.require("onnxruntime.transformers.float16", "the fp16 ONNX conversion")
         from onnxruntime.transformers.onnx_model import OnnxModel
 
-        m16 = OnnxModel(f16.convert_float_to_float16(src, keep_io_types=True))
+        keep = _keep_fp32(ctx)
+        blocked = {"op_block_list": [*f16.DEFAULT_OP_BLOCK_LIST, *keep]} if keep else {}
+        m16 = OnnxModel(f16.convert_float_to_float16(src, keep_io_types=True, **blocked))
         m16.topological_sort()
         path = out_dir / "model.onnx"
         onnx.save(m16.model, str(path))
@@ -114,7 +121,7 @@ class OnnxFp16Exporter(_FromOnnx):
         opts = {"converter": f"onnxruntime.transformers.float16 (onnxruntime {deps.version('onnxruntime')})",
                 "keep_io_types": True, "io": "float32 input and output (a Cast at each edge)",
                 "initializers": inits, "nodes_fp16": s.count("fp16"), "nodes_fp32": s.count("fp32"),
-                "nodes": s.total, "weights_clamped_to_fp16_range": clamped}
+                "nodes": s.total, "weights_clamped_to_fp16_range": clamped, **({"keep_fp32": keep} if keep else {})}
         notes = [f"converted from the fp32 ONNX file (not re-exported from model.half()): {s.count('fp16')} of "
                  f"{s.total} nodes compute in fp16, {s.count('cast')} Casts, input and output stay float32"]
         if any(clamped.values()):
@@ -122,6 +129,11 @@ class OnnxFp16Exporter(_FromOnnx):
                          f"value to 65504 and raised {clamped['below_5.96e-8']} below its smallest subnormal to "
                          "5.96e-8")
         return ExportResult(str(path), opts, notes)
+
+
+def _keep_fp32(ctx: ExportContext) -> list[str]:
+    """--onnx-fp16-keep-fp32: the op types the fp16 file keeps in fp32, sorted and unique."""
+    return sorted({x.strip() for x in ctx.options_as(OrtOptions).fp16_keep_fp32.split(",") if x.strip()})
 
 
 def _out_of_fp16_range(model) -> dict[str, int]:

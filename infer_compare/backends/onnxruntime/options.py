@@ -44,6 +44,9 @@ class OrtOptions(OrtSessionOptions):
                                             "on for U8S8 on x86 CPUs without VNNI (whose kernels can saturate), off "
                                             "elsewhere", flag="--onnx-int8-reduce-range", choices=REDUCE_RANGE,
                                     builds=True)
+    fp16_keep_fp32: str = option("", "op types kept in fp32 in the ONNX fp16 file, comma-separated (e.g. Exp,ReduceSum: "
+                                     "the float16 converter's op_block_list, added to its defaults); a failed fp16 "
+                                     "row names the op to keep", flag="--onnx-fp16-keep-fp32", builds=True)
 
 
 @dataclass(frozen=True)
