@@ -195,12 +195,15 @@ def test_same_configuration_through_the_main_command(runs):
     assert runs["same_code"] == 0  # the main command with two --baseline files and --fail-on
     same = load_report(runs["dir"] / "same" / "results.json")
     assert same.complete
-    res = check_regression(same, [runs["dir"] / "base.json", runs["dir"] / "base2.json"], RULES)
+    res = check_regression(same, [runs["dir"] / "base.json", runs["dir"] / "base2.json"], RULES, timing="calibrated")
     assert res.n_baselines == 2 and len(res.matched) == 1
     applied = [c for c in res.checks if c.rule.metric in ("p50", "throughput")]
     assert len(applied) == 2
     for c in applied:  # judged calibrated, against two runs, with an interval; or not judged, saying why
         assert (c.ci is not None and c.calibrated and c.n_baselines == 2) or c.verdict == "disturbed", c.message
+    # the default timing divides by the run's PyTorch fp32 row: this run has none, so it says it compared as measured
+    res = check_regression(same, [runs["dir"] / "base.json", runs["dir"] / "base2.json"], RULES)
+    assert any("no reference figure to divide by" in n for d in res.rows for n in d.notes)
     assert [c.verdict for c in res.checks if c.rule.metric == "accuracy"] == [PASS]
 
 

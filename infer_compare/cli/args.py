@@ -8,7 +8,7 @@ import sys
 
 from .. import __version__
 from ..errors import UsageError
-from ..regress.judge import CALIBRATED, TIMINGS
+from ..regress.judge import REFERENCE, TIMINGS
 from ..regress.rules import DEFAULT_RULES
 from .flags import add_runner_option_flags
 
@@ -192,10 +192,10 @@ def _add_gate_args(g, with_baseline: bool) -> None:
                    help="exit 1 when a row gets worse than RULE, e.g. p50:+10%%, throughput:-5%%, accuracy:-0.5 "
                         "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
                         "rel_err load memory size); default: " + ", ".join(DEFAULT_RULES).replace("%", "%%"))
-    g.add_argument("--timing", choices=TIMINGS, default=CALIBRATED,
-                   help="judge latency and throughput as ratios to the calibration workload timed before each row "
-                        "(calibrated, the default: a machine that is uniformly slower today is no regression) or "
-                        "as they are (absolute)")
+    g.add_argument("--timing", choices=TIMINGS, default=REFERENCE,
+                   help="judge latency and throughput as ratios to the run's own PyTorch fp32 row (reference, the "
+                        "default: it caught the most injected changes, docs/reports-and-regression.md), to a "
+                        "calibration workload timed before each row (calibrated), or as measured (absolute)")
     g.add_argument("--allow-missing", action="store_true",
                    help="accept rows that were ok in the baseline and are missing or skipped now (a violation by "
                         "default)")
@@ -242,8 +242,8 @@ def build_diff_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="infer-compare diff",
                 description="Compare a run with its baseline row by row (matched by backend/format/precision/"
                             "device/batch) and exit 1 when a rule is broken, or a row that was ok now fails, is "
-                            "missing or executes another precision. Timings are judged as ratios to a calibration "
-                            "workload timed before each row; a change within the spread of the baseline runs and "
+                            "missing or executes another precision. Timings are judged as ratios to the run's own "
+                            "PyTorch fp32 row; a change within the spread of the baseline runs and "
                             "the run's own interval (bootstrap over the raw samples) is not a regression.",
                 epilog="Rules: METRIC:[+|-]NUMBER[%], e.g. p50:+10%, throughput:-5%, accuracy:-0.5 (percentage "
                        "points). Exit codes: 0 no regression, 1 regression, 2 usage error (incl. a baseline from "

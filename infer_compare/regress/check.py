@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from ..errors import UsageError
 from ..records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
 from .environment import check_environment
-from .judge import ABSOLUTE, CALIBRATED, REFERENCE, TIMINGS, Stats, judge
+from .judge import ABSOLUTE, REFERENCE, TIMINGS, Stats, judge
 from .metrics import METRICS
 from .results import NA, Check, RegressionResult, RowDiff
 from .rules import DEFAULT_RULES, Rule, parse_rules
@@ -126,11 +126,12 @@ def _diff_row(lab: str, bases: list[RunRecord], b: RunRecord, rules: tuple[Rule,
             checks.append(c)
             if method:
                 methods.add(method)
+        is_ref = a.backend == "pytorch" and a.format == "pytorch" and a.precision == "fp32"
         if st.timing != ABSOLUTE and any(c.rule.metric in _TIMED for c in checks) and not any(
-                c.calibrated for c in checks if c.rule.metric in _TIMED):
+                c.calibrated for c in checks if c.rule.metric in _TIMED) and not (st.timing == REFERENCE and is_ref):
             row_notes.append(f"timings compared in absolute terms: no {st.timing} figure to divide by")
         elif st.timing == REFERENCE and a.backend == "pytorch" and a.format == "pytorch" and a.precision == "fp32":
-            row_notes.append("the reference row: its timings are judged against the calibration workload")
+            row_notes.append("the reference row: its timings are judged as measured")
     elif b.status == SKIPPED and a.status != SKIPPED:
         row_notes.append(f"now skipped: {b.reason}")
     return RowDiff(lab, a, b, tuple(checks), tuple(row_notes), tuple(bases))
@@ -167,14 +168,15 @@ def _validate(confidence: float, n_resamples: int, timing: str) -> None:
 
 def check_regression(current: Report | str | os.PathLike, baseline, rules: Iterable[str | Rule] | str | None = None,
                      *, allow_environment_change: bool = False, allow_incomplete: bool = False,
-                     allow_missing: bool = False, timing: str = CALIBRATED, confidence: float = 0.95,
+                     allow_missing: bool = False, timing: str = REFERENCE, confidence: float = 0.95,
                      n_resamples: int = 1000, seed: int = 0) -> RegressionResult:
     """Compare ``current`` with ``baseline`` row by row under ``rules`` (e.g. ``["p50:+10%"]``).
 
     ``baseline`` is a Report or a path (a results.json, or a directory of them), or a list of them:
     several runs of the baseline code, whose spread is the between-run allowance. ``rules`` None
-    applies DEFAULT_RULES. Timings are judged as ratios to the calibration workload timed before
-    each row (``timing="absolute"`` turns that off). Returns a RegressionResult (``.passed``,
+    applies DEFAULT_RULES. Timings are judged as ratios to the run's own PyTorch fp32 row
+    (``timing="reference"``; ``"calibrated"``: to the calibration workload timed before each row;
+    ``"absolute"``: as measured). Returns a RegressionResult (``.passed``,
     ``.violations``, ``.summary()``). Raises EnvironmentMismatch (a UsageError) when a baseline
     comes from another machine or library versions and ``allow_environment_change`` is False;
     UsageError when a report is incomplete (an interrupted or killed run) and ``allow_incomplete``

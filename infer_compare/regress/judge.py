@@ -38,7 +38,7 @@ class Stats:
     confidence: float = 0.95
     n_resamples: int = 1000
     seed: int = 0
-    timing: str = CALIBRATED
+    timing: str = REFERENCE
     refs: dict | None = None  # id(baseline row) -> (its run's reference row, the current run's reference row)
 
 
@@ -105,8 +105,8 @@ def compare(rule: Rule, a: RunRecord, b: RunRecord, st: Stats) -> Pair | None:
     f = None
     if m.samples and st.timing == CALIBRATED:
         f = calibration_factor(a, b)
-    elif m.samples and st.timing == REFERENCE:  # the reference row itself: against the calibration workload
-        f = reference_factor(a, b, st.refs or {}) or calibration_factor(a, b)
+    elif m.samples and st.timing == REFERENCE:  # the reference row itself: as measured
+        f = reference_factor(a, b, st.refs or {})
     adj = 1.0 if f is None else f ** -m.worse  # latency / f, throughput * f
 
     def conv(ratio: float) -> float:

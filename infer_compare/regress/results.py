@@ -116,7 +116,7 @@ class RegressionResult:
     baseline_created: str = ""
     current_created: str = ""
     n_baselines: int = 1
-    timing: str = "calibrated"
+    timing: str = "reference"
     default_rules: bool = False  # no rule was given: the documented defaults were applied
     allow_missing: bool = False
 
