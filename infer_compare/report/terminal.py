@@ -61,10 +61,12 @@ def print_report(rep: Report, console=None) -> None:
 
 
 def print_verdict(rep: Report, con) -> None:
-    """The verdict under the table (report.common.verdict)."""
+    """The verdict under the table (report.verdict.verdict)."""
     from rich.markup import escape
 
-    v = common.verdict(rep)
+    from .verdict import verdict
+
+    v = verdict(rep)
     if not v.picks and not v.notes:
         return
     con.print("[bold]Verdict[/]")
