@@ -143,10 +143,11 @@ class ArtifactChain:
     def _build(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> ExportRecord | Unbuilt:
         def build(tmp: Path) -> dict:
             self.prog.log(f"exporting {f.title} {prec} ...")
-            if self.isolated:
-                res = isolated_export(f, prec, fctx, src, tmp, self.model, self.export_timeout_s)
-            else:
-                res = ecls().export(fctx, src.path, tmp, prec)
+            with self.prog.phase(f"exporting {f.title} {prec}"):
+                if self.isolated:
+                    res = isolated_export(f, prec, fctx, src, tmp, self.model, self.export_timeout_s)
+                else:
+                    res = ecls().export(fctx, src.path, tmp, prec)
             return {"file": os.path.relpath(res.path, tmp), "options": res.options, "notes": res.notes,
                     "format": f.name, "precision": prec, "model": self.model.info.name, "source": src.path}
 
