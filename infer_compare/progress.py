@@ -28,6 +28,11 @@ class Progress:
     def row(self, rec: Any) -> None: ...
 
 
+def phase_of(prog: Any, msg: str) -> AbstractContextManager[None]:
+    """``prog.phase(msg)``, or nothing for a Progress-like object written before ``phase`` existed."""
+    return getattr(prog, "phase", lambda _m: nullcontext())(msg)
+
+
 class Warnings(list):
     """The run's warnings: calling it keeps the message (for Report.warnings) and shows it."""
 

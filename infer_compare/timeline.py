@@ -56,9 +56,9 @@ class TimedProgress:
         getattr(self._prog, "step", _ignore)(msg)  # an older Progress-like object may lack it
 
     def phase(self, msg: str) -> Any:
-        from contextlib import nullcontext
+        from .progress import phase_of
 
-        return getattr(self._prog, "phase", lambda _m: nullcontext())(msg)
+        return phase_of(self._prog, msg)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._prog, name)
