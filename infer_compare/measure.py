@@ -218,14 +218,15 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
                 run.add(RunRecord(**row_base(c, run.settings.threads or 1), batch_size=b, status=SKIPPED,
                                   skip_kind="unsupported", export=art,
                                   reason=f"the model has a static batch of {static}; batch {b} cannot run"))
+                run.prog.advance(None)
         batches = tuple(b for b in batches if b == static)
         if not batches:
             return
     spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
-    run.prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
+    run.prog.step(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
     server = run.servers.for_modules(run.preload.get(c.runner, ()))
     results = run_cell(spec, run.settings.cell_timeout_s, work, tag, server=server)
-    for _ in batches[1:]:
+    for _ in batches:
         run.prog.advance(None)
     tol = get_format(c.fmt).tolerance(c.precision)
     for res in results:
@@ -285,15 +286,23 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
             more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner)) \
                 if c.device is None else ""
             run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
+            _advance_skipped(run, c)
             continue
         art = _given_artifact(c, sel) if c.artifact else \
             chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
         if isinstance(art, Unbuilt):
             run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
                               skip_kind="unavailable" if art.status == SKIPPED else ""))
+            _advance_skipped(run, c)
             continue
         run.timeline.mark(what, CONFIGURATION)
         _measure_config(run, c, art, sel, work, f"cell{idx}", cache)
+
+
+def _advance_skipped(run: _Run, c: Cell) -> None:
+    """A cell that will not be measured still counts in the progress total (its batch sizes, on a device)."""
+    for _ in run.settings.batch_sizes[c.kind] if c.device is not None else ():
+        run.prog.advance(None)
 
 
 def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, prog: Progress) -> ArtifactChain:

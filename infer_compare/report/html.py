@@ -13,6 +13,7 @@ from html import escape
 from ..flops import efficiency
 from ..records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
 from . import common, parity_detail, plots
+from .verdict import verdict
 
 CSS = """
 :root { --fg:#1d232a; --muted:#5b6672; --line:#d9dee4; --bg:#fff; --head:#f3f5f8; --bad:#b3261e; --ok:#1e7b34;
@@ -179,7 +180,7 @@ def _highlights(rep: Report) -> str:
     rows = [r for r in rep.rows if r.status in (OK, PARITY_FAILED) and r.latency is not None]
     if not rows:
         return ""
-    v = common.verdict(rep)
+    v = verdict(rep)
     cards = [(p.title, p.value, p.text()[len(p.title) + 2:]) for p in v.picks]
     if rep.model.flops_per_image:
         cards.append(("model FLOPs per image", _flops_text(rep.model.flops_per_image),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..records import Report
 from . import common
+from .verdict import verdict
 
 
 def _esc(s: str) -> str:
@@ -55,7 +56,7 @@ def _results(rep: Report) -> list[str]:
         out.append("| " + " | ".join(_esc(c) for c in cells) + " |")
     out.append("")
     out += [f"{_esc(line)}" + "\n" for line in common.latency_notes(rep)]
-    v = common.verdict(rep)
+    v = verdict(rep)
     if v.picks or v.notes:
         out += ["**Verdict**", "", *[f"- {_esc(line)}" for line in v.lines()], ""]
     out += _percentiles(rep)

@@ -166,10 +166,12 @@ def _print_tail(rep: Report, con) -> None:
 
 
 def print_verdict(rep: Report, con) -> None:
-    """The verdict under the table (report.common.verdict)."""
+    """The verdict under the table (report.verdict.verdict)."""
     from rich.markup import escape
 
-    v = common.verdict(rep)
+    from .verdict import verdict
+
+    v = verdict(rep)
     if not v.picks and not v.notes:
         return
     con.print("[bold]Verdict[/]")
