@@ -141,10 +141,17 @@ def test_compare_lists_gpu_rows_as_skipped_on_cpu(cache_dir):
         pytest.skip("this machine has a CUDA device")
     from infer_compare import compare
 
-    rep = compare("lenet5", backends=["pytorch", "pytorch-compile", "onnxruntime", "tensorrt"], devices=["cuda"],
-                  cache_dir=cache_dir, batch_sizes=[1], min_time_s=0.0, min_iters=1, warmup_iters=1)
-    assert rep.rows and all(r.status == "skipped" and r.reason for r in rep.rows)
-    assert {r.backend for r in rep.rows} == {"pytorch", "pytorch-compile", "onnxruntime", "tensorrt"}
+    from infer_compare.errors import UsageError
+
+    backends = ["pytorch", "pytorch-compile", "onnxruntime", "tensorrt"]
+    with pytest.raises(UsageError, match="--device cuda: no CUDA device found"):  # only absent devices: at once
+        compare("lenet5", backends=backends, devices=["cuda"], cache_dir=cache_dir, batch_sizes=[1])
+    rep = compare("lenet5", backends=backends, devices=["cpu", "cuda"], formats=["pytorch", "onnx", "tensorrt"],
+                  precisions=["fp32"], cache_dir=cache_dir, batch_sizes=[1], min_time_s=0.0, min_iters=1,
+                  warmup_iters=1)
+    gpu = [r for r in rep.rows if r.device.startswith("cuda")]
+    assert gpu and all(r.status == "skipped" and r.reason for r in gpu)
+    assert {r.backend for r in gpu} == {"pytorch", "pytorch-compile", "onnxruntime", "tensorrt"}
 
 
 @pytest.mark.gpu
