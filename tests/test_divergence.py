@@ -105,3 +105,13 @@ def test_openvino_on_the_qdq_file_names_it_too(model, cache_dir, tmp_path):
     main(["--model", str(model), "--formats", "onnx", "--precisions", "int8", *args, "-o", str(tmp_path)])
     (r,) = [r for r in _rows(tmp_path) if r["backend"] == "openvino" and r["precision"] == "int8"]
     assert r["status"] == "parity_failed" and "first diverging node: cancelling_conv (Conv)" in r["reason"]
+
+
+def test_a_constant_fp16_cannot_hold_gets_no_false_remedy():
+    """Measured on PaddleOCR's detector: keeping Constant (or its consumer) in fp32 did not change the row,
+    so the reason says no remedy is known rather than offering one that does nothing."""
+    from infer_compare.divergence import remedy
+
+    text = remedy("fp16", "Constant", "batch_norm_0.w_2")
+    assert "--onnx-fp16-keep-fp32" not in text and "none known" in text
+    assert "--onnx-fp16-keep-fp32 Conv" in remedy("fp16", "Conv", "c1")

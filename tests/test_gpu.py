@@ -140,7 +140,6 @@ def test_compare_lists_gpu_rows_as_skipped_on_cpu(cache_dir):
     if _has_cuda():
         pytest.skip("this machine has a CUDA device")
     from infer_compare import compare
-
     from infer_compare.errors import UsageError
 
     backends = ["pytorch", "pytorch-compile", "onnxruntime", "tensorrt"]
