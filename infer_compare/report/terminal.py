@@ -133,7 +133,7 @@ def print_report(rep: Report, console=None) -> None:
     for n in notes[:1] if notes and notes[0].startswith("every row") else []:
         con.print(f"[dim]{escape(n)}[/]")
     con.print(t)
-    con.print("[dim]precision: asked→ran where they differ; N/M: nodes or layers that ran integer[/]")
+    con.print("[dim]precision: asked→ran where they differ; N/M: nodes or layers that ran in that precision (int8: integer kernels)[/]")
     for n in notes:
         if not n.startswith("every row"):
             con.print(f"[dim]({escape(n)})[/]")
