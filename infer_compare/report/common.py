@@ -236,8 +236,18 @@ def model_line(rep: Report) -> str:
 
 
 def _tensor_text(t: dict[str, Any]) -> str:
-    shape = "x".join(str(d) for d in (t.get("shape") or [])[1:]) or "scalar"
-    return f"{t.get('name')} {shape} {t.get('dtype', '')}".rstrip()
+    """'name CxHxW dtype' for an input batched on axis 0; the whole shape with its batch axis named
+    otherwise ('state 2xbatchx128 float32 (batch on axis 1)'). Where values came from is in results.json."""
+    dims = list(t.get("shape") or [])
+    axis = t.get("batch_axis", 0)
+    if axis == 0 and dims:
+        shape = "x".join(str(d) for d in dims[1:]) or "scalar"
+    else:
+        shape = "x".join("batch" if i == axis else str(d) for i, d in enumerate(dims)) or "scalar"
+    extra = [f"batch on axis {axis}"] if axis not in (0, None) and dims else []
+    if axis is None and dims:
+        extra.append("no batch axis")
+    return f"{t.get('name')} {shape} {t.get('dtype', '')}".rstrip() + (f" ({'; '.join(extra)})" if extra else "")
 
 
 def incomplete_banner(rep: Report, max_cells: int = 12) -> str:
