@@ -201,8 +201,8 @@ def test_same_configuration_through_the_main_command(runs):
     assert len(applied) == 2
     for c in applied:  # judged calibrated, against two runs, with an interval; or not judged, saying why
         assert (c.ci is not None and c.calibrated and c.n_baselines == 2) or c.verdict == "disturbed", c.message
-    # the default timing divides by the run's PyTorch fp32 row: this run has none, so it says it compared as measured
-    res = check_regression(same, [runs["dir"] / "base.json", runs["dir"] / "base2.json"], RULES)
+    # reference timing divides by the run's PyTorch fp32 row: this run has none, so it says it compared as measured
+    res = check_regression(same, [runs["dir"] / "base.json", runs["dir"] / "base2.json"], RULES, timing="reference")
     assert any("no reference figure to divide by" in n for d in res.rows for n in d.notes)
     assert [c.verdict for c in res.checks if c.rule.metric == "accuracy"] == [PASS]
 
@@ -213,8 +213,13 @@ def test_slowed_down_run_trips(runs, capsys):
     d = runs["dir"]
     res = check_regression(runs["slow"], runs["base"], RULES, timing="absolute")
     assert "threads 1 -> 4" in res.summary() or any("threads 1 -> 4" in n for d_ in res.rows for n in d_.notes)
-    assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--fail-on", "accuracy:-0.5"]) == 0
+    # other threads are other conditions: a violation of their own, unless accepted
+    assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--fail-on", "accuracy:-0.5"]) == 1
+    assert "measured under other conditions: threads 1 -> 4" in capsys.readouterr().out.replace("\n", " ")
+    assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--fail-on", "accuracy:-0.5",
+                 "--allow-condition-change"]) == 0
     assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--fail-on", "p50:-10%"]) == 2
+    res = check_regression(runs["slow"], runs["base"], RULES, timing="absolute", allow_condition_change=True)
     capsys.readouterr()
     if res.disturbed:
         # other processes took CPU time while a run measured the row (a busy machine): the gate must say
@@ -264,7 +269,7 @@ def test_changed_environment_is_refused(runs, capsys):
     err = capsys.readouterr().err
     assert "different environment" in err and "onnxruntime" in err and len(err.strip().splitlines()) == 1
     assert main(["diff", str(d / "other.json"), str(d / "slow.json"), "--allow-environment-change",
-                 "--fail-on", "accuracy:-0.5"]) == 0
+                 "--allow-condition-change", "--fail-on", "accuracy:-0.5"]) == 0
     assert main(["--model", "lenet5", "-o", str(d / "never"), "--baseline", str(d / "other.json")]) == 2
     assert not (d / "never" / "results.json").exists()
 

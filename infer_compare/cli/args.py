@@ -8,7 +8,7 @@ import sys
 
 from .. import __version__
 from ..errors import UsageError
-from ..regress.judge import REFERENCE, TIMINGS
+from ..regress.judge import BEST, TIMINGS
 from ..regress.rules import DEFAULT_RULES
 from .flags import add_runner_option_flags
 
@@ -185,6 +185,10 @@ def _add_gate_args(g, with_baseline: bool) -> None:
         g.add_argument("--baseline", nargs="+", action="extend", metavar="FILE|DIR",
                        help="results.json files of the baseline code (or directories of them) to compare this run "
                             "with after measuring; pool several runs: their spread is the between-run allowance")
+        g.add_argument("--confirm", type=int, default=1, metavar="N",
+                       help="when only timings break the rules, measure again up to N times and judge the runs "
+                            "pooled, each row by its best run (default 1; 0: judge the one run); the runs are "
+                            "saved in OUTPUT_DIR/confirm-K")
     g.add_argument("--allow-incomplete", action="store_true",
                    help="compare even when a file is incomplete (an interrupted or killed run; refused by default: "
                         "its missing rows would pass unchecked); the rows that did not run are listed, not judged")
@@ -192,10 +196,15 @@ def _add_gate_args(g, with_baseline: bool) -> None:
                    help="exit 1 when a row gets worse than RULE, e.g. p50:+10%%, throughput:-5%%, accuracy:-0.5 "
                         "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
                         "rel_err load memory size); default: " + ", ".join(DEFAULT_RULES).replace("%", "%%"))
-    g.add_argument("--timing", choices=TIMINGS, default=REFERENCE,
-                   help="judge latency and throughput as ratios to the run's own PyTorch fp32 row (reference, the "
-                        "default: it caught the most injected changes, docs/reports-and-regression.md), to a "
-                        "calibration workload timed before each row (calibrated), or as measured (absolute)")
+    g.add_argument("--timing", choices=TIMINGS, default=BEST,
+                   help="judge latency and throughput best run against best run, the baselines' spread added to "
+                        "the threshold (best, the default: no false failure and every injected change caught on "
+                        "a shared 2-core machine, docs/reports-and-regression.md); as ratios to each run's PyTorch "
+                        "fp32 row (reference); to a calibration workload timed before each row (calibrated); or "
+                        "as measured, the most favourable pair of runs (absolute)")
+    g.add_argument("--allow-condition-change", action="store_true",
+                   help="accept rows measured under other threads or runner options than in the baseline (a "
+                        "violation by default)")
     g.add_argument("--allow-missing", action="store_true",
                    help="accept rows that were ok in the baseline and are missing or skipped now (a violation by "
                         "default)")
@@ -242,16 +251,17 @@ def build_diff_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="infer-compare diff",
                 description="Compare a run with its baseline row by row (matched by backend/format/precision/"
                             "device/batch) and exit 1 when a rule is broken, or a row that was ok now fails, is "
-                            "missing or executes another precision. Timings are judged as ratios to the run's own "
-                            "PyTorch fp32 row; a change within the spread of the baseline runs and "
-                            "the run's own interval (bootstrap over the raw samples) is not a regression.",
+                            "missing, executes another precision or runs under other threads. Timings compare "
+                            "each row's best run of either side (--timing); a change within the spread of the baseline "
+                            "runs and the runs' own interval (bootstrap over the raw samples) is not a regression.",
                 epilog="Rules: METRIC:[+|-]NUMBER[%], e.g. p50:+10%, throughput:-5%, accuracy:-0.5 (percentage "
                        "points). Exit codes: 0 no regression, 1 regression, 2 usage error (incl. a baseline from "
                        "another environment without --allow-environment-change, or an incomplete file without "
                        "--allow-incomplete).")
     p.add_argument("baseline", nargs="+", metavar="BASELINE", help="the baseline: one results.json, several (runs of "
                    "the same code, pooled), or directories of them")
-    p.add_argument("current", metavar="CURRENT.json")
+    p.add_argument("current", metavar="CURRENT", help="the current run: a results.json, or a directory of several "
+                   "runs of the same code (pooled: each row's best run is judged)")
     _add_gate_args(p, with_baseline=False)
     p.add_argument("--confidence", type=float, default=0.95, metavar="C",
                    help="confidence level of the noise intervals (default 0.95)")

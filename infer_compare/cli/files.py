@@ -139,7 +139,8 @@ def cmd_diff(args) -> int:
     result = check_regression(args.current, args.baseline, args.fail_on,
                               allow_environment_change=args.allow_environment_change,
                               allow_incomplete=args.allow_incomplete, allow_missing=args.allow_missing,
-                              timing=args.timing, confidence=args.confidence)
+                              allow_condition_change=args.allow_condition_change, timing=args.timing,
+                              confidence=args.confidence)
     if args.json:
         import json
 

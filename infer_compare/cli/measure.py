@@ -149,31 +149,30 @@ def cmd_compare(args, argv: list[str]) -> int:
     gate = _gate_setup(args)  # a bad baseline, rule or environment fails before any work
     saver = Saver(output_dir(args))
     pyc = keep_bytecode(args)
-    try:
+
+    def measure(into: Saver):
         with RichProgress(args.quiet) as prog:
             _log_bytecode(prog, pyc)
-            rep = compare(
+            return compare(
                 args.model, weights=args.weights, backends=args.backends, formats=args.formats,
                 precisions=args.precisions, devices=args.devices, batch_sizes=batch, threads=args.threads,
                 warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time, **_loop_args(args),
                 parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
                 use_cache=not args.no_cache, seed=args.seed, command=["infer-compare", *argv], progress=prog,
-                on_row=saver, runner_options=runner_options_from_args(args),
+                on_row=into, runner_options=runner_options_from_args(args),
                 parity_every_batch=args.parity_every_batch, input_shape=args.input_shape,
                 data=data_options(args), artifacts=args.artifact, output_kinds=args.output_kind)
+
+    try:
+        rep = measure(saver)
     except KeyboardInterrupt:
         saver.interrupted()
         raise
     code = _finish(rep, saver)
     if gate is not None:
-        from ..regress import check_regression, print_result
+        from .gate import judge_run
 
-        baseline, rules = gate
-        result = check_regression(rep, baseline, rules, allow_environment_change=args.allow_environment_change,
-                                  allow_incomplete=args.allow_incomplete, allow_missing=args.allow_missing,
-                                  timing=args.timing)
-        print_result(result)
-        if not result.passed:
+        if not judge_run(args, gate, rep, saver.out, measure):
             code = 1
     return code
 
@@ -212,7 +211,8 @@ def _gate_setup(args):
     """(baseline Reports, rules or None for the defaults) for --baseline, or None. Raises
     UsageError/SchemaError/EnvironmentMismatch before anything is measured."""
     if not args.baseline:
-        for flag, given in (("--fail-on", args.fail_on), ("--allow-missing", args.allow_missing)):
+        for flag, given in (("--fail-on", args.fail_on), ("--allow-missing", args.allow_missing),
+                            ("--allow-condition-change", args.allow_condition_change)):
             if given:
                 raise UsageError(f"{flag} needs --baseline FILE (a results.json to compare with)")
         return None

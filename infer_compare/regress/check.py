@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from ..errors import UsageError
 from ..records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
 from .environment import check_environment
-from .judge import ABSOLUTE, REFERENCE, TIMINGS, Stats, judge
+from .judge import BEST, CALIBRATED, DISTURBED_CORES, REFERENCE, TIMINGS, Stats, disturbance, judge
 from .metrics import METRICS
 from .results import NA, Check, RegressionResult, RowDiff
 from .rules import DEFAULT_RULES, Rule, parse_rules
@@ -24,7 +24,7 @@ def as_report(x, what: str) -> Report:
     raise UsageError(f"{what} must be a Report or the path of a results.json, got {type(x).__name__}")
 
 
-def baseline_paths(items) -> list[str]:
+def baseline_paths(items, what: str = "baseline") -> list[str]:
     """Paths given as baselines, directories expanded to every results.json below them (sorted)."""
     from pathlib import Path
 
@@ -34,27 +34,32 @@ def baseline_paths(items) -> list[str]:
         if p.is_dir():
             found = sorted(p.rglob("results.json"))
             if not found:
-                raise UsageError(f"baseline directory {p} holds no results.json")
+                raise UsageError(f"{what} directory {p} holds no results.json")
             out += [str(f) for f in found]
         else:
             out.append(str(p))
     return out
 
 
-def load_baselines(baseline) -> list[tuple[str, Report]]:
-    """(name, Report) for each baseline run: a Report, a path (file or directory), or a list of them."""
-    if isinstance(baseline, Report):
-        return [("", baseline)]
-    items = [baseline] if isinstance(baseline, (str, os.PathLike)) else list(baseline or ())
+def load_runs(runs, what: str = "baseline") -> list[tuple[str, Report]]:
+    """(name, Report) for each run of one side: a Report, a path (file or directory), or a list of them."""
+    if isinstance(runs, Report):
+        return [("", runs)]
+    items = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs or ())
     out: list[tuple[str, Report]] = []
     for x in items:
         if isinstance(x, Report):
             out.append(("", x))
         else:
-            out += [(f"({p})", as_report(p, "baseline")) for p in baseline_paths([x])]
+            out += [(f"({p})", as_report(p, what)) for p in baseline_paths([x], what)]
     if not out:
-        raise UsageError("no baseline given")
+        raise UsageError(f"no {what} given")
     return out
+
+
+def load_baselines(baseline) -> list[tuple[str, Report]]:
+    """(name, Report) for each baseline run: a Report, a path (file or directory), or a list of them."""
+    return load_runs(baseline, "baseline")
 
 
 def _incompleteness(rep: Report, what: str) -> str:
@@ -112,49 +117,62 @@ def key_rows(rep: Report) -> dict[str, RunRecord]:
     return out
 
 
-def _diff_row(lab: str, bases: list[RunRecord], b: RunRecord, rules: tuple[Rule, ...], methods: set[str],
+def _diff_row(lab: str, bases: list[RunRecord], curs: list[RunRecord], rules: tuple[Rule, ...], methods: set[str],
               st: Stats) -> RowDiff:
-    a = bases[0]
+    a, b = bases[0], curs[0]
     row_notes = []
     if a.threads != b.threads:
         row_notes.append(f"threads {a.threads} -> {b.threads}")
     measured = [x for x in bases if x.status in (OK, PARITY_FAILED)]
+    measured_now = [x for x in curs if x.status in (OK, PARITY_FAILED)]
     checks: list[Check] = []
     if measured and b.status in (OK, PARITY_FAILED):
         for rule in rules:
-            c, method = judge(rule, lab, measured, b, st)
+            c, method = judge(rule, lab, measured, measured_now, st)
             checks.append(c)
             if method:
                 methods.add(method)
         is_ref = a.backend == "pytorch" and a.format == "pytorch" and a.precision == "fp32"
-        if st.timing != ABSOLUTE and any(c.rule.metric in _TIMED for c in checks) and not any(
-                c.calibrated for c in checks if c.rule.metric in _TIMED) and not (st.timing == REFERENCE and is_ref):
-            row_notes.append(f"timings compared in absolute terms: no {st.timing} figure to divide by")
-        elif st.timing == REFERENCE and a.backend == "pytorch" and a.format == "pytorch" and a.precision == "fp32":
+        timed = [c for c in checks if c.rule.metric in _TIMED]
+        if st.timing == REFERENCE and is_ref:
             row_notes.append("the reference row: its timings are judged as measured")
+        elif st.timing in (REFERENCE, CALIBRATED) and timed and not any(c.calibrated for c in timed):
+            row_notes.append(f"timings compared in absolute terms: no {st.timing} figure to divide by")
     elif b.status == SKIPPED and a.status != SKIPPED:
         row_notes.append(f"now skipped: {b.reason}")
-    return RowDiff(lab, a, b, tuple(checks), tuple(row_notes), tuple(bases))
+    return RowDiff(lab, a, b, tuple(checks), tuple(row_notes), tuple(bases), tuple(curs))
 
 
 _TIMED = tuple(k for k, m in METRICS.items() if m.samples)
 
 
-def _reference_rows(bases: list[Report], cur: Report) -> dict[int, tuple[RunRecord | None, RunRecord | None]]:
-    """id(baseline row) -> (its run's reference row, the current run's): PyTorch fp32 measured ok on the
-    same device, batch size and scenario (what --timing reference divides by)."""
-    def refs(rep: Report) -> dict[tuple, RunRecord]:
-        return {(r.device, r.batch_size, r.scenario): r for r in rep.rows
+def _reference_rows(reps: list[Report]) -> dict[int, RunRecord]:
+    """id(row) -> its run's reference row: PyTorch fp32 measured ok on the same device, batch size and
+    scenario (what --timing reference divides by)."""
+    out: dict[int, RunRecord] = {}
+    for rep in reps:
+        refs = {(r.device, r.batch_size, r.scenario): r for r in rep.rows
                 if r.backend == "pytorch" and r.format == "pytorch" and r.precision == "fp32" and r.status == OK}
-
-    now = refs(cur)
-    out: dict[int, tuple[RunRecord | None, RunRecord | None]] = {}
-    for rep in bases:
-        then = refs(rep)
         for r in rep.rows:
-            k = (r.device, r.batch_size, r.scenario)
-            out[id(r)] = (then.get(k), now.get(k))
+            ref = refs.get((r.device, r.batch_size, r.scenario))
+            if ref is not None:
+                out[id(r)] = ref
     return out
+
+
+def _machine(keyed: list[dict[str, RunRecord]], cur_keyed: list[dict[str, RunRecord]]) -> tuple[float | None, str]:
+    """The machine's own change between the baseline and the current runs (pooling.machine_factor)."""
+    from .pooling import machine_factor
+
+    def quiet(rows):
+        return [r for r in rows if r.status == OK and r.latency and disturbance(r) <= DISTURBED_CORES]
+
+    pairs = []
+    for lab in dict.fromkeys(k for ra in keyed for k in ra):
+        a, b = quiet([ra[lab] for ra in keyed if lab in ra]), quiet([rb[lab] for rb in cur_keyed if lab in rb])
+        if a and b:
+            pairs.append((a, b))
+    return machine_factor(pairs, METRICS["p50"])
 
 
 def _validate(confidence: float, n_resamples: int, timing: str) -> None:
@@ -166,65 +184,81 @@ def _validate(confidence: float, n_resamples: int, timing: str) -> None:
         raise UsageError(f"timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
 
 
-def check_regression(current: Report | str | os.PathLike, baseline, rules: Iterable[str | Rule] | str | None = None,
+def check_regression(current, baseline, rules: Iterable[str | Rule] | str | None = None,
                      *, allow_environment_change: bool = False, allow_incomplete: bool = False,
-                     allow_missing: bool = False, timing: str = REFERENCE, confidence: float = 0.95,
-                     n_resamples: int = 1000, seed: int = 0) -> RegressionResult:
+                     allow_missing: bool = False, allow_condition_change: bool = False, timing: str = BEST,
+                     confidence: float = 0.95, n_resamples: int = 1000, seed: int = 0) -> RegressionResult:
     """Compare ``current`` with ``baseline`` row by row under ``rules`` (e.g. ``["p50:+10%"]``).
 
-    ``baseline`` is a Report or a path (a results.json, or a directory of them), or a list of them:
-    several runs of the baseline code, whose spread is the between-run allowance. ``rules`` None
-    applies DEFAULT_RULES. Timings are judged as ratios to the run's own PyTorch fp32 row
-    (``timing="reference"``; ``"calibrated"``: to the calibration workload timed before each row;
-    ``"absolute"``: as measured). Returns a RegressionResult (``.passed``,
+    ``baseline`` and ``current`` are each a Report or a path (a results.json, or a directory of them), or
+    a list of them: several runs of one code, pooled. ``rules`` None applies DEFAULT_RULES. Timings
+    (``timing``, judge.py): ``"best"`` (the default) compares each row's best current run with its best
+    baseline run, the baselines' spread added to the threshold, normalized only when the whole machine
+    moved; ``"reference"``: ratios to each run's PyTorch fp32 row; ``"calibrated"``: to the calibration
+    workload timed before each row; ``"absolute"``: as measured. Returns a RegressionResult (``.passed``,
     ``.violations``, ``.summary()``). Raises EnvironmentMismatch (a UsageError) when a baseline
     comes from another machine or library versions and ``allow_environment_change`` is False;
     UsageError when a report is incomplete (an interrupted or killed run) and ``allow_incomplete``
     is False, for bad rules, and for baselines of another model.
     """
     _validate(confidence, n_resamples, timing)
-    cur = as_report(current, "current")
-    bases = load_baselines(baseline)
+    curs = load_runs(current, "current run")
+    bases = load_runs(baseline, "baseline")
     rule_t = parse_rules(DEFAULT_RULES if rules is None else rules)
-    notes, env_diffs = _preflight(cur, current, bases, allow_incomplete, allow_environment_change)
+    notes, env_diffs = _preflight(curs, bases, allow_incomplete, allow_environment_change)
     keyed = [key_rows(rep) for _, rep in bases]
-    rb = key_rows(cur)
-    labels = list(dict.fromkeys([k for ra in keyed for k in ra] + list(rb)))
-    diffs: list[RowDiff] = []
+    cur_keyed = [key_rows(rep) for _, rep in curs]
+    machine, why = _machine(keyed, cur_keyed) if timing == BEST else (None, "")
+    if why:
+        notes.append(why)
+    st = Stats(confidence, n_resamples, seed, timing, _reference_rows([rep for _, rep in bases + curs]), machine)
     methods: set[str] = set()
-    st = Stats(confidence, n_resamples, seed, timing, _reference_rows([rep for _, rep in bases], cur))
-    for lab in labels:
-        rows_a, b = [ra[lab] for ra in keyed if lab in ra], rb.get(lab)
-        if not rows_a or b is None:
-            diffs.append(RowDiff(lab, rows_a[0] if rows_a else None, b, baselines=tuple(rows_a)))
-        else:
-            diffs.append(_diff_row(lab, rows_a, b, rule_t, methods, st))
+    diffs = _diffs(keyed, cur_keyed, rule_t, st, methods)
     if rule_t and not any(c.verdict != NA for d in diffs for c in d.checks):
         notes.append("no rule could be applied: no measured row appears in both runs")
     if len(bases) == 1:
         notes.append("one baseline run: the noise between runs is not known, only each run's own interval; "
                      "pool several baseline runs (--baseline a.json b.json c.json, or a directory of them)")
     return RegressionResult(rule_t, tuple(diffs), tuple(env_diffs), tuple(notes), confidence,
-                            "; ".join(sorted(methods)), ", ".join(rep.created for _, rep in bases), cur.created,
-                            n_baselines=len(bases), timing=timing, default_rules=rules is None,
-                            allow_missing=allow_missing)
+                            "; ".join(sorted(methods)), ", ".join(rep.created for _, rep in bases),
+                            ", ".join(rep.created for _, rep in curs), n_baselines=len(bases), timing=timing,
+                            default_rules=rules is None, allow_missing=allow_missing,
+                            allow_condition_change=allow_condition_change, n_currents=len(curs))
 
 
-def _preflight(cur: Report, current, bases: list[tuple[str, Report]], allow_incomplete: bool,
+def _diffs(keyed: list[dict[str, RunRecord]], cur_keyed: list[dict[str, RunRecord]], rules: tuple[Rule, ...],
+           st: Stats, methods: set[str]) -> list[RowDiff]:
+    """One RowDiff per label of either side; the first current run decides a row's status."""
+    out: list[RowDiff] = []
+    for lab in dict.fromkeys([k for ra in keyed for k in ra] + [k for rb in cur_keyed for k in rb]):
+        rows_a, rows_b = [ra[lab] for ra in keyed if lab in ra], [rb[lab] for rb in cur_keyed if lab in rb]
+        b = cur_keyed[0].get(lab)
+        if not rows_a or b is None:
+            out.append(RowDiff(lab, rows_a[0] if rows_a else None, b, baselines=tuple(rows_a),
+                               currents=tuple(rows_b)))
+        else:
+            out.append(_diff_row(lab, rows_a, [b] + [x for x in rows_b if x is not b], rules, methods, st))
+    return out
+
+
+def _preflight(curs: list[tuple[str, Report]], bases: list[tuple[str, Report]], allow_incomplete: bool,
                allow_env: bool) -> tuple[list[str], list[str]]:
     """Refuse what cannot be compared (another model, incomplete, another environment); the notes."""
     notes: list[str] = []
     env_diffs: list[str] = []
-    cur_name = f"({os.fspath(current)})" if isinstance(current, (str, os.PathLike)) else ""
-    for i, (name, base) in enumerate(bases):
-        if base.model.name != cur.model.name:
-            raise UsageError(f"the baseline{name and ' ' + name} is of model {base.model.name!r} and the current run "
-                             f"of {cur.model.name!r}: nothing to compare")
-        for n in check_complete(cur if i == 0 else None, base, allow_incomplete, (cur_name, name)):
-            if n not in notes:
-                notes.append(n)
-        for d in check_environment(base.environment, cur.environment, allow_env):
-            if d not in env_diffs:
-                env_diffs.append(d)
-        notes += [n for n in _run_notes(base, cur) if n not in notes]
+    model = curs[0][1].model.name
+    for (name, rep), what in [(x, "baseline") for x in bases] + [(x, "current run") for x in curs]:
+        if rep.model.name != model:
+            raise UsageError(f"the {what}{name and ' ' + name} is of model {rep.model.name!r} and the current run "
+                             f"of {model!r}: nothing to compare")
+    for j, (cname, cur) in enumerate(curs):
+        for i, (name, base) in enumerate(bases):
+            for n in check_complete(cur if i == 0 else None, base, allow_incomplete, (cname, name)):
+                if n not in notes:
+                    notes.append(n)
+            for d in check_environment(base.environment, cur.environment, allow_env):
+                if d not in env_diffs:
+                    env_diffs.append(d)
+            if j == 0:
+                notes += [n for n in _run_notes(base, cur) if n not in notes]
     return notes, env_diffs

@@ -1,12 +1,17 @@
-"""One rule on one row: the change against each baseline run, calibrated, and the verdict.
+"""One rule on one row: the change against the baseline runs, and the verdict.
 
-Timings (latency and throughput) are judged as ratios to the calibration workload that
-each row's child timed right before its own loop (calibration.py): the current row's time is
-divided by how much slower the workload ran this time than in that baseline run. The
-absolute change is kept beside it. With several baseline runs, the rule is judged
-against the baseline run most favourable to the current one (for latency, the slowest):
-the spread the baselines show between runs of unchanged code is an allowance the current
-run gets on top of the threshold, and on top of the interval its own samples give.
+Timings (latency and throughput), by ``timing``:
+
+* ``best`` (the default): the best current run of the row against the best baseline run (pooling.py),
+  as measured unless the whole machine moved (both the run-wide median row and the calibration
+  workload), with the baselines' spread between runs added to the threshold;
+* ``reference``: each row as a ratio to its run's PyTorch fp32 row (the reference row as measured);
+* ``calibrated``: as a ratio to the calibration workload each row's child timed before its loop;
+* ``absolute``: as measured.
+
+In the last three, with several runs the rule is judged on the pair of runs most favourable to
+the current code (for latency, the slowest baseline against the fastest current run). The
+interval each pair's own samples give (a block bootstrap) decides between a regression and noise.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from .noise import bootstrap_ratio_ci, sample_blocks, stat_fn
 from .results import DISTURBED, NA, NOISE, PASS, REGRESSION, Check
 from .rules import Rule
 
+BEST = "best"
 CALIBRATED = "calibrated"
 REFERENCE = "reference"
 ABSOLUTE = "absolute"
-TIMINGS = (CALIBRATED, REFERENCE, ABSOLUTE)
+TIMINGS = (BEST, REFERENCE, CALIBRATED, ABSOLUTE)
 # other processes' CPU use while a row's loop ran, in cores, beyond which its timings are not judged
 DISTURBED_CORES = 0.25
 
@@ -38,8 +44,9 @@ class Stats:
     confidence: float = 0.95
     n_resamples: int = 1000
     seed: int = 0
-    timing: str = REFERENCE
-    refs: dict | None = None  # id(baseline row) -> (its run's reference row, the current run's reference row)
+    timing: str = BEST
+    refs: dict | None = None  # id(row) -> its run's reference row (PyTorch fp32, same device, batch, scenario)
+    machine: float | None = None  # best: how much slower the whole machine ran the current runs (None: it did not)
 
 
 def calibration_factor(a: RunRecord, b: RunRecord) -> float | None:
@@ -50,11 +57,10 @@ def calibration_factor(a: RunRecord, b: RunRecord) -> float | None:
     return float(cb["ms"]) / float(ca["ms"])
 
 
-def reference_factor(a: RunRecord, b: RunRecord, refs: dict[int, tuple[RunRecord | None, RunRecord | None]]) -> \
-        float | None:
+def reference_factor(a: RunRecord, b: RunRecord, refs: dict[int, RunRecord]) -> float | None:
     """How much slower each run's reference row (PyTorch fp32, same device, batch and scenario) ran in the
     current run than in the baseline run; None for the reference row itself or without one."""
-    ra, rb = refs.get(id(a), (None, None))
+    ra, rb = refs.get(id(a)), refs.get(id(b))
     if ra is None or rb is None or a.backend == ra.backend and a.precision == ra.precision:
         return None
     pa = ra.latency.p50_ms if ra.latency else None
@@ -103,7 +109,9 @@ def compare(rule: Rule, a: RunRecord, b: RunRecord, st: Stats) -> Pair | None:
     if va is None or vb is None or (rule.relative and va == 0):
         return None
     f = None
-    if m.samples and st.timing == CALIBRATED:
+    if m.samples and st.timing == BEST:
+        f = st.machine
+    elif m.samples and st.timing == CALIBRATED:
         f = calibration_factor(a, b)
     elif m.samples and st.timing == REFERENCE:  # the reference row itself: as measured
         f = reference_factor(a, b, st.refs or {})
@@ -122,44 +130,66 @@ def _fmt_change(x: float, rule: Rule, m: Metric) -> str:
     return f"{x * 100:+.1f} %" if rule.relative else f"{x:+.4g} {m.unit}".rstrip()
 
 
-def judge(rule: Rule, label: str, bases: list[RunRecord], b: RunRecord, st: Stats) -> tuple[Check, str]:
-    """The rule on row ``label``: its change against every baseline run that measured it; the verdict
-    against the most favourable one (the baselines' spread is the between-run allowance)."""
+def _quiet(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: list[RunRecord]) -> \
+        tuple[list[RunRecord], list[RunRecord], Check | None]:
+    """The runs whose timings can be judged (measured while no other process took CPU time), or the
+    'not judged' Check when one side has none."""
+    quiet_b = [b for b in curs if disturbance(b) <= DISTURBED_CORES]
+    if not quiet_b:
+        d = max(disturbance(b) for b in curs)
+        return bases, curs, _disturbed(rule, label, m, bases, curs[0], f"other processes took {d:.2f} cores "
+                                       "while the current run measured this row")
+    quiet = [a for a in bases if disturbance(a) <= DISTURBED_CORES]
+    if not quiet:
+        return bases, curs, _disturbed(rule, label, m, bases, curs[0], "other processes took more than "
+                                       f"{DISTURBED_CORES} cores while every baseline run measured this row")
+    return quiet, quiet_b, None
+
+
+def _pairs(rule: Rule, m: Metric, bases: list[RunRecord], curs: list[RunRecord], st: Stats) -> \
+        tuple[list[Pair], float]:
+    """The pairs (baseline run, current run) compared, most favourable first, and the allowance added
+    to the threshold: in ``best`` timing one pair, best against best, and the baselines' spread."""
+    if m.samples and st.timing == BEST:
+        from .pooling import best, spread
+
+        a, b = best(bases, m), best(curs, m)
+        p = compare(rule, a, b, st) if a is not None and b is not None else None
+        return ([p] if p is not None else []), spread(bases, m, rule.relative)
+    pairs = [p for p in (compare(rule, a, b, st) for a in bases for b in curs) if p is not None]
+    return sorted(pairs, key=lambda p: p.badness(m)), 0.0
+
+
+def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord], st: Stats) -> tuple[Check, str]:
+    """The rule on row ``label`` between the baseline runs and the current run(s) that measured it."""
     m = METRICS[rule.metric]
     if m.samples:
-        if disturbance(b) > DISTURBED_CORES:
-            return _disturbed(rule, label, m, bases, b, f"other processes took {disturbance(b):.2f} cores while "
-                                                           "the current run measured this row"), ""
-        quiet = [a for a in bases if disturbance(a) <= DISTURBED_CORES]
-        if not quiet:
-            return _disturbed(rule, label, m, bases, b, "other processes took more than "
-                              f"{DISTURBED_CORES} cores while every baseline run measured this row"), ""
-        bases = quiet
-    pairs = [p for p in (compare(rule, a, b, st) for a in bases) if p is not None]
+        bases, curs, not_judged = _quiet(rule, label, m, bases, curs)
+        if not_judged is not None:
+            return not_judged, ""
+    pairs, allowance = _pairs(rule, m, bases, curs, st)
     if not pairs:
         va = next((v for v in (m.get(a) for a in bases) if v is not None), None)
-        vb = m.get(b)
+        vb = m.get(curs[0])
         why = ("baseline is 0, no relative change" if va == 0 and vb is not None else "not measured in "
                + ("either run" if va is None and vb is None else "the baseline" if va is None else "the current run"))
         return Check(rule, label, va, vb, None, None, NA, f"{m.title}: {why}"), ""
-    pairs.sort(key=lambda p: p.badness(m))
     judged, mid = pairs[0], pairs[len(pairs) // 2]
-    t = rule.threshold
-    beyond = judged.badness(m) > t
-    if not beyond:
+    t = rule.threshold + allowance
+    if judged.badness(m) <= t:
         verdict = PASS
     elif judged.ci is None:
         verdict = REGRESSION
     else:
         verdict = REGRESSION if min(x * m.worse for x in judged.ci) > t else NOISE
-    msg = _message(rule, m, pairs, judged, mid, st.confidence)
+    msg = _message(rule, m, pairs, judged, mid, st, (len(bases), len(curs), allowance))
     if verdict == NOISE:
         msg += ": beyond the threshold, but not by more than the measured spread"
     elif verdict == REGRESSION and judged.ci is None and m.samples:
         msg += " (no raw samples: compared as points, no within-run allowance)"
     return Check(rule, label, mid.va, mid.vb, mid.change, judged.ci, verdict, msg, raw_change=mid.raw_change,
-                 calibrated=judged.factor is not None, judged_change=judged.change, n_baselines=len(pairs)), \
-        judged.method
+                 calibrated=judged.factor is not None, judged_change=judged.change, n_baselines=len(bases),
+                 allowance=allowance), judged.method
 
 
 def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], b: RunRecord, why: str) -> Check:
@@ -168,14 +198,21 @@ def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], b: Run
                  f"{m.title} not judged: {why} (a loaded machine, not the code: re-run when it is quiet)")
 
 
-def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, confidence: float) -> str:
+def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, st: Stats,
+             counts: tuple[int, int, float]) -> str:
+    n_base, n_cur, allowance = counts
     msg = f"{m.title} {fmt_value(mid.va, m.unit)} -> {fmt_value(mid.vb, m.unit)} ({_fmt_change(mid.raw_change, rule, m)}"
     if judged.factor is not None:
         msg += f"; normalized {_fmt_change(mid.change, rule, m)}"
     msg += ")"
-    if len(pairs) > 1:
-        msg += (f"; against the most favourable of {len(pairs)} baseline runs "
+    if m.samples and st.timing == BEST and (n_base > 1 or n_cur > 1):
+        msg += f"; best of {n_base} baseline run(s) against best of {n_cur} current run(s)"
+        if allowance:
+            msg += f", baselines' spread {_fmt_change(allowance, rule, m).lstrip('+')} added to the threshold"
+    elif len(pairs) > 1:
+        msg += (f"; against the most favourable of {len(pairs)} pairs of runs "
                 f"{_fmt_change(judged.change, rule, m)}")
     if judged.ci is not None:
-        msg += f", {confidence:.0%} CI [{_fmt_change(judged.ci[0], rule, m)}, {_fmt_change(judged.ci[1], rule, m)}]"
+        msg += (f", {st.confidence:.0%} CI [{_fmt_change(judged.ci[0], rule, m)}, "
+                f"{_fmt_change(judged.ci[1], rule, m)}]")
     return msg + f"; rule {rule}"

@@ -57,11 +57,14 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
 
     con = console or console_for_stdout(80)
     n_b = result.n_baselines
+    n_c = result.n_currents
     con.print(f"[bold]against {n_b} baseline run{'s' if n_b != 1 else ''}[/] ({escape(result.baseline_created)}) "
-              f"-> current ({escape(result.current_created)})")
+              f"-> {n_c} current run{'s' if n_c != 1 else ''} ({escape(result.current_created)})")
     con.print(f"rules: {escape(result.rules_text)}; always: a row ok in the baseline must be measured ok now, "
-              f"executing the same precision")
-    con.print("timings: " + {"calibrated": "calibrated (each row's time over a fixed workload timed before it; "
+              f"executing the same precision under the same threads and runner options")
+    con.print("timings: " + {"best": "best run against best run (the lowest latency of each side's runs; the "
+                                      "baselines' spread added to the threshold)",
+                             "calibrated": "calibrated (each row's time over a fixed workload timed before it; "
                                             "the absolute change in brackets)",
                              "reference": "relative to the reference (each row's time over its run's PyTorch fp32 "
                                           "row; the absolute change in brackets)"}.get(result.timing, "absolute"))

@@ -32,6 +32,7 @@ class Check:
     calibrated: bool = False  # ``change`` is a ratio to the calibration workload
     judged_change: float | None = None  # against the most favourable baseline run (what the verdict used)
     n_baselines: int = 1
+    allowance: float = 0.0  # the baselines' spread between runs, added to the threshold (best timing)
 
     @property
     def broken(self) -> bool:
@@ -49,6 +50,7 @@ class RowDiff:
     checks: tuple[Check, ...] = ()
     notes: tuple[str, ...] = ()
     baselines: tuple[RunRecord, ...] = ()  # the row in every baseline run that has it
+    currents: tuple[RunRecord, ...] = ()  # the row in every current run that has it (the first is ``current``)
 
     @property
     def _bases(self) -> tuple[RunRecord, ...]:
@@ -97,6 +99,17 @@ class RowDiff:
             return ""
         return f"executed precision {' / '.join(sorted(x or '?' for x in seen))} -> {b.exec_precision or '?'}"
 
+    @property
+    def conditions_changed(self) -> str:
+        """'' or what changed: the current row ran under other threads or runner options than every
+        baseline run (pooling.CONDITION_KEYS)."""
+        from .pooling import conditions_changed
+
+        b = self.current
+        if b is None or b.status not in MEASURED or not self.expected:
+            return ""
+        return conditions_changed(self._bases, b)
+
     def value(self, metric: str) -> tuple[float | None, float | None]:
         g = METRICS[metric].get
         return (g(self.baseline) if self.baseline is not None else None,
@@ -116,9 +129,11 @@ class RegressionResult:
     baseline_created: str = ""
     current_created: str = ""
     n_baselines: int = 1
-    timing: str = "reference"
+    timing: str = "best"
     default_rules: bool = False  # no rule was given: the documented defaults were applied
     allow_missing: bool = False
+    allow_condition_change: bool = False
+    n_currents: int = 1
 
     @property
     def violations(self) -> tuple[str, ...]:
@@ -132,10 +147,19 @@ class RegressionResult:
                                                          f"skipped ({cur.reason})") + " (--allow-missing accepts it)")
             if d.precision_changed:
                 out.append(f"{d.label}: {d.precision_changed}")
+            if d.conditions_changed and not self.allow_condition_change:
+                out.append(f"{d.label}: measured under other conditions: {d.conditions_changed} "
+                           "(--allow-condition-change accepts it)")
             for c in d.checks:
                 if c.broken:
                     out.append(f"{d.label}: {c.message}")
         return tuple(out)
+
+    @property
+    def timing_only(self) -> bool:
+        """Broken, and only by latency or throughput rules (what another run may not confirm)."""
+        timed = [c for c in self.checks if c.broken and METRICS[c.rule.metric].samples]
+        return bool(timed) and len(timed) == len(self.violations)
 
     @property
     def checks(self) -> tuple[Check, ...]:
@@ -173,7 +197,7 @@ class RegressionResult:
     def summary(self) -> str:
         """Plain text: verdict, violations, changes within noise, notes. Good for assertion messages."""
         lines = [("PASSED" if self.passed else "FAILED") + f": {len(self.matched)} rows compared, "
-                 f"{self.n_baselines} baseline run(s), timings {self.timing}, rules: {self.rules_text}"]
+                 f"{self.n_baselines} baseline run(s), {self.n_currents} current run(s), timings {self.timing}, rules: {self.rules_text}"]
         lines += [f"  REGRESSION {v}" for v in self.violations]
         for c in self.checks:
             if c.verdict in (NOISE, DISTURBED):
@@ -193,10 +217,12 @@ class RegressionResult:
             "rules": [str(r) for r in self.rules],
             "default_rules": self.default_rules,
             "n_baselines": self.n_baselines,
+            "n_currents": self.n_currents,
             "timing": self.timing,
             "rows_compared": len(self.matched),
             "timings_not_judged": list(self.disturbed),
             "violations": list(self.violations),
+            "timing_only": self.timing_only,
             "confidence": self.confidence,
             "method": self.method,
             "environment_differences": list(self.environment_differences),
@@ -210,6 +236,7 @@ class RegressionResult:
                  "checks": [{"rule": str(c.rule), "baseline": c.baseline, "current": c.current, "change": c.change,
                              "raw_change": c.raw_change, "calibrated": c.calibrated,
                              "judged_change": c.judged_change, "n_baselines": c.n_baselines,
+                             "allowance": c.allowance,
                              "ci": list(c.ci) if c.ci else None, "verdict": c.verdict, "message": c.message}
                             for c in d.checks],
                  "notes": list(d.notes)}

@@ -1,0 +1,116 @@
+"""The default timing of the gate, best run against best run (regress/pooling.py), on constructed
+reports: a run at a slower speed level is forgiven once another run is pooled with it, a slower runner
+is caught in every run, a uniformly slower machine is told apart from slower code by the calibration
+workload, changed conditions are violations, and ``--confirm`` measures again only for timings."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from infer_compare.regress import check_regression
+
+from .test_gate import _row, run
+
+RULES = ["p50:+15%", "throughput:-15%"]
+ORT = "onnxruntime/onnx/fp32/cpu/b1"
+
+
+def four(machine: float = 1.0, runner: float = 1.0, cal: float | None = None, seed: int = 0, threads: int = 2):
+    """A run of four rows; ``machine`` slows every row, ``cal`` the calibration workload (default: as the
+    machine), ``runner`` ONNX Runtime's row alone."""
+    c = 1.5 * (machine if cal is None else cal)
+    rows = (_row("pytorch", "pytorch", 2.0 * machine, c, seed), _row("onnxruntime", "onnx", 1.0 * machine * runner, c,
+                                                                   seed + 1),
+            _row("openvino", "openvino", 0.8 * machine, c, seed + 2), _row("tflite", "tflite", 1.2 * machine, c, seed + 3))
+    return run(rows=tuple(r.replace(threads=threads) for r in rows))
+
+
+BASES = [four(seed=10), four(seed=20, runner=1.03), four(seed=30, machine=1.25, cal=1.0)]  # one at a slow level
+
+
+def test_a_run_at_a_slow_level_fails_alone_and_passes_pooled_with_another():
+    slow_level = four(seed=40, machine=1.25, cal=1.0)
+    alone = check_regression(slow_level, BASES, RULES)
+    assert alone.timing == "best" and not alone.passed and alone.timing_only, alone.summary()
+    pooled = check_regression([slow_level, four(seed=50)], BASES, RULES)
+    assert pooled.passed and pooled.n_currents == 2, pooled.summary()
+    c = next(c for c in pooled.checks if c.label == ORT and c.rule.metric == "p50")
+    assert c.n_baselines == 3 and abs(c.judged_change) < 0.06
+    assert "best of 3 baseline run(s) against best of 2 current run(s)" in c.message
+
+
+def test_a_slower_runner_is_caught_in_every_run_and_the_allowance_is_the_robust_spread():
+    res = check_regression([four(seed=40, runner=1.2), four(seed=50, runner=1.2)], BASES, RULES)
+    assert not res.passed
+    assert {v.split(":")[0] for v in res.violations} == {ORT}, res.summary()
+    c = next(c for c in res.checks if c.label == ORT and c.rule.metric == "p50")
+    # the baseline at a slow level does not widen the allowance (median absolute deviation): about 3 %
+    assert 0.0 < c.allowance < 0.05 and 0.15 < c.judged_change < 0.25
+
+
+def test_a_uniformly_slower_machine_is_told_apart_from_uniformly_slower_code():
+    machine = check_regression(four(seed=40, machine=1.5), BASES, RULES)  # the calibration workload too
+    assert machine.passed, machine.summary()
+    assert any("the machine ran slower than for the baseline" in n for n in machine.notes)
+    c = next(c for c in machine.checks if c.label == ORT and c.rule.metric == "p50")
+    assert c.calibrated and 0.4 < c.raw_change < 0.6 and abs(c.change) < 0.06  # the absolute change is kept
+    code = check_regression(four(seed=40, machine=1.5, cal=1.0), BASES, RULES)  # the workload ran as before
+    assert not code.passed and len({v.split(":")[0] for v in code.violations}) == 4, code.summary()
+    # with a runner slower on top of the slower machine, that runner is still caught
+    both = check_regression(four(seed=40, machine=1.5, runner=1.3), BASES, RULES)
+    assert {v.split(":")[0] for v in both.violations} == {ORT}, both.summary()
+
+
+def test_other_threads_are_a_violation_of_their_own():
+    res = check_regression(four(seed=40, threads=1), BASES, [])
+    assert len(res.violations) == 4 and not res.timing_only
+    assert "measured under other conditions: threads 2 -> 1 (--allow-condition-change" in res.violations[0]
+    assert check_regression(four(seed=40, threads=1), BASES, [], allow_condition_change=True).passed
+    opts = four(seed=40)
+    opts = opts.replace(rows=tuple(r.replace(options={"intra_op_threads": 1, "api": "x"}) for r in opts.rows))
+    base = [b.replace(rows=tuple(r.replace(options={"intra_op_threads": 2, "api": "y"}) for r in b.rows)) for b in BASES]
+    res = check_regression(opts, base, [])
+    assert "intra_op_threads 2 -> 1" in res.violations[0] and "api" not in res.violations[0]
+
+
+def test_diff_pools_a_directory_of_current_runs(tmp_path, capsys):
+    from infer_compare.cli import main
+
+    for d in ("base/r0", "base/r1", "base/r2", "cur/confirm-1"):
+        (tmp_path / d).mkdir(parents=True)
+    for i, b in enumerate(BASES):
+        b.save(tmp_path / "base" / f"r{i}" / "results.json")
+    four(seed=40, machine=1.25, cal=1.0).save(tmp_path / "cur" / "results.json")
+    assert main(["diff", str(tmp_path / "base"), str(tmp_path / "cur" / "results.json")]) == 1
+    four(seed=50).save(tmp_path / "cur" / "confirm-1" / "results.json")
+    capsys.readouterr()
+    assert main(["diff", str(tmp_path / "base"), str(tmp_path / "cur")]) == 0
+    assert "-> 2 current runs" in capsys.readouterr().out
+
+
+def _args(confirm: int) -> argparse.Namespace:
+    return argparse.Namespace(confirm=confirm, allow_environment_change=False, allow_incomplete=False,
+                              allow_missing=False, allow_condition_change=False, timing="best")
+
+
+@pytest.mark.parametrize("confirm", [0, 1])
+def test_confirm_measures_again_only_when_timings_alone_broke(tmp_path, confirm, capsys):
+    from infer_compare.cli.gate import judge_run
+
+    calls = []
+
+    def measure(saver):
+        calls.append(saver.out)
+        return four(seed=50)
+
+    first = four(seed=40, machine=1.25, cal=1.0)
+    assert judge_run(_args(confirm), (BASES, RULES), first, tmp_path, measure) is bool(confirm)
+    assert calls == ([tmp_path / "confirm-1"] if confirm else [])
+    if confirm:
+        assert (tmp_path / "confirm-1" / "results.json").is_file()
+        assert "measuring again to confirm" in capsys.readouterr().err
+    calls.clear()  # a changed condition is not noise: never measured again
+    assert judge_run(_args(1), (BASES, RULES), four(seed=40, threads=1), tmp_path, measure) is False
+    assert calls == []
