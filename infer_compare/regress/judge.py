@@ -63,6 +63,8 @@ def reference_factor(a: RunRecord, b: RunRecord, refs: dict[int, RunRecord]) -> 
     ra, rb = refs.get(id(a)), refs.get(id(b))
     if ra is None or rb is None or a.backend == ra.backend and a.precision == ra.precision:
         return None
+    if max(disturbance(ra), disturbance(rb)) > DISTURBED_CORES:  # a reference measured under load says nothing
+        return None
     pa = ra.latency.p50_ms if ra.latency else None
     pb = rb.latency.p50_ms if rb.latency else None
     return pb / pa if pa and pb else None
