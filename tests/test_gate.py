@@ -180,3 +180,15 @@ def test_diff_reads_at_80_columns():
     assert all(len(line) <= 80 for line in text.splitlines()), text
     assert "onnxruntime-openvino/onnx/fp32/cpu/b1/user:a-long-name.onnx" in text
     assert "2 rows compared" in text and "REGRESSION" in text
+
+
+def test_a_reference_row_measured_under_load_is_not_divided_by():
+    cur = run(seed=3)
+    pt = cur.rows[0]
+    pt = pt.replace(latency=LatencyStats.from_samples_ns(tuple(v * 100 for v in pt.samples_ns)),
+                    samples_ns=tuple(v * 100 for v in pt.samples_ns),
+                    extra={"calibration": {**pt.extra["calibration"], "other_cores": 1.0, "steal_cores": 0.0}})
+    res = check_regression(cur.replace(rows=(pt, cur.rows[1])), run(seed=7), RULES, timing="reference")
+    assert res.passed, res.summary()
+    o = next(d for d in res.rows if d.label.startswith("onnxruntime"))
+    assert not any(c.calibrated for c in o.checks) and any("absolute terms" in n for n in o.notes)
