@@ -38,7 +38,7 @@ def test_a_run_at_a_slow_level_fails_alone_and_passes_pooled_with_another():
     assert pooled.passed and pooled.n_currents == 2, pooled.summary()
     c = next(c for c in pooled.checks if c.label == ORT and c.rule.metric == "p50")
     assert c.n_baselines == 3 and abs(c.judged_change) < 0.06
-    assert "best of 3 baseline run(s) against best of 2 current run(s)" in c.message
+    assert "best of 3 baseline runs against best of 2 current runs" in c.message
 
 
 def test_a_slower_runner_is_caught_in_every_run_and_the_allowance_is_the_robust_spread():

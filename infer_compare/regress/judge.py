@@ -208,7 +208,8 @@ def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, 
         msg += f"; normalized {_fmt_change(mid.change, rule, m)}"
     msg += ")"
     if m.samples and st.timing == BEST and (n_base > 1 or n_cur > 1):
-        msg += f"; best of {n_base} baseline run(s) against best of {n_cur} current run(s)"
+        msg += (f"; best of {n_base} baseline run{'s' if n_base != 1 else ''} against best of {n_cur} current "
+                f"run{'s' if n_cur != 1 else ''}")
         if allowance:
             msg += f", baselines' spread {_fmt_change(allowance, rule, m).lstrip('+')} added to the threshold"
     elif len(pairs) > 1:
