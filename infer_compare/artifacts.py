@@ -103,6 +103,8 @@ class ArtifactChain:
         if src_key is None:
             return self._root(f, prec)
         src = self.get(*src_key)
+        if isinstance(src, Unbuilt) and f.root_source is not None and f.root_source in self.done:
+            src_key, src = f.root_source, self.done[f.root_source]  # the run's root (an ONNX model)
         if isinstance(src, Unbuilt):
             return Unbuilt(src.status, f"needs the {src_key[0]} {src_key[1]} artifact: {src.reason}", src.hint)
         try:

@@ -29,7 +29,7 @@ from .errors import UsageError
 from .progress import Progress
 from .records import SKIPPED, ModelInfo
 
-ONE_IO_FORMATS = {"tflite": "TFLite", "edgetpu": "Edge TPU", "tensorrt": "TensorRT"}
+ONE_IO_FORMATS = {"tensorrt": "TensorRT"}
 ONE_IO_HINT = "ONNX Runtime, OpenVINO and PyTorch rows measure every input and output"
 
 

@@ -32,8 +32,8 @@ from .prepare import Prepared
 from .progress import Progress
 from .records import SKIPPED, ExportRecord, ModelInfo
 
-NEEDS_TORCH = ("the model arrived as ONNX: PyTorch rows, TFLite and the Edge TPU need the PyTorch model "
-               "(litert-torch converts from PyTorch)")
+NEEDS_TORCH = ("the model arrived as ONNX: PyTorch rows need the PyTorch model "
+               "(TFLite and the Edge TPU are converted from the ONNX file: onnx2torch, then litert-torch)")
 NEEDS_TORCH_HINT = "give the PyTorch model: --model package.module:factory, a TorchScript file or a .pt2 file"
 
 

@@ -1,0 +1,90 @@
+"""The converter child's inputs and outputs: an ONNX root as a torch module, the calibration inputs
+of a model with one input or several, and the record of which file tensor is which model tensor.
+
+ONNX -> TFLite route (issue 25 a): onnx2torch turns the ONNX graph into a ``torch.fx`` module, op
+by op (ENOT's converter, used to bring ONNX models to PyTorch tooling), and the PyTorch route
+(litert-torch, full-integer PT2E int8) converts that module. onnx2tf, the route of Ultralytics'
+TFLite export, does not resolve against this stack (it needs TensorFlow, whose protobuf and numpy
+pins conflict with onnx, OpenVINO and LiteRT here: ``pip install --dry-run`` says
+ResolutionImpossible); docs/tflite-edgetpu.md has the comparison. An op onnx2torch has no converter
+for stops the conversion with one line naming the op and its opset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class UnsupportedModel(Exception):
+    """The converter cannot take this model; the message says which op or feature, in one line."""
+
+
+def onnx_module(path: str) -> Any:
+    """The ONNX file as a torch module (onnx2torch), or UnsupportedModel naming the op that stopped it."""
+    import onnx
+    from onnx2torch import convert
+
+    model = onnx.load(path)
+    try:
+        return convert(model).eval()
+    except NotImplementedError as e:
+        text = str(e)
+        op = text.split("operation_type='")[1].split("'")[0] if "operation_type='" in text else ""
+        ver = text.split("version=")[1].split(")")[0] if "version=" in text else "?"
+        if op:
+            raise UnsupportedModel(f"onnx2torch has no converter for ONNX op {op} (opset {ver})") from None
+        raise UnsupportedModel(f"onnx2torch cannot convert this graph: {text.splitlines()[0][:200]}") from None
+
+
+def load_inputs(spec: dict[str, Any]) -> tuple[list[str], list[Any]]:
+    """(input names, one float32/int calibration array per input in the model's order)."""
+    import numpy as np
+
+    path = spec["calibration"]
+    names = list(spec.get("input_names") or [])
+    if path.endswith(".npz"):
+        with np.load(path, allow_pickle=False) as z:
+            names = names or list(z.files)
+            arrays = [np.asarray(z[n]) for n in names]
+    else:
+        arrays = [np.load(path)]
+        names = names[:1] or ["input"]
+    return names, [a.astype(np.float32) if a.dtype.kind == "f" else a for a in arrays]
+
+
+def _flat(out: Any) -> list[Any]:
+    import torch
+
+    leaves, _ = torch.utils._pytree.tree_flatten(out)
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def io_map(module: Any, sample: tuple, path: str, input_names: list[str], output_names: list[str],
+           channel_last: list[bool]) -> dict[str, Any]:
+    """Which model tensor each of the file's inputs and outputs is (bindings.py reads it at run time):
+    inputs in the module's argument order (litert-torch keeps it; shapes checked), outputs by name or by
+    shape and order against the module's own outputs on ``sample``."""
+    import torch
+
+    from .bindings import match_outputs
+    from .common import interpreter_module
+
+    it = interpreter_module()[0].Interpreter(model_path=path)
+    ins, outs = it.get_input_details(), it.get_output_details()
+    want = [tuple(int(v) for v in x.shape) for x in sample]
+    got = [tuple(int(v) for v in d["shape"]) for d in ins]
+    if len(got) != len(want) or any(a != b for a, b in zip(got, want, strict=False)):
+        raise UnsupportedModel(f"the file's inputs {got} are not the model's {want} in order")
+    with torch.no_grad():
+        model_outs = _flat(module(*sample))
+    names = list(output_names) if len(output_names) == len(model_outs) else [
+        f"output_{i}" for i in range(len(model_outs))] if len(model_outs) > 1 else []
+    rec: dict[str, Any] = {"inputs": list(input_names), "channel_last": list(channel_last),
+                           "inputs_matched": "in the model's argument order (kept by litert-torch; shapes checked "
+                                             "at export)"}
+    if names:
+        file_names = [str(d["name"]) for d in outs]
+        rec["outputs"], rec["matched"] = match_outputs([tuple(o.shape) for o in model_outs],
+                                                       [tuple(int(v) for v in d["shape"]) for d in outs],
+                                                       names, file_names)
+    return rec
