@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import RunnerError
+from ...errors import BackendUnavailable, RunnerError
 from ...records import Availability
 from ..runner import Runner
 from .bindings import bind, feed, from_file, guess_channel_last, read_io_map, to_file
-from .bindings import dequantize, quantize  # noqa: F401  (re-exported)
+from .bindings import dequantize as dequantize
+from .bindings import quantize as quantize
 from .common import inspect_model, interpreter_module
 from .delegation import delegation
 from .options import TFLiteOptions
