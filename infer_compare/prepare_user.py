@@ -255,7 +255,6 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
 
         out = prepare_multi.reference(cache, um, ds)
         minfo = prepare_multi.model_info(um, out, spec, prepare_multi.input_sources(um, data, ds.description))
-        several = prepare_multi.one_io_unbuilt(um)
     else:
         out = _reference(cache, um, ds)
         minfo = _model_info(um, ds, out, spec)
