@@ -90,8 +90,9 @@ class ArtifactChain:
         f = get_format(fmt)
         src_key = f.source_of(prec)
         src = self.done.get(src_key) if src_key is not None else None
-        if src is None:
-            return ""
+        if src is None:  # a source known not to be had says why (a float TFLite root: why not the Edge TPU)
+            why = self.failed.get(src_key) if src_key is not None else None
+            return f"needs the {src_key[0]} {src_key[1]} artifact: {why.reason}" if why and src_key else ""
         try:
             ecls = load_impl(f.exporter_for(prec))
         except (ImportError, AttributeError):

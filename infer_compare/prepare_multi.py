@@ -241,9 +241,9 @@ def _model_shape(s, rows: np.ndarray) -> tuple:
 def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | None = None) -> ModelInfo:
     """The ModelInfo of a model with several inputs or outputs: each one listed, each output's judging said."""
     from .parity import is_classifier
+    from .prepare_user import reference_note
 
-    notes = list(um.notes) + ([f"reference: ONNX Runtime CPU FP32 on the user's file {um.source}"]
-                              if um.kind == "onnx" else ["reference: PyTorch FP32 on the user's model"])
+    notes = list(um.notes) + [reference_note(um)]
     specs = {s.name: s for s in um.outputs}
     outputs = []
     for k, a in ref.items():

@@ -107,7 +107,7 @@ def to_file(t: Tensor, a: Any) -> np.ndarray:
     x = np.asarray(a)
     if x.dtype.kind == "f" or t.dtype.kind == "f" or t.quantized:
         x = x.astype(np.float32, copy=False)
-    if t.channel_last and x.ndim == 4:
+    if t.channel_last and x.ndim == 4 and tuple(x.shape[1:]) != tuple(t.shape[1:]):  # NCHW given, NHWC taken
         x = x.transpose(0, 2, 3, 1)
     if t.quantized:
         x = quantize(x, t.scale, t.zero_point, t.dtype)

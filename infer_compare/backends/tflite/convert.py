@@ -112,13 +112,13 @@ def full_integer_quantizer(per_channel: bool = True, observer: str = "minmax"):
     return FullIntegerQuantizer().set_global(cfg)
 
 
-def _load_module(spec: dict[str, Any]):
+def _load_module(spec: dict[str, Any], shapes: dict[str, tuple[int, ...]] | None = None):
     import torch
 
-    if spec.get("onnx"):  # an ONNX root: onnx2torch's torch.fx module of the file (convert_onnx.py)
+    if spec.get("onnx"):  # an ONNX root: onnx2torch's torch.fx module of the file, batch 1 (convert_onnx.py)
         from .convert_onnx import onnx_module
 
-        return onnx_module(spec["onnx"])
+        return onnx_module(spec["onnx"], shapes)
     if spec.get("rebuild"):  # models.rebuild: the model spec and its root artifact (built-in or the user's)
         from ...models import rebuild
 
@@ -204,8 +204,8 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
     precision, out = spec["precision"], spec["out"]
-    model = _load_module(spec)
     names, calib = load_inputs(spec)
+    model = _load_module(spec, {n: (1, *c.shape[1:]) for n, c in zip(names, calib, strict=True)})
     if isinstance(model, torch.jit.ScriptModule):  # litert-torch needs torch.export: convert TorchScript first
         from torch._export.converter import TS2EPConverter
 

@@ -19,12 +19,69 @@ class UnsupportedModel(Exception):
     """The converter cannot take this model; the message says which op or feature, in one line."""
 
 
-def onnx_module(path: str) -> Any:
-    """The ONNX file as a torch module (onnx2torch), or UnsupportedModel naming the op that stopped it."""
+def fold_constants(model: Any) -> int:
+    """Constant nodes and Identity nodes of an initializer become initializers (onnx2torch reads weights
+    from initializers only: torch.onnx writes an Identity for a weight shared by two layers); how many."""
+    import copy
+
+    from onnx import numpy_helper
+
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    keep, folded = [], 0
+    for node in g.node:
+        value = None
+        if node.op_type == "Identity" and node.input[0] in inits:
+            value = copy.deepcopy(inits[node.input[0]])
+        elif node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            value = copy.deepcopy(node.attribute[0].t)
+        if value is None:
+            keep.append(node)
+            continue
+        value.name = node.output[0]
+        g.initializer.append(numpy_helper.from_array(numpy_helper.to_array(value), node.output[0]))
+        inits[node.output[0]] = g.initializer[-1]
+        folded += 1
+    del g.node[:]
+    g.node.extend(keep)
+    return folded
+
+
+def static_onnx(path: str, shapes: dict[str, tuple[int, ...]], out: str) -> str:
+    """The ONNX file with every input of one sample's static shape (batch 1), its shape arithmetic folded
+    by ONNX Runtime's basic graph optimizations (constant folding; ONNX ops only), saved to ``out``: a
+    dynamic-batch export computes Reshape targets from Shape/Gather, which torch.export cannot trace
+    through onnx2torch's module (a data-dependent guard)."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(path)
+    for inp in model.graph.input:
+        if inp.name in shapes and inp.type.HasField("tensor_type"):
+            for d, v in zip(inp.type.tensor_type.shape.dim, shapes[inp.name], strict=False):
+                d.ClearField("dim_param")
+                d.dim_value = int(v)
+    fixed = out + ".in.onnx"
+    onnx.save(model, fixed)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.optimized_model_filepath = out
+    ort.InferenceSession(fixed, so, providers=["CPUExecutionProvider"])
+    return out
+
+
+def onnx_module(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> Any:
+    """The ONNX file as a torch module (onnx2torch), or UnsupportedModel naming the op that stopped it.
+    With ``shapes`` (one sample per input, batch 1) the graph is made static first (:func:`static_onnx`)."""
+    import os
+
     import onnx
     from onnx2torch import convert
 
+    if shapes:
+        path = static_onnx(path, shapes, os.path.abspath("static.onnx"))
     model = onnx.load(path)
+    fold_constants(model)
     try:
         return convert(model).eval()
     except NotImplementedError as e:
@@ -34,6 +91,9 @@ def onnx_module(path: str) -> Any:
         if op:
             raise UnsupportedModel(f"onnx2torch has no converter for ONNX op {op} (opset {ver})") from None
         raise UnsupportedModel(f"onnx2torch cannot convert this graph: {text.splitlines()[0][:200]}") from None
+    except (KeyError, ValueError, TypeError, AttributeError) as e:  # a graph form onnx2torch does not read
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise UnsupportedModel(f"onnx2torch could not read the graph: {type(e).__name__} {first}") from None
 
 
 def load_inputs(spec: dict[str, Any]) -> tuple[list[str], list[Any]]:

@@ -27,7 +27,7 @@ from .options import TFLiteOptions
 CONVERTER_HINT = ("pip install litert-torch ai-edge-litert  (the TFLite converter; it needs torch and brings "
                   "ai-edge-quantizer)")
 ONNX_HINT = "pip install 'infer-compare[tflite-onnx]'  (onnx2torch: ONNX -> PyTorch, then litert-torch)"
-EXPORTER_REV = 2  # 2: the io_map record (several inputs and outputs), the ONNX route
+EXPORTER_REV = 3  # 2: the io_map record (several inputs and outputs), the ONNX route; 3: ONNX made static first
 # Full-integer int8 of models above this size is built only on request (or for an Edge TPU):
 # ResNet-50 (25.6 M parameters) took 339 s wall, 1.5 GB peak here (2 shared cores, load ~5).
 LARGE_INT8_PARAMS = 10_000_000
