@@ -186,3 +186,17 @@ def test_each_tensor_quantized_with_its_own_scale():
     assert arrays == [2, 1] and not by_pos
     arrays, by_pos = bindings.feed([a, b], {"p": 1, "q": 2})
     assert arrays == [1, 2] and by_pos
+
+
+def test_an_op_the_converter_lacks_is_named_in_one_line(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    from infer_compare.backends.tflite.convert_onnx import UnsupportedModel, onnx_module
+
+    g = helper.make_graph([helper.make_node("Det", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "det.onnx"))
+    with pytest.raises(UnsupportedModel, match=r"^onnx2torch has no converter for ONNX op Det \(op version \d+\)$"):
+        onnx_module(str(tmp_path / "det.onnx"))

@@ -55,9 +55,20 @@ def dequantize(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     return ((q.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)).astype(np.float32)
 
 
+def write_io_map(artifact: str, io: dict[str, Any]) -> None:
+    """The record beside the file (``<file>.io.json``): it travels with the file (a bundle copies it)."""
+    if io:
+        Path(str(artifact) + ".io.json").write_text(json.dumps({"io_map": io}))
+
+
 def read_io_map(artifact: str) -> dict[str, Any]:
-    """The exporter's record of the file's tensors (``io_map`` in the manifest beside it), or {}."""
-    for man in (Path(artifact).parent / "manifest.json", Path(str(artifact) + ".io.json")):
+    """The exporter's record of the file's tensors (``<file>.io.json`` beside it, else ``io_map`` in the cache
+    manifest beside it), or {}. A compiled Edge TPU file placed in a bundle reads its int8 source's."""
+    here = Path(artifact)
+    candidates = [Path(str(artifact) + ".io.json"), here.parent / "manifest.json"]
+    if here.name.endswith("_edgetpu.tflite"):  # a bundle's drop-in: artifacts/edgetpu-int8 beside tflite-int8
+        candidates.append(here.parent.parent / "tflite-int8" / "model.tflite.io.json")
+    for man in candidates:
         try:
             data = json.loads(man.read_text())
         except (OSError, ValueError):

@@ -121,7 +121,7 @@ def onnx_module(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> 
         op = text.split("operation_type='")[1].split("'")[0] if "operation_type='" in text else ""
         ver = text.split("version=")[1].split(")")[0] if "version=" in text else "?"
         if op:
-            raise UnsupportedModel(f"onnx2torch has no converter for ONNX op {op} (opset {ver})") from None
+            raise UnsupportedModel(f"onnx2torch has no converter for ONNX op {op} (op version {ver})") from None
         raise UnsupportedModel(f"onnx2torch cannot convert this graph: {text.splitlines()[0][:200]}") from None
     except (KeyError, ValueError, TypeError, AttributeError) as e:  # a graph form onnx2torch does not read
         first = (str(e).strip().splitlines() or [""])[0][:200]

@@ -27,7 +27,7 @@ from .options import TFLiteOptions
 CONVERTER_HINT = ("pip install litert-torch ai-edge-litert  (the TFLite converter; it needs torch and brings "
                   "ai-edge-quantizer)")
 ONNX_HINT = "pip install 'infer-compare[tflite-onnx]'  (onnx2torch: ONNX -> PyTorch, then litert-torch)"
-EXPORTER_REV = 3  # 2: the io_map record (several inputs and outputs), the ONNX route; 3: ONNX made static first
+EXPORTER_REV = 4  # 2: io_map (several inputs and outputs), the ONNX route; 3: ONNX made static first; 4: <file>.io.json
 # Full-integer int8 of models above this size is built only on request (or for an Edge TPU):
 # ResNet-50 (25.6 M parameters) took 339 s wall, 1.5 GB peak here (2 shared cores, load ~5).
 LARGE_INT8_PARAMS = 10_000_000
@@ -165,6 +165,9 @@ def _describe(path: Path, precision: str, res: dict) -> ExportResult:
                 converter_peak_rss_mb=res.get("peak_rss_mb"), ops=info["ops"],
                 tensor_dtypes=info["tensor_dtypes"], io=info["io"], full_integer=info["full_integer"])
     notes = [f"converter child: {res.get('wall_s')} s wall, peak RSS {res.get('peak_rss_mb')} MB"]
+    from .bindings import write_io_map
+
+    write_io_map(str(path), opts.get("io_map") or {})
     if precision == "int8":
         if not info["full_integer"]:
             raise ExportError("the int8 TFLite file is not full-integer: " + "; ".join(info["problems"]))
