@@ -200,3 +200,40 @@ def test_an_op_the_converter_lacks_is_named_in_one_line(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "det.onnx"))
     with pytest.raises(UnsupportedModel, match=r"^onnx2torch has no converter for ONNX op Det \(op version \d+\)$"):
         onnx_module(str(tmp_path / "det.onnx"))
+
+
+def test_bundle_of_the_onnx_detector_runs_its_tflite_rows_without_torch(det_onnx, det_report, cache_dir, tmp_path):
+    """``export`` carries the ONNX root's TFLite files (with their io.json) and the several-output data as
+    .npz; ``run`` in a process where torch, onnx2torch and litert-torch cannot be imported measures them
+    with parity per output."""
+    import json
+    import subprocess
+
+    from infer_compare.bundle import export_bundle
+    from infer_compare.records import load_report
+
+    from .conftest import python_env
+
+    b = tmp_path / "bundle"
+    export_bundle(str(det_onnx), b, formats=["tflite"], precisions=["fp32", "int8"], parity_samples=8,
+                  calibration_samples=8, cache_dir=cache_dir)
+    man = json.loads((b / "manifest.json").read_text())
+    assert man["data"]["reference"]["path"] == "data/reference.npz"
+    assert list(man["data"]["reference"]["arrays"]) == OUTS
+    assert "artifacts/tflite-int8/model.tflite.io.json" in man["files"]
+    block = tmp_path / "blocked"
+    for m in ("torch", "torchvision", "onnx2torch", "litert_torch"):
+        (block / m).mkdir(parents=True)
+        (block / m / "__init__.py").write_text("raise ImportError('blocked: a torch-free device')\n")
+    env = python_env()
+    env["PYTHONPATH"] = str(block) + os.pathsep + env["PYTHONPATH"]
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "infer_compare.cli", "run", str(b), "-o", str(out), "--device", "cpu",
+                        "--backends", "tflite", "-b", "1", "--warmup", "1", "--min-iters", "3", "--min-time", "0.02"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rep = load_report(out / "results.json")
+    for p in ("fp32", "int8"):
+        row = _row(rep, "tflite", p)
+        assert row.status == "ok" and [o.output for o in row.parity.outputs] == OUTS, (row.status, row.reason)
+        assert row.options["outputs_matched"].startswith("by shape and order")
