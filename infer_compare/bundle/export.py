@@ -239,7 +239,6 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     from .. import env, models
     from ..cache import Cache
     from ..plan import check_runner_options
-    from ..prepare import prepare_model
 
     prog = progress or Progress()
     formats_t, precisions_t = check_choice("format", formats, FORMATS), check_choice("precision", precisions, PRECISIONS)
@@ -252,8 +251,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
         raise UsageError(f"bundle directory {out} exists and is not empty")
     option_sets = check_runner_options(runner_options)
     plan = Plan(_wanted(formats_t, precisions_t))
-    user = models.looks_like_user_model(model)
-    if not user:
+    if not models.looks_like_user_model(model):
         models.resolve(model)
     warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
@@ -261,15 +259,9 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     prog.task("probing the environment")
     environment = env.collect()
     threads = threads or environment.cores_physical or environment.cores_logical or 1
-    if user:  # the user's model (an ONNX, TFLite or torch file; several inputs and outputs by name)
-        from ..prepare_user import prepare_user_model
-
-        prep = prepare_user_model(model, parity_samples=parity_samples, calibration_samples=calibration_samples,
-                                  seed=seed, cache=cache, prog=prog, warn=warn)
-    else:
-        prep = prepare_model(model, weights=weights, parity_samples=parity_samples,
-                             calibration_samples=calibration_samples, seed=seed, cache=cache, threads=threads,
-                             prog=prog, warn=warn)
+    prep = _prepare(model, dict(weights=weights, parity_samples=parity_samples,
+                                calibration_samples=calibration_samples, seed=seed, cache=cache, prog=prog, warn=warn),
+                    threads)
     chain = _export_chain(prep, cache, int(max_batch), threads, prog, option_sets)
     chain.export_timeout_s = float(export_timeout_s)
     prog.task("exporting")
@@ -290,6 +282,20 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
 
     _write_bundle(out, write)
     return manifest
+
+
+def _prepare(model: str, kw: dict[str, Any], threads: int) -> Prepared:
+    """A built-in model, or the user's (an ONNX, TFLite or torch file; several inputs and outputs by name)."""
+    from .. import models
+
+    if models.looks_like_user_model(model):
+        from ..prepare_user import prepare_user_model
+
+        w = kw.pop("weights", None)  # a factory's state dict; "auto" is the built-in models' default
+        return prepare_user_model(model, weights=None if w in (None, "auto") else w, **kw)
+    from ..prepare import prepare_model
+
+    return prepare_model(model, threads=threads, **kw)
 
 
 def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress,
