@@ -91,6 +91,8 @@ class ArtifactChain:
         src_key = f.source_of(prec)
         src = self.done.get(src_key) if src_key is not None else None
         if src is None:  # a source known not to be had says why (a float TFLite root: why not the Edge TPU)
+            if (fmt, prec) in self.done or (f.root_source is not None and f.root_source in self.done):
+                return ""  # carried (the user's own file), or built from the run's root
             why = self.failed.get(src_key) if src_key is not None else None
             return f"needs the {src_key[0]} {src_key[1]} artifact: {why.reason}" if why and src_key else ""
         try:
