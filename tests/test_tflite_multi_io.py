@@ -237,3 +237,18 @@ def test_bundle_of_the_onnx_detector_runs_its_tflite_rows_without_torch(det_onnx
         row = _row(rep, "tflite", p)
         assert row.status == "ok" and [o.output for o in row.parity.outputs] == OUTS, (row.status, row.reason)
         assert row.options["outputs_matched"].startswith("by shape and order")
+
+
+def test_large_onnx_int8_is_opt_in_too(det_onnx, monkeypatch, tmp_path):
+    """An ONNX root has no torch module to count: its initializers are counted (here over a lowered limit)."""
+    from infer_compare.backends.exporter import ExportContext
+    from infer_compare.backends.tflite import export as tex
+    from infer_compare.errors import BackendUnavailable
+
+    monkeypatch.setattr(tex, "LARGE_INT8_PARAMS", 100)
+    monkeypatch.delenv(tex.OPT_IN_ENV, raising=False)
+    ctx = ExportContext(model=None, model_name="detector", input_shape=(3, 32, 32), num_classes=0,
+                        calibration=np.zeros((2, 3, 32, 32), np.float32))
+    assert tex._onnx_params(str(det_onnx)) == sum(p.numel() for p in detector().parameters())
+    with pytest.raises(BackendUnavailable, match=r"detector \(0\.0 M parameters\) is built only on request"):
+        tex.TFLiteExporter().export(ctx, str(det_onnx), tmp_path, "int8")

@@ -79,8 +79,8 @@ class TFLiteExporter(Exporter):
             raise BackendUnavailable("'ai_edge_quantizer' is not installed (TFLite fp16 weights)", CONVERTER_HINT)
         if _is_onnx(source) and not deps.has("onnx2torch"):
             raise BackendUnavailable("'onnx2torch' is not installed (TFLite from an ONNX model)", ONNX_HINT)
-        if precision == "int8" and ctx.model is not None:
-            _check_int8_opt_in(ctx)
+        if precision == "int8":
+            _check_int8_opt_in(ctx, _onnx_params(source) if ctx.model is None else None)
         path = out_dir / "model.tflite"
         res = _convert_in_child(ctx, source, out_dir / ".work", path, precision)
         return _describe(path, precision, res)
@@ -189,9 +189,24 @@ def _architecture(ctx: ExportContext) -> dict | None:
     return spec if keys == set(ctx.model.state_dict()) else None
 
 
-def _check_int8_opt_in(ctx: ExportContext) -> None:
+def _onnx_params(source: str | None) -> int:
+    """The number of weights of an ONNX file (its initializers' elements; external data not read)."""
+    import onnx
+
+    graph = onnx.load(str(source), load_external_data=False).graph
+    total = 0
+    for t in graph.initializer:
+        n = 1
+        for d in t.dims:
+            n *= int(d)
+        total += n
+    return total
+
+
+def _check_int8_opt_in(ctx: ExportContext, n: int | None = None) -> None:
     """Large models' int8 conversion is opt-in: asked for explicitly, or an Edge TPU is present."""
-    n = sum(int(p.numel()) for p in ctx.model.parameters())
+    if n is None:
+        n = sum(int(p.numel()) for p in ctx.model.parameters())
     if n <= LARGE_INT8_PARAMS:
         return
     req = ctx.requested or {}
