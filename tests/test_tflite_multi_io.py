@@ -103,8 +103,10 @@ def test_several_output_pytorch_module_through_tflite(cache_dir):
     from .test_several_io import net
 
     rep = compare(net(), example_input=(torch.randn(1, 3, 32, 32), torch.randn(1, 8)), backends=["tflite"],
-                  formats=["tflite"], precisions=["fp32"], cache_dir=cache_dir, **{**FAST, "devices": ["cpu"]})
-    r = _row(rep, "tflite", "fp32")
+                  formats=["tflite"], precisions=["fp32"], cache_dir=cache_dir, scenarios="both",
+                  **{**FAST, "devices": ["cpu"]})
+    r, tp = (x for x in rep.rows if x.backend == "tflite")  # latency, then the throughput scenario
+    assert tp.label.endswith("/throughput") and tp.status == "ok" and len(tp.parity.outputs) == 2, tp.reason
     assert r.status == "ok" and r.parity.passed, (r.reason, r.parity)
     assert len(r.parity.outputs) == 2 and all(p.cosine_min > 0.9999 for p in r.parity.outputs)
     assert r.export.options["route"] == "litert-torch" and r.export.options["io_map"]["outputs"]
