@@ -8,7 +8,7 @@ Public API
     dimensions; a dynamic batch is always the string ``"batch"``), or None where the model
     does not declare it (outputs only). ``dtype``: a numpy dtype name ("float32", "int64").
 ``UserModel(kind, source, sha256, inputs, outputs, static_batch, module, notes, weights_hash)``
-    ``kind``: "onnx" | "torchscript" | "exported_program" | "factory" | "module".
+    ``kind``: "onnx" | "torchscript" | "exported_program" | "factory" | "module" | "tflite" (user_tflite.py).
     ``source``: the absolute path, the "package.module:callable" reference or "<python object>".
     ``sha256``: of the file: the ``.onnx`` file, the ``.pt``/``.pt2`` file, the ``--weights``
     file; "" for a Python object (a factory without ``--weights``, a module). An ONNX file
