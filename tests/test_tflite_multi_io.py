@@ -254,3 +254,8 @@ def test_large_onnx_int8_is_opt_in_too(det_onnx, monkeypatch, tmp_path):
     assert tex._onnx_params(str(det_onnx)) == sum(p.numel() for p in detector().parameters())
     with pytest.raises(BackendUnavailable, match=r"detector \(0\.0 M parameters\) is built only on request"):
         tex.TFLiteExporter().export(ctx, str(det_onnx), tmp_path, "int8")
+
+
+def test_a_tflite_model_gets_its_own_rows_by_default(tflite_files, cache_dir):
+    rep = compare(str(tflite_files["int8"]), cache_dir=cache_dir, **FAST)
+    assert {r.format for r in rep.rows} == {"tflite", "edgetpu"}, sorted({r.label for r in rep.rows})
