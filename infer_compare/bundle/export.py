@@ -140,8 +140,9 @@ def _artifact_files(chain: ArtifactChain, key: Key, roots: Iterable[Key] = ()) -
     main = Path(rec.path)
     if get_format(fmt).source_of(prec) is None:  # the weights file itself (cache, hub or the user's)
         return [(main, "weights.pt")], "weights.pt"
-    if key in roots:  # the user's own file (an ONNX or TFLite model), carried as given
-        return [(main, main.name)], main.name
+    if key in roots:  # the user's own file (an ONNX or TFLite model), carried as given under the usual name
+        name = "model" + get_format(fmt).suffix  # (the Edge TPU drop-in expects model.tflite's compiled name)
+        return [(main, name)], name
     entry = entry_dir(rec.path)  # shared or private (--no-cache, an unwritable cache)
     if entry is None or not (entry / CACHE_MANIFEST).is_file():
         raise UsageError(f"cache entry of {fmt} {prec} vanished while exporting: {entry}")
