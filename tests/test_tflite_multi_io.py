@@ -259,3 +259,20 @@ def test_large_onnx_int8_is_opt_in_too(det_onnx, monkeypatch, tmp_path):
 def test_a_tflite_model_gets_its_own_rows_by_default(tflite_files, cache_dir):
     rep = compare(str(tflite_files["int8"]), cache_dir=cache_dir, **FAST)
     assert {r.format for r in rep.rows} == {"tflite", "edgetpu"}, sorted({r.label for r in rep.rows})
+
+
+def test_bundle_of_a_tflite_model(tflite_files, cache_dir, tmp_path):
+    """The user's .tflite file travels as artifacts/tflite-int8/model.tflite (the name the Edge TPU drop-in
+    expects), its two outputs' reference as .npz; the bundle loads without building anything."""
+    import json
+
+    from infer_compare.bundle import export_bundle, prepared_from_bundle, verify
+
+    b = tmp_path / "b"
+    export_bundle(str(tflite_files["int8"]), b, formats=["tflite", "edgetpu"], parity_samples=8, cache_dir=cache_dir)
+    man = json.loads((b / "manifest.json").read_text())
+    assert "artifacts/tflite-int8/model.tflite" in man["files"]
+    (d,) = [d for d in man["deferred"] if d["format"] == "edgetpu"]
+    assert "artifacts/tflite-int8/model.tflite`" in d["note"]
+    prep = prepared_from_bundle(verify(b))
+    assert ("tflite", "int8") in prep.carried and len(prep.ref) == 2
