@@ -149,6 +149,8 @@ def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: 
     from . import env
     from .measure import measure
 
+    if sel.formats is None and isinstance(model, str | os.PathLike) and os.fspath(model).lower().endswith(".tflite"):
+        sel.formats = ("tflite", "edgetpu")  # a TFLite model: its own rows only (nothing converts TFLite back)
     servers = launch_fork_servers(model, sel, present, cache, prog)  # their imports overlap the preparation
     try:
         prog.task("probing the environment")

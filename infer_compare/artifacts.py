@@ -90,8 +90,11 @@ class ArtifactChain:
         f = get_format(fmt)
         src_key = f.source_of(prec)
         src = self.done.get(src_key) if src_key is not None else None
-        if src is None:
-            return ""
+        if src is None:  # a source known not to be had says why (a float TFLite root: why not the Edge TPU)
+            if (fmt, prec) in self.done or (f.root_source is not None and f.root_source in self.done):
+                return ""  # carried (the user's own file), or built from the run's root
+            why = self.failed.get(src_key) if src_key is not None else None
+            return f"needs the {src_key[0]} {src_key[1]} artifact: {why.reason}" if why and src_key else ""
         try:
             ecls = load_impl(f.exporter_for(prec))
         except (ImportError, AttributeError):
@@ -103,6 +106,8 @@ class ArtifactChain:
         if src_key is None:
             return self._root(f, prec)
         src = self.get(*src_key)
+        if isinstance(src, Unbuilt) and f.root_source is not None and f.root_source in self.done:
+            src_key, src = f.root_source, self.done[f.root_source]  # the run's root (an ONNX model)
         if isinstance(src, Unbuilt):
             return Unbuilt(src.status, f"needs the {src_key[0]} {src_key[1]} artifact: {src.reason}", src.hint)
         try:

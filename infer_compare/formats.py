@@ -86,6 +86,9 @@ class Format:
     options_from: str | None = None
     # why the artifact never travels in a bundle (built on the device), or ""
     device_built: str = ""
+    # (format, artifact precision) to build from when ``built_from`` cannot be had but the run carries this
+    # one as its root (an ONNX model: TFLite is converted from the ONNX file instead of the PyTorch model)
+    root_source: tuple[str, str] | None = None
 
     def tolerance(self, precision: str) -> Tolerance:
         return self.tolerances.get(precision, TOLERANCES[precision])
@@ -189,7 +192,9 @@ FORMATS: dict[str, Format] = {
             built_from="pytorch",
             precisions=("fp32", "fp16", "int8"),
             exporter=f"{_B}.tflite.export:TFLiteExporter",
-            description="litert-torch, NHWC, batch-1 file resized at load where its graph allows; int8 is full-integer",
+            root_source=("onnx", "fp32"),  # an ONNX root: onnx2torch, then the same litert-torch route
+            description="litert-torch (an ONNX root through onnx2torch first), NHWC, batch-1 file resized at load "
+                        "where its graph allows; int8 is full-integer",
             options_from="tflite",
         ),
         Format(

@@ -8,9 +8,9 @@
   other input (floats standard normal, integers 0 or 1, bools), said in the report.
 * Reference (several outputs): every output, keyed by its name, saved as one ``.npz``.
 * Parity: output by output (parity.compare_outputs); top-1 only for [N, classes] outputs.
-* TFLite, the Edge TPU and TensorRT engines measure one input and one output so far: their rows are
-  skipped rows that say so (never built, never run). ONNX Runtime (and its TensorRT EP), OpenVINO and
-  PyTorch run every input and output by name.
+* Every runtime runs every input and output by name: ONNX Runtime (and its TensorRT EP), OpenVINO,
+  PyTorch, TensorRT engines, TFLite and the Edge TPU (whose converter renames the tensors: matched as
+  the exporter recorded, backends/tflite/bindings.py).
 """
 
 from __future__ import annotations
@@ -21,16 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from .artifacts import Key, Unbuilt
 from .batches import count
 from .cache import Cache
 from .data import DataSets
 from .errors import UsageError
 from .progress import Progress
-from .records import SKIPPED, ModelInfo
-
-ONE_IO_FORMATS = {"tflite": "TFLite", "edgetpu": "Edge TPU", "tensorrt": "TensorRT"}
-ONE_IO_HINT = "ONNX Runtime, OpenVINO and PyTorch rows measure every input and output"
+from .records import ModelInfo
 
 
 def several_io(um) -> bool:
@@ -41,19 +37,6 @@ def _io_text(um) -> str:
     ins = ", ".join(s.name for s in um.inputs)
     outs = ", ".join(s.name for s in um.outputs)
     return f"{len(um.inputs)} input(s) ({ins}) and {len(um.outputs)} output(s) ({outs})"
-
-
-def one_io_unbuilt(um) -> dict[Key, Unbuilt]:
-    """Skipped artifacts of the formats whose rows measure one input and one output so far."""
-    from .formats import FORMATS
-
-    out: dict[Key, Unbuilt] = {}
-    for fmt, title in ONE_IO_FORMATS.items():
-        why = Unbuilt(SKIPPED, f"{title} rows measure one input and one output so far; {um.name} has "
-                               f"{_io_text(um)}", ONE_IO_HINT)
-        for p in FORMATS[fmt].precisions:
-            out[(fmt, FORMATS[fmt].artifact_for(p))] = why
-    return out
 
 
 # ---------------------------------------------------------------- inputs
@@ -258,9 +241,9 @@ def _model_shape(s, rows: np.ndarray) -> tuple:
 def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | None = None) -> ModelInfo:
     """The ModelInfo of a model with several inputs or outputs: each one listed, each output's judging said."""
     from .parity import is_classifier
+    from .prepare_user import reference_note
 
-    notes = list(um.notes) + ([f"reference: ONNX Runtime CPU FP32 on the user's file {um.source}"]
-                              if um.kind == "onnx" else ["reference: PyTorch FP32 on the user's model"])
+    notes = list(um.notes) + [reference_note(um)]
     specs = {s.name: s for s in um.outputs}
     outputs = []
     for k, a in ref.items():

@@ -32,8 +32,8 @@ from .prepare import Prepared
 from .progress import Progress
 from .records import SKIPPED, ExportRecord, ModelInfo
 
-NEEDS_TORCH = ("the model arrived as ONNX: PyTorch rows, TFLite and the Edge TPU need the PyTorch model "
-               "(litert-torch converts from PyTorch)")
+NEEDS_TORCH = ("the model arrived as ONNX: PyTorch rows need the PyTorch model "
+               "(TFLite and the Edge TPU are converted from the ONNX file: onnx2torch, then litert-torch)")
 NEEDS_TORCH_HINT = "give the PyTorch model: --model package.module:factory, a TorchScript file or a .pt2 file"
 
 
@@ -221,10 +221,18 @@ def _exported(torch, um) -> tuple[Any, str]:
         return torch.export.export(um.module, tuple(torch.from_numpy(a) for a in um.example_inputs(1).values())), "1"
 
 
+def reference_note(um) -> str:
+    """What the reference is: ONNX Runtime CPU FP32 on an ONNX file, LiteRT CPU on a TFLite file, else PyTorch."""
+    if um.kind == "onnx":
+        return f"reference: ONNX Runtime CPU FP32 on the user's file {um.source}"
+    if um.kind == "tflite":
+        return f"reference: LiteRT on the CPU running the user's TFLite file {um.source} at its own precision"
+    return "reference: PyTorch FP32 on the user's model"
+
+
 def _model_info(um, ds: DataSets, ref: np.ndarray, spec) -> ModelInfo:
     classifier = ref.ndim == 2
-    notes = list(um.notes) + ([f"reference: ONNX Runtime CPU FP32 on the user's file {um.source}"]
-                              if um.kind == "onnx" else ["reference: PyTorch FP32 on the user's model"])
+    notes = list(um.notes) + [reference_note(um)]
     if not classifier:
         notes.append(f"output {um.outputs[0].name} {list(ref.shape[1:])} is not [N, classes]: judged on the "
                      "error metrics (cosine, max abs and relative error), no top-1/top-5")
@@ -255,7 +263,6 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
 
         out = prepare_multi.reference(cache, um, ds)
         minfo = prepare_multi.model_info(um, out, spec, prepare_multi.input_sources(um, data, ds.description))
-        several = prepare_multi.one_io_unbuilt(um)
     else:
         out = _reference(cache, um, ds)
         minfo = _model_info(um, ds, out, spec)
@@ -268,6 +275,13 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
         return Prepared(minfo, {"name": um.name, "family": "user", "kind": "onnx", "source": um.source},
                         minfo.preprocessing, ds, out, notes=notes, carried={("onnx", "fp32"): rec},
                         unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT), **several},
+                        static_batch=um.static_batch)
+    if um.kind == "tflite":  # a TFLite file as the model: it is the tflite artifact of its own precision
+        from .models.user_tflite import root_artifacts
+
+        carried, unbuilt = root_artifacts(um)
+        return Prepared(minfo, {"name": um.name, "family": "user", "kind": "tflite", "source": um.source},
+                        minfo.preprocessing, ds, out, notes=notes, carried=carried, unbuilt={**unbuilt, **several},
                         static_batch=um.static_batch)
     root, model_spec = _torch_root(um, cache)
     return Prepared(minfo, model_spec, minfo.preprocessing, ds, out, model=um.module, weights_path=root,

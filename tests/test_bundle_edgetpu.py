@@ -77,10 +77,11 @@ def test_bundle_carries_no_calibration_data_nothing_needs(deferred_bundle):
     assert "calibration" not in man["data"] and not (deferred_bundle / "data" / "calibration.npy").exists()
     total = sum(m["size"] for m in man["files"].values())
     tfl = man["files"]["artifacts/tflite-int8/model.tflite"]["size"]
+    io = man["files"]["artifacts/tflite-int8/model.tflite.io.json"]["size"]  # which model tensor each one is
     data = sum(m["size"] for rel, m in man["files"].items() if rel.startswith("data/"))
-    assert set(man["files"]) == {"artifacts/tflite-int8/model.tflite", "data/eval.npy", "data/reference.npy",
-                                 "data/labels.npy"}, sorted(man["files"])
-    assert total == tfl + data
+    assert set(man["files"]) == {"artifacts/tflite-int8/model.tflite", "artifacts/tflite-int8/model.tflite.io.json",
+                                 "data/eval.npy", "data/reference.npy", "data/labels.npy"}, sorted(man["files"])
+    assert total == tfl + io + data and io < 1000
 
 
 def test_compiling_as_told_then_run_picks_it_up(deferred_bundle, tmp_path):

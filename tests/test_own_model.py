@@ -82,7 +82,8 @@ def test_onnx_file_static_batch_runs_on_onnxruntime_and_openvino(models_dir, tmp
         assert rows[key].status == "ok" and rows[key].parity.passed, rows[key]
     for key in (("onnxruntime", "onnx", "fp32", 8, ""), ("openvino", "openvino", "fp32", 8, "")):
         assert rows[key].status == "skipped" and "static batch of 1" in rows[key].reason
-    assert "arrived as ONNX" in rows[("tflite", "tflite", "fp32", None, "")].reason
+    tfl = rows[("tflite", "tflite", "fp32", 1, "")]  # converted from the ONNX file (onnx2torch + litert-torch)
+    assert tfl.status == "ok" and tfl.parity.passed and tfl.export.options["route"] == "onnx2torch + litert-torch"
     assert "arrived as ONNX" in rows[("pytorch", "pytorch", "fp32", None, "")].reason
 
 

@@ -3,7 +3,7 @@ image [N, 3, 32, 32] and a vector [N, 8] in; logits [N, 10] and a feature map [N
 as an ONNX file, a TorchScript file and a module object, measured through ONNX Runtime, OpenVINO
 and PyTorch on the CPU with parity per output; a pre-built file whose second output is wrong
 fails naming that output; int64 ids keep their dtype; --input-shape sizes a dynamic dimension;
-TFLite and TensorRT say they measure one input and one output so far."""
+the ONNX file through TFLite too (tests/test_tflite_multi_io.py has the rest of TFLite's)."""
 
 from __future__ import annotations
 
@@ -130,8 +130,9 @@ def test_two_input_two_output_onnx_through_onnxruntime_and_openvino(onnx_report)
     assert [(o["name"], o["judged_on"]) for o in m.outputs] == [("logits", "top-1 and error metrics"),
                                                                 ("features", "error metrics")]
     assert m.num_classes == 10 and any("output 'features' [4, 8, 8]" in n for n in m.notes)
-    tfl = rows[("tflite", "tflite", None, "")]
-    assert tfl.status == "skipped" and "TFLite rows measure one input and one output so far" in tfl.reason
+    tfl = rows[("tflite", "tflite", 1, "")]  # ONNX -> TFLite (onnx2torch + litert-torch), outputs matched by shape
+    check_per_output(tfl, OUTS)
+    assert tfl.options["outputs_matched"].startswith("by shape and order")
 
 
 def test_the_report_shows_each_output(onnx_report, tmp_path):
@@ -221,18 +222,6 @@ def test_npz_data_feeds_each_input_by_name(files, tmp_path):
     assert list(prep.ref) == OUTS and prep.ref["features"].shape == (8, 4, 8, 8)
     with pytest.raises(UsageError, match="give --data inputs.npz with one array per input name"):
         prepare_user_model(str(files / "two.onnx"), data=DataOptions(data=str(tmp_path)), cache=Cache(tmp_path / "c"))
-
-
-def test_tflite_and_tensorrt_say_they_measure_one_input_and_one_output(files):
-    from infer_compare.models import load_user_model
-    from infer_compare.prepare_multi import one_io_unbuilt
-
-    um = load_user_model(str(files / "two.onnx"))
-    marks = one_io_unbuilt(um)
-    for key in (("tflite", "fp32"), ("tflite", "int8"), ("edgetpu", "int8"), ("tensorrt", "fp32"),
-                ("tensorrt", "tf32"), ("tensorrt", "fp16"), ("tensorrt", "int8")):
-        assert marks[key].status == "skipped" and "measure one input and one output so far" in marks[key].reason
-    assert "image, vec" in marks[("tensorrt", "fp32")].reason and "logits, features" in marks[("tensorrt", "fp32")].reason
 
 
 def test_parity_per_output_judges_the_worst():

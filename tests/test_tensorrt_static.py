@@ -261,7 +261,9 @@ def test_mypy_on_the_tensorrt_code(tmp_path):
     # the stubs type our own TensorRT objects: a wrong call in the runner and the exporter must fail
     shadows = []
     for name, good, bad in (("run.py", "execute_async_v3(", "execute_async_v9("),
-                            ("export.py", "config.set_memory_pool_limit(", "config.set_memory_pool_limitx(")):
+                            ("export.py", "config.set_memory_pool_limit(", "config.set_memory_pool_limitx("),
+                            # the several-input/output binding (issue 25): every tensor by name
+                            ("bindings.py", "context.set_tensor_address(", "context.set_tensor_addressx(")):
         text = (TRT_PKG / name).read_text()
         assert good in text
         shadow = tmp_path / f"shadow_{name}"
@@ -269,6 +271,7 @@ def test_mypy_on_the_tensorrt_code(tmp_path):
         shadows += ["--shadow-file", str(TRT_PKG / name), str(shadow)]
     r = _mypy(tmp_path / "mypy-cache-shadow", env, *shadows)  # own cache: mypy would reuse the clean run
     assert r.returncode != 0 and "execute_async_v9" in r.stdout and "set_memory_pool_limitx" in r.stdout, r.stdout
+    assert "set_tensor_addressx" in r.stdout, r.stdout
 
 
 # ---------------------------------------------------------------- 3. cuda.bindings

@@ -114,7 +114,15 @@ def _write_data(tmp: Path, prep: Prepared, plan: Plan) -> dict[str, Any]:
         arrays["calibration"] = ds.calibration
     if ds.eval_labels is not None:
         arrays["labels"] = ds.eval_labels
+    from ..batches import is_multi, save
+
     for name, a in arrays.items():
+        if is_multi(a):  # several inputs or outputs: one array per name, in the model's order
+            rel = f"data/{name}.npz"
+            save(tmp / rel, {k: np.ascontiguousarray(v) for k, v in a.items()})
+            data[name] = {"path": rel, "arrays": {k: {"shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype)}
+                                                  for k, v in a.items()}}
+            continue
         a = np.ascontiguousarray(a)
         rel = f"data/{name}.npy"
         np.save(tmp / rel, a, allow_pickle=False)
@@ -122,7 +130,7 @@ def _write_data(tmp: Path, prep: Prepared, plan: Plan) -> dict[str, Any]:
     return data
 
 
-def _artifact_files(chain: ArtifactChain, key: Key) -> tuple[list[tuple[Path, str]], str]:
+def _artifact_files(chain: ArtifactChain, key: Key, roots: Iterable[Key] = ()) -> tuple[list[tuple[Path, str]], str]:
     """(source file, path inside the artifact's folder) pairs, and the main file's path there."""
     from ..cache import MANIFEST as CACHE_MANIFEST
     from ..cache import entry_dir
@@ -132,6 +140,9 @@ def _artifact_files(chain: ArtifactChain, key: Key) -> tuple[list[tuple[Path, st
     main = Path(rec.path)
     if get_format(fmt).source_of(prec) is None:  # the weights file itself (cache, hub or the user's)
         return [(main, "weights.pt")], "weights.pt"
+    if key in roots:  # the user's own file (an ONNX or TFLite model), carried as given under the usual name
+        name = "model" + get_format(fmt).suffix  # (the Edge TPU drop-in expects model.tflite's compiled name)
+        return [(main, name)], name
     entry = entry_dir(rec.path)  # shared or private (--no-cache, an unwritable cache)
     if entry is None or not (entry / CACHE_MANIFEST).is_file():
         raise UsageError(f"cache entry of {fmt} {prec} vanished while exporting: {entry}")
@@ -140,13 +151,13 @@ def _artifact_files(chain: ArtifactChain, key: Key) -> tuple[list[tuple[Path, st
     return files, main.relative_to(entry).as_posix()
 
 
-def _write_artifacts(tmp: Path, plan: Plan, chain: ArtifactChain) -> list[dict[str, Any]]:
+def _write_artifacts(tmp: Path, plan: Plan, chain: ArtifactChain, roots: Iterable[Key] = ()) -> list[dict[str, Any]]:
     out = []
     for fmt, prec in plan.ship:
         rec = chain.done[(fmt, prec)]
         d = f"artifacts/{fmt}-{prec}"
         (tmp / d).mkdir(parents=True)
-        files, main_rel = _artifact_files(chain, (fmt, prec))
+        files, main_rel = _artifact_files(chain, (fmt, prec), tuple(roots))
         for srcf, rel in files:
             dst = tmp / d / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -229,7 +240,6 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     from .. import env, models
     from ..cache import Cache
     from ..plan import check_runner_options
-    from ..prepare import prepare_model
 
     prog = progress or Progress()
     formats_t, precisions_t = check_choice("format", formats, FORMATS), check_choice("precision", precisions, PRECISIONS)
@@ -242,15 +252,17 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
         raise UsageError(f"bundle directory {out} exists and is not empty")
     option_sets = check_runner_options(runner_options)
     plan = Plan(_wanted(formats_t, precisions_t))
-    models.resolve(model)
+    if not models.looks_like_user_model(model):
+        models.resolve(model)
     warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
 
     prog.task("probing the environment")
     environment = env.collect()
     threads = threads or environment.cores_physical or environment.cores_logical or 1
-    prep = prepare_model(model, weights=weights, parity_samples=parity_samples, calibration_samples=calibration_samples,
-                         seed=seed, cache=cache, threads=threads, prog=prog, warn=warn)
+    prep = _prepare(model, dict(weights=weights, parity_samples=parity_samples,
+                                calibration_samples=calibration_samples, seed=seed, cache=cache, prog=prog, warn=warn),
+                    threads)
     chain = _export_chain(prep, cache, int(max_batch), threads, prog, option_sets)
     chain.export_timeout_s = float(export_timeout_s)
     prog.task("exporting")
@@ -262,7 +274,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
 
     def write(tmp: Path) -> None:
         data = _write_data(tmp, prep, plan)
-        artifacts = _write_artifacts(tmp, plan, chain)
+        artifacts = _write_artifacts(tmp, plan, chain, prep.carried)
         _offline_builds(tmp, plan, artifacts, warn)
         manifest.update(_manifest(prep, plan, data, artifacts, selection, environment, warnings, command))
         manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
@@ -271,6 +283,20 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
 
     _write_bundle(out, write)
     return manifest
+
+
+def _prepare(model: str, kw: dict[str, Any], threads: int) -> Prepared:
+    """A built-in model, or the user's (an ONNX, TFLite or torch file; several inputs and outputs by name)."""
+    from .. import models
+
+    if models.looks_like_user_model(model):
+        from ..prepare_user import prepare_user_model
+
+        w = kw.pop("weights", None)  # a factory's state dict; "auto" is the built-in models' default
+        return prepare_user_model(model, weights=None if w in (None, "auto") else w, **kw)
+    from ..prepare import prepare_model
+
+    return prepare_model(model, threads=threads, **kw)
 
 
 def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress,
@@ -284,5 +310,12 @@ def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Pro
                         model_spec=dict(prep.model_spec),
                         preprocessing=dict(prep.preprocessing), log=prog.log, threads=threads,
                         cache_root=str(cache.root), option_sets=dict(option_sets or {}),
-                        layout=of_model_info(minfo).to_dict())  # calibration laid along each input's batch axis
-    return ArtifactChain(ctx, cache, prep.source(), prog)
+                        layout=of_model_info(minfo).to_dict(),  # calibration laid along each input's batch axis
+                        input_names=tuple(i["name"] for i in minfo.inputs),
+                        output_names=tuple(o["name"] for o in minfo.outputs))
+    chain = ArtifactChain(ctx, cache, prep.source(), prog)
+    for key, rec in prep.carried.items():  # the user's ONNX or TFLite file, and what it cannot give
+        chain.carry(key, rec)
+    for key, why in prep.unbuilt.items():
+        chain.mark(key, why)
+    return chain

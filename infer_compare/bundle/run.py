@@ -26,6 +26,13 @@ def _load_array(v: Verified, name: str):
     if d is None:
         return None
     try:
+        if str(d["path"]).endswith(".npz"):  # several inputs or outputs: {name: array} in the model's order
+            from ..batches import load
+
+            got = load(v.path(d["path"]))
+            if not isinstance(got, dict) or list(got) != list(d.get("arrays") or got):
+                raise ValueError(f"its arrays {list(got)} are not the manifest's {list(d.get('arrays') or ())}")
+            return got
         return np.load(v.path(d["path"]), allow_pickle=False)
     except (ValueError, OSError) as e:
         raise BundleError(f"bundle: data/{name} cannot be read as a numpy array: {e}") from None
@@ -40,6 +47,8 @@ def load_inputs(v: Verified):
     shape = tuple(int(x) for x in v.manifest["input"].get("shape", ()))
     ev, ref = _load_array(v, "eval"), _load_array(v, "reference")
     calib, labels = _load_array(v, "calibration"), _load_array(v, "labels")
+    if isinstance(ev, dict) or isinstance(ref, dict):
+        return _several(v, ev, ref, calib, labels)
     if ev.ndim != 4 or tuple(ev.shape[1:]) != shape or ev.dtype != np.float32 or len(ev) == 0:
         raise BundleError(f"bundle: eval inputs have shape {ev.shape} {ev.dtype}, expected N x {shape} float32")
     if ref.ndim != 2 or len(ref) != len(ev) or not np.issubdtype(ref.dtype, np.floating):
@@ -51,6 +60,25 @@ def load_inputs(v: Verified):
     ds = DataSets(calibration=calib if calib is not None else ev[:0], eval=ev, eval_labels=labels,
                   description=str(v.manifest["data"].get("description", "")))
     return ds, ref.astype(np.float32)
+
+
+def _several(v: Verified, ev, ref, calib, labels):
+    """(DataSets, reference) of a model with several inputs or outputs: each a {name: rows} of one count."""
+    import numpy as np
+
+    from ..batches import count
+    from ..data import DataSets
+
+    n = count(ev)
+    for what, x in (("eval inputs", ev), ("reference outputs", ref)):
+        rows = {len(a) for a in (x.values() if isinstance(x, dict) else [x])}
+        if rows != {n} or n == 0:
+            raise BundleError(f"bundle: {what} have {sorted(rows)} rows, expected {n} for every array")
+    ref = {k: a.astype(np.float32) for k, a in ref.items()} if isinstance(ref, dict) else ref.astype(np.float32)
+    empty = {k: a[:0] for k, a in ev.items()} if isinstance(ev, dict) else ev[:0]
+    ds = DataSets(calibration=calib if calib is not None else empty, eval=ev, eval_labels=labels,
+                  description=str(v.manifest["data"].get("description", "")))
+    return ds, ref
 
 
 def _export_summary(man: dict[str, Any]) -> str:
@@ -133,7 +161,7 @@ def prepared_from_bundle(v: Verified) -> Prepared:
     man = v.manifest
     minfo = _model_record(man)
     ds, ref = load_inputs(v)
-    if ref.shape[1] != minfo.num_classes:
+    if not isinstance(ref, dict) and minfo.num_classes and ref.shape[1] != minfo.num_classes:
         raise BundleError(f"bundle: reference outputs have {ref.shape[1]} classes, the model {minfo.num_classes}")
     carried = _carried(v)
     notes = [f"bundle {v.root.name}: {_export_summary(man)}; {v.n_files} files verified (sha256) before loading"]

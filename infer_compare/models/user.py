@@ -8,7 +8,7 @@ Public API
     dimensions; a dynamic batch is always the string ``"batch"``), or None where the model
     does not declare it (outputs only). ``dtype``: a numpy dtype name ("float32", "int64").
 ``UserModel(kind, source, sha256, inputs, outputs, static_batch, module, notes, weights_hash)``
-    ``kind``: "onnx" | "torchscript" | "exported_program" | "factory" | "module".
+    ``kind``: "onnx" | "torchscript" | "exported_program" | "factory" | "module" | "tflite" (user_tflite.py).
     ``source``: the absolute path, the "package.module:callable" reference or "<python object>".
     ``sha256``: of the file: the ``.onnx`` file, the ``.pt``/``.pt2`` file, the ``--weights``
     file; "" for a Python object (a factory without ``--weights``, a module). An ONNX file
@@ -57,8 +57,9 @@ from ..errors import UsageError
 
 ONNX_SUFFIXES = (".onnx",)
 TORCH_SUFFIXES = (".pt", ".pth", ".pt2", ".ts", ".torchscript")
-SUFFIXES = ONNX_SUFFIXES + TORCH_SUFFIXES
-KINDS = ("onnx", "torchscript", "exported_program", "factory", "module")
+TFLITE_SUFFIXES = (".tflite",)  # a TFLite file as the model: LiteRT on the CPU is its reference (user_tflite.py)
+SUFFIXES = ONNX_SUFFIXES + TORCH_SUFFIXES + TFLITE_SUFFIXES
+KINDS = ("onnx", "torchscript", "exported_program", "factory", "module", "tflite")
 _FACTORY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 SHAPE_HELP = "1x3x224x224, or name:1x3x224x224,name2:1x1x224x224 for several inputs"
 
@@ -305,6 +306,12 @@ def load_user_model(ref: Any, *, weights: str | None = None, input_shapes: Mappi
         from . import user_onnx
 
         return user_onnx.load_onnx(os.path.abspath(path), input_shapes, data_shapes)
+    if suffix in TFLITE_SUFFIXES:
+        if input_shapes or example_input is not None:
+            raise UsageError("a TFLite model's inputs come from the file: --input-shape and example_input do not apply")
+        from . import user_tflite
+
+        return user_tflite.load_tflite(os.path.abspath(path))
     from . import user_torchfile
 
     return user_torchfile.from_file(os.path.abspath(path), input_shapes, example_input)
@@ -354,6 +361,8 @@ def reference_outputs(model: UserModel, inputs: Mapping[str, Any], batch: int = 
     step = model.static_batch or max(1, int(batch))
     if model.kind == "onnx":
         from .user_onnx import onnx_runner as make
+    elif model.kind == "tflite":
+        from .user_tflite import tflite_runner as make  # type: ignore[assignment]
     else:
         from .user_torch import torch_runner as make
     run = make(model)

@@ -142,14 +142,16 @@ def parse_network(builder: trt.Builder, source: str, log: TrtLog) -> tuple[trt.I
     if not parser.parse_from_file(str(source)):  # reads external weights (.onnx.data) beside the file
         errs = [str(parser.get_error(i)) for i in range(parser.num_errors)]
         raise ExportError(f"TensorRT's ONNX parser rejected {source}: {'; '.join(errs[:5]) or log.tail()}")
-    if network.num_inputs != 1 or network.num_outputs != 1:
-        raise BackendUnavailable(f"TensorRT rows measure one input and one output so far; the ONNX has "
-                                 f"{network.num_inputs} inputs and {network.num_outputs} outputs")
     qdq = sum(1 for i in range(network.num_layers)
               if network.get_layer(i).type in (trt.LayerType.QUANTIZE, trt.LayerType.DEQUANTIZE))
     info = {"network_flags": "STRONGLY_TYPED" if flags else "none (strongly typed is the only mode)",
             "input": network.get_input(0).name, "input_dtype": str(network.get_input(0).dtype),
-            "output_dtype": str(network.get_output(0).dtype), "qdq_layers": qdq}
+            "output_dtype": str(network.get_output(0).dtype), "qdq_layers": qdq,
+            # every input and output by name (a model with several: each bound by name at run time)
+            "inputs": [{"name": t.name, "dtype": str(t.dtype), "shape": [int(t.shape[j]) for j in range(len(t.shape))]}
+                       for t in (network.get_input(i) for i in range(network.num_inputs))],
+            "outputs": [{"name": t.name, "dtype": str(t.dtype)}
+                        for t in (network.get_output(i) for i in range(network.num_outputs))]}
     return network, info
 
 
@@ -173,19 +175,49 @@ def configure(config: trt.IBuilderConfig, ctx: ExportContext, precision: str) ->
             "tf32": tf32, "profiling_verbosity": "DETAILED"}
 
 
+def input_dims(ctx: ExportContext, inputs: list[dict[str, Any]]) -> list[tuple[str, list[int], bool]]:
+    """(name, the shape of one sample, whether its axis 0 is the batch) of every network input: the
+    network's static sizes, its dynamic ones (``-1``) from the calibration inputs (one array per input name;
+    the first input's from ``ctx.input_shape``); axis 0 is the batch where the network leaves it dynamic."""
+    from ...batches import is_multi
+
+    calib = ctx.calibration if is_multi(ctx.calibration) else {}
+    out = []
+    for i, t in enumerate(inputs):
+        net = [int(d) for d in t["shape"]]
+        batched = bool(net) and net[0] == -1
+        given = list(calib[t["name"]].shape[1:]) if t["name"] in calib else (
+            [int(v) for v in ctx.input_shape] if i == 0 else [])
+        rest = net[1:] if batched else net
+        if len(given) == len(rest):
+            rest = [g if d == -1 else d for d, g in zip(rest, given, strict=True)]
+        if any(d == -1 for d in rest):
+            raise ExportError(f"TensorRT input '{t['name']}' {net}: a dynamic size other than the batch and no "
+                              "calibration input of that name to size it (give --input-shape or --data)")
+        out.append((t["name"], [int(d) for d in rest], batched))
+    return out
+
+
 def add_profiles(builder: trt.Builder, config: trt.IBuilderConfig, ctx: ExportContext,
-                 input_name: str) -> dict[str, Any]:
+                 inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One optimization profile per planned batch range, setting every input by name (inputs without a
+    batch axis keep their one shape)."""
     import tensorrt as trt
 
     mode, plan = _profiles(ctx)
-    chw = [int(v) for v in ctx.input_shape]
+    dims = input_dims(ctx, inputs)
     out = []
     for mn, opt, mx in plan:
         profile = builder.create_optimization_profile()
-        profile.set_shape(input_name, trt.Dims([mn, *chw]), trt.Dims([opt, *chw]), trt.Dims([mx, *chw]))
+        for name, rest, batched in dims:
+            if batched:
+                profile.set_shape(name, trt.Dims([mn, *rest]), trt.Dims([opt, *rest]), trt.Dims([mx, *rest]))
+            else:
+                profile.set_shape(name, trt.Dims(rest), trt.Dims(rest), trt.Dims(rest))
         config.add_optimization_profile(profile)
         out.append({"min": mn, "opt": opt, "max": mx})
-    return {"profile_mode": mode, "profiles": out}
+    return {"profile_mode": mode, "profiles": out,
+            "profile_inputs": {n: (["batch", *r] if b else r) for n, r, b in dims}}
 
 
 def timing_cache_path(ctx: ExportContext, trt_version: str) -> Path:
@@ -229,7 +261,7 @@ def build_engine(ctx: ExportContext, source: str, out_dir: Path, precision: str)
     config = builder.create_builder_config()
     opts: dict[str, Any] = {"tensorrt": version, "source_onnx": str(source), **info,
                             **configure(config, ctx, precision),
-                            **add_profiles(builder, config, ctx, info["input"])}
+                            **add_profiles(builder, config, ctx, info["inputs"])}
     tc_path = timing_cache_path(ctx, version)
     opts["timing_cache"] = load_timing_cache(config, tc_path)
     ctx.log(f"building the TensorRT {precision} engine (TensorRT {version}, {len(opts['profiles'])} "

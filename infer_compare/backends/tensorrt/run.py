@@ -37,19 +37,19 @@ against the names bound in TensorRT 11.4's bindings (tests/test_tensorrt_static.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import deps
-from ...batches import Batch
+from ...batches import Batch, arrays_for, count
 from ...errors import BackendUnavailable, RunnerError
 from ...gpu import device_index
 from ...records import Availability
 from ..runner import Runner
 from ..throughput import CUDA_STREAMS, ThroughputResult, ThroughputSettings, result, run_pipelined
+from .bindings import Slot, bind, input_shapes, io_names, profile_ranges
 from .common import TrtLog, trt_status
 from .device import HINT as CUDA_HINT
 from .device import CudaBuffers, EventRing, cudart_status, device_facts
@@ -59,55 +59,6 @@ if TYPE_CHECKING:  # the annotations below are checked against tensorrt-stubs
     import tensorrt as trt
 
 PRECISIONS = ("fp32", "tf32", "fp16", "int8")
-
-
-@dataclass
-class Slot:
-    """One execution context with its own stream and buffers."""
-
-    context: Any
-    cuda: CudaBuffers
-    h_in: np.ndarray
-    h_out: np.ndarray
-    d_in: int
-    d_out: int
-
-    def load(self, x: np.ndarray, device: bool) -> None:
-        """``x`` into the pinned input (and, for device-resident I/O, on to the GPU)."""
-        np.copyto(self.h_in, x)
-        if device:
-            self.cuda.h2d(self.d_in, int(self.h_in.ctypes.data), self.h_in.nbytes, sync=True)
-
-    def enqueue(self, host_io: bool, log: Any) -> None:
-        """(H2D,) execute, (D2H) on this slot's stream; returns at once."""
-        if host_io:
-            self.cuda.h2d(self.d_in, int(self.h_in.ctypes.data), self.h_in.nbytes)
-        if not self.context.execute_async_v3(self.cuda.handle):
-            raise RunnerError(f"execute_async_v3 failed: {log.tail()}")
-        if host_io:
-            self.cuda.d2h(int(self.h_out.ctypes.data), self.d_out, self.h_out.nbytes)
-
-    def close(self) -> None:
-        self.cuda.synchronize()
-        del self.context  # before the memory it uses
-        self.cuda.close()
-
-
-def _dims(d: Any) -> tuple[int, ...]:
-    """TensorRT Dims -> tuple of ints (Dims has __len__/__getitem__)."""
-    return tuple(int(d[i]) for i in range(len(d)))
-
-
-def numpy_dtype(dt: trt.DataType) -> Any:
-    import tensorrt as trt
-
-    table = {trt.DataType.FLOAT: np.float32, trt.DataType.HALF: np.float16, trt.DataType.INT8: np.int8,
-             trt.DataType.INT32: np.int32, trt.DataType.INT64: np.int64, trt.DataType.BOOL: np.bool_,
-             trt.DataType.UINT8: np.uint8}
-    if dt not in table:
-        raise RunnerError(f"engine input/output of type {dt}: this runner feeds and reads numpy types only "
-                          "(float32, float16, integers)")
-    return table[dt]
 
 
 def pick_profile(profiles: list[tuple[int, int, int]], batch: int) -> tuple[int, str]:
@@ -196,50 +147,30 @@ class TensorRTRunner(Runner):
         self.context = context
 
     def _bind_io(self) -> None:
-        import tensorrt as trt
-
-        engine = self.engine
-        names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-        inputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
-        outputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT]
-        if len(inputs) != 1 or len(outputs) != 1:
-            raise BackendUnavailable(f"TensorRT rows measure one input and one output so far; the engine has "
-                                     f"inputs {', '.join(inputs)} and outputs {', '.join(outputs)}",
-                                     "ONNX Runtime (its TensorRT EP too), OpenVINO and PyTorch rows measure every "
-                                     "input and output")
-        inp, out = inputs[0], outputs[0]
-        b = int(self.options.batch_size)
-        shapes = [[_dims(d) for d in engine.get_tensor_profile_shape(inp, i)]
-                  for i in range(engine.num_optimization_profiles)]
-        idx, note = pick_profile([(s[0][0], s[1][0], s[2][0]) for s in shapes], b)
+        """Every input and output by name (bindings.py), on the profile tuned for the cell's batch."""
+        engine, b = self.engine, int(self.options.batch_size)
+        inputs, outputs = io_names(engine)
+        first, ranges = profile_ranges(engine, inputs)
+        idx, note = pick_profile(ranges, b)
         if idx < 0:
             raise BackendUnavailable(f"{note} (the engine is built for the batch sizes of the run that built it)")
         if note:
             self.notes.append(note)
-        self._io_names, self._profile_index, self._shape = (inp, out), idx, (b, *shapes[idx][1][1:])
+        self._inputs, self._outputs, self._profile_index = inputs, outputs, idx
+        self._shapes = input_shapes(engine, inputs, idx, b)
         self.slot = self._bind(self.context, self.cuda)
-        self.h_in, self.h_out, self.d_in, self.d_out = self.slot.h_in, self.slot.h_out, self.slot.d_in, self.slot.d_out
-        self._h_in_ptr, self._h_out_ptr = int(self.h_in.ctypes.data), int(self.h_out.ctypes.data)
-        mn, opt, mx = shapes[idx][0][0], shapes[idx][1][0], shapes[idx][2][0]
-        self.profile: dict[str, Any] = {"index": idx, "of": len(shapes), "min": mn, "opt": opt, "max": mx,
-                        "tuned_for_this_batch": opt == b, "input": inp, "output": out,
-                        "input_dtype": str(self.h_in.dtype), "output_dtype": str(self.h_out.dtype)}
+        mn, opt, mx = ranges[idx]
+        self.profile: dict[str, Any] = {
+            "index": idx, "of": len(ranges), "min": mn, "opt": opt, "max": mx, "tuned_for_this_batch": opt == b,
+            "input": first if len(inputs) == 1 else inputs, "output": outputs[0] if len(outputs) == 1 else outputs,
+            "input_dtype": str(self.slot.ins[0].host.dtype), "output_dtype": str(self.slot.outs[0].host.dtype)}
+        if len(inputs) > 1 or len(outputs) > 1:
+            self.profile["shapes"] = {x.name: [*x.host.shape] for x in self.slot.ins + self.slot.outs}
+            self.profile["matched"] = "inputs and outputs by name (the engine keeps the ONNX names)"
 
     def _bind(self, context: trt.IExecutionContext, cuda: CudaBuffers) -> Slot:
-        """``context`` on the selected profile and shape, with its own pinned and device buffers on ``cuda``."""
-        (inp, out), idx, shape = self._io_names, self._profile_index, self._shape
-        if not context.set_optimization_profile_async(idx, cuda.handle):
-            raise RunnerError(f"set_optimization_profile_async({idx}) failed: {self._log.tail()}")
-        cuda.synchronize()
-        if not context.set_input_shape(inp, list(shape)):
-            raise RunnerError(f"set_input_shape({shape}) failed: {self._log.tail()}")
-        out_shape = _dims(context.get_tensor_shape(out))
-        h_in = cuda.pinned(shape, numpy_dtype(self.engine.get_tensor_dtype(inp)))
-        h_out = cuda.pinned(out_shape, numpy_dtype(self.engine.get_tensor_dtype(out)))
-        d_in, d_out = cuda.device(h_in.nbytes), cuda.device(h_out.nbytes)
-        if not (context.set_tensor_address(inp, d_in) and context.set_tensor_address(out, d_out)):
-            raise RunnerError(f"set_tensor_address failed: {self._log.tail()}")
-        return Slot(context, cuda, h_in, h_out, d_in, d_out)
+        """``context`` on the selected profile and shapes, with its own pinned and device buffers on ``cuda``."""
+        return bind(self.engine, context, cuda, self._profile_index, self._shapes, self._outputs, self._log)
 
     def _device_memory_mib(self) -> float | None:
         e, idx = self.engine, int(self.profile["index"])
@@ -279,37 +210,46 @@ class TensorRTRunner(Runner):
 
     # ------------------------------------------------------------------ inference
     def prepare(self, batch: Batch) -> Any:
-        if isinstance(batch, dict):  # a model with several inputs, and an engine with one
-            raise BackendUnavailable(f"TensorRT rows measure one input and one output so far; the model has "
-                                     f"{len(batch)} inputs ({', '.join(batch)})")
-        x = np.ascontiguousarray(batch, dtype=self.h_in.dtype)
-        if tuple(x.shape) != tuple(self.h_in.shape):
-            raise RunnerError(f"the runner was loaded for input {tuple(self.h_in.shape)}, got {tuple(x.shape)}")
-        np.copyto(self.h_in, x)
-        if not self._host_io:
-            self.cuda.h2d(self.d_in, self._h_in_ptr, self.h_in.nbytes, sync=True)
-        return self.h_in
+        """Each input by name (by position where the names differ) into its pinned buffer; on the GPU
+        for device-resident I/O."""
+        try:
+            arrays = arrays_for(self._inputs, batch)
+        except ValueError as e:
+            raise RunnerError(str(e)) from None
+        xs = []
+        for buf, a in zip(self.slot.ins, arrays, strict=True):
+            x = np.ascontiguousarray(a, dtype=buf.host.dtype) if np.ndim(a) else np.array(a, dtype=buf.host.dtype)
+            if tuple(x.shape) != tuple(buf.host.shape):
+                raise RunnerError(f"the runner was loaded for input '{buf.name}' {tuple(buf.host.shape)}, got "
+                                  f"{tuple(x.shape)}")
+            xs.append(x)
+        self.slot.load(xs, device=not self._host_io)
+        return self.slot
 
     def run(self, prepared: Any) -> Any:
-        cuda, ev, record = self.cuda, self.events.begin(), self.events.record
+        cuda, slot, ev, record = self.cuda, self.slot, self.events.begin(), self.events.record
         record(ev[0])
         if self._host_io:
-            cuda.h2d(self.d_in, self._h_in_ptr, self.h_in.nbytes)
+            slot.h2d()
         record(ev[1])
         if not self.context.execute_async_v3(cuda.handle):
             raise RunnerError(f"execute_async_v3 failed: {self._log.tail()}")
         record(ev[2])
         if self._host_io:
-            cuda.d2h(self._h_out_ptr, self.d_out, self.h_out.nbytes)
+            slot.d2h()
         record(ev[3])
         cuda.synchronize()
         self.meter.after_call()  # counts the call (energy window); event times are read after the loop
-        return self.h_out if self._host_io else "device"
+        return slot if self._host_io else "device"
 
-    def to_numpy(self, outputs: Any) -> np.ndarray:
+    def to_numpy(self, outputs: Any) -> Any:
+        """float32 copies of the outputs; several: {output name: array} (the ONNX names)."""
         if not self._host_io:
-            self.cuda.d2h(self._h_out_ptr, self.d_out, self.h_out.nbytes, sync=True)
-        return np.array(self.h_out, dtype=np.float32)
+            self.slot.d2h(sync=True)
+        outs = self.slot.outs
+        if len(outs) == 1:
+            return np.array(outs[0].host, dtype=np.float32)
+        return {b.name: np.array(b.host, dtype=np.float32) for b in outs}
 
     def extra_metrics(self) -> dict[str, Any]:
         rows = self.events.times()[1:]  # the first call is cold: left out, as CallMeter does
@@ -344,12 +284,13 @@ class TensorRTRunner(Runner):
                                       f"{self._log.tail()}")
                 extra.append(self._bind(ctx, CudaBuffers(self._rt, device_index(self.device))))
             slots = [self.slot, *extra]
-            x = np.ascontiguousarray(batch, dtype=self.h_in.dtype)
-            for sl in slots:
-                sl.load(x, device=not self._host_io)
+            self.prepare(batch)  # every input by name into the first slot, then copied to the others
+            xs = [np.array(b.host) for b in self.slot.ins]
+            for sl in extra:
+                sl.load(xs, device=not self._host_io)
             w = run_pipelined(n, lambda i: slots[i].enqueue(self._host_io, self._log),
-                              lambda i: slots[i].cuda.synchronize(), len(batch), settings)
-            out = self.to_numpy(self.h_out)
+                              lambda i: slots[i].cuda.synchronize(), count(batch), settings)
+            out = self.to_numpy(None)
         finally:
             for sl in extra:
                 sl.close()

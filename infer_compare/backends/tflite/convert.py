@@ -112,9 +112,13 @@ def full_integer_quantizer(per_channel: bool = True, observer: str = "minmax"):
     return FullIntegerQuantizer().set_global(cfg)
 
 
-def _load_module(spec: dict[str, Any]):
+def _load_module(spec: dict[str, Any], shapes: dict[str, tuple[int, ...]] | None = None):
     import torch
 
+    if spec.get("onnx"):  # an ONNX root: onnx2torch's torch.fx module of the file, batch 1 (convert_onnx.py)
+        from .convert_onnx import onnx_module
+
+        return onnx_module(spec["onnx"], shapes)
     if spec.get("rebuild"):  # models.rebuild: the model spec and its root artifact (built-in or the user's)
         from ...models import rebuild
 
@@ -156,7 +160,7 @@ def _float_file(edge_of, precision: str, tmp: str, out: str, times: dict[str, fl
     return {"weights": "float16 (ai-edge-quantizer FLOAT_CASTING, dequantized at load)", "io": "float32"}
 
 
-def _int8_file(wrapped, sample, nhwc, observer: str, tmp: str, times: dict[str, float]) -> dict[str, Any]:
+def _int8_file(wrapped, sample, feeds, observer: str, tmp: str, times: dict[str, float]) -> dict[str, Any]:
     """Full-integer int8 by PT2E static quantization, calibrated on every calibration input."""
     import litert_torch
     import torch
@@ -173,8 +177,8 @@ def _int8_file(wrapped, sample, nhwc, observer: str, tmp: str, times: dict[str, 
     times["prepare"] = time.perf_counter() - t
     t = time.perf_counter()
     with torch.no_grad():
-        for i in range(len(nhwc)):
-            prepared(nhwc[i:i + 1])
+        for i in range(len(feeds[0])):
+            prepared(*(x[i:i + 1] for x in feeds))
     times["calibrate"] = time.perf_counter() - t
     t = time.perf_counter()
     converted = convert_pt2e(prepared, fold_quantize=False)
@@ -183,11 +187,13 @@ def _int8_file(wrapped, sample, nhwc, observer: str, tmp: str, times: dict[str, 
     return {"weights": "int8 symmetric per-channel", "activations": "int8 per-tensor", "io": "int8",
             "quantizer": "PT2E (litert-torch PT2EQuantizer + full-integer elementwise annotations)",
             "extra_annotated_ops": type(quantizer_).annotated_extra, "activation_observer": observer,
-            "calibration_inputs": int(len(nhwc))}
+            "calibration_inputs": int(len(feeds[0]))}
 
 
 def convert(spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
+
+    from .convert_onnx import io_map, load_inputs
 
     times: dict[str, float] = {}
     t = time.perf_counter()
@@ -198,28 +204,34 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
     precision, out = spec["precision"], spec["out"]
-    model = _load_module(spec)
-    calib = np.load(spec["calibration"]).astype(np.float32)
+    names, calib = load_inputs(spec)
+    model = _load_module(spec, {n: (1, *c.shape[1:]) for n, c in zip(names, calib, strict=True)})
     if isinstance(model, torch.jit.ScriptModule):  # litert-torch needs torch.export: convert TorchScript first
         from torch._export.converter import TS2EPConverter
 
-        model = TS2EPConverter(model, (torch.from_numpy(calib[:1]),)).convert().module()
-    nhwc = torch.from_numpy(np.ascontiguousarray(calib.transpose(0, 2, 3, 1)))
-    sample = (nhwc[:1],)  # static batch 1: dynamic batch fails in litert-torch 0.10 lowering (JAX shapes)
-    wrapped = litert_torch.to_channel_last_io(model, args=[0])
+        model = TS2EPConverter(model, tuple(torch.from_numpy(c[:1]) for c in calib)).convert().module()
+    # image inputs (4-D, 1 or 3 channels) are NHWC in the file, as TFLite and the Edge TPU expect
+    channel_last = [c.ndim == 4 and c.dtype.kind == "f" and c.shape[1] in (1, 3) for c in calib]
+    feeds = [torch.from_numpy(np.ascontiguousarray(c.transpose(0, 2, 3, 1) if cl else c))
+             for c, cl in zip(calib, channel_last, strict=True)]
+    sample = tuple(f[:1] for f in feeds)  # static batch 1: dynamic batch fails in litert-torch 0.10 (JAX shapes)
+    idx = [i for i, cl in enumerate(channel_last) if cl]
+    wrapped = litert_torch.to_channel_last_io(model, args=idx) if idx else model
     try:
         wrapped = wrapped.eval()
     except NotImplementedError:  # an ExportedProgram's module has no train/eval modes: it is inference-only
         pass
-    applied: dict[str, Any] = {"route": "litert-torch", "batch": 1, "layout": "NHWC",
+    applied: dict[str, Any] = {"route": "onnx2torch + litert-torch" if spec.get("onnx") else "litert-torch",
+                               "batch": 1, "layout": "NHWC" if idx else "as given",
                                "litert_torch": getattr(litert_torch, "__version__", None), "torch": torch.__version__}
     tmp = out + ".part"
     if precision in ("fp32", "fp16"):
         applied.update(_float_file(lambda: litert_torch.convert(wrapped, sample), precision, tmp, out, times))
     elif precision == "int8":
-        applied.update(_int8_file(wrapped, sample, nhwc, spec.get("observer") or "minmax", tmp, times))
+        applied.update(_int8_file(wrapped, sample, feeds, spec.get("observer") or "minmax", tmp, times))
     else:
         raise ValueError(f"TFLite precisions are fp32, fp16 and int8, not {precision}")
+    applied["io_map"] = io_map(wrapped, sample, tmp, names, spec.get("output_names") or [], channel_last)
     os.replace(tmp, out)
     return {"ok": True, "options": applied, "times_s": {k: round(v, 2) for k, v in times.items()}}
 
@@ -231,7 +243,17 @@ def main(argv: list[str] | None = None) -> int:
     _no_network()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     t0 = time.perf_counter()
-    res = convert(spec)
+    try:
+        res = convert(spec)
+    except Exception as e:  # the parent reads the one line: which op or feature stopped the converter
+        from .convert_onnx import UnsupportedModel
+
+        line = (str(e).strip().splitlines() or [""])[0][:300]
+        err = line if isinstance(e, UnsupportedModel) else f"{type(e).__name__}: {line}"
+        with open(spec["out"] + ".json", "w") as f:
+            json.dump({"ok": False, "error": err}, f)
+        sys.stdout.flush()
+        os._exit(3)
     res["wall_s"] = round(time.perf_counter() - t0, 2)
     import resource
 

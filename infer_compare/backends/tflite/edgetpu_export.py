@@ -192,6 +192,12 @@ class EdgeTpuExporter(Exporter):
         src.unlink()
         opts = {"compiler": compiler_version(), "args": ["-s"], "op_coverage": cov,
                 "precheck": pred if pred else {"error": pred_error}}
+        from .bindings import read_io_map, write_io_map
+
+        io = read_io_map(str(source))  # the compiler keeps the tensors: the model's names travel with the file
+        if io:
+            opts["io_map"] = io
+            write_io_map(str(out), io)
         return ExportResult(str(out), opts, coverage_notes(cov, pred))
 
 

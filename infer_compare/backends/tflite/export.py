@@ -26,7 +26,8 @@ from .options import TFLiteOptions
 
 CONVERTER_HINT = ("pip install litert-torch ai-edge-litert  (the TFLite converter; it needs torch and brings "
                   "ai-edge-quantizer)")
-EXPORTER_REV = 1
+ONNX_HINT = "pip install 'infer-compare[tflite-onnx]'  (onnx2torch: ONNX -> PyTorch, then litert-torch)"
+EXPORTER_REV = 4  # 2: io_map (several inputs and outputs), the ONNX route; 3: ONNX made static first; 4: <file>.io.json
 # Full-integer int8 of models above this size is built only on request (or for an Edge TPU):
 # ResNet-50 (25.6 M parameters) took 339 s wall, 1.5 GB peak here (2 shared cores, load ~5).
 LARGE_INT8_PARAMS = 10_000_000
@@ -49,6 +50,8 @@ class TFLiteExporter(Exporter):
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
         extra = {"litert_torch": deps.version("litert-torch"), "torch": deps.version("torch"),
                  "ai_edge_litert": deps.version("ai-edge-litert"), "exporter_rev": EXPORTER_REV}
+        if ctx.model is None:  # an ONNX root: onnx2torch converts it first
+            extra["onnx2torch"] = deps.version("onnx2torch")
         if precision == "fp16":
             extra["ai_edge_quantizer"] = deps.version("ai-edge-quantizer")
         if precision == "int8":
@@ -70,39 +73,67 @@ class TFLiteExporter(Exporter):
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         if precision not in ("fp32", "fp16", "int8"):
             raise ExportError(f"TFLite precisions are fp32, fp16 and int8, not {precision}")
-        if ctx.model is None:
-            raise ExportError("TFLite export needs the PyTorch model")
+        if ctx.model is None and not _is_onnx(source):
+            raise ExportError("TFLite export needs the PyTorch model or an ONNX file")
         if precision == "fp16" and not deps.has("ai_edge_quantizer"):
             raise BackendUnavailable("'ai_edge_quantizer' is not installed (TFLite fp16 weights)", CONVERTER_HINT)
+        if _is_onnx(source) and not deps.has("onnx2torch"):
+            raise BackendUnavailable("'onnx2torch' is not installed (TFLite from an ONNX model)", ONNX_HINT)
         if precision == "int8":
-            _check_int8_opt_in(ctx)
+            _check_int8_opt_in(ctx, _onnx_params(source) if ctx.model is None else None)
         path = out_dir / "model.tflite"
         res = _convert_in_child(ctx, source, out_dir / ".work", path, precision)
         return _describe(path, precision, res)
 
 
-def _convert_in_child(ctx: ExportContext, source: str | None, work: Path, path: Path, precision: str) -> dict:
-    """Run the litert-torch conversion in a child process (convert.py); its result record."""
-    import shutil
+def _is_onnx(source: str | None) -> bool:
+    return bool(source) and str(source).lower().endswith(".onnx")
 
+
+def _child_spec(ctx: ExportContext, source: str | None, work: Path, path: Path, precision: str) -> dict:
+    """What the converter child needs: the model (an ONNX file, a rebuild spec or the saved module) and
+    the calibration inputs (.npy for one input, .npz by name for several)."""
     import numpy as np
-    import torch
 
-    work.mkdir(parents=True, exist_ok=True)
-    try:
+    from ...batches import each, is_multi, save
+
+    spec: dict = {"out": str(path), "precision": precision, "threads": ctx.threads,
+                  "observer": ctx.options_as(TFLiteOptions).int8_observer, "module": str(work / "module.pt"),
+                  "input_names": list(ctx.input_names), "output_names": list(ctx.output_names)}
+    if _is_onnx(source):
+        spec["onnx"] = str(source)
+        if not spec["input_names"]:
+            import onnx
+
+            graph = onnx.load(str(source), load_external_data=False).graph
+            inits = {i.name for i in graph.initializer}
+            spec["input_names"] = [i.name for i in graph.input if i.name not in inits]
+    else:
+        import torch
+
         rebuild = {"spec": ctx.model_spec, "path": source} if ctx.model_spec and source else None
         arch = None if rebuild else _architecture(ctx)
         if rebuild is None:  # rebuilt in the child from the registry + this state dict, else the pickled module
             torch.save(ctx.model.state_dict() if arch is not None else ctx.model, work / "module.pt")
-        np.save(work / "calibration.npy", np.ascontiguousarray(ctx.calibration, dtype=np.float32))
-        opts = ctx.options_as(TFLiteOptions)
-        spec = {"module": str(work / "module.pt"), "architecture": arch, "rebuild": rebuild, "out": str(path),
-                "precision": precision, "calibration": str(work / "calibration.npy"), "threads": ctx.threads,
-                "observer": opts.int8_observer}
-        (work / "spec.json").write_text(json.dumps(spec))
-        ctx.log(f"TFLite {precision}: converting with litert-torch in a child process"
+        spec.update(architecture=arch, rebuild=rebuild)
+    calib = work / ("calibration.npz" if is_multi(ctx.calibration) else "calibration.npy")
+    save(calib, each(ctx.calibration, lambda a: np.ascontiguousarray(a, dtype=np.float32) if a.dtype.kind == "f"
+                     else np.ascontiguousarray(a)))
+    spec["calibration"] = str(calib)
+    return spec
+
+
+def _convert_in_child(ctx: ExportContext, source: str | None, work: Path, path: Path, precision: str) -> dict:
+    """Run the conversion in a child process (convert.py); its result record."""
+    import shutil
+
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        (work / "spec.json").write_text(json.dumps(_child_spec(ctx, source, work, path, precision)))
+        how = "onnx2torch + litert-torch" if _is_onnx(source) else "litert-torch"
+        ctx.log(f"TFLite {precision}: converting with {how} in a child process"
                 + (f" ({len(ctx.calibration)} calibration inputs)" if precision == "int8" else ""))
-        timeout = float(opts.convert_timeout_s)
+        timeout = float(ctx.options_as(TFLiteOptions).convert_timeout_s)
         try:
             proc = subprocess.run([sys.executable, "-m", "infer_compare.backends.tflite.convert", str(work / "spec.json")],
                                   capture_output=True, text=True, errors="replace", timeout=timeout, cwd=str(work),
@@ -110,13 +141,15 @@ def _convert_in_child(ctx: ExportContext, source: str | None, work: Path, path: 
         except subprocess.TimeoutExpired as e:
             raise ExportError(f"TFLite {precision} conversion timed out after {timeout:.0f} s") from e
         result_file = Path(str(path) + ".json")
-        if proc.returncode != 0 or not result_file.exists() or not path.exists():
+        res = json.loads(result_file.read_text()) if result_file.exists() else {}
+        result_file.unlink(missing_ok=True)
+        if res.get("ok") is False:
+            raise ExportError(f"TFLite {precision} conversion failed: {res.get('error')}")
+        if proc.returncode != 0 or not res or not path.exists():
             lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
             errs = [ln for ln in lines if "Error" in ln or "error" in ln]
             tail = "\n".join((errs[-3:] if errs else []) + lines[-8:])
             raise ExportError(f"TFLite {precision} conversion failed (exit {proc.returncode}): {tail}")
-        res = json.loads(result_file.read_text())
-        result_file.unlink()
         return res
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -132,6 +165,9 @@ def _describe(path: Path, precision: str, res: dict) -> ExportResult:
                 converter_peak_rss_mb=res.get("peak_rss_mb"), ops=info["ops"],
                 tensor_dtypes=info["tensor_dtypes"], io=info["io"], full_integer=info["full_integer"])
     notes = [f"converter child: {res.get('wall_s')} s wall, peak RSS {res.get('peak_rss_mb')} MB"]
+    from .bindings import write_io_map
+
+    write_io_map(str(path), opts.get("io_map") or {})
     if precision == "int8":
         if not info["full_integer"]:
             raise ExportError("the int8 TFLite file is not full-integer: " + "; ".join(info["problems"]))
@@ -153,9 +189,24 @@ def _architecture(ctx: ExportContext) -> dict | None:
     return spec if keys == set(ctx.model.state_dict()) else None
 
 
-def _check_int8_opt_in(ctx: ExportContext) -> None:
+def _onnx_params(source: str | None) -> int:
+    """The number of weights of an ONNX file (its initializers' elements; external data not read)."""
+    import onnx
+
+    graph = onnx.load(str(source), load_external_data=False).graph
+    total = 0
+    for t in graph.initializer:
+        n = 1
+        for d in t.dims:
+            n *= int(d)
+        total += n
+    return total
+
+
+def _check_int8_opt_in(ctx: ExportContext, n: int | None = None) -> None:
     """Large models' int8 conversion is opt-in: asked for explicitly, or an Edge TPU is present."""
-    n = sum(int(p.numel()) for p in ctx.model.parameters())
+    if n is None:
+        n = sum(int(p.numel()) for p in ctx.model.parameters())
     if n <= LARGE_INT8_PARAMS:
         return
     req = ctx.requested or {}

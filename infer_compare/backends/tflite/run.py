@@ -1,13 +1,15 @@
 """LiteRT / TFLite on the CPU (ai-edge-litert's interpreter; tflite-runtime as a fallback).
 
 - load(): ``Interpreter(model_path, num_threads=threads)``; the default op resolver
-  applies the XNNPACK delegate (recorded). The file has batch 1; the input is
+  applies the XNNPACK delegate (recorded). The file has batch 1; its inputs are
   resized to the requested batch (``resize_tensor_input`` + ``allocate_tensors``)
   where the graph allows (otherwise fixed_batch = 1 and the harness skips other sizes).
-- prepare() (untimed): NCHW float32 -> NHWC; for int8 inputs, quantized with the
-  file's own scale and zero point.
-- run() (timed): set_tensor, invoke, get_tensor; nothing else.
-- to_numpy() (untimed): int8 outputs dequantized with the file's scale and zero point.
+  Every input and output is bound by index, named as the model's (bindings.py).
+- prepare() (untimed): each input by name, NCHW -> NHWC where the file is channel-last;
+  int8 inputs quantized with their own tensor's scale and zero point.
+- run() (timed): set_tensor per input, invoke, get_tensor per output; nothing else.
+- to_numpy() (untimed): int8 outputs dequantized each with its own scale and zero point;
+  several outputs as {model output name: array}.
 - throughput() (the throughput scenario): several interpreters in threads (run_throughput.py).
 """
 
@@ -20,22 +22,14 @@ import numpy as np
 from ...errors import BackendUnavailable, RunnerError
 from ...records import Availability
 from ..runner import Runner
+from .bindings import bind, feed, from_file, guess_channel_last, read_io_map, to_file
+from .bindings import dequantize as dequantize
+from .bindings import quantize as quantize
 from .common import inspect_model, interpreter_module
 from .delegation import delegation
 from .options import TFLiteOptions
 
-ONE_IO_HINT = "ONNX Runtime, OpenVINO and PyTorch rows measure every input and output"
 PRECISION_NAMES = {"float32": "fp32", "int8": "int8", "uint8": "uint8", "float16": "fp16"}
-
-
-def quantize(x: np.ndarray, scale: float, zero_point: int, dtype: Any) -> np.ndarray:
-    info = np.iinfo(dtype)
-    q = np.round(x / np.float32(scale)) + zero_point
-    return np.clip(q, info.min, info.max).astype(dtype)
-
-
-def dequantize(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
-    return ((q.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)).astype(np.float32)
 
 
 class TFLiteRunner(Runner):
@@ -61,38 +55,24 @@ class TFLiteRunner(Runner):
         mod, pkg, ver = interpreter_module(self.options.runner_as(TFLiteOptions).interpreter or self.prefer)
         self._pkg, self._ver, self._mod = pkg, ver, mod
         it = self._make_interpreter(mod)
-        inp = it.get_input_details()
-        out = it.get_output_details()
-        if len(inp) != 1 or len(out) != 1:
-            raise BackendUnavailable(f"TFLite rows measure one input and one output so far; the file has {len(inp)} "
-                                     f"input(s) and {len(out)} output(s)", ONE_IO_HINT)
-        self.inp, self.out = inp[0], out[0]
-        shape = [int(s) for s in self.inp["shape"]]
         b = int(self.options.batch_size)
-        it = self._resized(it, mod, shape, b)
-        self.inp = it.get_input_details()[0]
-        self.out = it.get_output_details()[0]
-        if self._fixed is None and int(self.inp["shape"][0]) != b:
-            raise RunnerError(f"the interpreter did not accept batch {b} (input shape {list(self.inp['shape'])})")
+        it = self._resized(it, mod, b)
+        self._bind(it)
+        if self._fixed is None and self.ins[0].shape and self.ins[0].shape[0] != b:
+            raise RunnerError(f"the interpreter did not accept batch {b} (input shape {list(self.ins[0].shape)})")
         self.interpreter = it
-        self.in_dtype = np.dtype(self.inp["dtype"])
-        self.out_dtype = np.dtype(self.out["dtype"])
-        self.in_q = tuple(self.inp["quantization"])
-        self.out_q = tuple(self.out["quantization"])
-        self.layout = "NHWC" if len(shape) == 4 and shape[3] in (1, 3) and shape[1] not in (1, 3) else "as-is"
-        kind = self.in_dtype.name
-        self.exec_precision = {"int8": "int8", "uint8": "uint8"}.get(kind, "fp32")
+        kinds = {t.dtype.name for t in self.ins}
+        kind = "int8" if "int8" in kinds else "uint8" if "uint8" in kinds else "fp32"
+        self.exec_precision = kind
         split = self._kernels(it)
         if self.options.precision == "fp16":
-            self.exec_precision = "fp32"
             self.notes.append("fp16 file: float16 weights are dequantized to fp32 at load; XNNPACK computes in fp32")
         self.settings = {
             "interpreter": f"{pkg} {ver}",
             "num_threads": int(self.options.threads) if self.options.threads else None,
             "delegate": "XNNPACK (the interpreter's default CPU delegate)",
-            "input": f"{self.layout} {kind} {list(int(s) for s in self.inp['shape'])}",
-            "output": f"{self.out_dtype.name} {list(int(s) for s in self.out['shape'])}",
             "batch": f"file batch {self.file_batch}, resized to {b}" if self.file_batch != b else f"file batch {b}",
+            **self._io_settings(),
         }
         if split is not None:
             self.settings["kernels"] = split.summary()
@@ -101,21 +81,54 @@ class TFLiteRunner(Runner):
                 n = sum(split.delegated.values())
                 self.exec_precision += f" (XNNPACK {n} of {split.total} ops)" if n else " (built-in kernels)"
                 self.notes.append(f"int8 kernels: {split.summary()}")
-        if kind in ("int8", "uint8"):
-            self.settings["input_quantization"] = {"scale": float(self.in_q[0]), "zero_point": int(self.in_q[1])}
-        if self.out_dtype.name in ("int8", "uint8"):
-            self.settings["output_quantization"] = {"scale": float(self.out_q[0]), "zero_point": int(self.out_q[1])}
 
-    def _resized(self, it: Any, mod: Any, shape: list[int], b: int) -> Any:
-        """The interpreter with its input resized to batch ``b`` and allocated; a fresh one at the file's
-        batch (``self._fixed``) when the graph cannot be re-planned for ``b``."""
-        self.file_batch = shape[0]
+    def _bind(self, it: Any) -> None:
+        """Every input and output of the file, bound by index with its own dtype and quantization, and
+        named as the model's (the exporter's record, else the file's names: bindings.py)."""
+        rec = read_io_map(self.artifact)
+        ins, outs = it.get_input_details(), it.get_output_details()
+        cl = rec.get("channel_last") or guess_channel_last(ins)
+        self.ins, self.in_match = bind(ins, rec.get("inputs"), cl)
+        self.outs, self.out_match = bind(outs, rec.get("outputs"), None)
+        self.in_match = rec.get("inputs_matched") or self.in_match
+        self.out_match = rec.get("matched") or self.out_match
+        self.inp, self.out = ins[0], outs[0]  # the first ones (throughput, older callers)
+        t0 = self.ins[0]
+        self.layout = "NHWC" if t0.channel_last else "as-is"
+        self.in_dtype, self.in_q = t0.dtype, (t0.scale, t0.zero_point)
+        self.out_dtype, self.out_q = self.outs[0].dtype, (self.outs[0].scale, self.outs[0].zero_point)
+
+    def _io_settings(self) -> dict[str, Any]:
+        """The row's record of each input and output (and of the matching when there are several)."""
+        one = len(self.ins) == 1 and len(self.outs) == 1
+        s: dict[str, Any] = {
+            "input": f"{self.layout} {self.in_dtype.name} {list(self.ins[0].shape)}" if one
+            else [t.describe() for t in self.ins],
+            "output": f"{self.out_dtype.name} {list(self.outs[0].shape)}" if one
+            else [t.describe() for t in self.outs]}
+        if not one:
+            s["inputs_matched"], s["outputs_matched"] = self.in_match, self.out_match
+        if self.ins[0].quantized:
+            s["input_quantization"] = {"scale": self.ins[0].scale, "zero_point": self.ins[0].zero_point}
+        if self.outs[0].quantized:
+            s["output_quantization"] = {"scale": self.outs[0].scale, "zero_point": self.outs[0].zero_point}
+        return s
+
+    def _resized(self, it: Any, mod: Any, b: int) -> Any:
+        """The interpreter with its inputs resized to batch ``b`` and allocated; a fresh one at the file's
+        batch (``self._fixed``) when the graph cannot be re-planned for ``b``. Every input whose first axis
+        is the file's batch is resized (a scalar or a fixed state keeps its shape)."""
+        details = it.get_input_details()
+        shapes = [[int(s) for s in d["shape"]] for d in details]
+        self.file_batch = shapes[0][0] if shapes[0] else 1
         self._fixed: int | None = None
-        if shape[0] == b:
+        if self.file_batch == b:
             it.allocate_tensors()
             return it
         try:
-            it.resize_tensor_input(self.inp["index"], [b] + shape[1:], strict=False)
+            for d, shape in zip(details, shapes, strict=True):
+                if shape and shape[0] == self.file_batch:
+                    it.resize_tensor_input(d["index"], [b] + shape[1:], strict=False)
             it.allocate_tensors()
         except (RuntimeError, ValueError) as e:
             # e.g. a RESHAPE with the batch baked into its shape: XNNPACK cannot re-plan it
@@ -138,29 +151,29 @@ class TFLiteRunner(Runner):
         return getattr(self, "_fixed", None)
 
     # --- inference ------------------------------------------------------------------
-    def prepare(self, batch: np.ndarray) -> Any:
-        if isinstance(batch, dict):  # a model with several inputs, and a file with one
-            raise BackendUnavailable(f"TFLite rows measure one input and one output so far; the model has "
-                                     f"{len(batch)} inputs ({', '.join(batch)})", ONE_IO_HINT)
-        x = np.asarray(batch, dtype=np.float32)
-        if self.layout == "NHWC" and x.ndim == 4:
-            x = x.transpose(0, 2, 3, 1)
-        if self.in_dtype.kind in "iu":
-            x = quantize(x, self.in_q[0], self.in_q[1], self.in_dtype)
-        else:
-            x = x.astype(self.in_dtype)
-        return np.ascontiguousarray(x)
+    def prepare(self, batch: Any) -> Any:
+        """One array per file input in the file's order, each laid out and quantized as its tensor takes it."""
+        try:
+            arrays, by_position = feed(self.ins, batch)
+        except ValueError as e:
+            raise RunnerError(str(e)) from None
+        if by_position and "inputs fed by position" not in self.in_match:
+            self.in_match += "; inputs fed by position (the file's names are not the model's)"
+            self.settings["inputs_matched"] = self.in_match
+        return [to_file(t, a) for t, a in zip(self.ins, arrays, strict=True)]
 
     def run(self, prepared: Any) -> Any:
         it = self.interpreter
-        it.set_tensor(self.inp["index"], prepared)
+        for t, x in zip(self.ins, prepared, strict=True):
+            it.set_tensor(t.index, x)
         it.invoke()
-        return it.get_tensor(self.out["index"])
+        return [it.get_tensor(t.index) for t in self.outs]
 
-    def to_numpy(self, outputs: Any) -> np.ndarray:
-        if self.out_dtype.kind in "iu":
-            return dequantize(np.asarray(outputs), self.out_q[0], self.out_q[1])
-        return np.asarray(outputs, dtype=np.float32)
+    def to_numpy(self, outputs: Any) -> Any:
+        """float32 (dequantized per tensor); several outputs: {model output name: array}."""
+        if len(self.outs) == 1:
+            return from_file(self.outs[0], outputs[0])
+        return {t.name: from_file(t, a) for t, a in zip(self.outs, outputs, strict=True)}
 
     def library_versions(self) -> dict[str, str]:
         return {self._pkg.replace("_", "-"): self._ver}

@@ -11,31 +11,34 @@ from typing import Any
 
 import numpy as np
 
+from ...batches import count
 from ..throughput import ThroughputResult, ThroughputSettings, result, run_threads, split_threads
 
 
-def _call(it: Any, inp: int, out: int, x: np.ndarray):
+def _call(it: Any, ins: list[int], outs: list[int], xs: list[np.ndarray]):
     def call() -> Any:
-        it.set_tensor(inp, x)
+        for i, x in zip(ins, xs, strict=True):
+            it.set_tensor(i, x)
         it.invoke()
-        return it.get_tensor(out)
+        return [it.get_tensor(o) for o in outs]
 
     return call
 
 
-def interpreters_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> ThroughputResult:
+def interpreters_throughput(r: Any, batch: Any, s: ThroughputSettings) -> ThroughputResult:
     n = r.concurrency(s)
     per = split_threads(r.options.threads, n)
-    x = r.prepare(batch)
-    shape = [int(v) for v in r.inp["shape"]]
+    xs = r.prepare(batch)
+    ins, outs = [t.index for t in r.ins], [t.index for t in r.outs]
     calls = []
     for _ in range(n):
         it = r._mod.Interpreter(model_path=r.artifact, num_threads=per)
-        if int(it.get_input_details()[0]["shape"][0]) != shape[0]:
-            it.resize_tensor_input(r.inp["index"], shape, strict=False)
+        for t, d in zip(r.ins, it.get_input_details(), strict=True):
+            if [int(v) for v in d["shape"]] != list(t.shape):
+                it.resize_tensor_input(t.index, list(t.shape), strict=False)
         it.allocate_tensors()
-        calls.append(_call(it, r.inp["index"], r.out["index"], x.copy()))
-    w = run_threads(calls, len(batch), s)
+        calls.append(_call(it, ins, outs, [x.copy() for x in xs]))
+    w = run_threads(calls, count(batch), s)
     how = f"LiteRT: {n} interpreters, {per} thread(s) each, one host thread each"
     return result(w, n, "interpreters", how, {"interpreters": n, "num_threads_per_interpreter": per},
                   outputs=r.to_numpy(w.last))
