@@ -136,7 +136,8 @@ def test_silero_vad_state_on_axis_1_and_a_given_scalar(cache_dir):
     from infer_compare import compare
 
     rep = compare(str(silero_model()), input_shape="input:1x512", data={"values": {"sr": "16000"}},
-                  backends=["onnxruntime"], precisions=["fp32", "int8"], batch_sizes=[1, 4], cache_dir=cache_dir, **CPU)
+                  backends=["onnxruntime"], precisions=["fp32", "fp16", "int8"], batch_sizes=[1, 4],
+                  cache_dir=cache_dir, **CPU)
     ins = {i["name"]: i for i in rep.model.inputs}
     assert ins["state"]["shape"] == [2, "batch", 128] and ins["state"]["batch_axis"] == 1
     assert ins["sr"]["shape"] == [] and ins["sr"]["batch_axis"] is None and ins["sr"]["source"] == "--input-value 16000"
@@ -147,6 +148,9 @@ def test_silero_vad_state_on_axis_1_and_a_given_scalar(cache_dir):
         r = rows[("onnxruntime", "onnx", "fp32", b)]
         assert r.status == "ok" and r.parity.passed, (r.label, r.reason)
         assert rows[("onnxruntime", "onnx", "int8", b)].status in ("ok", "parity_failed")  # built and run
+        # the fp16 file of a graph with If subgraphs is built (the sort sees what the branches read) and judged
+        f16 = rows[("onnxruntime", "onnx", "fp16", b)]
+        assert f16.status in ("ok", "parity_failed") and f16.parity is not None, (f16.label, f16.reason)
 
 
 @pytest.mark.slow

@@ -3,7 +3,8 @@ own tools, so that every runtime reads the reduced precision from one artifact.
 
 fp16: ``onnxruntime.transformers.float16.convert_float_to_float16`` with
       ``keep_io_types=True`` (fp32 input and output, the deployment norm: a Cast at each
-      edge), then a topological sort (the converter appends its Casts at the end) and
+      edge), then a topological sort that counts what If/Loop subgraphs read from outside
+      (the converter appends its Casts at the end; subgraphs.py) and
       ``onnx.checker``. Weights outside fp16's range are clamped by the converter; the
       manifest counts them.
 int8: static QDQ quantization (``onnxruntime.quantization``): ``quant_pre_process``
@@ -40,8 +41,9 @@ from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult
 from .graph import qdq_coverage, summarize
 from .options import OrtOptions
+from .subgraphs import sort_nodes
 
-EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary directory
+EXPORTER_REV = 4  # 4: fp16 sort sees subgraph reads; 3: reduce_range in the recipe; scratch files in a temporary directory
 CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
 FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
 ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
@@ -109,7 +111,7 @@ class OnnxFp16Exporter(_FromOnnx):
         keep = _keep_fp32(ctx)
         blocked = {"op_block_list": [*f16.DEFAULT_OP_BLOCK_LIST, *keep]} if keep else {}
         m16 = OnnxModel(f16.convert_float_to_float16(src, keep_io_types=True, **blocked))
-        m16.topological_sort()
+        sort_nodes(m16.model.graph)  # subgraph-aware: If/Loop branches read the converter's input Casts
         path = out_dir / "model.onnx"
         onnx.save(m16.model, str(path))
         _check(path, "fp16")
