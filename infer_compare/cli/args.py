@@ -357,6 +357,10 @@ def build_soak_parser() -> argparse.ArgumentParser:
     g.add_argument("--precisions", type=_csv, metavar="LIST", help=f"comma-separated precisions: {', '.join(PRECISIONS)}")
     g.add_argument("--device", type=_csv, metavar="LIST", dest="devices", help="cpu, cuda, cuda:N, edgetpu")
     g.add_argument("--batch-sizes", "-b", metavar="LIST", help="comma-separated batch sizes, each soaked in turn (default 1)")
+    g.add_argument("--input-shape", metavar="SHAPE", help="as for a comparison: the sizes the model leaves open")
+    g.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                   help="as for a comparison: feed input NAME this value (e.g. sr=16000); repeatable")
+    g.add_argument("--data", metavar="PATH", help="as for a comparison: a folder of images or a .npy/.npz of inputs")
     m = p.add_argument_group("how long")
     m.add_argument("--duration", "-d", default="10m", metavar="TIME", help="soak each configuration this long (default 10m)")
     m.add_argument("--window", "-w", default="10s", metavar="TIME",
