@@ -44,7 +44,8 @@ from .int8_prep import excluded_nodes, fix_sizes
 from .options import OrtOptions
 from .subgraphs import sort_nodes
 
-EXPORTER_REV = 4  # 4: fp16 sort sees subgraph reads (int8 --onnx-int8-exclude keys itself); 3: reduce_range in the recipe; scratch files in a temporary directory
+EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary directory
+FP16_REV = 2  # 2: the sort counts what If/Loop subgraphs read from outside (int8 files unchanged: not rebuilt)
 CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
 FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
 ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
@@ -97,7 +98,7 @@ class OnnxFp16Exporter(_FromOnnx):
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
         keep = _keep_fp32(ctx)
-        return {**super().cache_extras(ctx, precision), **({"keep_fp32": keep} if keep else {})}
+        return {**super().cache_extras(ctx, precision), "fp16_rev": FP16_REV, **({"keep_fp32": keep} if keep else {})}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import onnx
