@@ -221,12 +221,15 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
                   max_batch: int = DEFAULT_MAX_BATCH, seed: int = 0, cache_dir: str | os.PathLike | None = None,
                   use_cache: bool = True, threads: int | None = None, command: Iterable[str] | None = None,
                   progress: Progress | None = None, export_timeout_s: float = 1800.0,
-                  runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
+                  runner_options: dict[str, Any] | None = None, output_kinds: Any = None) -> dict[str, Any]:
     """Build every artifact of the selection (through the artifact cache) and write the
     bundle to ``out_dir`` (absent or empty). Returns the manifest. ``runner_options``: the options
     that describe how artifacts are built (e.g. ``{"onnxruntime": {"int8_reduce_range": "on"}}`` for an
-    int8 file meant for a CPU without VNNI), as ``compare(runner_options=...)``."""
+    int8 file meant for a CPU without VNNI), as ``compare(runner_options=...)``. ``output_kinds``: as
+    ``compare(output_kinds=...)``, checked against the model's outputs and recorded in the manifest
+    ("output_kinds"), so that ``run`` judges parity by them."""
     from .. import env, models
+    from ..api import judge_outputs_as, kind_options
     from ..cache import Cache
     from ..plan import check_runner_options
     from ..prepare import prepare_model
@@ -241,6 +244,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"bundle directory {out} exists and is not empty")
     option_sets = check_runner_options(runner_options)
+    kinds = kind_options(output_kinds)
     plan = Plan(_wanted(formats_t, precisions_t))
     models.resolve(model)
     warn = warnings = Warnings(prog)
@@ -251,6 +255,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     threads = threads or environment.cores_physical or environment.cores_logical or 1
     prep = prepare_model(model, weights=weights, parity_samples=parity_samples, calibration_samples=calibration_samples,
                          seed=seed, cache=cache, threads=threads, prog=prog, warn=warn)
+    judge_outputs_as(prep, kinds)  # a kind that does not fit an output: one line, before any export
     chain = _export_chain(prep, cache, int(max_batch), threads, prog, option_sets)
     chain.export_timeout_s = float(export_timeout_s)
     prog.task("exporting")
@@ -265,6 +270,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
         artifacts = _write_artifacts(tmp, plan, chain)
         _offline_builds(tmp, plan, artifacts, warn)
         manifest.update(_manifest(prep, plan, data, artifacts, selection, environment, warnings, command))
+        manifest["output_kinds"] = dict(kinds)
         manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
                              for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str) + "\n")

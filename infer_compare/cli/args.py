@@ -299,6 +299,9 @@ def build_export_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare)")
     p.add_argument("--no-cache", action="store_true", help="rebuild every artifact")
     _add_export_timeout(p)
+    p.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
+                   help="what output NAME means (as for a comparison); recorded in the bundle, and 'run' judges parity by it")
+
     p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     add_runner_option_flags(p, builds_only=True)
     return p
@@ -314,6 +317,9 @@ def build_run_parser() -> argparse.ArgumentParser:
                        "(including a bundle that fails verification).")
     p.add_argument("bundle", metavar="DIR")
     _add_measure_args(p)
+    p.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
+                   help="what output NAME means (default: what the bundle recorded at export, else inferred)")
+
     o = p.add_argument_group("output and cache")
     o.add_argument("--output-dir", "-o", metavar="DIR",
                    help="where the results go (default ./infer-compare-results/<bundle>-<time>/)")
