@@ -236,13 +236,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
 
     prog = progress or Progress()
     formats_t, precisions_t = check_choice("format", formats, FORMATS), check_choice("precision", precisions, PRECISIONS)
-    if parity_samples is not None and parity_samples < 1:
-        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
-    if not 1 <= int(max_batch) <= MAX_BATCH:
-        raise UsageError(f"--max-batch must be in 1..{MAX_BATCH}, got {max_batch}")
-    out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"bundle directory {out} exists and is not empty")
+    out = _checked_out(out_dir, parity_samples, max_batch)
     option_sets = check_runner_options(runner_options)
     kinds = kind_options(output_kinds)
     plan = Plan(_wanted(formats_t, precisions_t))
@@ -277,6 +271,18 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
 
     _write_bundle(out, write)
     return manifest
+
+
+def _checked_out(out_dir: str | os.PathLike, parity_samples: int | None, max_batch: int) -> Path:
+    """The bundle directory, once the sizes are checked and it is absent or empty (UsageError otherwise)."""
+    if parity_samples is not None and parity_samples < 1:
+        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
+    if not 1 <= int(max_batch) <= MAX_BATCH:
+        raise UsageError(f"--max-batch must be in 1..{MAX_BATCH}, got {max_batch}")
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"bundle directory {out} exists and is not empty")
+    return out
 
 
 def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress,
