@@ -100,7 +100,7 @@ def kind_options(kinds: dict[str, str] | Iterable[str] | None) -> dict[str, str]
     return parse_output_kinds(kinds)
 
 
-def _judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
+def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
     """The user's kinds checked against the model's outputs (UsageError) and kept on ``prep``, with a note."""
     import numpy as np
 
@@ -159,7 +159,7 @@ def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: 
         prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
                            parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
                            cache=cache, threads=sel.threads, prog=prog, warn=warnings)
-        _judge_outputs_as(prep, output_kinds or {})
+        judge_outputs_as(prep, output_kinds or {})
         return measure(prep, sel, environment=environment, present=present, cache=cache, prog=prog,
                        warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers,
                        timeline=timeline)

@@ -135,13 +135,15 @@ class ArtifactChain:
 
     def cache_parts(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> dict[str, Any]:
         """Everything that changes the artifact: its cache key."""
+        from .layout import named_io
+
         info = self.model.info
         parts = {"format": f.name, "precision": prec, "model": info.name, "weights": info.weights_hash,
                  "input": list(info.input_shape), "dtype": "float32", "source": src.key,
                  **ecls.cache_extras(fctx, prec)}
         if prec == "int8":
             parts["calibration"] = self.model.calibration_digest
-        if info.inputs or info.outputs:  # several inputs or outputs: their names, shapes and dtypes
+        if named_io(info):  # several inputs or outputs: their names, shapes and dtypes
             parts["io"] = {"inputs": [dict(i) for i in info.inputs], "outputs": [dict(o) for o in info.outputs]}
         return parts
 

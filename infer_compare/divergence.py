@@ -98,16 +98,22 @@ def remedy(precision: str, op: str, node: str) -> str:
     if precision == "fp16":
         return f"keep {op} in fp32: --onnx-fp16-keep-fp32 {op} (the float16 converter's op_block_list)"
     if precision == "int8":
-        return f"leave it unquantized (onnxruntime.quantization's nodes_to_exclude=['{node}'])"
+        return (f"leave it unquantized: --onnx-int8-exclude {node} (onnxruntime.quantization's "
+                f"nodes_to_exclude=['{node}'])")
     return ""
 
 
-def describe(found: dict[str, Any], precision: str, threshold: float) -> str:
-    """The clause for the row's reason."""
+def describe(found: dict[str, Any], precision: str, threshold: float, excluded: tuple[str, ...] = ()) -> str:
+    """The clause for the row's reason. ``excluded``: the nodes the int8 file already leaves unquantized
+    (--onnx-int8-exclude), whose exclusion is not offered again."""
     if found.get("node") is None:
         return (f"no node output of the {precision} graph is off by more than {threshold:.2g} relative to the fp32 "
                 f"graph ({found.get('compared', 0)} tensors compared)")
-    fix = remedy(precision, found["op"], found["node"])
+    if precision == "int8" and found["node"] in excluded:
+        fix = ("none known here: it is already left unquantized (--onnx-int8-exclude), and the quantized "
+               "activations it reads (the Q/DQ pair on its input) still carry the error")
+    else:
+        fix = remedy(precision, found["op"], found["node"])
     return (f"first diverging node: {found['node']} ({found['op']}), relative error {found['error']:.3g} > "
             f"{threshold:.2g}" + (f"; remedy: {fix}" if fix else ""))
 
@@ -166,7 +172,8 @@ def explain(art: Any, prep: Any, precision: str, max_rel_err: float | None) -> t
         if not eligible(art, precision):
             raise RuntimeError("not an fp16 or int8 ONNX file built from an fp32 ONNX file here")
         found = run_child(str(art.source), str(art.path), _feed(prep, str(art.path)), threshold)
-        d = {**found, "threshold": threshold, "text": describe(found, precision, threshold),
+        excluded = tuple(((getattr(art, "options", None) or {}).get("excluded") or {}).get("nodes") or ())
+        d = {**found, "threshold": threshold, "text": describe(found, precision, threshold, excluded),
              "fp32_graph": str(art.source), "graph": str(art.path)}
     except Exception as e:  # noqa: BLE001 - the row keeps its reason; this only adds to it
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -152,6 +152,13 @@ def observed_output_axes(declared: dict[str, Axis], got: dict[str, np.ndarray], 
     return out
 
 
+def named_io(minfo: Any) -> bool:
+    """Whether a ModelInfo's inputs and outputs are by name: several of them, or one batched on an axis
+    other than 0 (a one-input, one-output model batched on axis 0 records its input all the same)."""
+    ins, outs = getattr(minfo, "inputs", ()) or (), getattr(minfo, "outputs", ()) or ()
+    return len(ins) > 1 or len(outs) > 0 or any(d.get("batch_axis", 0) != 0 for d in ins)
+
+
 def of_model_info(minfo: Any) -> Layout:
     """The layout a ModelInfo records (its inputs' and outputs' "batch_axis"; axis 0 where none is said)."""
     return Layout({d["name"]: d.get("batch_axis", 0) for d in getattr(minfo, "inputs", ()) or ()},

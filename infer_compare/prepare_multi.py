@@ -209,7 +209,7 @@ def reference(cache: Cache, um, ds: DataSets) -> dict[str, np.ndarray]:
     return got if isinstance(got, dict) else {um.outputs[0].name: got}
 
 
-def _tensor(s, shape: tuple | None = None) -> dict[str, Any]:
+def tensor_info(s, shape: tuple | None = None) -> dict[str, Any]:
     dims = shape if shape is not None else s.shape
     return {"name": s.name, "shape": None if dims is None else list(dims), "dtype": s.dtype,
             "batch_axis": getattr(s, "batch_axis", 0)}
@@ -249,7 +249,7 @@ def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | N
     for k, a in ref.items():
         cls = is_classifier(a)
         s = specs.get(k)
-        d = _tensor(s, _model_shape(s, a)) if s is not None else {"name": k, "shape": ["batch", *a.shape[1:]],
+        d = tensor_info(s, _model_shape(s, a)) if s is not None else {"name": k, "shape": ["batch", *a.shape[1:]],
                                                                   "dtype": str(a.dtype), "batch_axis": 0}
         outputs.append({**d, "judged_on": "top-1 and error metrics" if cls else "error metrics"})
         notes.append(f"output '{k}' {list(a.shape[1:])}: " + (
@@ -263,5 +263,5 @@ def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | N
     return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
                      tuple(int(d) for d in um.inputs[0].sample()), int(cls_out[0].shape[1]) if cls_out else 0,
                      spec.to_dict() if spec is not None else {}, False, bool(cls_out), tuple(notes),
-                     inputs=tuple({**_tensor(s), "source": (sources or {}).get(s.name, "")} for s in um.inputs),
+                     inputs=tuple({**tensor_info(s), "source": (sources or {}).get(s.name, "")} for s in um.inputs),
                      outputs=tuple(outputs))

@@ -230,7 +230,10 @@ def reference_note(um) -> str:
     return "reference: PyTorch FP32 on the user's model"
 
 
-def _model_info(um, ds: DataSets, ref: np.ndarray, spec) -> ModelInfo:
+def _model_info(um, ds: DataSets, ref: np.ndarray, spec, sources: dict[str, str]) -> ModelInfo:
+    """The ModelInfo of a one-input, one-output model: its input listed with shape, batch axis and source."""
+    from .prepare_multi import tensor_info
+
     classifier = ref.ndim == 2
     notes = list(um.notes) + [reference_note(um)]
     if not classifier:
@@ -238,7 +241,8 @@ def _model_info(um, ds: DataSets, ref: np.ndarray, spec) -> ModelInfo:
                      "error metrics (cosine, max abs and relative error), no top-1/top-5")
     return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
                      tuple(int(d) for d in um.inputs[0].sample()), int(ref.shape[1]) if classifier else 0,
-                     spec.to_dict() if spec is not None else {}, False, classifier, tuple(notes))
+                     spec.to_dict() if spec is not None else {}, False, classifier, tuple(notes),
+                     inputs=tuple({**tensor_info(s), "source": sources.get(s.name, "")} for s in um.inputs))
 
 
 def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str | None = None,
@@ -264,8 +268,10 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
         out = prepare_multi.reference(cache, um, ds)
         minfo = prepare_multi.model_info(um, out, spec, prepare_multi.input_sources(um, data, ds.description))
     else:
+        from .prepare_multi import input_sources
+
         out = _reference(cache, um, ds)
-        minfo = _model_info(um, ds, out, spec)
+        minfo = _model_info(um, ds, out, spec, input_sources(um, data, ds.description))
     notes = list(minfo.notes) + [f"inputs: {ds.description}"]
     if um.static_batch:
         notes.append(f"the model has a static batch of {um.static_batch}: other batch sizes are skipped rows")

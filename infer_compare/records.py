@@ -170,7 +170,8 @@ class ModelInfo(Record):
     notes: tuple[str, ...] = ()
     flops_per_image: float | None = None  # forward-pass FLOPs at batch 1 (2 per multiply-add); see flops.py
     flops_source: str = ""  # how flops_per_image was counted
-    # several inputs or outputs: each {"name", "shape", "dtype"} (outputs also "judged_on"); () for one of each
+    # each input {"name", "shape", "dtype", "batch_axis", "source"} (a user model); outputs: several, or batched
+    # off axis 0, each also "judged_on" (() for one output); layout.named_io says which report form
     inputs: tuple[dict[str, Any], ...] = ()
     outputs: tuple[dict[str, Any], ...] = ()
 

@@ -177,6 +177,7 @@ def _start_line(runner: Any, load_s: float, warm: Any, sensors: Any) -> dict[str
 
 def run_soak(spec: SoakSpec, emit: Callable[[dict[str, Any]], Any]) -> None:
     """Load, warm up, soak; every outcome is a line (an error is an ``error`` line, never an exception)."""
+    from . import batches
     from .bench import time_loop
     from .child import Session, peak_rss_mb, tile  # the measuring child's loader (see docs/soak.md)
     from .soak.sensors import Sensors
@@ -188,7 +189,8 @@ def run_soak(spec: SoakSpec, emit: Callable[[dict[str, Any]], Any]) -> None:
             raise BackendUnavailable(f"the artifact has a static batch of {runner.fixed_batch}; batch "
                                      f"{spec.batch} cannot run")
         stage = "run"
-        x = runner.prepare(tile(np.load(spec.cell.inputs), spec.batch))
+        # the comparison's inputs: several by name (.npz), each laid along its batch axis by the Session's runner
+        x = runner.prepare(tile(batches.load(spec.cell.inputs), spec.batch))
         # the cold call and the warm-up of a measured cell; its one measured call is discarded
         warm = time_loop(runner.run, x, replace(spec.cell.loop, min_iters=1, min_time_s=0.0, max_time_s=None,
                                                 target_ci=None))

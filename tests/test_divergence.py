@@ -61,7 +61,7 @@ def test_failed_fp16_and_int8_rows_name_the_first_diverging_node(model, cache_di
         assert (d["node"], d["op"], d["output"]) == ("cancelling_conv", "Conv", "cancelled") and d["error"] > 0.5
         assert d["compared"] == 2  # twice, cancelled: the tensors both graphs have, in topological order
     assert "--onnx-fp16-keep-fp32 Conv" in rows["fp16"]["reason"]
-    assert "nodes_to_exclude=['cancelling_conv']" in rows["int8"]["reason"]
+    assert "--onnx-int8-exclude cancelling_conv" in rows["int8"]["reason"]
     md = (tmp_path / "results.md").read_text()
     assert "## Parity by output" in md and "first diverging node: cancelling_conv (Conv)" in md
 
@@ -76,6 +76,29 @@ def test_the_remedy_keeps_the_op_in_fp32_and_the_row_passes(model, cache_dir, tm
     assert r["export"]["options"]["keep_fp32"] == ["Conv"] and "first_divergence" not in r["extra"]
     inits = {i.name: i.data_type for i in onnx.load(r["export"]["path"]).graph.initializer}
     assert inits["w"] == onnx.TensorProto.FLOAT  # the Conv's weights stay float32, unclamped
+
+
+@pytest.mark.parametrize("exclude", ["cancelling_conv", "Conv"])  # by node name or by op type
+def test_the_int8_remedy_leaves_the_node_unquantized(model, cache_dir, tmp_path, exclude):
+    from infer_compare.cli import main
+
+    main(["--model", str(model), "--precisions", "int8", *FAST, "-o", str(tmp_path), "--onnx-int8-exclude", exclude])
+    (r,) = [r for r in _rows(tmp_path) if r["precision"] == "int8"]
+    assert r["status"] in ("ok", "parity_failed"), r["reason"]
+    assert r["export"]["options"]["excluded"] == {"asked": [exclude], "nodes": ["cancelling_conv"]}
+    m = onnx.load(r["export"]["path"])
+    conv = next(n for n in m.graph.node if n.op_type == "Conv")
+    made = {o: n.op_type for n in m.graph.node for o in n.output}
+    assert made.get(conv.input[1]) != "DequantizeLinear"  # its weights stay float, not int8 behind a DQ
+    assert "--onnx-int8-exclude cancelling_conv" not in (r.get("reason") or "")
+
+
+def test_an_int8_exclusion_that_matches_nothing_fails_the_export_saying_so(model, cache_dir, tmp_path):
+    from infer_compare.cli import main
+
+    main(["--model", str(model), "--precisions", "int8", *FAST, "-o", str(tmp_path), "--onnx-int8-exclude", "Nope"])
+    (r,) = [r for r in _rows(tmp_path) if r["precision"] == "int8"]
+    assert r["status"] == "export_failed" and "--onnx-int8-exclude Nope: no node" in r["reason"], r["reason"]
 
 
 def test_identical_graphs_have_no_diverging_node(model):
@@ -115,3 +138,10 @@ def test_a_constant_fp16_cannot_hold_gets_no_false_remedy():
     text = remedy("fp16", "Constant", "batch_norm_0.w_2")
     assert "--onnx-fp16-keep-fp32" not in text and "none known" in text
     assert "--onnx-fp16-keep-fp32 Conv" in remedy("fp16", "Conv", "c1")
+
+
+def test_a_node_already_excluded_is_not_offered_again():
+    found = {"node": "p2o.Clip.0", "op": "Clip", "error": 0.45}
+    assert "--onnx-int8-exclude p2o.Clip.0" in divergence.describe(found, "int8", 0.1)
+    text = divergence.describe(found, "int8", 0.1, excluded=("p2o.Clip.0",))
+    assert "already left unquantized" in text and "--onnx-int8-exclude p2o.Clip.0" not in text

@@ -136,7 +136,8 @@ def test_silero_vad_state_on_axis_1_and_a_given_scalar(cache_dir):
     from infer_compare import compare
 
     rep = compare(str(silero_model()), input_shape="input:1x512", data={"values": {"sr": "16000"}},
-                  backends=["onnxruntime"], precisions=["fp32", "int8"], batch_sizes=[1, 4], cache_dir=cache_dir, **CPU)
+                  backends=["onnxruntime"], precisions=["fp32", "fp16", "int8"], batch_sizes=[1, 4],
+                  cache_dir=cache_dir, **CPU)
     ins = {i["name"]: i for i in rep.model.inputs}
     assert ins["state"]["shape"] == [2, "batch", 128] and ins["state"]["batch_axis"] == 1
     assert ins["sr"]["shape"] == [] and ins["sr"]["batch_axis"] is None and ins["sr"]["source"] == "--input-value 16000"
@@ -147,6 +148,9 @@ def test_silero_vad_state_on_axis_1_and_a_given_scalar(cache_dir):
         r = rows[("onnxruntime", "onnx", "fp32", b)]
         assert r.status == "ok" and r.parity.passed, (r.label, r.reason)
         assert rows[("onnxruntime", "onnx", "int8", b)].status in ("ok", "parity_failed")  # built and run
+        # the fp16 file of a graph with If subgraphs is built (the sort sees what the branches read) and judged
+        f16 = rows[("onnxruntime", "onnx", "fp16", b)]
+        assert f16.status in ("ok", "parity_failed") and f16.parity is not None, (f16.label, f16.reason)
 
 
 @pytest.mark.slow
@@ -201,6 +205,12 @@ def test_ocr_direction_classifier_takes_48x192(cache_dir):
     rep = compare(str(ocr_model("ch_ppocr_mobile_v2.0_cls_infer.onnx")), input_shape="1x3x48x192",
                   backends=backends(), precisions=["fp32"], batch_sizes=[1], cache_dir=cache_dir, **CPU)
     assert tuple(rep.model.input_shape) == (3, 48, 192)
+    # a plain one-input model lists its input too: shape, batch axis and where its values came from
+    (x,) = rep.model.inputs
+    assert (x["name"], x["shape"], x["batch_axis"], x["source"]) == ("x", ["batch", 3, 48, 192], 0, "bundled photos")
+    from infer_compare.report.common import model_line
+
+    assert "input 3x48x192 (bundled photos)," in model_line(rep)
     assert rep.model.preprocessing["size"] == [48, 192]
     for key, r in rows_of(rep).items():
         if key[2] == "fp32" and key[3] == 1:
@@ -252,3 +262,35 @@ def test_openvino_frontend_failure_names_the_ops():
     assert frontend_failure(RuntimeError(text)) == ("OpenVINO's ONNX frontend cannot convert Conv-16, ReduceMean-16 "
                                                     "(The input data tensor's rank has to be known (static))")
     assert frontend_failure(RuntimeError("something else")) is None
+
+
+# ---------------------------------------------------------------- soak: the comparison's input layout
+
+
+@pytest.mark.slow
+def test_soak_feeds_silero_as_the_comparison_does(cache_dir, tmp_path):
+    """State on axis 1, sr a 0-d value, at batch 4: a soak that stacked every input on axis 0 (or could
+    not take --input-value) would fail its row."""
+    import json
+
+    from infer_compare.cli import main
+
+    code = main(["soak", "--model", str(silero_model()), "--input-shape", "input:1x512", "--input-value", "sr=16000",
+                 "--backends", "onnxruntime", "--precisions", "fp32", "--device", "cpu", "-b", "4",
+                 "--duration", "2s", "--window", "0.5s", "-q", "-o", str(tmp_path)])
+    rep = json.loads((tmp_path / "results.json").read_text())
+    (row,) = rep["rows"]
+    assert code == 0 and row["status"] == "ok" and row["batch_size"] == 4, row.get("reason")
+    ins = {i["name"]: i for i in rep["model"]["inputs"]}
+    assert ins["state"]["batch_axis"] == 1 and ins["sr"]["source"] == "--input-value 16000"
+    assert rep["soak"][0]["calls"] > 0
+
+
+def test_soak_refuses_a_value_for_a_missing_input(tmp_path, capsys):
+    from infer_compare.cli import main
+
+    code = main(["soak", "--model", str(silero_model()), "--input-shape", "input:1x512", "--input-value", "nope=1",
+                 "--backends", "onnxruntime", "--duration", "2s", "--window", "1s", "-q", "-o", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == ("infer-compare: error: --input-value nope=1: silero_vad has no input 'nope' "
+                                 "(its inputs: input, state, sr)")

@@ -232,25 +232,23 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
                   max_batch: int = DEFAULT_MAX_BATCH, seed: int = 0, cache_dir: str | os.PathLike | None = None,
                   use_cache: bool = True, threads: int | None = None, command: Iterable[str] | None = None,
                   progress: Progress | None = None, export_timeout_s: float = 1800.0,
-                  runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
+                  runner_options: dict[str, Any] | None = None, output_kinds: Any = None) -> dict[str, Any]:
     """Build every artifact of the selection (through the artifact cache) and write the
     bundle to ``out_dir`` (absent or empty). Returns the manifest. ``runner_options``: the options
     that describe how artifacts are built (e.g. ``{"onnxruntime": {"int8_reduce_range": "on"}}`` for an
-    int8 file meant for a CPU without VNNI), as ``compare(runner_options=...)``."""
+    int8 file meant for a CPU without VNNI), as ``compare(runner_options=...)``. ``output_kinds``: as
+    ``compare(output_kinds=...)``, checked against the model's outputs and recorded in the manifest
+    ("output_kinds"), so that ``run`` judges parity by them."""
     from .. import env, models
+    from ..api import judge_outputs_as, kind_options
     from ..cache import Cache
     from ..plan import check_runner_options
 
     prog = progress or Progress()
     formats_t, precisions_t = check_choice("format", formats, FORMATS), check_choice("precision", precisions, PRECISIONS)
-    if parity_samples is not None and parity_samples < 1:
-        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
-    if not 1 <= int(max_batch) <= MAX_BATCH:
-        raise UsageError(f"--max-batch must be in 1..{MAX_BATCH}, got {max_batch}")
-    out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"bundle directory {out} exists and is not empty")
+    out = _checked_out(out_dir, parity_samples, max_batch)
     option_sets = check_runner_options(runner_options)
+    kinds = kind_options(output_kinds)
     plan = Plan(_wanted(formats_t, precisions_t))
     if not models.looks_like_user_model(model):
         models.resolve(model)
@@ -263,6 +261,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     prep = _prepare(model, dict(weights=weights, parity_samples=parity_samples,
                                 calibration_samples=calibration_samples, seed=seed, cache=cache, prog=prog, warn=warn),
                     threads)
+    judge_outputs_as(prep, kinds)  # a kind that does not fit an output: one line, before any export
     chain = _export_chain(prep, cache, int(max_batch), threads, prog, option_sets)
     chain.export_timeout_s = float(export_timeout_s)
     prog.task("exporting")
@@ -277,6 +276,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
         artifacts = _write_artifacts(tmp, plan, chain, prep.carried)
         _offline_builds(tmp, plan, artifacts, warn)
         manifest.update(_manifest(prep, plan, data, artifacts, selection, environment, warnings, command))
+        manifest["output_kinds"] = dict(kinds)
         manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
                              for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str) + "\n")
@@ -297,6 +297,18 @@ def _prepare(model: str, kw: dict[str, Any], threads: int) -> Prepared:
     from ..prepare import prepare_model
 
     return prepare_model(model, threads=threads, **kw)
+
+
+def _checked_out(out_dir: str | os.PathLike, parity_samples: int | None, max_batch: int) -> Path:
+    """The bundle directory, once the sizes are checked and it is absent or empty (UsageError otherwise)."""
+    if parity_samples is not None and parity_samples < 1:
+        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
+    if not 1 <= int(max_batch) <= MAX_BATCH:
+        raise UsageError(f"--max-batch must be in 1..{MAX_BATCH}, got {max_batch}")
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"bundle directory {out} exists and is not empty")
+    return out
 
 
 def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress,

@@ -192,9 +192,10 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
                command: Iterable[str] | None = None, progress: Progress | None = None,
                on_row: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
                parity_every_batch: bool = False, scenarios: str | Iterable[str] = "latency", io: str | None = None,
-               concurrency: int = 0) -> Report:
+               concurrency: int = 0, output_kinds: Any = None) -> Report:
     """Verify the bundle, build its deferred formats where possible, measure every
-    backend present and check parity against the bundle's reference. No torch needed."""
+    backend present and check parity against the bundle's reference. No torch needed. ``output_kinds``:
+    as ``compare(output_kinds=...)``; by default what the bundle recorded at export."""
     from .. import device_kinds, env
     from ..cache import Cache
     from ..measure import measure
@@ -215,6 +216,9 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
     v = verify(bundle_dir)
     prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
     prep = prepared_from_bundle(v)
+    from ..api import judge_outputs_as, kind_options
+
+    judge_outputs_as(prep, kind_options(output_kinds) or kind_options(v.manifest.get("output_kinds") or {}))
     _default_selection(sel, v.manifest)
     prog.task("probing the environment")
     warn = warnings = Warnings(prog)

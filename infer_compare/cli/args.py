@@ -309,6 +309,9 @@ def build_export_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare)")
     p.add_argument("--no-cache", action="store_true", help="rebuild every artifact")
     _add_export_timeout(p)
+    p.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
+                   help="what output NAME means (as for a comparison); recorded in the bundle, and 'run' judges parity by it")
+
     p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     add_runner_option_flags(p, builds_only=True)
     return p
@@ -324,6 +327,9 @@ def build_run_parser() -> argparse.ArgumentParser:
                        "(including a bundle that fails verification).")
     p.add_argument("bundle", metavar="DIR")
     _add_measure_args(p)
+    p.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
+                   help="what output NAME means (default: what the bundle recorded at export, else inferred)")
+
     o = p.add_argument_group("output and cache")
     o.add_argument("--output-dir", "-o", metavar="DIR",
                    help="where the results go (default ./infer-compare-results/<bundle>-<time>/)")
@@ -367,6 +373,10 @@ def build_soak_parser() -> argparse.ArgumentParser:
     g.add_argument("--precisions", type=_csv, metavar="LIST", help=f"comma-separated precisions: {', '.join(PRECISIONS)}")
     g.add_argument("--device", type=_csv, metavar="LIST", dest="devices", help="cpu, cuda, cuda:N, edgetpu")
     g.add_argument("--batch-sizes", "-b", metavar="LIST", help="comma-separated batch sizes, each soaked in turn (default 1)")
+    g.add_argument("--input-shape", metavar="SHAPE", help="as for a comparison: the sizes the model leaves open")
+    g.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                   help="as for a comparison: feed input NAME this value (e.g. sr=16000); repeatable")
+    g.add_argument("--data", metavar="PATH", help="as for a comparison: a folder of images or a .npy/.npz of inputs")
     m = p.add_argument_group("how long")
     m.add_argument("--duration", "-d", default="10m", metavar="TIME", help="soak each configuration this long (default 10m)")
     m.add_argument("--window", "-w", default="10s", metavar="TIME",

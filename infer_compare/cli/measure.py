@@ -253,7 +253,8 @@ def cmd_export(args, argv: list[str]) -> int:
                             calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
                             cache_dir=args.cache_dir, use_cache=not args.no_cache,
                             command=["infer-compare", "export", *argv], progress=prog,
-                            export_timeout_s=args.export_timeout, runner_options=runner_options_from_args(args))
+                            export_timeout_s=args.export_timeout, runner_options=runner_options_from_args(args),
+                            output_kinds=args.output_kind)
     except OSError as e:  # disk full, permissions: one line, and the half-written bundle was removed
         raise UsageError(f"cannot write the bundle {out}: {e.strerror or e}"
                          + (f" ({e.filename})" if getattr(e, "filename", None) else "")) from None
@@ -293,7 +294,8 @@ def cmd_run(args, argv: list[str]) -> int:
                              min_iters=args.min_iters, min_time_s=args.min_time, cell_timeout_s=args.cell_timeout,
                              **_loop_args(args), cache_dir=args.cache_dir, use_cache=not args.no_cache,
                              command=["infer-compare", "run", *argv], progress=prog, on_row=saver,
-                             parity_every_batch=args.parity_every_batch, runner_options=runner_options_from_args(args))
+                             parity_every_batch=args.parity_every_batch, runner_options=runner_options_from_args(args),
+                             output_kinds=args.output_kind)
     except KeyboardInterrupt:
         saver.interrupted()
         raise

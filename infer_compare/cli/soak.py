@@ -16,7 +16,9 @@ from .progress import RichProgress
 def _checked(args) -> dict:
     """Everything that can be refused before any work, as soak() keywords."""
     from ..api import parse_batch_sizes
+    from ..prepare_user import DataOptions
     from ..soak.run import check_times
+    from .args import input_values
 
     duration, window = check_times(args.duration, args.window)
     if (args.model is None) == (args.bundle is None):
@@ -24,7 +26,11 @@ def _checked(args) -> dict:
     if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
         raise UsageError(f"weights file not found: {args.weights}")
     batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None
-    return dict(duration_s=duration, window_s=window, batch_sizes=batch)
+    values = input_values(args.input_value or [])
+    data = DataOptions(data=args.data, values=values) if (args.data or values) else None
+    if args.bundle is not None and (data is not None or args.input_shape):
+        raise UsageError("--input-shape, --input-value and --data are for --model; a bundle carries its inputs")
+    return dict(duration_s=duration, window_s=window, batch_sizes=batch, input_shape=args.input_shape, data=data)
 
 
 def _growth_failures(rep, bound: float | None) -> int:

@@ -226,12 +226,16 @@ def scenario_text(s) -> str:
 
 def model_line(rep: Report) -> str:
     m = rep.model
-    if getattr(m, "inputs", ()) or getattr(m, "outputs", ()):  # several inputs or outputs: each one by name
+    from ..layout import named_io
+
+    if named_io(m):  # several inputs or outputs: each one by name
         ins = ", ".join(_tensor_text(t) for t in m.inputs)
         outs = ", ".join(_tensor_text(t) for t in m.outputs)
         return (f"{m.name} ({m.family}), inputs {ins}; outputs {outs}; weights: {m.weights} ({m.weights_source}), "
                 f"hash {m.weights_hash}")
-    return (f"{m.name} ({m.family}), input {'x'.join(map(str, m.input_shape))}, {m.num_classes} classes, "
+    src = (getattr(m, "inputs", ()) or ({},))[0].get("source")
+    return (f"{m.name} ({m.family}), input {'x'.join(map(str, m.input_shape))}{f' ({src})' if src else ''}, "
+            f"{m.num_classes} classes, "
             f"weights: {m.weights} ({m.weights_source}), hash {m.weights_hash}")
 
 

@@ -145,7 +145,9 @@ def _notes(prep: Any, duration: float, window: float) -> list[str]:
 
 
 def _prepared(model: str | None, bundle: str | None, sel: Any, weights: str, seed: int, cache: Any,
-              prog: Progress, warn: Callable[[str], None]) -> Any:
+              prog: Progress, warn: Callable[[str], None], input_shape: str | None = None, data: Any = None) -> Any:
+    """The comparison's Prepared (api.prepare_any: a built-in or the user's model, with the same inputs laid
+    out by role: --input-shape, --input-value, --data), or a bundle's."""
     if bundle is not None:
         from ..bundle import prepared_from_bundle, verify
 
@@ -153,10 +155,11 @@ def _prepared(model: str | None, bundle: str | None, sel: Any, weights: str, see
         v = verify(bundle)
         prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
         return prepared_from_bundle(v)
-    from ..prepare import prepare_model
+    from ..api import prepare_any
 
-    return prepare_model(str(model), weights=weights, seed=seed, cache=cache, threads=sel.threads, prog=prog,
-                         warn=warn)
+    return prepare_any(str(model), weights=weights, input_shape=input_shape, example_input=None, data=data,
+                       parity_samples=None, calibration_samples=None, seed=seed, cache=cache, threads=sel.threads,
+                       prog=prog, warn=warn)
 
 
 def soak(model: str | None = None, *, bundle: str | Path | None = None, duration_s: float | str = 600.0,
@@ -167,16 +170,17 @@ def soak(model: str | None = None, *, bundle: str | Path | None = None, duration
          cell_timeout_s: float = 600.0, export_timeout_s: float = 1800.0, cache_dir: str | Path | None = None, use_cache: bool = True, seed: int = 0,
          command: Iterable[str] | None = None, progress: Progress | None = None,
          on_update: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
-         sensors_root: str = "/") -> Report:
+         sensors_root: str = "/", input_shape: str | None = None, data: Any = None) -> Report:
     """Soak each configuration of the selection (batch size 1 unless ``batch_sizes``) for ``duration_s``
     in windows of ``window_s`` (seconds, or text such as "10m"); the Report with ``Report.soak``.
 
     ``on_update(partial_report)`` gets the report after each window (marked incomplete until the end)
-    so that a caller can save it. Raises UsageError for bad arguments; a configuration that fails is a
+    so that a caller can save it. ``input_shape`` and ``data`` (a prepare_user.DataOptions: --data,
+    --input-value) size and feed the model's inputs as a comparison does. Raises UsageError for bad arguments; a configuration that fails is a
     failed row with the windows it finished. On KeyboardInterrupt (Ctrl-C; SIGTERM through the CLI) the
     child is killed, ``on_update`` gets the partial report (``complete`` False) and the interrupt goes on.
     """
-    from .. import env, models
+    from .. import env
     from ..cache import Cache
 
     t_start = time.perf_counter()
@@ -190,13 +194,16 @@ def soak(model: str | None = None, *, bundle: str | Path | None = None, duration
                          seed=seed, runner_options=runner_options, target_ci=None, warmup_time_s=warmup_time_s,
                          export_timeout_s=export_timeout_s)
     if model is not None:
-        models.resolve(model)  # an unknown model is a usage error before any work
+        from ..api import check_model
+
+        check_model(model, None)  # an unknown built-in model is a usage error before any work
     warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
     prog.task("probing the environment")
     environment = env.collect()
     sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
-    prep = _prepared(model, None if bundle is None else str(bundle), sel, weights, seed, cache, prog, warn)
+    prep = _prepared(model, None if bundle is None else str(bundle), sel, weights, seed, cache, prog, warn,
+                     input_shape, data)
     run = _SoakRun(prep, environment, _notes(prep, duration, window), warnings, prog, command, on_update, t_start)
     _soak_all(run, sel, cache, duration, window, sensors_root)
     run.warnings.extend(m for m in cache.messages if m not in run.warnings)
@@ -209,9 +216,8 @@ def _labels(c: Any, batches: Iterable[int]) -> list[str]:
 
 def _soak_all(run: _SoakRun, sel: Any, cache: Any, duration: float, window: float, sensors_root: str) -> None:
     """Plan the cells, then soak each in turn; on an interrupt, the partial report goes to ``on_update``."""
-    import numpy as np
-
     from .. import device_kinds
+    from ..batches import is_multi, save
     from ..devices import measurement_warnings
     from ..measure import chain_for  # the comparison's chain of artifacts (docs/soak.md)
     from ..plan import plan_cells, settings_for
@@ -226,7 +232,8 @@ def _soak_all(run: _SoakRun, sel: Any, cache: Any, duration: float, window: floa
     chain = chain_for(run.prep, sel, run.settings, cache, run.prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-soak-"))
     try:
-        np.save(work / "eval.npy", run.prep.ds.eval)
+        ev = run.prep.ds.eval  # several inputs: one array per name, as the comparison writes them
+        save(work / ("eval.npz" if is_multi(ev) else "eval.npy"), ev)
         for idx, c in enumerate(cells):
             _soak_cell(run, c, idx, chain, sel, work, cache, duration, window, sensors_root)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli): the child's group is killed by now (process.py)

@@ -3,7 +3,8 @@ own tools, so that every runtime reads the reduced precision from one artifact.
 
 fp16: ``onnxruntime.transformers.float16.convert_float_to_float16`` with
       ``keep_io_types=True`` (fp32 input and output, the deployment norm: a Cast at each
-      edge), then a topological sort (the converter appends its Casts at the end) and
+      edge), then a topological sort that counts what If/Loop subgraphs read from outside
+      (the converter appends its Casts at the end; subgraphs.py) and
       ``onnx.checker``. Weights outside fp16's range are clamped by the converter; the
       manifest counts them.
 int8: static QDQ quantization (``onnxruntime.quantization``): ``quant_pre_process``
@@ -39,9 +40,12 @@ from ...formats import TRT_INT8
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult
 from .graph import qdq_coverage, summarize
+from .int8_prep import excluded_nodes, fix_sizes
 from .options import OrtOptions
+from .subgraphs import sort_nodes
 
 EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary directory
+FP16_REV = 2  # 2: the sort counts what If/Loop subgraphs read from outside (int8 files unchanged: not rebuilt)
 CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
 FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
 ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
@@ -94,7 +98,7 @@ class OnnxFp16Exporter(_FromOnnx):
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
         keep = _keep_fp32(ctx)
-        return {**super().cache_extras(ctx, precision), **({"keep_fp32": keep} if keep else {})}
+        return {**super().cache_extras(ctx, precision), "fp16_rev": FP16_REV, **({"keep_fp32": keep} if keep else {})}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import onnx
@@ -109,7 +113,7 @@ class OnnxFp16Exporter(_FromOnnx):
         keep = _keep_fp32(ctx)
         blocked = {"op_block_list": [*f16.DEFAULT_OP_BLOCK_LIST, *keep]} if keep else {}
         m16 = OnnxModel(f16.convert_float_to_float16(src, keep_io_types=True, **blocked))
-        m16.topological_sort()
+        sort_nodes(m16.model.graph)  # subgraph-aware: If/Loop branches read the converter's input Casts
         path = out_dir / "model.onnx"
         onnx.save(m16.model, str(path))
         _check(path, "fp16")
@@ -133,7 +137,7 @@ class OnnxFp16Exporter(_FromOnnx):
 
 def _keep_fp32(ctx: ExportContext) -> list[str]:
     """--onnx-fp16-keep-fp32: the op types the fp16 file keeps in fp32, sorted and unique."""
-    return sorted({x.strip() for x in ctx.options_as(OrtOptions).fp16_keep_fp32.split(",") if x.strip()})
+    return _csv(ctx.options_as(OrtOptions).fp16_keep_fp32)
 
 
 def _out_of_fp16_range(model) -> dict[str, int]:
@@ -160,7 +164,7 @@ class OnnxInt8Exporter(_FromOnnx):
         o = _recipe(ctx, precision)
         recipe = {"calibration": o.int8_calibration, "scheme": o.int8_scheme, "per_channel": True,
                   "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration),
-                  "reduce_range": _reduce_range(o)[0]}
+                  "reduce_range": _reduce_range(o)[0], **({"exclude": _csv(o.int8_exclude)} if o.int8_exclude else {})}
         return {**super().cache_extras(ctx, precision), "recipe": recipe,
                 "calibration_n": int(count(ctx.calibration)) if ctx.calibration is not None else 0}
 
@@ -189,10 +193,11 @@ class OnnxInt8Exporter(_FromOnnx):
             ctx.log(f"ONNX int8: quant_pre_process, {o.int8_calibration} calibration on "
                     f"{count(ctx.calibration)} images, QDQ {o.int8_scheme}, {bits}-bit weights")
             with _quiet(), _cwd(tmp):
-                fixed = _fix_sizes(src, ctx.calibration, Path(tmp) / "sized.onnx")
+                fixed = fix_sizes(src, ctx.calibration, Path(tmp) / "sized.onnx")
                 pre_how = _pre_process(q, fixed[0], pre)
                 ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp), ctx.layout)
-                _quantize(q, pre, path, ranges, o, Path(tmp), reduce)
+                excluded = excluded_nodes(pre, _csv(o.int8_exclude))
+                _quantize(q, pre, path, ranges, o, Path(tmp), reduce, excluded)
         _check(path, "int8")
         model = onnx.load(str(path))
         wrapped, left = qdq_coverage(model)
@@ -206,10 +211,14 @@ class OnnxInt8Exporter(_FromOnnx):
                 "calibration_settings": _calibration_extra(o.int8_calibration),
                 "calibration_inputs": int(count(ctx.calibration)), "calibration_batch": CALIB_BATCH,
                 "quantize_nodes": dict(s.by_class.get("quantize", {})),
-                "quantized_ops": dict(wrapped), "float_ops": dict(left)}
+                "quantized_ops": dict(wrapped), "float_ops": dict(left),
+                **({"excluded": {"asked": _csv(o.int8_exclude), "nodes": excluded}} if o.int8_exclude else {})}
         notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel {bits}-bit weights), "
                  f"{o.int8_calibration} calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
                  f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}", f"reduce_range {why}"]
+        if excluded:
+            notes.append(f"left unquantized (--onnx-int8-exclude {o.int8_exclude}): {len(excluded)} node(s), "
+                         + ", ".join(excluded[:5]) + (" ..." if len(excluded) > 5 else ""))
         if fixed[1].get("sizes"):
             notes.append("dynamic sizes fixed to the measured ones before quantizing (symbolic shape inference "
                          "needs them): " + ", ".join(f"{k} {v}" for k, v in fixed[1]["sizes"].items()))
@@ -234,57 +243,6 @@ def _pre_process(q, src: str, pre: Path) -> str:
         raise first from None
     why = str(first).strip().splitlines()[0][:120] if str(first).strip() else type(first).__name__
     return f"quant_pre_process, skip_symbolic_shape (its symbolic shape inference failed on this graph: {why})"
-
-
-PER_CHANNEL_OPSET = 13  # DequantizeLinear's axis (per-channel weights) exists from opset 13
-
-
-def _fix_sizes(src: str, calib, out: Path) -> tuple[str, dict[str, Any]]:
-    """(``src``, {}) when the quantizer can take the file as it is; else a copy saved as ``out`` and what
-    changed: each dynamic dimension other than the batch (the symbols of the inputs' first axes) set to the
-    size the calibration inputs have, as --input-shape or --data gave it ({"sizes": {input: shape}}), and
-    an opset below 13 converted to 13 (the quantizer writes per-channel DequantizeLinear with an axis,
-    which older opsets lack: onnx.checker rejects it) ({"opset": "12 -> 13"})."""
-    import onnx
-
-    m = onnx.load(src, load_external_data=False)
-    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer)
-    if external:
-        m = onnx.load(src)
-    done: dict[str, Any] = {}
-    sizes = _set_sizes(m, calib)
-    if sizes:
-        done["sizes"] = sizes
-    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), PER_CHANNEL_OPSET)
-    if opset < PER_CHANNEL_OPSET:
-        m = onnx.version_converter.convert_version(m, PER_CHANNEL_OPSET)
-        done["opset"] = f"{opset} -> {PER_CHANNEL_OPSET}"
-    if not done:
-        return src, {}
-    onnx.save(m, str(out), save_as_external_data=external, location=out.name + ".data")
-    return str(out), done
-
-
-def _set_sizes(m, calib) -> dict[str, str]:
-    """Sets, in ``m``, every dynamic input dimension but the batch to the calibration inputs' size."""
-    from ...batches import is_multi
-
-    arrays = calib if is_multi(calib) else {None: calib}
-    weights = {t.name for t in m.graph.initializer}
-    inputs = [vi for vi in m.graph.input if vi.name not in weights]
-    batch = {vi.type.tensor_type.shape.dim[0].dim_param for vi in inputs if len(vi.type.tensor_type.shape.dim)}
-    done: dict[str, str] = {}
-    for vi in inputs:
-        a = arrays.get(vi.name, arrays.get(None) if len(inputs) == 1 else None)
-        dims = vi.type.tensor_type.shape.dim
-        if a is None or a.ndim != len(dims):
-            continue
-        free = [i for i, d in enumerate(dims) if i and not d.HasField("dim_value") and d.dim_param not in batch]
-        for i in free:
-            dims[i].dim_value = int(a.shape[i])
-        if free:
-            done[vi.name] = "x".join(str(d.dim_value) if d.HasField("dim_value") else "N" for d in dims)
-    return done
 
 
 def _fmt(c) -> str:
@@ -379,7 +337,13 @@ def _cwd(path: str):
         os.chdir(old)
 
 
-def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path, reduce_range: bool) -> None:
+def _csv(text: str) -> list[str]:
+    """A comma-separated option as a sorted, unique list."""
+    return sorted({x.strip() for x in str(text or "").split(",") if x.strip()})
+
+
+def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path, reduce_range: bool,
+              excluded: list[str] | None = None) -> None:
     from onnxruntime.quantization.calibrate import save_tensors_data
 
     cache = tmp / "ranges.json"
@@ -388,6 +352,7 @@ def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path, reduce_
     q.quantize_static(str(pre), str(out), None, calibration_cache_path=str(cache),
                       calibrate_method=getattr(q.CalibrationMethod, o.int8_calibration),
                       quant_format=q.QuantFormat.QDQ, per_channel=True, reduce_range=reduce_range,
+                      nodes_to_exclude=list(excluded or []),
                       activation_type=act,
                       weight_type=q.QuantType.QInt8,
                       extra_options={"ActivationSymmetric": o.int8_scheme == "S8S8", "WeightSymmetric": True})

@@ -44,6 +44,10 @@ class OrtOptions(OrtSessionOptions):
                                             "on for U8S8 on x86 CPUs without VNNI (whose kernels can saturate), off "
                                             "elsewhere", flag="--onnx-int8-reduce-range", choices=REDUCE_RANGE,
                                     builds=True)
+    int8_exclude: str = option("", "nodes left unquantized (in float) in the ONNX int8 file, comma-separated node "
+                                   "names or op types (e.g. p2o.Clip.0 or Clip: onnxruntime.quantization's "
+                                   "nodes_to_exclude); a failed int8 row names the node to leave out",
+                               flag="--onnx-int8-exclude", builds=True)
     fp16_keep_fp32: str = option("", "op types kept in fp32 in the ONNX fp16 file, comma-separated (e.g. Exp,ReduceSum: "
                                      "the float16 converter's op_block_list, added to its defaults); a failed fp16 "
                                      "row names the op to keep", flag="--onnx-fp16-keep-fp32", builds=True)
