@@ -54,6 +54,20 @@ def _event(t0: float):
     return on_event
 
 
+def _connect(address: str):
+    import ray
+
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    except Exception as e:  # noqa: BLE001 - ConnectionError, AuthenticationError, version mismatch
+        from ..fleet.join import mismatch_line
+
+        text = str(e)
+        raise UsageError(mismatch_line(text) or f"cannot connect to the Ray cluster at {address}: "
+                         f"{type(e).__name__}: {text.strip().splitlines()[-1] if text.strip() else ''}"[:500]) from None
+    return ray
+
+
 def _cmd_run(args, argv: list[str]) -> int:
     from ..bundle import verify
     from ..executors.ray_executor import RayExecutor
@@ -62,11 +76,14 @@ def _cmd_run(args, argv: list[str]) -> int:
     from ..fleet.run import check_reachable, run_fleet
     from ..report import write_all
 
-    ray = require_ray()
+    from ..fleet.auth import enable
+
+    require_ray(import_it=False)
     verify(args.bundle)
     check_reachable(args.address)
+    enable()  # before Ray is imported: it reads RAY_AUTH_MODE once
     kw = _run_kwargs(args)
-    ray.init(address=args.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray = _connect(args.address)
     try:
         nodes = select(nodes_of(ray.nodes()), args.targets)
         jobs = [j for n, node in nodes.items() for j in jobs_for(n, node, kw)]

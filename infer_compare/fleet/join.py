@@ -20,11 +20,13 @@ class RayMissing(UsageError):
     hint = HINT
 
 
-def require_ray():
+def require_ray(import_it: bool = True):
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
         raise RayMissing("infer-compare fleet needs Ray, which is not installed")
+    if not import_it:
+        return None
     import ray
 
     return ray
@@ -89,7 +91,10 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
     """Start this machine's Ray node with its resources; (argv, output). UsageError on a refusal."""
     import os
 
-    require_ray()
+    from .auth import enable
+
+    require_ray(import_it=False)
+    auth = enable(create=not address)
     name = node_name(name)
     present, versions = local_facts()
     res, labels = advertised(name, present, versions)
@@ -102,4 +107,4 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
     if p.returncode != 0:
         line = mismatch_line(out) or (out.strip().splitlines() or ["ray start failed"])[-1]
         raise UsageError(line)
-    return argv, out
+    return argv, "\n".join(x for x in (out.strip(), auth) if x)
