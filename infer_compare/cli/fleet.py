@@ -24,6 +24,7 @@ def build_fleet_parser():
     j.add_argument("--port", type=int, default=6379, help="the head's port (default 6379)")
     j.add_argument("--name", help="node name, the machine column of the report (default: host name)")
     j.add_argument("--ip", default="127.0.0.1", help="this node's address on the lab network (default 127.0.0.1)")
+    j.add_argument("--block", action="store_true", help="keep the node in the foreground (a systemd unit; Ctrl-C leaves)")
     j.add_argument("--dry-run", action="store_true", help="print the `ray start` command and stop")
     r = sub.add_parser("run", help="measure a bundle (infer-compare export) on every node")
     r.add_argument("bundle", metavar="DIR")
@@ -74,8 +75,6 @@ def _cmd_run(args, argv: list[str]) -> int:
     from ..fleet.join import require_ray
     from ..fleet.plan import jobs_for, nodes_of, select
     from ..fleet.run import check_reachable, run_fleet
-    from ..report import write_all
-
     from ..fleet.auth import enable
 
     require_ray(import_it=False)
@@ -91,15 +90,25 @@ def _cmd_run(args, argv: list[str]) -> int:
                                     _event(time.perf_counter()), ["infer-compare", "fleet", "run", *argv])
     finally:
         ray.shutdown()
+    return _save(merged, results, Path(args.out))
+
+
+def _save(merged, results, out: Path) -> int:
+    from ..report import write_all
+
     failed = [r for r in results if r.error]
     for r in failed:
         print(f"infer-compare: {r.error}", file=sys.stderr)
-    if merged is None:
-        raise UsageError("no node returned a result: nothing to merge") if not results else SystemExit(1)
-    paths = write_all(merged, Path(args.out))
-    print(f"fleet: {len(merged.machines)} node(s) merged ({', '.join(merged.machines)}), {len(failed)} job(s) "
-          f"failed: {', '.join(str(p) for p in paths.values())}")
     interrupted = any("Ctrl-C" in r.error or "interrupted" in r.error for r in failed)
+    if merged is None:
+        print("infer-compare: no node returned a result: nothing to save", file=sys.stderr)
+        return 130 if interrupted else 1
+    try:
+        paths = write_all(merged, out)
+    except OSError as e:
+        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+    print(f"fleet: {len(merged.machines)} node(s) merged ({', '.join(merged.machines)}), {len(failed)} job(s) "
+          f"failed{'' if merged.complete else ' (report incomplete)'}: {', '.join(str(p) for p in paths.values())}")
     return 130 if interrupted else (1 if failed else 0)
 
 
@@ -110,7 +119,7 @@ def cmd_fleet(argv: list[str]) -> int:
 
         if bool(args.address) == bool(args.head):
             raise UsageError("fleet join: give either --address HOST:PORT or --head")
-        cmd, out = join(args.name, args.address, args.port, args.ip, dry_run=args.dry_run)
+        cmd, out = join(args.name, args.address, args.port, args.ip, dry_run=args.dry_run, block=args.block)
         print(" ".join(cmd) if args.dry_run else (out.strip().splitlines() or ["joined"])[-1])
         return 0
     return _cmd_run(args, argv[1:])

@@ -62,7 +62,8 @@ class RayExecutor:
         try:
             out = ray.get(ref)
         except Exception as e:  # noqa: BLE001 - node died, worker crashed, task cancelled
-            why = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            text = str(e).strip()
+            why = text.splitlines()[0].split(". ")[0] if text else ""
             return JobResult(job, error=f"node {job.target}: {type(e).__name__}: {why}"[:400], elapsed_s=elapsed)
         if "error" in out:
             return JobResult(job, error=f"node {job.target}: {out['error']}", node=out.get("node", {}),

@@ -87,7 +87,8 @@ def mismatch_line(output: str) -> str | None:
             "every node needs the same Ray version and Python minor version (docs/fleet.md)")
 
 
-def join(name: str | None, address: str | None, port: int, ip: str, dry_run: bool = False) -> tuple[list[str], str]:
+def join(name: str | None, address: str | None, port: int, ip: str, dry_run: bool = False,
+         block: bool = False) -> tuple[list[str], str]:
     """Start this machine's Ray node with its resources; (argv, output). UsageError on a refusal."""
     import os
 
@@ -98,10 +99,12 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
     name = node_name(name)
     present, versions = local_facts()
     res, labels = advertised(name, present, versions)
-    argv = ray_start_argv(name, address, port, res, labels, ip)
+    argv = ray_start_argv(name, address, port, res, labels, ip) + (["--block"] if block else [])
     if dry_run:
         return argv, ""
     envv = {**os.environ, "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}
+    if block:
+        os.execve(argv[0], argv, envv)
     p = subprocess.run(argv, capture_output=True, text=True, env=envv, check=False)
     out = p.stdout + p.stderr
     if p.returncode != 0:
