@@ -1,20 +1,38 @@
 """infer-compare: one command to export a vision model to every inference format,
 run each artifact with its runtime, and compare latency, throughput and parity.
 
-The package imports no heavy library at import time; ``compare`` and friends are
-loaded lazily so that ``infer-compare --help`` works with only the core installed.
+    from infer_compare import compare, DataOptions
+    report = compare("mobilenet_v2", data="/path/to/photos")          # or data=DataOptions(...)
+
+The package imports no heavy library at import time: the public names below are
+loaded on first use (PEP 562), so that ``infer-compare --help`` and ``import
+infer_compare`` work with only the core installed.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "compare", "load_report", "check_regression"]
+# public name -> the module that defines it (imported on first access)
+_LAZY = {
+    "compare": "api", "load_report": "api", "check_regression": "api", "Progress": "api",
+    "parse_batch_sizes": "api", "DataOptions": "prepare_user", "export_bundle": "bundle",
+    "run_bundle": "bundle", "Report": "records", "UsageError": "errors",
+}
+
+__all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str):  # PEP 562 lazy attributes
-    if name in ("compare", "load_report", "check_regression"):
-        from . import api
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'infer_compare' has no attribute {name!r}")
+    import importlib
 
-        return getattr(api, name)
-    raise AttributeError(name)
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

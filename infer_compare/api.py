@@ -44,16 +44,18 @@ def compare(
     on_row: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
     parity_every_batch: bool = False, input_shape: str | None = None, example_input: Any = None,
     data: Any = None, artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = "latency",
-    io: str | None = None, concurrency: int = 0,
+    io: str | None = None, concurrency: int = 0, output_kinds: dict[str, str] | Iterable[str] | None = None,
 ) -> Report:
     """Export ``model`` to every format it can, measure each on every device present, check every
     output against the PyTorch FP32 reference, and return the Report (docs/architecture.md).
 
     ``model``: a built-in or torchvision name, or your own (docs/own-model.md): a path to an .onnx,
     TorchScript or .pt2 file, "package.module:callable", or a torch.nn.Module with ``example_input``;
-    ``input_shape`` ("1x3x224x224" or "name:1x3x224x224,..."), ``data`` (a prepare_user.DataOptions:
-    --data, --labels, --calibration, preprocessing overrides) and ``artifacts`` (pre-built files measured
-    as given) as the CLI's flags of the same names.
+    ``input_shape`` ("1x3x224x224" or "name:1x3x224x224,..."), ``data`` (a path: an image folder, a .npy or
+    a .npz, as ``--data``; or ``infer_compare.DataOptions(data=..., labels=..., calibration=..., max_images=...,
+    overrides={...})`` for the other data flags; or a dict of those fields) and ``artifacts`` (pre-built files
+    measured as given) as the CLI's flags of the same names. ``output_kinds``: what outputs mean, as
+    ``--output-kind`` ({name: kind} or ["NAME=KIND", ...]; kinds in output_kinds.py).
 
     ``on_row(partial_report)`` gets the report after each row, so that a caller can save what is
     measured. ``runner_options`` maps a runner to values of its declared options
@@ -66,6 +68,8 @@ def compare(
     from .cache import Cache
     from .timeline import TimedProgress, Timeline
 
+    data = data_options(data)
+    kinds = kind_options(output_kinds)
     t_start = time.perf_counter()
     timeline = Timeline(t_start)
     prog = TimedProgress(progress or Progress(), timeline)
@@ -79,16 +83,68 @@ def compare(
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
     check_model(model, parity_samples)
     present = device_kinds.present()
+    check_devices_present(sel.devices, present)
     with compile_caches.kept_under(cache.root if use_cache else None):
         return _run(model, sel, present, cache, prog, warnings, t_start=t_start, timeline=timeline,
                     weights=weights, input_shape=input_shape, example_input=example_input, data=data,
                     parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
-                    command=command, on_row=on_row)
+                    command=command, on_row=on_row, output_kinds=kinds)
+
+
+def kind_options(kinds: dict[str, str] | Iterable[str] | None) -> dict[str, str]:
+    """``compare(output_kinds=...)`` as {name: kind}, each kind checked (UsageError) before any work."""
+    from .output_kinds import parse_output_kinds
+
+    if isinstance(kinds, dict):
+        kinds = [f"{k}={v}" for k, v in kinds.items()]
+    return parse_output_kinds(kinds)
+
+
+def _judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
+    """The user's kinds checked against the model's outputs (UsageError) and kept on ``prep``, with a note."""
+    import numpy as np
+
+    from .output_kinds import KINDS, SCORES, check_output_kinds, infer_kind, output_shapes
+
+    if kinds:
+        check_output_kinds(kinds, output_shapes(prep))
+        prep.output_kinds = dict(kinds)
+        prep.notes.append("outputs judged as given by --output-kind: "
+                          + ", ".join(f"{k} as {v}" for k, v in kinds.items()))
+    refs = prep.ref if isinstance(prep.ref, dict) else {"": prep.ref}
+    for k, a in refs.items():
+        kind = kinds.get(k) or (next(iter(kinds.values())) if kinds and not k else "") or infer_kind(a)
+        if kind != SCORES:
+            prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as {kind} "
+                              f"({KINDS[kind]}; output_kinds.py; --output-kind NAME=KIND to say otherwise)")
+
+
+def data_options(data: Any):
+    """``compare(data=...)`` as a DataOptions: None, a DataOptions, a path (str or os.PathLike) or a dict
+    of DataOptions' fields; anything else is a TypeError that names those forms."""
+    from dataclasses import fields
+
+    from .prepare_user import DataOptions
+
+    if data is None or isinstance(data, DataOptions):
+        return data
+    if isinstance(data, str | os.PathLike):
+        return DataOptions(data=os.fspath(data))
+    names = [f.name for f in fields(DataOptions)]
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise TypeError(f"compare(data={{...}}): unknown field(s) {', '.join(map(str, unknown))}; "
+                            f"DataOptions has {', '.join(names)}")
+        return DataOptions(**data)
+    raise TypeError(f"compare(data=...) takes a path (str or os.PathLike: an image folder, .npy or .npz) or "
+                    f"infer_compare.DataOptions({', '.join(names)}), not {type(data).__name__}")
 
 
 def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: Any, warnings: Any, *,
          t_start: float, timeline: Any, weights: str, input_shape: str | None, example_input: Any, data: Any,
-         parity_samples: int | None, calibration_samples: int | None, seed: int, command: Any, on_row: Any):
+         parity_samples: int | None, calibration_samples: int | None, seed: int, command: Any, on_row: Any,
+         output_kinds: dict[str, str] | None = None):
     """Probe, prepare and measure, with the fork servers started first and closed at the end."""
     from . import env
     from .measure import measure
@@ -101,6 +157,7 @@ def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: 
         prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
                            parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
                            cache=cache, threads=sel.threads, prog=prog, warn=warnings)
+        _judge_outputs_as(prep, output_kinds or {})
         return measure(prep, sel, environment=environment, present=present, cache=cache, prog=prog,
                        warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers,
                        timeline=timeline)
@@ -121,6 +178,24 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
         for mods in dict.fromkeys(preloads(names).values()):
             servers.launch(mods)
     return servers
+
+
+def check_devices_present(devices: Iterable[str] | None, present: dict[str, list[str]]) -> None:
+    """Devices the user named of which none is here: a one-line UsageError before any work (otherwise
+    every row would be skipped after the preparation). Some present: the absent ones are skipped rows."""
+    from .device_kinds import DEVICE_KINDS, kind_of
+    from .errors import UsageError
+
+    def here(d: str) -> bool:
+        found = present.get(kind_of(d), [])
+        return bool(found) if d == kind_of(d) else any(f == d or f.startswith(d + ":") for f in found)
+
+    if not devices or any(here(d) for d in devices):
+        return
+    why = "; ".join(dict.fromkeys(DEVICE_KINDS[kind_of(d)].absent_reason if not present.get(kind_of(d))
+                                  else f"{d} is not among {', '.join(present[kind_of(d)])}" for d in devices))
+    here_now = ", ".join(d for ds in present.values() for d in ds)
+    raise UsageError(f"--device {','.join(devices)}: {why}; devices here: {here_now}")
 
 
 def check_model(model: Any, parity_samples: int | None) -> None:

@@ -23,7 +23,7 @@ from .backends.exporter import ExportContext, file_size
 from .cache import Cache
 from .errors import BackendUnavailable, ExportError, InferCompareError
 from .formats import Format, get_format
-from .progress import Progress
+from .progress import Progress, phase_of
 from .records import EXPORT_FAILED, SKIPPED, Availability, ExportRecord, ModelInfo
 
 
@@ -143,10 +143,11 @@ class ArtifactChain:
     def _build(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> ExportRecord | Unbuilt:
         def build(tmp: Path) -> dict:
             self.prog.log(f"exporting {f.title} {prec} ...")
-            if self.isolated:
-                res = isolated_export(f, prec, fctx, src, tmp, self.model, self.export_timeout_s)
-            else:
-                res = ecls().export(fctx, src.path, tmp, prec)
+            with phase_of(self.prog, f"exporting {f.title} {prec}"):
+                if self.isolated:
+                    res = isolated_export(f, prec, fctx, src, tmp, self.model, self.export_timeout_s)
+                else:
+                    res = ecls().export(fctx, src.path, tmp, prec)
             return {"file": os.path.relpath(res.path, tmp), "options": res.options, "notes": res.notes,
                     "format": f.name, "precision": prec, "model": self.model.info.name, "source": src.path}
 
@@ -201,7 +202,7 @@ def _export_spec(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, ou
         opt_batch=ctx.opt_batch, batch_sizes=dict(ctx.batch_sizes), preprocessing=dict(ctx.preprocessing),
         options_class=f"{type(ctx.options).__module__}:{type(ctx.options).__name__}", options=ctx.options.to_dict(),
         requested=dict(ctx.requested), threads=ctx.threads, cache_root=ctx.cache_root,
-        input_names=tuple(ctx.input_names), output_names=tuple(ctx.output_names))
+        input_names=tuple(ctx.input_names), output_names=tuple(ctx.output_names), layout=dict(ctx.layout))
 
 
 def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, out: Path, model: ModelSource,

@@ -38,6 +38,7 @@ class CellSpec(Record):
     scenarios: tuple[str, ...] = (LATENCY,)  # latency and/or throughput, measured in that order per batch size
     io: str = "device"  # GPU rows: device-resident input/output, or "host": the copies inside each timed call
     concurrency: int = 0  # throughput scenario: requests in flight (0: the runtime's own choice)
+    layout: dict[str, Any] = field(default_factory=dict)  # layout.Layout.to_dict(): batch axes other than 0
 
     def outputs_for(self, batch: int, scenario: str = LATENCY) -> str:
         """Parity outputs at ``batch``; for the throughput scenario, its own path's outputs of the timed batch."""

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from . import batches
+from . import batches, calibration
 from .batches import Batch
 from .cells import CellResult, CellSpec
 from .errors import BackendUnavailable
@@ -65,6 +65,7 @@ class Session:
         self.opts: Any = None
         self.runner: Any = None
         self.batch: int | None = None  # the batch size the loaded runner is ready for
+        self.cal = calibration.make()  # the fixed workload timed before each loop (for the regression gate)
 
     def runner_for(self, batch: int) -> tuple[Any, float]:
         """A loaded runner for ``batch`` and the seconds it took (load, or re-shape; 0 when it is ready)."""
@@ -84,6 +85,10 @@ class Session:
                         model=dict(s.model), cache_dir=s.cache_dir, io=s.io, runner=self.opts)
         runner = self.cls(s.artifact, s.device, ro)
         runner.load()
+        if s.layout:  # inputs not batched on axis 0 (a state, a scalar): laid into the model's own axes
+            from .layout import LaidOut, Layout
+
+            runner = LaidOut(runner, Layout.from_dict(s.layout))
         self.runner, self.batch = runner, batch
         return runner, time.perf_counter() - t0
 
@@ -137,9 +142,9 @@ def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True)
         stage = "run"
         lr, extra = None, {}
         if timed:
-            meter = EnergyMeter()
-            lr = time_loop(runner.run, runner.prepare(tile(images, batch)), spec.loop, energy_meter=meter)
-            extra = runner.extra_metrics()
+            meter, x = EnergyMeter(), runner.prepare(tile(images, batch))
+            lr, cal = calibration.around(lambda: time_loop(runner.run, x, spec.loop, energy_meter=meter), sess.cal)
+            extra = {**runner.extra_metrics(), **({"calibration": cal} if cal else {})}
             if not any(k in extra for k in ("energy_mj_per_image", "energy_j_per_image")):
                 extra.update(energy_fields(lr.energy, batch * lr.n, meter.reason))
         n_par = None
@@ -173,14 +178,14 @@ def _measure_throughput(sess: Session, lat: CellResult, images: Batch) -> CellRe
         loop = spec.loop
         ts = ThroughputSettings(duration_s=float(loop.max_time_s or loop.min_time_s or 1.0),
                                 warmup_s=float(loop.warmup_time_s), concurrency=int(spec.concurrency), meter=meter)
-        tp = runner.throughput(tile(images, batch), ts)
+        tp, cal = calibration.around(lambda: runner.throughput(tile(images, batch), ts), sess.cal)
         path = ""
         if tp.outputs is not None and spec.outputs:
             path = spec.outputs_for(batch, THROUGHPUT)
             batches.save(path, batches.as_float32(tp.outputs))
         settings = {**lat.settings, **dict(runner.settings), **tp.settings, "scenario": THROUGHPUT,
                     "concurrency": tp.concurrency, "concurrency_unit": tp.unit, "throughput_api": tp.how}
-        extra = energy_fields(tp.energy, tp.images, meter.reason)
+        extra = {**energy_fields(tp.energy, tp.images, meter.reason), **({"calibration": cal} if cal else {})}
         return lat.replace(scenario=THROUGHPUT, first_infer_ms=None, samples_ns=tuple(int(v) for v in tp.latencies_ns),
                            wall_ns=int(tp.wall_ns), images=int(tp.images), settings=settings, extra=extra,
                            tp_outputs=path, notes=tuple(runner.notes),

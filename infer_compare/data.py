@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,10 +102,14 @@ def _preprocess(region, pre: Preprocess) -> np.ndarray:
     return a.transpose(2, 0, 1).copy()
 
 
-def photo_crops(names: tuple[str, ...], n: int, pre: Preprocess, seed: int) -> tuple[np.ndarray, list[str]]:
+def photo_crops(names: tuple[str, ...], n: int, pre: Preprocess | Callable[[Any], np.ndarray],
+                seed: int) -> tuple[np.ndarray, list[str]]:
     """``n`` preprocessed crops, spread over ``names``: first the full photo, then
-    seeded random crops (area 20-100 %, aspect 3/4-4/3)."""
+    seeded random crops (area 20-100 %, aspect 3/4-4/3). ``pre``: a Preprocess, or a function of
+    one PIL image that gives one sample (the user's preprocessing, userdata.apply)."""
     from PIL import Image
+
+    prep = pre if callable(pre) else (lambda region: _preprocess(region, pre))
 
     rng = np.random.default_rng(seed)
     photos = [Image.fromarray(_photo(nm)) for nm in names]
@@ -124,22 +129,24 @@ def photo_crops(names: tuple[str, ...], n: int, pre: Preprocess, seed: int) -> t
             x0 = int(rng.integers(0, W - w + 1))
             y0 = int(rng.integers(0, H - h + 1))
             box = (x0, y0, x0 + w, y0 + h)
-        out.append(_preprocess(img.crop(box), pre))
+        out.append(prep(img.crop(box)))
         src.append(f"{names[k]}{list(box)}")
         i += 1
     return np.stack(out).astype(np.float32), src
 
 
-def photo_sets(pre: Preprocess, n_eval: int, n_calib: int, seed: int = 0) -> DataSets:
+def photo_sets(pre: Preprocess | Callable[[Any], np.ndarray], n_eval: int, n_calib: int, seed: int = 0,
+               how: str | None = None) -> DataSets:
+    """Evaluation and calibration crops; ``how`` describes a callable ``pre``."""
     ev, ev_src = photo_crops(EVAL_PHOTOS, n_eval, pre, seed)
     ca, ca_src = photo_crops(CALIB_PHOTOS, n_calib, pre, seed + 1)
+    how = how or f"resize {pre.resize}, centre crop {pre.crop}, ImageNet mean/std"  # type: ignore[union-attr]
     return DataSets(
         calibration=ca,
         eval=ev,
         description=(
             f"{n_eval} evaluation crops of {len(EVAL_PHOTOS)} held-out photos and {n_calib} calibration crops of "
-            f"{len(CALIB_PHOTOS)} other photos (scikit-image / scikit-learn bundled images), "
-            f"resize {pre.resize}, centre crop {pre.crop}, ImageNet mean/std"
+            f"{len(CALIB_PHOTOS)} other photos (scikit-image / scikit-learn bundled images), {how}"
         ),
         sources={"eval": ev_src, "calibration": ca_src},
     )

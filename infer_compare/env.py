@@ -15,8 +15,8 @@ from .device_kinds import gpus
 from .device_kinds import read_text as _read
 from .records import Environment
 
-CPU_FLAGS_OF_INTEREST = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni",
-                         "amx_bf16", "amx_int8", "amx_fp16", "neon", "asimd", "fp16", "asimdhp", "sve")
+CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "avx512_vnni",
+                         "avx_vnni", "amx_bf16", "amx_int8", "amx_fp16", "neon", "asimd", "asimddp", "i8mm", "fp16", "asimdhp", "sve")
 
 
 def cpu_info() -> tuple[str, tuple[str, ...]]:

@@ -8,9 +8,12 @@ the model spec and that file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +44,7 @@ class ExportSpec(Record):
     cache_root: str = ""
     input_names: tuple[str, ...] = ()  # a model with several inputs or outputs (ExportContext)
     output_names: tuple[str, ...] = ()
+    layout: dict[str, Any] = field(default_factory=dict)  # batch axes other than 0 (ExportContext)
 
 
 def _context(spec: ExportSpec):
@@ -66,7 +70,22 @@ def _context(spec: ExportSpec):
         batch_sizes={k: tuple(v) for k, v in spec.batch_sizes.items()}, preprocessing=dict(spec.preprocessing),
         options=load_impl(spec.options_class).from_dict(spec.options), requested=dict(spec.requested),
         threads=spec.threads, cache_root=spec.cache_root, log=lambda m: print(m, flush=True),
-        input_names=tuple(spec.input_names), output_names=tuple(spec.output_names))
+        input_names=tuple(spec.input_names), output_names=tuple(spec.output_names), layout=dict(spec.layout))
+
+
+@contextlib.contextmanager
+def scratch_cwd():
+    """Converters write temporary files into the current directory (onnxruntime's int8 quantizer leaves
+    ``sym_shape_infer_temp.onnx`` there): the export runs in a scratch folder, removed afterwards, so that
+    nothing lands in the user's directory."""
+    old = os.getcwd()
+    tmp = tempfile.mkdtemp(prefix="infer-compare-export-")
+    os.chdir(tmp)
+    try:
+        yield Path(tmp)
+    finally:
+        os.chdir(old)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def build(spec: ExportSpec) -> dict[str, Any]:
@@ -75,9 +94,11 @@ def build(spec: ExportSpec) -> dict[str, Any]:
     from .errors import BackendUnavailable, InferCompareError
 
     try:
-        ctx = _context(spec)
-        res = load_impl(spec.exporter)().export(ctx, spec.source, Path(spec.out_dir), spec.precision)
-        return {"ok": True, "path": res.path, "options": res.options, "notes": list(res.notes)}
+        ctx = _context(spec)  # the user's model is rebuilt from the caller's directory (relative paths)
+        source, out_dir = (os.path.abspath(spec.source) if spec.source else None), Path(spec.out_dir).resolve()
+        with scratch_cwd():
+            res = load_impl(spec.exporter)().export(ctx, source, out_dir, spec.precision)
+        return {"ok": True, "path": os.path.abspath(res.path), "options": res.options, "notes": list(res.notes)}
     except BackendUnavailable as e:
         return {"ok": False, "kind": "unavailable", "error": e.reason, "hint": e.hint}
     except InferCompareError as e:

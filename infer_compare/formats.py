@@ -53,6 +53,10 @@ PRECISIONS = tuple(TOLERANCES)
 # every runtime that consumes the ONNX file).
 ONNX_INPUT_NAME, ONNX_OUTPUT_NAME = "input", "logits"
 
+# The artifact precision of the int8 ONNX file that TensorRT builds from: symmetric int8 Q/DQ (S8S8) with full
+# 8-bit weights, whatever the CPU rows' int8 file is (backends/onnxruntime/export.py).
+TRT_INT8 = "int8-s8s8"
+
 _B = "infer_compare.backends"
 
 
@@ -70,6 +74,9 @@ class Format:
     source_precision: dict[str, str] = field(default_factory=dict)
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
     description: str = ""
+    # (runner, precision) -> the artifact precision that runner executes, when it differs (ONNX Runtime's
+    # TensorRT EP takes the symmetric int8 file, as TensorRT does)
+    runner_artifacts: dict[tuple[str, str], str] = field(default_factory=dict)
     # artifact precision -> exporter "module:Class" when it differs from ``exporter``
     exporters: dict[str, str] = field(default_factory=dict)
     # artifact precision -> (format, artifact precision) it is built from, when that is not
@@ -83,7 +90,10 @@ class Format:
     def tolerance(self, precision: str) -> Tolerance:
         return self.tolerances.get(precision, TOLERANCES[precision])
 
-    def artifact_for(self, precision: str) -> str:
+    def artifact_for(self, precision: str, runner: str | None = None) -> str:
+        """The artifact precision a row of ``precision`` runs (``runner``'s own where it has one)."""
+        if runner is not None and (runner, precision) in self.runner_artifacts:
+            return self.runner_artifacts[(runner, precision)]
         return self.artifact_precision.get(precision, precision)
 
     def source_for(self, precision: str) -> str:
@@ -97,6 +107,12 @@ class Format:
             return None
         src = get_format(self.built_from)
         return src.name, src.artifact_for(self.source_for(artifact_precision))
+
+    @property
+    def artifact_precisions(self) -> frozenset[str]:
+        """Every artifact precision this format has: those its rows run, and its own (TRT_INT8)."""
+        return frozenset({self.artifact_for(p) for p in self.precisions} | set(self.exporters) | set(self.sources)
+                         | set(self.runner_artifacts.values()))
 
     def exporter_for(self, artifact_precision: str) -> str:
         return self.exporters.get(artifact_precision, self.exporter)
@@ -129,9 +145,13 @@ FORMATS: dict[str, Format] = {
             exporter=f"{_B}.pytorch.export_onnx:OnnxExporter",
             artifact_precision={"tf32": "fp32"},  # tf32: the fp32 file run with TF32 math (CUDA)
             # fp16 and int8 are converted from the fp32 ONNX file with ONNX Runtime's tools (docs/onnx-precision.md)
+            # int8-s8s8: the TensorRT form of the int8 file (symmetric int8 activations, full 8-bit weights),
+            # built whatever the CPU rows' --onnx-int8-scheme / --onnx-int8-reduce-range say
             exporters={"fp16": f"{_B}.onnxruntime.export:OnnxFp16Exporter",
-                       "int8": f"{_B}.onnxruntime.export:OnnxInt8Exporter"},
-            sources={"fp16": ("onnx", "fp32"), "int8": ("onnx", "fp32")},
+                       "int8": f"{_B}.onnxruntime.export:OnnxInt8Exporter",
+                       TRT_INT8: f"{_B}.onnxruntime.export:OnnxInt8Exporter"},
+            sources={"fp16": ("onnx", "fp32"), "int8": ("onnx", "fp32"), TRT_INT8: ("onnx", "fp32")},
+            runner_artifacts={("onnxruntime-trt", "int8"): TRT_INT8},
             description="torch.onnx.export, dynamic batch axis, checked with onnx.checker; fp16 converted "
                         "(onnxruntime.transformers.float16, fp32 I/O); int8 static QDQ (onnxruntime.quantization)",
             options_from="onnxruntime",  # the int8 calibration and scheme (backends/onnxruntime/options.py)
@@ -153,9 +173,9 @@ FORMATS: dict[str, Format] = {
             built_from="onnx",
             precisions=("fp32", "tf32", "fp16", "int8"),
             exporter=f"{_B}.tensorrt.export:TensorRTExporter",
-            # strongly typed: fp16 engines from the fp16 ONNX, int8 from the QDQ ONNX; fp32 and tf32 (TF32
-            # builder flag cleared / set) from the fp32 ONNX, each its own engine
-            source_precision={"fp16": "fp16", "int8": "int8"},
+            # strongly typed: fp16 engines from the fp16 ONNX, int8 from the symmetric (S8S8) QDQ ONNX; fp32 and
+            # tf32 (TF32 builder flag cleared / set) from the fp32 ONNX, each its own engine
+            source_precision={"fp16": "fp16", "int8": TRT_INT8},
             description="tensorrt.Builder + OnnxParser, strongly typed network from the precision's ONNX; "
                         "engines are tied to the GPU and TensorRT version",
             options_from="tensorrt",

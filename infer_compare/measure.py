@@ -45,6 +45,7 @@ from .rows import record_from_result
 from .timeline import ARTIFACT, CONFIGURATION, PREPARE, Timeline
 
 MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
+PARTIAL = "the run had not finished when this file was saved (a partial report, saved after each row)"
 
 
 class _Run:
@@ -58,20 +59,26 @@ class _Run:
         self.rows: list[RunRecord] = []
         self.not_run: tuple[str, ...] = ()
         self.incomplete_reason = ""
+        self.cells: list[Cell] = []  # the plan, once known: a partial report lists the cells still to run
+        self.finished = False  # set when measure() returns normally: only then is the report complete
         self.servers = ForkServers(prog.log)
         self.preload: dict[str, tuple[str, ...]] = {}  # runner -> the modules its runtime's fork server imports
         self.timeline = Timeline(t_start)
 
     def report(self) -> Report:
+        """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
+        killed after it leaves a file that can never pass for a finished run), listing the cells still to run."""
+        why, todo = self.incomplete_reason, self.not_run
+        if not why and not self.finished:
+            why, todo = PARTIAL, self.pending(self.cells)
         return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                       tuple(self.command or sys.argv), self.prep.minfo, self.environment, self.settings,
                       tuple(self.rows), tuple(self.warnings), tuple(self.notes),
-                      round(time.perf_counter() - self.t_start, 2), complete=not self.incomplete_reason,
-                      not_run=self.not_run, incomplete_reason=self.incomplete_reason, timeline=self.timeline.spans())
+                      round(time.perf_counter() - self.t_start, 2), complete=not why,
+                      not_run=todo, incomplete_reason=why, timeline=self.timeline.spans())
 
-    def interrupted(self, cells: list[Cell], why: str) -> None:
-        """Mark the report incomplete, listing every cell (and batch size) that has no row, and hand
-        it to ``on_row`` so that the caller saves it."""
+    def pending(self, cells: list[Cell]) -> tuple[str, ...]:
+        """The labels of every cell (and batch size) of ``cells`` that has no row yet."""
         have = {r.label for r in self.rows}
         todo = []
         for c in cells:
@@ -79,7 +86,12 @@ class _Run:
                 label = cell_label(c.runner, c.fmt, c.precision, c.device or c.kind, b)
                 if label not in have and not any(r.label.startswith(label.rsplit("/", 1)[0] + "/-") for r in self.rows):
                     todo.append(label)
-        self.not_run, self.incomplete_reason = tuple(todo), why
+        return tuple(todo)
+
+    def interrupted(self, cells: list[Cell], why: str) -> None:
+        """Mark the report incomplete, listing every cell (and batch size) that has no row, and hand
+        it to ``on_row`` so that the caller saves it."""
+        self.not_run, self.incomplete_reason = self.pending(cells), why
         if self.on_row is not None:
             self.on_row(self.report())
 
@@ -177,7 +189,15 @@ def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepar
         loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
                           min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
                           target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0),
-        **_how_spec(settings))
+        layout=_layout(prep), **_how_spec(settings))
+
+
+def _layout(prep: Any) -> dict[str, Any]:
+    """The model's batch axes, where any is not axis 0 (layout.py); {} otherwise."""
+    from .layout import of_model_info
+
+    lay = of_model_info(prep.minfo)
+    return {} if lay.trivial() else lay.to_dict()
 
 
 def _how_spec(settings: Settings) -> dict[str, Any]:
@@ -198,14 +218,15 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
                 run.add(RunRecord(**row_base(c, run.settings.threads or 1), batch_size=b, status=SKIPPED,
                                   skip_kind="unsupported", export=art,
                                   reason=f"the model has a static batch of {static}; batch {b} cannot run"))
+                run.prog.advance(None)
         batches = tuple(b for b in batches if b == static)
         if not batches:
             return
     spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
-    run.prog.advance(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
+    run.prog.step(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
     server = run.servers.for_modules(run.preload.get(c.runner, ()))
     results = run_cell(spec, run.settings.cell_timeout_s, work, tag, server=server)
-    for _ in batches[1:]:
+    for _ in batches:
         run.prog.advance(None)
     tol = get_format(c.fmt).tolerance(c.precision)
     for res in results:
@@ -234,6 +255,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
                time.perf_counter() if t_start is None else t_start)
     chain = chain_for(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
+    run.cells = cells
     run.preload = preloads(c.runner for c in cells if c.device is not None)
     run.servers = servers or ForkServers(prog.log, str(cache.root))
     run.timeline = timeline or run.timeline
@@ -241,6 +263,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
         _measure_cells(run, cells, chain, sel, work, cache)
+        run.finished = True
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli): the children are killed by now (isolate.py)
         run.interrupted(cells, str(e) or "interrupted by SIGINT (Ctrl-C)")
         raise
@@ -260,16 +283,26 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
         run.timeline.mark(f"{what}: runner probe and artifact", ARTIFACT)
         _, skipped = cannot_run(c, base)
         if skipped is not None:
-            more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
+            more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner)) \
+                if c.device is None else ""
             run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
+            _advance_skipped(run, c)
             continue
-        art = _given_artifact(c, sel) if c.artifact else chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
+        art = _given_artifact(c, sel) if c.artifact else \
+            chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
         if isinstance(art, Unbuilt):
             run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
                               skip_kind="unavailable" if art.status == SKIPPED else ""))
+            _advance_skipped(run, c)
             continue
         run.timeline.mark(what, CONFIGURATION)
         _measure_config(run, c, art, sel, work, f"cell{idx}", cache)
+
+
+def _advance_skipped(run: _Run, c: Cell) -> None:
+    """A cell that will not be measured still counts in the progress total (its batch sizes, on a device)."""
+    for _ in run.settings.batch_sizes[c.kind] if c.device is not None else ():
+        run.prog.advance(None)
 
 
 def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, prog: Progress) -> ArtifactChain:
@@ -281,7 +314,7 @@ def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, 
                         log=prog.log, requested=dict(settings.requested), threads=settings.threads,
                         cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},
                         option_sets=dict(sel.runner_options), input_names=tuple(i["name"] for i in minfo.inputs),
-                        output_names=tuple(o["name"] for o in minfo.outputs))
+                        output_names=tuple(o["name"] for o in minfo.outputs), layout=_layout(prep))
     chain = ArtifactChain(ctx, cache, prep.source(), prog, export_timeout_s=sel.export_timeout_s)
     for key, rec in prep.carried.items():
         chain.carry(key, rec)

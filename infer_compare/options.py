@@ -29,11 +29,13 @@ _KINDS = {"bool": bool, "int": int, "float": float, "str": str}
 
 
 def option(default: Any, help: str, *, flag: str | None = None, choices: Iterable[Any] | None = None,
-           minimum: float | None = None) -> Any:
+           minimum: float | None = None, builds: bool = False) -> Any:
     """A declared option: ``flag`` is its CLI flag (default ``--<runner>-<field>``; for a
-    bool whose default is True, the flag turns it off)."""
+    bool whose default is True, the flag turns it off). ``builds``: it describes how an artifact that
+    travels in a bundle is built (the int8 recipe of the ONNX file...): ``export`` offers it, and
+    ``run``, whose bundle carries the file already built, refuses it."""
     meta = {"help": help, "flag": flag, "choices": tuple(choices) if choices is not None else None,
-            "minimum": minimum}
+            "minimum": minimum, "builds": builds}
     return field(default=default, metadata=meta)
 
 
@@ -46,6 +48,7 @@ class OptionField:
     flag: str | None
     choices: tuple[Any, ...] | None
     minimum: float | None
+    builds: bool = False
 
     def check(self, owner: str, value: Any) -> Any:
         """``value`` converted to the field's type; UsageError when it cannot be."""
@@ -82,7 +85,7 @@ class Options(Record):
                 raise TypeError(f"{cls.__name__}.{f.name}: options are bool, int, float or str, not {kind}")
             m = f.metadata
             out.append(OptionField(f.name, kind, f.default, m.get("help", ""), m.get("flag"), m.get("choices"),
-                                   m.get("minimum")))
+                                   m.get("minimum"), bool(m.get("builds"))))
         return out
 
     @classmethod

@@ -12,6 +12,12 @@ bf16 >= 0.989, int8 >= 0.948 with random weights).
 A row that is not judged (int8 with random weights) still fails below a sanity
 floor: non-finite outputs, a mean cosine below :data:`FLOOR_COSINE_MEAN` or a sample
 below :data:`FLOOR_COSINE_WORST`.
+
+These are the rules for class scores. Every output is judged by what it means (output_kinds.py:
+scores, map, regression, other; :func:`compare_kind`): outputs that are not class scores go to
+parity_values.compare_values (errors relative to their scale, cosine only where the reference is not
+near zero, mask IoU for dense maps; never failing at float rounding level, :data:`ROUNDING_REL`). Each
+result names the check that decided it and its margin (:func:`decide`).
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ from typing import Any
 import numpy as np
 
 from .formats import Tolerance
+from .output_kinds import SCORES, infer_kind
 from .records import ParityResult
 
 WORST_MARGIN = 3.0
+# max abs error / max |reference| at or below this is float32 rounding: an output that is not class scores
+# (whose cosine and top-1 rules stay as they are) never fails there
+ROUNDING_REL = 5e-6
 FLOOR_COSINE_MEAN = 0.9
 FLOOR_COSINE_WORST = 0.5
 
@@ -41,7 +51,7 @@ def _topk(a: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-a, axis=1, kind="stable")[:, :k]
 
 
-def _cosines(ref: np.ndarray, out: np.ndarray, diff: np.ndarray) -> np.ndarray:
+def cosines(ref: np.ndarray, out: np.ndarray, diff: np.ndarray) -> np.ndarray:
     dot = (ref * out).sum(1)
     norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(out, axis=1)
     with np.errstate(invalid="ignore"):
@@ -94,7 +104,7 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
         raise ValueError("no parity samples")
     diff = np.abs(out - ref)
     scale = float(np.abs(ref).max()) or 1.0
-    cos = _cosines(ref, out, diff)
+    cos = cosines(ref, out, diff)
     worst = int(np.argmin(np.where(np.isfinite(cos), cos, -np.inf)))
     cos_mean, cos_min = float(cos.mean()), float(cos[worst])
     top1 = float((ref.argmax(1) == out.argmax(1)).mean())
@@ -112,6 +122,8 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
     rel = float(diff.max()) / scale if diff.size else 0.0
     failures = _judge(tol, nonfinite, cos_mean, cos_min, worst, rel, top1, judge_top1)
     floor = _floor(nonfinite, cos_mean, cos_min, worst)
+    # class scores keep their rules (no rounding-level pass: there their cosine is ~1 anyway)
+    decided = decide(_score_checks(tol, cos_mean, cos_min, worst, rel, top1 if judge_top1 else None))
     passed = not floor and (not failures or not judge)
     return ParityResult(
         n=int(ref.shape[0]),
@@ -132,15 +144,77 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
         note=note,
         worst_index=worst,
         floor_failures=tuple(floor),
+        kind=SCORES,
+        **decided,
     )
+
+
+def _score_checks(tol: Tolerance, cos_mean: float, cos_min: float, worst: int, rel: float,
+                  top1: float | None) -> list[tuple[str, float, float, bool]]:
+    """The checks of class scores, as (name, value, limit, higher is better), for :func:`decide`."""
+    checks = [("cosine", cos_mean, float(tol.min_cosine), True),
+              (f"worst sample (#{worst}) cosine", cos_min, min_cosine_worst(tol), True)]
+    if tol.max_rel_err is not None:
+        checks.append(("max abs error / max |reference|", rel, float(tol.max_rel_err), False))
+    if top1 is not None and tol.min_top1 is not None:
+        checks.append(("top-1 agreement", top1, float(tol.min_top1), True))
+    return checks
+
+
+def margin(value: float, limit: float, higher_is_better: bool) -> float:
+    """The share of the allowance left: 1 no error, 0 on the limit, < 0 failed (the limit's distance from
+    a perfect value, 1 for a cosine or an agreement and 0 for an error, is the allowance)."""
+    if not np.isfinite(value):
+        return float("-inf")
+    if higher_is_better:
+        room = (1.0 - limit) if limit < 1.0 else (abs(limit) or 1.0)
+        return float((value - limit) / room)
+    return float((limit - value) / limit) if limit > 0 else (0.0 if value <= 0 else float("-inf"))
+
+
+def decide(checks: list[tuple[str, float, float, bool]]) -> dict[str, Any]:
+    """The check (name, value, limit, higher is better) nearest to failing, or most failed: the metric that
+    judged the output, as ParityResult fields."""
+    if not checks:
+        return {}
+    name, value, limit, hb = min(checks, key=lambda c: margin(c[1], c[2], c[3]))
+    m = margin(value, limit, hb)
+    return {"metric": name, "metric_value": float(value), "metric_limit": float(limit),
+            "margin": m if np.isfinite(m) else -1e9}
+
+
+def _rounding(rel: float) -> dict[str, Any]:
+    return {"metric": "max abs error / max |reference| (float rounding level: never fails)",
+            "metric_value": float(rel), "metric_limit": ROUNDING_REL, "margin": margin(rel, ROUNDING_REL, False)}
+
+
+def checks_result(checks: list[tuple[str, float, float, bool]], *, nonfinite: bool, judge: bool, rel: float,
+                  tol: Tolerance, floor_cos: tuple[float, float, int] | None, **fields: Any) -> ParityResult:
+    """A ParityResult judged on ``checks`` (name, value, limit, higher is better): it fails on any check
+    outside its limit, or below the sanity floor (non-finite outputs; ``floor_cos``: mean and worst cosine
+    and the worst sample, where cosine means something); at float rounding level it never fails."""
+    failures = ["outputs contain NaN or Inf"] if nonfinite else []
+    for name, v, lim, hb in checks:
+        if not (v >= lim if hb else v <= lim):
+            failures.append(f"{name} {v:.4g} {'<' if hb else '>'} {lim:.4g} (off by {abs(v - lim):.2g})")
+    floor = _floor(nonfinite, *floor_cos) if floor_cos is not None else (
+        ["outputs contain NaN or Inf"] if nonfinite else [])
+    decided = decide(checks)
+    if not nonfinite and rel <= ROUNDING_REL:
+        failures, floor, decided = [], [], _rounding(rel)
+    return ParityResult(
+        judged=judge, passed=not floor and (not failures or not judge), failures=tuple(failures),
+        floor_failures=tuple(floor), tolerance={**tol.as_dict(), "min_cosine_worst": min_cosine_worst(tol),
+                                                "rounding_rel": ROUNDING_REL},
+        **decided, **fields)
 
 
 # ---------------------------------------------------------------- several outputs
 
 
 def is_classifier(ref: np.ndarray) -> bool:
-    """A classifier-shaped output: [N, classes]. Only these get top-1/top-5 and accuracy."""
-    return np.ndim(ref) == 2
+    """A classifier-shaped output: [N, classes >= 2]. Only these get top-1/top-5 and accuracy."""
+    return infer_kind(ref) == SCORES
 
 
 def match_outputs(ref: dict[str, np.ndarray], out: Any) -> tuple[dict[str, np.ndarray | None], str]:
@@ -163,8 +237,20 @@ def _missing(name: str, why: str, tol: Tolerance, judge: bool, n: int) -> Parity
                         failures=(why,), floor_failures=(why,), tolerance=tol.as_dict(), output=name)
 
 
+def compare_kind(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str = "", labels: np.ndarray | None = None,
+                 judge: bool = True, judge_top1: bool = True, note: str = "") -> ParityResult:
+    """One output judged by what it means (``kind``, output_kinds.py; "" infers it): class scores by
+    :func:`compare`, anything else by parity_values.compare_values."""
+    kind = kind or infer_kind(ref)
+    if kind == SCORES:
+        return compare(ref, out, tol, labels=labels, judge=judge, judge_top1=judge_top1, note=note)
+    from .parity_values import compare_values
+
+    return compare_values(ref, out, tol, kind, judge=judge, note=note)
+
+
 def _one_output(name: str, ref: np.ndarray, out: np.ndarray | None, tol: Tolerance, labels: np.ndarray | None,
-                judge: bool, judge_top1: bool, note: str) -> ParityResult:
+                judge: bool, judge_top1: bool, note: str, kind: str) -> ParityResult:
     n = len(ref)
     if out is None:
         return _missing(name, "the row gave no such output", tol, judge, n)
@@ -172,25 +258,27 @@ def _one_output(name: str, ref: np.ndarray, out: np.ndarray | None, tol: Toleran
     if out.shape != np.shape(ref):
         return _missing(name, f"shape {list(out.shape)} differs from the reference's {list(np.shape(ref))}",
                         tol, judge, n)
-    if is_classifier(ref):
-        return compare(ref, out, tol, labels=labels, judge=judge, judge_top1=judge_top1, note=note).replace(output=name)
-    p = compare(ref, out, tol, judge=judge, judge_top1=False, note=note)
-    return p.replace(output=name, top1_agreement=None, top5_agreement=None)
+    return compare_kind(ref, out, tol, kind, labels=labels, judge=judge, judge_top1=judge_top1,
+                        note=note).replace(output=name)
 
 
 def _worst(per: list[ParityResult]) -> ParityResult:
     """The output that decides the row: a failing one first, then the lowest worst-sample cosine."""
-    return min(per, key=lambda p: (p.passed, not p.floor_failures, p.cosine_min, p.cosine_mean, -p.rel_max))
+    return min(per, key=lambda p: (p.passed, not p.floor_failures, p.margin if p.margin is not None else 1.0,
+                                   p.cosine_min, p.cosine_mean, -p.rel_max))
 
 
 def compare_outputs(ref: dict[str, np.ndarray], out: Any, tol: Tolerance, labels: np.ndarray | None = None,
-                    judge: bool = True, judge_top1: bool = True, note: str = "") -> ParityResult:
+                    judge: bool = True, judge_top1: bool = True, note: str = "",
+                    kinds: dict[str, str] | None = None) -> ParityResult:
     """Every output of a model with several outputs against its reference (``ref``: {name: N x ...}),
-    each judged on its own (top-1 only for [N, classes] outputs), the row's verdict its worst output's
-    (see :class:`~infer_compare.records.ParityResult`). ``labels`` go to the first classifier output."""
+    each judged on its own by what it means (``kinds``: {name: kind}, the others inferred; top-1 only
+    for class scores), the row's verdict its worst output's (see :class:`~infer_compare.records.ParityResult`).
+    ``labels`` go to the first class-score output."""
     outs, how = match_outputs(ref, out)
-    first_cls = next((k for k, v in ref.items() if is_classifier(v)), None)
-    per = [_one_output(k, ref[k], outs[k], tol, labels if k == first_cls else None, judge, judge_top1, note)
+    kinds = {k: (kinds or {}).get(k) or infer_kind(v) for k, v in ref.items()}
+    first_cls = next((k for k in ref if kinds[k] == SCORES), None)
+    per = [_one_output(k, ref[k], outs[k], tol, labels if k == first_cls else None, judge, judge_top1, note, kinds[k])
            for k in ref]
     w = _worst(per)
     cls = [p for p in per if p.top1_agreement is not None]

@@ -31,6 +31,7 @@ class Prepared:
     carried: dict[Key, ExportRecord] = field(default_factory=dict)  # artifacts that exist already (a bundle's)
     unbuilt: dict[Key, Unbuilt] = field(default_factory=dict)  # artifacts known to be unavailable
     static_batch: int | None = None  # the model requires this batch size (a user's static-batch model)
+    output_kinds: dict[str, str] = field(default_factory=dict)  # --output-kind: {output: kind} (output_kinds.py)
 
     def source(self) -> ModelSource:
         return ModelSource(self.minfo, self.weights_path, self.weights_build_s, self.ds.digest(), dict(self.model_spec))

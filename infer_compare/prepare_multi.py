@@ -15,12 +15,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .artifacts import Key, Unbuilt
+from .batches import count
 from .cache import Cache
 from .data import DataSets
 from .errors import UsageError
@@ -75,7 +77,13 @@ def _npz(um, path: str, opts, seed: int):
         names = ", ".join(s.name for s in um.inputs)
         raise UsageError(f"{um.name} has {len(um.inputs)} inputs ({names}): give --data inputs.npz with one array "
                          f"per input name (a folder of images or a .npy feeds a model with one input), not {path}")
-    shapes = {s.name: tuple(None if isinstance(d, str) else d for d in s.shape[1:]) for s in um.inputs}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            present = set(z.files)
+    except Exception:  # unreadable: load_data says why, with the file's name
+        present = {s.name for s in um.inputs}
+    shapes = {s.name: tuple(None if isinstance(d, str) else d for d in s.sample()) for s in um.inputs
+              if s.name in present or s.name not in opts.values}  # --input-value gives the ones the file lacks
     return load_data(path, preprocess=PreprocessSpec(source="not used: array inputs"), input_shape=shapes,
                      max_images=opts.max_images if path == opts.data else None, seed=seed)
 
@@ -91,8 +99,11 @@ def _from_data(um, opts, n_calib: int, seed: int, prog: Progress) -> DataSets:
         ev, calib = data, _npz(um, opts.calibration, opts, seed)
     else:
         ev, calib = split_eval_calibration(data, n_calib=min(n_calib, max(1, len(data) // 2)), seed=seed)
-    return DataSets(calibration=_cast(um, calib.images, opts.calibration or opts.data),
-                    eval=_cast(um, ev.images, opts.data), eval_labels=ev.labels,
+    given = input_values(um, opts.values)
+    ev_in = {**given_rows(given, count(ev.images)), **ev.images}
+    ca_in = {**given_rows(given, count(calib.images)), **calib.images}
+    return DataSets(calibration=_cast(um, ca_in, opts.calibration or opts.data),
+                    eval=_cast(um, ev_in, opts.data), eval_labels=ev.labels,
                     description=ev.description + (f"; calibration: {calib.description}" if opts.calibration else
                                                   f"; {len(calib)} of them held out for int8 calibration"))
 
@@ -108,31 +119,72 @@ def random_input(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -
 
 
 def _generated(um, opts, n_eval: int, n_calib: int, seed: int) -> tuple[DataSets, Any]:
-    """Bundled photos for each image input, seeded random values for the others."""
+    """--input-value where given, bundled photos for each image input, seeded random values for the others."""
     from .prepare_user import bundled_photos, image_spec_of
 
     ev: dict[str, np.ndarray] = {}
     ca: dict[str, np.ndarray] = {}
     said, first_spec = [], None
+    given = input_values(um, opts.values)
+    given_ev, given_ca = given_rows(given, n_eval), given_rows(given, n_calib)
     for i, s in enumerate(um.inputs):
-        spec = image_spec_of(s, opts)
-        if spec is not None and spec.channels == 3:
-            ds = bundled_photos(spec, n_eval, n_calib, seed)
+        spec = image_spec_of(s, opts) if s.batch_axis == 0 else None
+        if s.name in given:
+            ev[s.name], ca[s.name] = given_ev[s.name], given_ca[s.name]
+            said.append(f"{s.name}: --input-value {opts.values[s.name]}")
+            continue
+        if spec is not None:
+            ds = bundled_photos(spec, n_eval, n_calib, seed, s.dtype)
             ev[s.name], ca[s.name] = ds.eval, ds.calibration
             first_spec = first_spec or spec
             said.append(f"{s.name}: {ds.description}")
             continue
-        sample = tuple(int(d) for d in s.shape[1:])
+        sample = tuple(int(d) for d in s.sample())
         rng = np.random.default_rng([seed, i])
         ev[s.name], ca[s.name] = random_input((n_eval, *sample), s.dtype, rng), random_input((n_calib, *sample),
                                                                                              s.dtype, rng)
         kind = "standard normal" if np.dtype(s.dtype).kind == "f" else "0 or 1"
         said.append(f"{s.name}: seeded random {s.dtype} values ({kind}; no real data for this input: give --data "
-                    "inputs.npz)")
+                    f"inputs.npz or --input-value {s.name}=VALUE)")
     n = min(len(a) for a in ev.values())
     ev = {k: v[:n] for k, v in ev.items()}
     return DataSets(calibration=ca, eval=ev, description=f"{n} samples of {len(ev)} inputs: " + "; ".join(said)), \
         first_spec
+
+
+def input_values(um, values: dict[str, str]) -> dict[str, np.ndarray]:
+    """--input-value NAME=VALUE, each as one sample of its input (a number fills the sample; comma-separated
+    numbers fill it in order); an unknown name or a value that does not parse as the input's dtype: UsageError."""
+    specs = {s.name: s for s in um.inputs}
+    out = {}
+    for name, text in (values or {}).items():
+        s = specs.get(name)
+        if s is None:
+            raise UsageError(f"--input-value {name}={text}: {um.name} has no input '{name}' (its inputs: "
+                             f"{', '.join(specs)})")
+        dt = np.dtype(s.dtype)
+        try:
+            items = [p for p in str(text).replace(",", " ").split() if p]
+            vals = [(float(p) if dt.kind == "f" else int(p, 0) if dt.kind in "iu" else
+                     {"true": 1, "false": 0, "1": 1, "0": 0}[p.lower()]) for p in items]
+        except (ValueError, KeyError):
+            raise UsageError(f"--input-value {name}={text}: not {'a number' if dt.kind == 'f' else 'an integer'} "
+                             f"of the input's dtype {s.dtype}") from None
+        sample = tuple(int(d) for d in s.sample())
+        size = int(np.prod(sample, dtype=np.int64))
+        if len(vals) not in (1, size):
+            raise UsageError(f"--input-value {name}={text}: {len(vals)} values; input '{name}' takes one sample "
+                             f"of shape {'x'.join(map(str, sample)) or 'scalar'} (1 or {size} values)")
+        a = np.asarray(vals, dtype=np.float64)
+        if dt.kind in "iu" and (a.min() < np.iinfo(dt).min or a.max() > np.iinfo(dt).max):
+            raise UsageError(f"--input-value {name}={text}: out of the range of {s.dtype}")
+        out[name] = (np.full(sample, a[0]) if len(vals) == 1 else a.reshape(sample)).astype(dt)
+    return out
+
+
+def given_rows(given: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    """Each given sample repeated as ``n`` rows."""
+    return {k: np.ascontiguousarray(np.broadcast_to(v, (n, *v.shape))) for k, v in given.items()}
 
 
 def several_inputs(um, opts, parity_samples: int | None, calibration_samples: int | None, seed: int,
@@ -143,8 +195,9 @@ def several_inputs(um, opts, parity_samples: int | None, calibration_samples: in
     ds, spec = _generated(um, opts, parity_samples or 32, calibration_samples or 64, seed)
     made = [s.name for s in um.inputs if f"{s.name}: seeded random" in ds.description]
     if made:
-        prog.warn(f"{um.name}: no --data: input(s) {', '.join(made)} get seeded random values of their dtype (the "
-                  "report says which); give --data inputs.npz (one array per input name) for real inputs")
+        prog.warn(f"{um.name}: no --data: input(s) {', '.join(made)} get SEEDED RANDOM values of their dtype (the "
+                  "report says which); give --data inputs.npz (one array per input name) or --input-value "
+                  "NAME=VALUE for real inputs")
     return ds, spec
 
 
@@ -161,20 +214,48 @@ def reference(cache: Cache, um, ds: DataSets) -> dict[str, np.ndarray]:
     def build(tmp):
         out = reference_outputs(um, feed)
         batches.save(tmp / "reference.npz", {k: np.asarray(v, dtype=np.float32) for k, v in out.items()})
-        return {"n": batches.count(ds.eval), "outputs": list(out)}
+        return {"n": batches.count(ds.eval), "outputs": list(out),
+                "output_batch_axes": {s.name: s.batch_axis for s in um.outputs}}
 
     key = {"user_model": um.sha256 or um.weights_hash, "kind": um.kind, "data": ds.digest(),
-           "outputs": [s.name for s in um.outputs]}
-    got = batches.load(cache.get_or_build("reference", key, build).file("reference.npz"))
+           "outputs": [s.name for s in um.outputs], "inputs_by_role": 1}
+    entry = cache.get_or_build("reference", key, build)
+    axes = entry.manifest.get("output_batch_axes") or {}  # as the reference run confirmed them (layout.py)
+    um.outputs = tuple(replace(s, batch_axis=axes.get(s.name, s.batch_axis)) for s in um.outputs)
+    got = batches.load(entry.file("reference.npz"))
     return got if isinstance(got, dict) else {um.outputs[0].name: got}
 
 
 def _tensor(s, shape: tuple | None = None) -> dict[str, Any]:
     dims = shape if shape is not None else s.shape
-    return {"name": s.name, "shape": None if dims is None else list(dims), "dtype": s.dtype}
+    return {"name": s.name, "shape": None if dims is None else list(dims), "dtype": s.dtype,
+            "batch_axis": getattr(s, "batch_axis", 0)}
 
 
-def model_info(um, ref: dict[str, np.ndarray], spec) -> ModelInfo:
+def input_sources(um, opts, description: str) -> dict[str, str]:
+    """Where each input's values come from, in a few words (the report's per-input "source")."""
+    out = {}
+    for s in um.inputs:
+        if s.name in (opts.values or {}):
+            out[s.name] = f"--input-value {opts.values[s.name]}"
+        elif opts.data:
+            out[s.name] = f"--data {opts.data}"
+        elif f"{s.name}: seeded random" in description:
+            out[s.name] = "seeded random values (no real data)"
+        else:
+            out[s.name] = "bundled photos"
+    return out
+
+
+def _model_shape(s, rows: np.ndarray) -> tuple:
+    """An output's shape as the model gives it, from the reference rows (batch at its batch axis)."""
+    from .layout import with_batch
+
+    sample = tuple(rows.shape[1:])
+    return sample if s.batch_axis is None else with_batch(sample, s.batch_axis, "batch")
+
+
+def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | None = None) -> ModelInfo:
     """The ModelInfo of a model with several inputs or outputs: each one listed, each output's judging said."""
     from .parity import is_classifier
 
@@ -185,8 +266,8 @@ def model_info(um, ref: dict[str, np.ndarray], spec) -> ModelInfo:
     for k, a in ref.items():
         cls = is_classifier(a)
         s = specs.get(k)
-        d = _tensor(s, ("batch", *a.shape[1:])) if s is not None else {"name": k, "shape": ["batch", *a.shape[1:]],
-                                                                       "dtype": str(a.dtype)}
+        d = _tensor(s, _model_shape(s, a)) if s is not None else {"name": k, "shape": ["batch", *a.shape[1:]],
+                                                                  "dtype": str(a.dtype), "batch_axis": 0}
         outputs.append({**d, "judged_on": "top-1 and error metrics" if cls else "error metrics"})
         notes.append(f"output '{k}' {list(a.shape[1:])}: " + (
             "[N, classes]: top-1/top-5 agreement and the error metrics" if cls else
@@ -197,6 +278,7 @@ def model_info(um, ref: dict[str, np.ndarray], spec) -> ModelInfo:
     notes.append(f"{_io_text(um)}: inputs fed and outputs compared by name")
     cls_out = [a for a in ref.values() if is_classifier(a)]
     return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
-                     tuple(int(d) for d in um.inputs[0].shape[1:]), int(cls_out[0].shape[1]) if cls_out else 0,
+                     tuple(int(d) for d in um.inputs[0].sample()), int(cls_out[0].shape[1]) if cls_out else 0,
                      spec.to_dict() if spec is not None else {}, False, bool(cls_out), tuple(notes),
-                     inputs=tuple(_tensor(s) for s in um.inputs), outputs=tuple(outputs))
+                     inputs=tuple({**_tensor(s), "source": (sources or {}).get(s.name, "")} for s in um.inputs),
+                     outputs=tuple(outputs))

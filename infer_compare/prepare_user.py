@@ -45,18 +45,26 @@ class DataOptions:
     labels: str | None = None  # --labels: folder name -> class index
     calibration: str | None = None  # --calibration: int8 calibration data (default: a split of --data)
     max_images: int | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)  # resize, crop, mean, std, layout, bgr, scale
+    overrides: dict[str, Any] = field(default_factory=dict)  # resize, crop, mean, std, layout, bgr, scale, letterbox
+    values: dict[str, str] = field(default_factory=dict)  # --input-value NAME=VALUE: inputs fed as given
 
 
 def image_spec_of(inp, opts: DataOptions):
-    """The preprocessing of ``inp`` if it is an image input (one float32 input of shape C x H x W or
-    H x W x C with 1 or 3 channels: ImageNet defaults for its shape, the user's overrides), else None."""
+    """The preprocessing of ``inp`` if it is an image input (one float32 or uint8 input of shape C x H x W
+    or H x W x C with 1 or 3 channels, any H and W: ImageNet defaults for its shape, raw 0..255 pixels for
+    uint8, the user's overrides), else None."""
+    from dataclasses import replace
+
     from .userdata import imagenet_defaults, preprocess_spec
 
     sample = tuple(inp.shape[1:])
-    if len(sample) != 3 or inp.dtype != "float32" or not ({sample[0], sample[-1]} & {1, 3}):
+    if len(sample) != 3 or inp.dtype not in ("float32", "uint8") or not ({sample[0], sample[-1]} & {1, 3}):
         return None
-    return preprocess_spec(imagenet_defaults(sample), **opts.overrides)
+    spec = imagenet_defaults(sample)
+    if inp.dtype == "uint8":
+        spec = replace(spec, scale=1.0, mean=(0.0,) * spec.channels, std=(1.0,) * spec.channels,
+                       source="raw 0..255 pixels (the input is uint8)")
+    return preprocess_spec(spec, **opts.overrides)
 
 
 def _image_spec(um, opts: DataOptions):
@@ -64,24 +72,22 @@ def _image_spec(um, opts: DataOptions):
     return image_spec_of(um.inputs[0], opts) if len(um.inputs) == 1 else None
 
 
-def bundled_photos(spec, n_eval: int, n_calib: int, seed: int) -> DataSets:
-    """The bundled photos, preprocessed as ``spec`` says (channel order, layout, pixel scale)."""
-    from .data import Preprocess, photo_sets
+def as_input_dtype(a: np.ndarray, dtype: str) -> np.ndarray:
+    """Preprocessed pixels in the input's dtype (uint8: rounded and clipped to 0..255)."""
+    if np.dtype(dtype) == np.uint8:
+        return np.clip(np.rint(a), 0, 255).astype(np.uint8)
+    return np.ascontiguousarray(a, dtype=dtype)
 
-    if spec.channels != 3:
-        raise UsageError("the model takes 1-channel images: give --data with images or a .npy of inputs")
-    k = 255.0 * spec.scale  # photo_sets divides by 255; the model wants raw * scale
-    mean, std = tuple(m / k for m in spec.mean), tuple(s / k for s in spec.std)
-    if spec.bgr:
-        mean, std = mean[::-1], std[::-1]
-    crop = spec.crop or 224
-    ds = photo_sets(Preprocess(kind="imagenet", resize=spec.resize or crop, crop=crop, mean=mean, std=std),
-                    n_eval=n_eval, n_calib=n_calib, seed=seed)
-    for name in ("eval", "calibration"):
-        a = getattr(ds, name)
-        a = a[:, ::-1] if spec.bgr else a
-        setattr(ds, name, np.ascontiguousarray(a.transpose(0, 2, 3, 1) if spec.layout == "nhwc" else a))
-    ds.description += f"; preprocessing: {spec.describe()}"
+
+def bundled_photos(spec, n_eval: int, n_calib: int, seed: int, dtype: str = "float32") -> DataSets:
+    """The bundled photos, preprocessed as ``spec`` says (size or letterbox, channels, channel order,
+    layout, pixel scale), in the input's ``dtype``."""
+    from .data import photo_sets
+    from .userdata import apply
+
+    ds = photo_sets(lambda region: apply(region, spec), n_eval=n_eval, n_calib=n_calib, seed=seed,
+                    how=f"preprocessing: {spec.describe()}")
+    ds.eval, ds.calibration = as_input_dtype(ds.eval, dtype), as_input_dtype(ds.calibration, dtype)
     return ds
 
 
@@ -94,15 +100,20 @@ def _one_input(images: Any, where: str) -> np.ndarray:
     return next(iter(images.values()))
 
 
-def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, seed: int, prog: Progress) -> DataSets:
-    """The user's data (--data, --calibration) as DataSets for inputs of ``shape`` (one sample)."""
-    from .userdata import PreprocessSpec, load_data, split_eval_calibration
+def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, seed: int, prog: Progress,
+              num_classes: int | None = None, dtype: str = "float32") -> DataSets:
+    """The user's data (--data, --calibration) as DataSets for inputs of ``shape`` (one sample); class
+    folders without --labels must be as many as the model's ``num_classes`` (check_folder_classes);
+    images come in the input's ``dtype``."""
+    from .userdata import PreprocessSpec, check_folder_classes, load_data, split_eval_calibration
 
+    images = spec is not None
     spec = spec or PreprocessSpec(source="not used: array inputs")
     prog.task(f"reading {opts.data}")
     data = load_data(opts.data, preprocess=spec, input_shape=shape, max_images=opts.max_images,
                      labels_file=opts.labels, progress=lambda done, total: None, seed=seed)
     data.images = _one_input(data.images, opts.data)
+    check_folder_classes(data, num_classes, opts.data)
     if opts.calibration:
         calib = load_data(opts.calibration, preprocess=spec, input_shape=shape, seed=seed)
         calib.images = _one_input(calib.images, opts.calibration)
@@ -112,9 +123,16 @@ def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, see
     if data.skipped:
         prog.warn(f"{data.skipped} file(s) in {opts.data} could not be decoded and were skipped "
                   f"(e.g. {'; '.join(data.skipped_examples[:2])})")
-    return DataSets(calibration=np.asarray(calib.images), eval=np.asarray(ev.images), eval_labels=ev.labels,
-                    description=ev.description + (f"; calibration: {calib.description}" if opts.calibration else
-                                                  f"; {len(calib)} of them held out for int8 calibration"))
+    cast = (lambda a: as_input_dtype(np.asarray(a), dtype)) if images else np.asarray  # arrays stay as given
+    return DataSets(calibration=cast(calib.images), eval=cast(ev.images), eval_labels=ev.labels,
+                    description=ev.description + (f"; all {len(ev)} evaluated; int8 calibration: "
+                                                  f"{calib.description}" if opts.calibration else ""))
+
+
+def _classes(um) -> int | None:
+    """The class count of a one-output classifier (N x classes, a fixed size), else None."""
+    shape = tuple(um.outputs[0].shape) if len(um.outputs) == 1 else ()
+    return shape[1] if len(shape) == 2 and isinstance(shape[1], int) else None
 
 
 def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_samples: int | None, seed: int,
@@ -122,18 +140,38 @@ def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_s
     """(DataSets, the preprocessing spec or None) for ``um``."""
     if not um.outputs:
         raise UsageError(f"{um.name} has no outputs: there is nothing to compare")
-    if len(um.inputs) > 1:  # several inputs: named arrays (prepare_multi.py)
+    if len(um.inputs) > 1 or opts.values or any(s.batch_axis != 0 for s in um.inputs):  # named arrays
         from .prepare_multi import several_inputs
 
         return several_inputs(um, opts, parity_samples, calibration_samples, seed, prog)
     spec = _image_spec(um, opts)
     if opts.data:
-        return data_sets(tuple(um.inputs[0].shape[1:]), opts, spec, calibration_samples or 64, seed, prog), spec
+        return data_sets(tuple(um.inputs[0].sample()), opts, spec, calibration_samples or 64, seed, prog,
+                         _classes(um), um.inputs[0].dtype), spec
     if spec is None:
         inp = um.inputs[0]
         raise UsageError(f"input '{inp.name}' {inp.dtype} {list(inp.shape)} is not an image: give --data FILE.npy "
                          "(or .npz) with real inputs")
-    return bundled_photos(spec, parity_samples or 32, calibration_samples or 64, seed), spec
+    return bundled_photos(spec, parity_samples or 32, calibration_samples or 64, seed, um.inputs[0].dtype), spec
+
+
+def prepare_multi_needed(um, opts: DataOptions) -> bool:
+    """Inputs and outputs by name: several of them, given values, or a batch axis other than 0."""
+    return len(um.inputs) > 1 or len(um.outputs) > 1 or bool(opts.values) or not um.layout().trivial()
+
+
+def _data_shapes(path: str | None) -> dict[str, tuple[int, ...]]:
+    """One sample's shape per array of a --data .npz ("" for a .npy): sizes the model's dynamic dimensions."""
+    if not path or not str(path).lower().endswith((".npy", ".npz")) or not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, "rb") as f:
+            got = np.load(f, mmap_mode=None, allow_pickle=False)
+            if isinstance(got, np.ndarray):
+                return {"": tuple(got.shape[1:])}
+            return {k: tuple(got[k].shape[1:]) for k in got.files if k != "labels" and not k.startswith("reference")}
+    except Exception:  # unreadable: load_data says why, once, with the file's name
+        return {}
 
 
 def _reference(cache: Cache, um, ds: DataSets) -> np.ndarray:
@@ -191,7 +229,7 @@ def _model_info(um, ds: DataSets, ref: np.ndarray, spec) -> ModelInfo:
         notes.append(f"output {um.outputs[0].name} {list(ref.shape[1:])} is not [N, classes]: judged on the "
                      "error metrics (cosine, max abs and relative error), no top-1/top-5")
     return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
-                     tuple(int(d) for d in um.inputs[0].shape[1:]), int(ref.shape[1]) if classifier else 0,
+                     tuple(int(d) for d in um.inputs[0].sample()), int(ref.shape[1]) if classifier else 0,
                      spec.to_dict() if spec is not None else {}, False, classifier, tuple(notes))
 
 
@@ -206,15 +244,17 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
     prog = prog or Progress()
     prog.task(f"loading {ref if isinstance(ref, str) else type(ref).__name__}")
     shapes = parse_input_shapes(input_shape) if input_shape else None
-    um = load_user_model(ref, weights=weights, input_shapes=shapes, example_input=example_input)
-    ds, spec = user_inputs(um, data or DataOptions(), parity_samples, calibration_samples, seed, prog)
+    data = data or DataOptions()
+    um = load_user_model(ref, weights=weights, input_shapes=shapes, example_input=example_input,
+                         data_shapes=_data_shapes(data.data))
+    ds, spec = user_inputs(um, data, parity_samples, calibration_samples, seed, prog)
     prog.task("computing the FP32 reference outputs")
     several: dict[Any, Unbuilt] = {}
-    if len(um.inputs) > 1 or len(um.outputs) > 1:  # prepare_multi.py: every input and output by name
+    if prepare_multi_needed(um, data):  # prepare_multi.py: every input and output by name
         from . import prepare_multi
 
         out = prepare_multi.reference(cache, um, ds)
-        minfo = prepare_multi.model_info(um, out, spec)
+        minfo = prepare_multi.model_info(um, out, spec, prepare_multi.input_sources(um, data, ds.description))
         several = prepare_multi.one_io_unbuilt(um)
     else:
         out = _reference(cache, um, ds)
@@ -239,4 +279,4 @@ def builtin_data_sets(spec, opts: DataOptions, calibration_samples: int | None, 
     from .userdata import from_preprocess, preprocess_spec
 
     pre = preprocess_spec(from_preprocess(spec.preprocess, f"{spec.name}'s transforms"), **opts.overrides)
-    return data_sets(tuple(spec.input_shape), opts, pre, calibration_samples or 64, seed, prog)
+    return data_sets(tuple(spec.input_shape), opts, pre, calibration_samples or 64, seed, prog, spec.num_classes)

@@ -45,13 +45,14 @@ def _compare(prep: Prepared, out: Any, n: int, tol: Tolerance, judge: bool, note
 
     minfo, labels = prep.minfo, prep.ds.eval_labels
     lab = labels[:n] if labels is not None else None
+    kinds = getattr(prep, "output_kinds", None) or {}
     if batches.is_multi(prep.ref):
         return parity.compare_outputs(batches.head(prep.ref, n), out, tol, labels=lab, judge=judge,
-                                      judge_top1=minfo.meaningful_top1, note=note)
+                                      judge_top1=minfo.meaningful_top1, note=note, kinds=kinds)
     if batches.is_multi(out):  # a one-output model run from a file with more: its first output, as always
         out = next(iter(out.values()))
-    return parity.compare(prep.ref[:n], out, tol, labels=lab, judge=judge, judge_top1=minfo.meaningful_top1,
-                          note=note)
+    return parity.compare_kind(prep.ref[:n], out, tol, next(iter(kinds.values()), ""), labels=lab, judge=judge,
+                               judge_top1=minfo.meaningful_top1, note=note)
 
 
 def _judged(prep: Prepared, precision: str) -> bool:
@@ -109,6 +110,7 @@ def record_from_result(res: CellResult, base: dict[str, Any], art: ExportRecord,
     par = _parity(res, out_path, prep, tol, base["precision"]) if out_path is not None else None
     tp_par = _throughput_path_parity(res, prep, tol, base["precision"]) if tput else None
     status, reason = _status(par, tp_par)
+    reason, div = _explained(status, reason, art, prep, tol, base["precision"])
     tp_extra, notes = _throughput_fields(res, tp_par) if tput else ({}, [])
     notes = list(res.notes) + notes
     prec = base["precision"]
@@ -124,4 +126,17 @@ def record_from_result(res: CellResult, base: dict[str, Any], art: ExportRecord,
         throughput=images / wall_s if wall_s > 0 and images else None,
         load_s=res.load_s, first_infer_ms=res.first_infer_ms, parity=par, samples_ns=samples, measured_wall_s=wall_s,
         warmup_iters=settings.warmup_iters, versions=dict(res.versions), options=dict(res.settings),
-        notes=tuple(notes), extra={**res.extra, **tp_extra, **({"loop": res.loop} if res.loop else {})})
+        notes=tuple(notes), extra={**res.extra, **tp_extra, **({"loop": res.loop} if res.loop else {}), **div})
+
+
+def _explained(status: str, reason: str, art: ExportRecord, prep: Prepared, tol: Tolerance,
+               precision: str) -> tuple[str, dict[str, Any]]:
+    """A failed fp16 or int8 ONNX row's reason with its first diverging node (divergence.py), and the
+    row's extra entry for it; any other row as it is."""
+    from . import divergence
+
+    if status != PARITY_FAILED or not divergence.eligible(art, precision):
+        return reason, {}
+    clause, d = divergence.explain(art, prep, precision, tol.max_rel_err)
+    sep = " " if clause.startswith("(") else "; "
+    return f"{reason}{sep}{clause}", {"first_divergence": d}

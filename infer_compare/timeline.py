@@ -52,8 +52,20 @@ class TimedProgress:
         self.timeline.mark(msg, PREPARE)
         self._prog.task(msg, total)
 
+    def step(self, msg: str) -> None:
+        getattr(self._prog, "step", _ignore)(msg)  # an older Progress-like object may lack it
+
+    def phase(self, msg: str) -> Any:
+        from .progress import phase_of
+
+        return phase_of(self._prog, msg)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._prog, name)
+
+
+def _ignore(*_a: Any) -> None:
+    return None
 
 
 def _sum(spans, kind: str) -> float:

@@ -67,14 +67,16 @@ def test_manifest_lists_every_file_with_its_hash(bundle):
     assert m["model"]["name"] == "lenet5" and len(m["model"]["weights_hash"]) >= 16
     assert m["input"]["shape"] == [1, 32, 32] and m["input"]["preprocessing"]["kind"] == "digits"
     assert {(a["format"], a["precision"]) for a in m["artifacts"]} == {("pytorch", "fp32"), ("onnx", "fp32"),
-                                                                        ("onnx", "int8")}
+                                                                        ("onnx", "int8"), ("onnx", "int8-s8s8")}
     # TensorRT travels as its ONNX source (fp32 for fp32, the QDQ file for int8), with a note
     deferred = {(d["format"], d["precision"]): d for d in m["deferred"]}
     assert set(deferred) == {("tensorrt", "fp32"), ("tensorrt", "int8")}
     assert deferred[("tensorrt", "fp32")]["source"] == ["onnx", "fp32"]
-    assert deferred[("tensorrt", "int8")]["source"] == ["onnx", "int8"]
+    assert deferred[("tensorrt", "int8")]["source"] == ["onnx", "int8-s8s8"]  # TensorRT's symmetric int8 file
     assert all("GPU" in d["note"] for d in deferred.values())
-    assert set(m["data"]) >= {"eval", "reference", "labels", "calibration"}
+    # no calibration data: every int8 artifact (TensorRT int8 from the QDQ file) is quantized already
+    assert set(m["data"]) == {"description", "eval", "reference", "labels"}
+    assert not (bundle / "data" / "calibration.npy").exists()
     assert m["data"]["eval"]["shape"] == [450, 1, 32, 32] and m["data"]["reference"]["shape"] == [450, 10]
     libs = m["export_environment"]["libraries"]
     assert "torch" in libs and "onnx" in libs and m["tool_version"]

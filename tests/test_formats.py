@@ -16,7 +16,9 @@ def test_every_runner_and_source_exists():
             assert p in PRECISIONS
             assert f.tolerance(p) == f.tolerances.get(p, TOLERANCES[p])
             src = f.source_of(f.artifact_for(p))
-            assert src is None or src[0] in FORMATS and src[1] in PRECISIONS
+            # a row precision, or an artifact precision of its own that the source format builds (int8-s8s8)
+            assert src is None or src[0] in FORMATS and (
+                src[1] in PRECISIONS or src[1] in FORMATS[src[0]].exporters), src
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
@@ -37,3 +39,16 @@ def test_every_device_kind_is_known():
     for r in RUNNERS.values():
         for k in r.device_kinds:
             assert k in DEVICE_KINDS
+
+
+def test_tensorrt_int8_is_built_from_the_symmetric_int8_file():
+    """TensorRT takes only symmetric int8 Q/DQ: its engines and ONNX Runtime's TensorRT EP run the S8S8 file
+    (TRT_INT8), while the CPU rows keep the CPU's int8 file; each has its own artifact (and cache key)."""
+    from infer_compare.formats import TRT_INT8, build_chain, get_format
+
+    assert build_chain("tensorrt", "int8") == [("pytorch", "fp32"), ("onnx", "fp32"), ("onnx", TRT_INT8),
+                                               ("tensorrt", "int8")]
+    onnx = get_format("onnx")
+    assert onnx.artifact_for("int8", "onnxruntime-trt") == TRT_INT8
+    assert onnx.artifact_for("int8", "onnxruntime") == onnx.artifact_for("int8") == "int8"
+    assert onnx.exporter_for(TRT_INT8) == onnx.exporter_for("int8")

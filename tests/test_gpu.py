@@ -95,7 +95,7 @@ def test_format_rows_for_gpu_precisions():
     assert build_chain("onnx", "tf32") == [("pytorch", "fp32"), ("onnx", "fp32")]
     # TensorRT: strongly typed engines from the precision's ONNX; tf32 is its own engine from the fp32 ONNX
     assert build_chain("tensorrt", "fp16")[-2:] == [("onnx", "fp16"), ("tensorrt", "fp16")]
-    assert build_chain("tensorrt", "int8")[-2:] == [("onnx", "int8"), ("tensorrt", "int8")]
+    assert build_chain("tensorrt", "int8")[-2:] == [("onnx", "int8-s8s8"), ("tensorrt", "int8")]  # symmetric int8
     assert build_chain("tensorrt", "tf32")[-2:] == [("onnx", "fp32"), ("tensorrt", "tf32")]
     assert build_chain("tensorrt", "fp32")[-2:] == [("onnx", "fp32"), ("tensorrt", "fp32")]
 
@@ -140,11 +140,17 @@ def test_compare_lists_gpu_rows_as_skipped_on_cpu(cache_dir):
     if _has_cuda():
         pytest.skip("this machine has a CUDA device")
     from infer_compare import compare
+    from infer_compare.errors import UsageError
 
-    rep = compare("lenet5", backends=["pytorch", "pytorch-compile", "onnxruntime", "tensorrt"], devices=["cuda"],
-                  cache_dir=cache_dir, batch_sizes=[1], min_time_s=0.0, min_iters=1, warmup_iters=1)
-    assert rep.rows and all(r.status == "skipped" and r.reason for r in rep.rows)
-    assert {r.backend for r in rep.rows} == {"pytorch", "pytorch-compile", "onnxruntime", "tensorrt"}
+    backends = ["pytorch", "pytorch-compile", "onnxruntime", "tensorrt"]
+    with pytest.raises(UsageError, match="--device cuda: no CUDA device found"):  # only absent devices: at once
+        compare("lenet5", backends=backends, devices=["cuda"], cache_dir=cache_dir, batch_sizes=[1])
+    rep = compare("lenet5", backends=backends, devices=["cpu", "cuda"], formats=["pytorch", "onnx", "tensorrt"],
+                  precisions=["fp32"], cache_dir=cache_dir, batch_sizes=[1], min_time_s=0.0, min_iters=1,
+                  warmup_iters=1)
+    gpu = [r for r in rep.rows if r.device.startswith("cuda")]
+    assert gpu and all(r.status == "skipped" and r.reason for r in gpu)
+    assert {r.backend for r in gpu} == {"pytorch", "pytorch-compile", "onnxruntime", "tensorrt"}
 
 
 @pytest.mark.gpu

@@ -130,8 +130,11 @@ def _image_folder(root: Path) -> Path:
 def test_image_folder_gives_an_accuracy_column(models_dir, tmp_path, cache_dir):
     out = tmp_path / "out"
     folder = _image_folder(tmp_path / "photos")
-    p = _run(["--model", str(models_dir / "tiny_static.onnx"), "--data", str(folder), "--formats", "onnx",
-              "--precisions", "fp32", "-b", "1", "--calibration", str(folder), "-o", str(out), *FAST],
+    labels = tmp_path / "labels.txt"  # the model has 5 classes: the folders say which 3 of them they hold
+    labels.write_text("animals 0\nthings 3\nscenes 4\n")
+    p = _run(["--model", str(models_dir / "tiny_static.onnx"), "--data", str(folder), "--labels", str(labels),
+              "--formats", "onnx", "--precisions", "fp32", "-b", "1", "--calibration", str(folder), "-o", str(out),
+              *FAST],
              models_dir, cache_dir)
     assert p.returncode == 0, p.stderr
     rep, rows = _rows(out)

@@ -58,7 +58,13 @@ def test_lenet_tflite_rows_pass_parity(tflite_report, precision):
     assert r.status == "ok", (r.status, r.reason, r.extra)
     assert r.parity is not None and r.parity.n == tflite_report.settings.parity_samples
     assert r.latency is not None and r.latency.count >= FAST["min_iters"]
-    assert r.exec_precision == ("int8" if precision == "int8" else "fp32")
+    if precision == "int8":  # which ops XNNPACK took, read from the interpreter's own op list
+        k = r.extra["kernels"]
+        n = sum(k["xnnpack"].values())
+        assert n > 0 and r.exec_precision == f"int8 (XNNPACK {n} of {n + sum(k['builtin'].values())} ops)"
+        assert r.options["kernels"].startswith(f"XNNPACK runs {n} of ")
+    else:
+        assert r.exec_precision == "fp32"
     assert r.options["interpreter"].startswith(("ai_edge_litert", "tflite_runtime"))
     assert r.options["input"].startswith("NHWC")
     if precision == "fp32":

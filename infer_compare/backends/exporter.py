@@ -47,6 +47,9 @@ class ExportContext:
     # {input name: N x ...}); () for a model with one of each, whose ONNX names stay "input" and "logits"
     input_names: tuple[str, ...] = ()
     output_names: tuple[str, ...] = ()
+    # inputs not batched on axis 0 (layout.Layout.to_dict()); {} when every one is: calibration rows are laid
+    # into the model's axes with layout.Layout.to_model before they are fed
+    layout: dict[str, Any] = field(default_factory=dict)
 
     def options_as(self, cls: type) -> Any:
         """The options as ``cls`` (the exporter's declared class): the given ones, else its defaults."""

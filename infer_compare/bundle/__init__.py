@@ -7,13 +7,18 @@
     data/eval.npy                 the reference inputs (preprocessed, N,C,H,W float32)
     data/reference.npy            the PyTorch FP32 outputs on them
     data/labels.npy               labels, where the model has them (LeNet digits)
-    data/calibration.npy          calibration inputs, for int8 builds done on the device
+    data/calibration.npy          calibration inputs, only when an int8 artifact is quantized on the device
+                                  (an int8 built from a source that is not int8)
     artifacts/<format>-<prec>/    each artifact with its sidecar files
 
 Formats that cannot be built on the workstation but can on the device travel as their
 source with a note in the manifest ("deferred"): TensorRT engines always (an engine
 is tied to its GPU and TensorRT version), and any format whose exporter is missing
-here (e.g. the Edge TPU compile without ``edgetpu_compiler``) when its source was built.
+here when its source was built. The Edge TPU model is compiled at export time where
+``edgetpu_compiler`` is present (x86-64 Linux); where it is not, its deferred entry
+names a ``drop_in`` file and says in one line how to make it (the compiler, on an
+x86-64 Linux host): ``run`` picks up that file when it has been placed (it is outside
+the manifest's hashes, and the rows say so).
 
 ``run_bundle()`` (device, no torch, no converter) verifies the manifest and every
 hash before loading anything, builds the deferred formats whose exporter is present

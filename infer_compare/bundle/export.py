@@ -96,13 +96,22 @@ def _collect(plan: Plan, chain: ArtifactChain, warn) -> None:
             warn(f"{fmt} {prec} is not in the bundle: {res.reason}")
 
 
-def _write_data(tmp: Path, prep: Prepared) -> dict[str, Any]:
+def needs_calibration(deferred: list[dict[str, Any]]) -> bool:
+    """True when an artifact built on the device quantizes (int8 from a source that is not int8, e.g.
+    int8-s8s8): only then does the bundle carry calibration inputs (an int8 TFLite or ONNX file already
+    holds its scales)."""
+    return any(d["precision"] == "int8" and not d["source"][1].startswith("int8") for d in deferred)
+
+
+def _write_data(tmp: Path, prep: Prepared, plan: Plan) -> dict[str, Any]:
     import numpy as np
 
     ds = prep.ds
     (tmp / "data").mkdir()
     data: dict[str, Any] = {"description": ds.description}
-    arrays = {"eval": ds.eval, "reference": prep.ref, "calibration": ds.calibration}
+    arrays = {"eval": ds.eval, "reference": prep.ref}
+    if needs_calibration(plan.deferred) and ds.calibration is not None and len(ds.calibration):
+        arrays["calibration"] = ds.calibration
     if ds.eval_labels is not None:
         arrays["labels"] = ds.eval_labels
     for name, a in arrays.items():
@@ -153,6 +162,27 @@ def _write_artifacts(tmp: Path, plan: Plan, chain: ArtifactChain) -> list[dict[s
     return out
 
 
+def _offline_builds(tmp: Path, plan: Plan, artifacts: list[dict[str, Any]], warn) -> None:
+    """A deferred format whose exporter can say how to build it off the device (the Edge TPU compile, on an
+    x86-64 Linux host): its entry gets ``drop_in`` (the file ``run`` picks up) and that one-line instruction,
+    which the export also prints."""
+    from ..backends import load_impl
+
+    paths = {(a["format"], a["precision"]): a["path"] for a in artifacts}
+    for d in plan.deferred:
+        f, src_rel = get_format(d["format"]), paths.get(tuple(d["source"]))
+        try:
+            offline = getattr(load_impl(f.exporter_for(d["precision"])), "offline_build", None)
+        except (ImportError, AttributeError):
+            offline = None
+        if offline is None or src_rel is None:
+            continue
+        out_rel = f"artifacts/{d['format']}-{d['precision']}"
+        d["drop_in"], d["note"] = offline(src_rel, out_rel)
+        (tmp / out_rel).mkdir(parents=True, exist_ok=True)
+        warn(d["note"])
+
+
 def _manifest(prep: Prepared, plan: Plan, data: dict[str, Any], artifacts: list[dict[str, Any]], selection: dict,
               environment, warnings: list[str], command: Iterable[str] | None) -> dict[str, Any]:
     minfo = prep.minfo
@@ -190,11 +220,15 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
                   parity_samples: int | None = None, calibration_samples: int | None = None,
                   max_batch: int = DEFAULT_MAX_BATCH, seed: int = 0, cache_dir: str | os.PathLike | None = None,
                   use_cache: bool = True, threads: int | None = None, command: Iterable[str] | None = None,
-                  progress: Progress | None = None, export_timeout_s: float = 1800.0) -> dict[str, Any]:
+                  progress: Progress | None = None, export_timeout_s: float = 1800.0,
+                  runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build every artifact of the selection (through the artifact cache) and write the
-    bundle to ``out_dir`` (absent or empty). Returns the manifest."""
+    bundle to ``out_dir`` (absent or empty). Returns the manifest. ``runner_options``: the options
+    that describe how artifacts are built (e.g. ``{"onnxruntime": {"int8_reduce_range": "on"}}`` for an
+    int8 file meant for a CPU without VNNI), as ``compare(runner_options=...)``."""
     from .. import env, models
     from ..cache import Cache
+    from ..plan import check_runner_options
     from ..prepare import prepare_model
 
     prog = progress or Progress()
@@ -206,6 +240,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"bundle directory {out} exists and is not empty")
+    option_sets = check_runner_options(runner_options)
     plan = Plan(_wanted(formats_t, precisions_t))
     models.resolve(model)
     warn = warnings = Warnings(prog)
@@ -216,7 +251,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     threads = threads or environment.cores_physical or environment.cores_logical or 1
     prep = prepare_model(model, weights=weights, parity_samples=parity_samples, calibration_samples=calibration_samples,
                          seed=seed, cache=cache, threads=threads, prog=prog, warn=warn)
-    chain = _export_chain(prep, cache, int(max_batch), threads, prog)
+    chain = _export_chain(prep, cache, int(max_batch), threads, prog, option_sets)
     chain.export_timeout_s = float(export_timeout_s)
     prog.task("exporting")
     _collect(plan, chain, warn)
@@ -226,9 +261,10 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     manifest: dict[str, Any] = {}
 
     def write(tmp: Path) -> None:
-        data = _write_data(tmp, prep)
-        manifest.update(_manifest(prep, plan, data, _write_artifacts(tmp, plan, chain), selection, environment,
-                                  warnings, command))
+        data = _write_data(tmp, prep, plan)
+        artifacts = _write_artifacts(tmp, plan, chain)
+        _offline_builds(tmp, plan, artifacts, warn)
+        manifest.update(_manifest(prep, plan, data, artifacts, selection, environment, warnings, command))
         manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
                              for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str) + "\n")
@@ -237,13 +273,16 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     return manifest
 
 
-def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress) -> ArtifactChain:
+def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress,
+                  option_sets: dict[str, Any] | None = None) -> ArtifactChain:
     from ..backends.exporter import ExportContext
+    from ..layout import of_model_info
 
     minfo = prep.minfo
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
                         num_classes=minfo.num_classes, calibration=prep.ds.calibration, max_batch=max_batch,
                         model_spec=dict(prep.model_spec),
                         preprocessing=dict(prep.preprocessing), log=prog.log, threads=threads,
-                        cache_root=str(cache.root))
+                        cache_root=str(cache.root), option_sets=dict(option_sets or {}),
+                        layout=of_model_info(minfo).to_dict())  # calibration laid along each input's batch axis
     return ArtifactChain(ctx, cache, prep.source(), prog)

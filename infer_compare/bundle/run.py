@@ -15,7 +15,7 @@ from ..plan import Selection, make_selection
 from ..prepare import Prepared
 from ..progress import Progress, Warnings
 from ..records import EXPORT_FAILED, SKIPPED, ExportRecord, ModelInfo, Report
-from .common import BundleError
+from .common import BundleError, sha256_file
 from .verify import Verified, verify
 
 
@@ -86,6 +86,24 @@ def _carried(v: Verified) -> dict[Key, ExportRecord]:
             float(exp.get("build_s") or 0.0), True, key=man["files"][a["path"]]["sha256"][:20],
             source="/".join(a["source"]) if a.get("source") else "", options=dict(exp.get("options") or {}),
             notes=tuple(exp.get("notes") or ()) + ("carried in the bundle (built on the workstation)",))
+    out.update(_placed(v))
+    return out
+
+
+def _placed(v: Verified) -> dict[Key, ExportRecord]:
+    """Deferred artifacts built off the bundle and placed at their drop-in path (the Edge TPU model)."""
+    out = {}
+    for d in v.manifest.get("deferred", []):
+        key = (d["format"], d["precision"])
+        rel = v.placed.get(key)
+        if rel is None:
+            continue
+        p = v.path(rel)
+        out[key] = ExportRecord(
+            key[0], key[1], str(p.resolve()), p.stat().st_size, 0.0, True, key=sha256_file(p)[:20],
+            source="/".join(d["source"]), options={"placed": rel},
+            notes=(f"placed in the bundle after its export ({rel}, built off the bundle: not covered by the "
+                   "manifest's sha256)",))
     return out
 
 
@@ -119,7 +137,8 @@ def prepared_from_bundle(v: Verified) -> Prepared:
         raise BundleError(f"bundle: reference outputs have {ref.shape[1]} classes, the model {minfo.num_classes}")
     carried = _carried(v)
     notes = [f"bundle {v.root.name}: {_export_summary(man)}; {v.n_files} files verified (sha256) before loading"]
-    notes += [f"{d['format']} {d['precision']}: {d.get('note', '')}" for d in man.get("deferred", [])]
+    notes += [f"{d['format']} {d['precision']}: {d.get('note', '')}" for d in man.get("deferred", [])
+              if (d["format"], d["precision"]) not in v.placed]
     notes += [str(n) for n in man.get("notes", [])]
     return Prepared(minfo=minfo, model_spec=dict(man["model_spec"]),
                     preprocessing=dict(man["input"].get("preprocessing") or {}), ds=ds, ref=ref, model=None,
@@ -160,6 +179,10 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
                          max_time_s=max_time_s, target_ci=target_ci, warmup_time_s=warmup_time_s,
                          export_timeout_s=export_timeout_s,
                          parity_every_batch=parity_every_batch, scenarios=scenarios, io=io, concurrency=concurrency)
+    from ..api import check_devices_present
+
+    present = device_kinds.present()
+    check_devices_present(sel.devices, present)  # none of the named devices here: one line, before any work
     prog.task("verifying the bundle")
     v = verify(bundle_dir)
     prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
@@ -167,6 +190,6 @@ def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None 
     _default_selection(sel, v.manifest)
     prog.task("probing the environment")
     warn = warnings = Warnings(prog)
-    return measure(prep, sel, environment=env.collect(), present=device_kinds.present(),
+    return measure(prep, sel, environment=env.collect(), present=present,
                    cache=Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log), prog=prog, warnings=warnings,
                    command=command, on_row=on_row, t_start=t_start)

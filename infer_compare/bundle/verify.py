@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ class Verified:
     manifest: dict[str, Any]
     n_files: int
     n_bytes: int
+    placed: dict[tuple[str, str], str] = field(default_factory=dict)  # deferred key -> its drop-in file, present
 
     def path(self, rel: str) -> Path:
         return self.root / rel
@@ -88,11 +89,12 @@ def _check_structure(man: dict[str, Any]) -> None:
         fmt, prec = a.get("format"), a.get("precision")
         if fmt not in FORMATS:
             raise BundleError(f"bundle manifest: unknown format {fmt!r} (known: {', '.join(FORMATS)})")
-        if prec not in PRECISIONS:
-            raise BundleError(f"bundle manifest: unknown precision {prec!r} for {fmt} (known: {', '.join(PRECISIONS)})")
+        known = FORMATS[fmt].artifact_precisions | set(PRECISIONS)
+        if prec not in known:
+            raise BundleError(f"bundle manifest: unknown precision {prec!r} for {fmt} (known: {', '.join(sorted(known))})")
         src = a.get("source")
         if src is not None and (not isinstance(src, list) or len(src) != 2 or src[0] not in FORMATS
-                                or src[1] not in PRECISIONS):
+                                or src[1] not in FORMATS[src[0]].artifact_precisions | set(PRECISIONS)):
             raise BundleError(f"bundle manifest: bad source {src!r} for {fmt} {prec}")
 
 
@@ -113,8 +115,29 @@ def _check_files(root: Path, files: dict[str, Any]) -> int:
     return n_bytes
 
 
-def _check_references(root: Path, man: dict[str, Any]) -> None:
-    """Paths referenced elsewhere are listed; nothing unlisted lies under artifacts/ or data/."""
+def _drop_ins(root: Path, man: dict[str, Any]) -> tuple[dict[tuple[str, str], str], set[str]]:
+    """Deferred formats built off the bundle (the Edge TPU compile on an x86-64 host) and placed at their
+    ``drop_in`` path: {key: path} of those present, and the paths allowed outside the file list (the
+    model and the compiler's log beside it)."""
+    placed, allowed = {}, set()
+    for d in man.get("deferred", []):
+        rel = d.get("drop_in")
+        if rel is None:
+            continue
+        suffix = FORMATS[d["format"]].suffix
+        if not isinstance(rel, str) or not rel.startswith("artifacts/") or not rel.endswith(suffix) or rel in man["files"]:
+            raise BundleError(f"bundle manifest: bad drop_in path {rel!r} for {d['format']} {d['precision']}")
+        log = rel[: -len(suffix)] + suffix.rsplit(".", 1)[0] + ".log"
+        allowed |= {rel, log}
+        if (root / rel).exists() or (root / rel).is_symlink():
+            _check_rel(root, rel, f"{d['format']} {d['precision']} drop-in")
+            placed[(d["format"], d["precision"])] = rel
+    return placed, allowed
+
+
+def _check_references(root: Path, man: dict[str, Any], allowed: set[str] = frozenset()) -> None:
+    """Paths referenced elsewhere are listed; nothing unlisted lies under artifacts/ or data/ (but the
+    drop-in files of ``allowed``)."""
     files = man["files"]
     refs = [(a.get("path"), f"{a.get('format')} {a.get('precision')} artifact") for a in man.get("artifacts", [])]
     refs += [(d.get("path") if isinstance(d, dict) else None, f"data '{k}'")
@@ -130,7 +153,7 @@ def _check_references(root: Path, man: dict[str, Any]) -> None:
         if base.is_dir():
             for p in base.rglob("*"):
                 rel = p.relative_to(root).as_posix()
-                if p.is_symlink() or (p.is_file() and rel not in files):
+                if p.is_symlink() or (p.is_file() and rel not in files and rel not in allowed):
                     raise BundleError(f"bundle: {rel} is not in the manifest's file list; refused")
     for k in ("eval", "reference"):
         if k not in man["data"]:
@@ -144,5 +167,6 @@ def verify(bundle_dir: str | os.PathLike) -> Verified:
     man = _read_manifest(root)
     _check_structure(man)
     n_bytes = _check_files(root, man["files"])
-    _check_references(root, man)
-    return Verified(root, man, len(man["files"]), n_bytes)
+    placed, allowed = _drop_ins(root, man)
+    _check_references(root, man, allowed)
+    return Verified(root, man, len(man["files"]), n_bytes, placed)

@@ -8,6 +8,8 @@ import sys
 
 from .. import __version__
 from ..errors import UsageError
+from ..regress.judge import REFERENCE, TIMINGS
+from ..regress.rules import DEFAULT_RULES
 from .flags import add_runner_option_flags
 
 
@@ -98,6 +100,10 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-shape", metavar="SHAPE",
                    help="the model's input shape where the model does not fix it: 1x3x224x224, or "
                         "name:1x3x224x224,name2:... for several inputs")
+    g.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                   help="feed input NAME this value in every sample (a number fills it, or comma-separated numbers "
+                        "one per element), e.g. --input-value sr=16000; repeatable. Inputs with neither --data nor "
+                        "a value get bundled photos (images) or seeded random values (said loudly)")
     g.add_argument("--artifact", action="append", default=[], metavar="PATH",
                    help="also measure this pre-built file exactly as given (.onnx, .xml, .engine/.plan, .tflite, "
                         "*_edgetpu.tflite), against the same reference; repeatable")
@@ -140,28 +146,59 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     d.add_argument("--layout", choices=("nchw", "nhwc"), help="the model's input layout")
     d.add_argument("--bgr", action="store_true", default=None, help="the model takes BGR channel order")
     d.add_argument("--scale", metavar="F", help="multiply the raw 0..255 pixels by F before the mean (default 1/255)")
+    d.add_argument("--letterbox", action="store_true", default=None,
+                   help="fit each image inside the input's H x W, aspect kept, padded with gray 114 (as detectors "
+                        "expect; default: resize to cover, centre crop)")
+    d.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
+                   help="what output NAME means, and so how parity judges it (repeatable; default: inferred from "
+                        "its shape and values): scores ([N, classes]: cosine, top-1), map (probabilities or a "
+                        "dense map: mask IoU, errors relative to its scale), regression (values, boxes), other")
 
 
 def data_options(args):
     """The data flags as a prepare_user.DataOptions."""
     from ..prepare_user import DataOptions
 
-    keys = ("resize", "crop", "mean", "std", "layout", "bgr", "scale")
+    keys = ("resize", "crop", "mean", "std", "layout", "bgr", "scale", "letterbox")
     overrides = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     return DataOptions(data=args.data, labels=args.labels, calibration=args.calibration, max_images=args.max_images,
-                       overrides=overrides)
+                       overrides=overrides, values=input_values(getattr(args, "input_value", None) or []))
+
+
+def input_values(items: list[str]) -> dict[str, str]:
+    """--input-value NAME=VALUE (repeatable) as {name: value text}; malformed: UsageError."""
+    from ..errors import UsageError
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, eq, value = str(item).partition("=")
+        if not eq or not name.strip() or not value.strip():
+            raise UsageError(f"--input-value {item!r}: give NAME=VALUE, e.g. --input-value sr=16000")
+        if name.strip() in out:
+            raise UsageError(f"--input-value: input '{name.strip()}' is given twice")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def _add_gate_args(g, with_baseline: bool) -> None:
     if with_baseline:
-        g.add_argument("--baseline", metavar="FILE", help="a results.json to compare this run with after measuring")
-        g.add_argument("--allow-incomplete", action="store_true",
-                       help="compare with a baseline from an interrupted run (refused by default: its missing rows "
-                            "would pass unchecked)")
-    g.add_argument("--fail-on", action="append", default=[], metavar="RULE",
+        g.add_argument("--baseline", nargs="+", action="extend", metavar="FILE|DIR",
+                       help="results.json files of the baseline code (or directories of them) to compare this run "
+                            "with after measuring; pool several runs: their spread is the between-run allowance")
+    g.add_argument("--allow-incomplete", action="store_true",
+                   help="compare even when a file is incomplete (an interrupted or killed run; refused by default: "
+                        "its missing rows would pass unchecked); the rows that did not run are listed, not judged")
+    g.add_argument("--fail-on", action="append", default=None, metavar="RULE",
                    help="exit 1 when a row gets worse than RULE, e.g. p50:+10%%, throughput:-5%%, accuracy:-0.5 "
                         "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
-                        "rel_err load memory size)")
+                        "rel_err load memory size); default: " + ", ".join(DEFAULT_RULES).replace("%", "%%"))
+    g.add_argument("--timing", choices=TIMINGS, default=REFERENCE,
+                   help="judge latency and throughput as ratios to the run's own PyTorch fp32 row (reference, the "
+                        "default: it caught the most injected changes, docs/reports-and-regression.md), to a "
+                        "calibration workload timed before each row (calibrated), or as measured (absolute)")
+    g.add_argument("--allow-missing", action="store_true",
+                   help="accept rows that were ok in the baseline and are missing or skipped now (a violation by "
+                        "default)")
     g.add_argument("--allow-environment-change", action="store_true",
                    help="compare with a baseline from another machine or other library versions")
 
@@ -171,10 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="infer-compare",
         description="Export a vision model to ONNX, OpenVINO IR, TensorRT and TFLite/Edge TPU, run each with its "
                     "runtime, measure latency and throughput, and check every output against PyTorch.",
-        epilog="Subcommands: 'infer-compare env' lists every backend and why it is (un)available; "
-               "'infer-compare report RESULTS.json --format html' re-renders saved results; "
-               "'infer-compare diff BASELINE.json CURRENT.json --fail-on p50:+10%' is the regression gate. "
-               "Exit codes: 0 ok, 1 parity failure, regression, or a requested backend did not run, 2 usage error.",
+        epilog="Subcommands (each has --help): 'infer-compare env' lists every backend, why it is (un)available "
+               "and how to install it; 'report RESULTS.json' prints a saved result as the terminal table "
+               "(--format html|md|csv|json re-renders it); 'diff BASELINE... CURRENT.json' is the regression gate; "
+               "'export' writes a bundle for another device; 'run BUNDLE' measures a bundle on the device; "
+               "'merge A.json B.json -o DIR' joins results of several machines; 'soak' runs one configuration for "
+               "hours. Exit codes: 0 ok, 1 parity failure, regression, or a requested backend did not run, "
+               "2 usage error.",
     )
     p.add_argument("--version", action="version", version=f"infer-compare {__version__}")
     _add_compare_args(p)
@@ -189,31 +229,30 @@ def build_env_parser() -> argparse.ArgumentParser:
 
 
 def build_report_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="infer-compare report", description="Re-render a saved results.json as HTML, Markdown, CSV or "
-                                                         "JSON (written by this version of the tool).")
+    p = _Parser(prog="infer-compare report", description="Print a saved results.json as the terminal table, or "
+                                                         "re-render it as HTML, Markdown, CSV or JSON.")
     p.add_argument("results", metavar="RESULTS.json")
-    p.add_argument("--format", "-f", choices=("html", "md", "csv", "json"), default="html",
-                   help="output format (default html)")
+    p.add_argument("--format", "-f", choices=("terminal", "html", "md", "csv", "json"), default="terminal",
+                   help="output format (default: the terminal table; $COLUMNS sets its width when piped)")
     p.add_argument("--out", "-o", metavar="FILE", help="write here instead of standard output")
     return p
 
 
 def build_diff_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="infer-compare diff",
-                description="Compare two results.json files row by row (matched by backend/format/precision/device/"
-                            "batch) and exit 1 when a --fail-on rule is broken or an ok row now fails. A change "
-                            "within the measured run-to-run spread (bootstrap over the raw samples) is not a "
-                            "regression.",
+                description="Compare a run with its baseline row by row (matched by backend/format/precision/"
+                            "device/batch) and exit 1 when a rule is broken, or a row that was ok now fails, is "
+                            "missing or executes another precision. Timings are judged as ratios to the run's own "
+                            "PyTorch fp32 row; a change within the spread of the baseline runs and "
+                            "the run's own interval (bootstrap over the raw samples) is not a regression.",
                 epilog="Rules: METRIC:[+|-]NUMBER[%], e.g. p50:+10%, throughput:-5%, accuracy:-0.5 (percentage "
                        "points). Exit codes: 0 no regression, 1 regression, 2 usage error (incl. a baseline from "
                        "another environment without --allow-environment-change, or an incomplete file without "
                        "--allow-incomplete).")
-    p.add_argument("baseline", metavar="BASELINE.json")
+    p.add_argument("baseline", nargs="+", metavar="BASELINE", help="the baseline: one results.json, several (runs of "
+                   "the same code, pooled), or directories of them")
     p.add_argument("current", metavar="CURRENT.json")
     _add_gate_args(p, with_baseline=False)
-    p.add_argument("--allow-incomplete", action="store_true",
-                   help="compare even when a file is incomplete (an interrupted run); the rows that did not run "
-                        "are listed, not judged")
     p.add_argument("--confidence", type=float, default=0.95, metavar="C",
                    help="confidence level of the noise intervals (default 0.95)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -261,6 +300,7 @@ def build_export_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="rebuild every artifact")
     _add_export_timeout(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    add_runner_option_flags(p, builds_only=True)
     return p
 
 

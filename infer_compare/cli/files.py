@@ -59,19 +59,29 @@ def _env_table(title: str, first: tuple[str, str], items: list[dict], key: str, 
     from rich.table import Table
 
     t = Table(title=title, header_style="bold")
-    for c in (*first, "available", "version", "reason / install hint"):
-        t.add_column(c)
+    for c in (*first, "available", "version", "reason"):
+        t.add_column(c, no_wrap=c != "reason")
     for r in items:
-        why = escape(r["reason"]) + (f"\n[cyan]→ {escape(r['hint'])}[/]" if r["hint"] and not r["available"] else "")
-        t.add_row(r[key], second(r), "[green]yes[/]" if r["available"] else "[red]no[/]", r["version"] or "–", why)
+        t.add_row(r[key], second(r), "[green]yes[/]" if r["available"] else "[red]no[/]", r["version"] or "–",
+                  escape(r["reason"]))
     return t
 
 
-def cmd_env(args) -> int:
-    from rich.console import Console
+def _print_hints(con, items: list[dict], key: str) -> None:
+    """Install hints under the table, one per line and never wrapped by us, so that each can be copied."""
+    from rich.markup import escape
 
+    hints = [(r[key], r["hint"]) for r in items if r["hint"] and not r["available"]]
+    if hints:
+        con.print("[bold]to install[/]")
+    for name, hint in dict(hints).items():
+        con.print(f"  {escape(name)}: [cyan]{escape(hint)}[/]", soft_wrap=True)
+
+
+def cmd_env(args) -> int:
     from .. import device_kinds
     from .. import env as envmod
+    from ..report.terminal import console_for_stdout
 
     environment = envmod.collect()
     present = device_kinds.present()
@@ -81,7 +91,7 @@ def cmd_env(args) -> int:
 
         print(json.dumps({"environment": environment.to_dict(), "backends": rows, "exporters": exporters}, indent=1))
         return 0
-    con = Console() if sys.stdout.isatty() else Console(width=160)
+    con = console_for_stdout(160)
     e = environment
     con.print(f"[bold]infer-compare {__version__}[/] on {e.cpu_model} ({e.cores_physical} physical / "
               f"{e.cores_logical} logical cores, {e.ram_gb} GiB), {e.os}, {e.python}")
@@ -90,8 +100,10 @@ def cmd_env(args) -> int:
               f"Edge TPUs: {', '.join(present['edgetpu']) or 'none'}")
     con.print(_env_table("runners", ("backend", "device"), rows, "backend",
                          lambda r: ", ".join(r["devices"]) or r["device"]))
+    _print_hints(con, rows, "backend")
     con.print(_env_table("exporters", ("format", "precisions"), exporters, "format",
                          lambda r: ", ".join(r["precisions"])))
+    _print_hints(con, exporters, "format")
     return 0
 
 
@@ -99,6 +111,13 @@ def cmd_report(args) -> int:
     from ..records import load_report
     from ..report import render
 
+    if args.format == "terminal":
+        if args.out:
+            raise UsageError("--out writes a file: give --format html, md, csv or json with it")
+        from ..report.terminal import print_report
+
+        print_report(load_report(args.results))
+        return 0
     text = render(load_report(args.results), args.format)
     if not args.out:
         sys.stdout.write(text)
@@ -119,7 +138,8 @@ def cmd_diff(args) -> int:
 
     result = check_regression(args.current, args.baseline, args.fail_on,
                               allow_environment_change=args.allow_environment_change,
-                              allow_incomplete=args.allow_incomplete, confidence=args.confidence)
+                              allow_incomplete=args.allow_incomplete, allow_missing=args.allow_missing,
+                              timing=args.timing, confidence=args.confidence)
     if args.json:
         import json
 
@@ -141,6 +161,9 @@ def cmd_merge(args, argv: list[str]) -> int:
         paths = write_all(merged, out)
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+    from ..report.terminal import print_report
+
+    print_report(merged)
     print(f"merged {len(reps)} results ({', '.join(merged.machines)}): "
           f"{', '.join(str(p) for p in paths.values())}")
     return 0

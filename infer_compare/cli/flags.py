@@ -14,6 +14,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UsageError
 from ..options import OptionField
 
 _TYPES = {"int": int, "float": float, "str": str}
@@ -63,11 +64,14 @@ def _runtime_titles() -> dict[str, str]:
     return {r.name: rt.title for rt in runtimes() for r in rt.runners}
 
 
-def add_runner_option_flags(p: argparse.ArgumentParser) -> None:
-    """One argument group per runtime with the flags of its runners' options."""
+def add_runner_option_flags(p: argparse.ArgumentParser, builds_only: bool = False) -> None:
+    """One argument group per runtime with the flags of its runners' options (``builds_only``: only those that
+    describe how an artifact is built, for ``export``)."""
     titles = _runtime_titles()
     groups: dict[str, Any] = {}
     for fl in runner_flags():
+        if builds_only and not fl.field.builds:
+            continue
         title = titles[fl.owners[0][0]]
         g = groups.get(title) or groups.setdefault(title, p.add_argument_group(f"{title} options"))
         f = fl.field
@@ -94,3 +98,13 @@ def runner_options_from_args(args: argparse.Namespace) -> dict[str, dict[str, An
         for runner, f in fl.owners:
             out.setdefault(runner, {})[f.name] = v
     return out
+
+
+def refuse_build_flags(args: argparse.Namespace) -> None:
+    """``run``: a bundle carries its artifacts built; a flag that describes how one is built would be ignored,
+    so it is a usage error that says where it belongs."""
+    given = [fl.flag for fl in runner_flags() if fl.field.builds and getattr(args, fl.dest, None) is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} describe(s) how the bundle's artifacts are built, and this bundle "
+                         "carries them built: give it to 'infer-compare export' (the bundle's manifest.json records "
+                         "each artifact's recipe)")

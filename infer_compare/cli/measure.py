@@ -3,6 +3,7 @@ the exit-code rule they share."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .args import data_options
-from .flags import runner_options_from_args
+from .flags import refuse_build_flags, runner_options_from_args
 from .progress import RichProgress
 
 
@@ -43,19 +44,53 @@ def _log_bytecode(prog, prefix: str | None) -> None:
 
 
 def output_dir(args) -> Path:
+    """The result folder, created (with its missing parents, which ``created_dirs`` remembers for
+    ``remove_if_empty``) and checked writable before any work."""
     if args.output_dir:
         out = Path(args.output_dir)
     else:
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(args.model).split(":")[-1]).stem) or "model"
         out = Path("infer-compare-results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        _make_dir(out)
         probe = out / ".write-test"
         probe.write_text("")
         probe.unlink()
     except OSError as e:
         raise UsageError(f"output directory {out} is not writable: {e.strerror or e}") from None
     return out
+
+
+_created: list[Path] = []
+
+
+def _make_dir(out: Path) -> None:
+    """``out.mkdir(parents=True)``, remembering which folders it made."""
+    new = [p for p in (out, *out.parents) if not p.exists()]
+    out.mkdir(parents=True, exist_ok=True)
+    _created.extend(new)
+
+
+def remove_if_empty() -> None:
+    """The folders ``_make_dir`` made that are still empty (a usage error, a crash before any row was
+    saved) are removed, deepest first: an error leaves no empty result or bundle folder behind."""
+    while _created:
+        p = _created.pop(0)
+        try:
+            p.rmdir()  # only an empty folder
+        except OSError:
+            pass
+
+
+def cleans_up(cmd):
+    """A subcommand that removes the folders it made and left empty, however it ends."""
+    @functools.wraps(cmd)
+    def wrapped(*a, **kw):
+        try:
+            return cmd(*a, **kw)
+        finally:
+            remove_if_empty()
+    return wrapped
 
 
 class Saver:
@@ -104,6 +139,7 @@ def _finish(rep, saver: Saver) -> int:
     return exit_code(rep)
 
 
+@cleans_up
 def cmd_compare(args, argv: list[str]) -> int:
     from ..api import compare, parse_batch_sizes
 
@@ -124,7 +160,7 @@ def cmd_compare(args, argv: list[str]) -> int:
                 use_cache=not args.no_cache, seed=args.seed, command=["infer-compare", *argv], progress=prog,
                 on_row=saver, runner_options=runner_options_from_args(args),
                 parity_every_batch=args.parity_every_batch, input_shape=args.input_shape,
-                data=data_options(args), artifacts=args.artifact)
+                data=data_options(args), artifacts=args.artifact, output_kinds=args.output_kind)
     except KeyboardInterrupt:
         saver.interrupted()
         raise
@@ -134,7 +170,8 @@ def cmd_compare(args, argv: list[str]) -> int:
 
         baseline, rules = gate
         result = check_regression(rep, baseline, rules, allow_environment_change=args.allow_environment_change,
-                                  allow_incomplete=args.allow_incomplete)
+                                  allow_incomplete=args.allow_incomplete, allow_missing=args.allow_missing,
+                                  timing=args.timing)
         print_result(result)
         if not result.passed:
             code = 1
@@ -172,22 +209,27 @@ def requested_not_run(rep) -> list:
 
 
 def _gate_setup(args):
-    """(baseline Report, rules) for --baseline, or None. Raises UsageError/SchemaError/EnvironmentMismatch."""
+    """(baseline Reports, rules or None for the defaults) for --baseline, or None. Raises
+    UsageError/SchemaError/EnvironmentMismatch before anything is measured."""
     if not args.baseline:
-        if args.fail_on:
-            raise UsageError("--fail-on needs --baseline FILE (a results.json to compare with)")
+        for flag, given in (("--fail-on", args.fail_on), ("--allow-missing", args.allow_missing)):
+            if given:
+                raise UsageError(f"{flag} needs --baseline FILE (a results.json to compare with)")
         return None
     from .. import env as envmod
-    from ..records import load_report
     from ..regress import check_complete, check_environment, parse_rules
+    from ..regress.check import load_baselines
 
-    rules = parse_rules(args.fail_on)
-    baseline = load_report(args.baseline)
-    check_complete(None, baseline, args.allow_incomplete)
-    check_environment(baseline.environment, envmod.collect(), args.allow_environment_change)
-    return baseline, rules
+    rules = None if args.fail_on is None else parse_rules(args.fail_on)
+    baselines = [rep for _, rep in load_baselines(args.baseline)]
+    here = envmod.collect()
+    for b in baselines:
+        check_complete(None, b, args.allow_incomplete)
+        check_environment(b.environment, here, args.allow_environment_change)
+    return baselines, rules
 
 
+@cleans_up
 def cmd_export(args, argv: list[str]) -> int:
     from ..bundle import export_bundle
 
@@ -197,7 +239,7 @@ def cmd_export(args, argv: list[str]) -> int:
         raise UsageError(f"--calibration-samples must be >= 1, got {args.calibration_samples}")
     out = Path(args.out)
     try:  # an unusable bundle folder is one line before any work
-        out.mkdir(parents=True, exist_ok=True)
+        _make_dir(out)
         probe = out.parent / f".{out.name}.write-test"
         probe.write_text("")
         probe.unlink()
@@ -211,7 +253,7 @@ def cmd_export(args, argv: list[str]) -> int:
                             calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
                             cache_dir=args.cache_dir, use_cache=not args.no_cache,
                             command=["infer-compare", "export", *argv], progress=prog,
-                            export_timeout_s=args.export_timeout)
+                            export_timeout_s=args.export_timeout, runner_options=runner_options_from_args(args))
     except OSError as e:  # disk full, permissions: one line, and the half-written bundle was removed
         raise UsageError(f"cannot write the bundle {out}: {e.strerror or e}"
                          + (f" ({e.filename})" if getattr(e, "filename", None) else "")) from None
@@ -228,10 +270,12 @@ def cmd_export(args, argv: list[str]) -> int:
     return 0
 
 
+@cleans_up
 def cmd_run(args, argv: list[str]) -> int:
     from ..api import parse_batch_sizes
     from ..bundle import run_bundle, verify
 
+    refuse_build_flags(args)
     if args.verify_only:
         v = verify(args.bundle)
         print(f"bundle {args.bundle}: ok ({v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 verified; model "

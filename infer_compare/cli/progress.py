@@ -3,6 +3,9 @@ measuring, log lines and each finished row above it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 def _esc(s: str) -> str:
     from rich.markup import escape
@@ -10,25 +13,35 @@ def _esc(s: str) -> str:
     return escape(s)
 
 
+def _columns():
+    """Spinner, what runs, and for a phase with a total its bar and "done/total"; for one without a total
+    (or an export inside one) only the spinner and the elapsed time: no "0/?"."""
+    from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class Bar(BarColumn):
+        def render(self, task):
+            return Text("") if task.total is None else super().render(task)
+
+    class Count(MofNCompleteColumn):
+        def render(self, task):
+            return Text("") if task.total is None else super().render(task)
+
+    return SpinnerColumn(), TextColumn("{task.description}"), Bar(), Count(), TimeElapsedColumn()
+
+
 class RichProgress:
     """Progress display on stderr: a spinner/bar while exporting and measuring, log lines above it."""
 
-    def __init__(self, quiet: bool):
+    def __init__(self, quiet: bool, console=None):
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+        from rich.progress import Progress
 
-        self.con = Console(stderr=True)
+        self.con = console or Console(stderr=True)
         self.quiet = quiet
-        self.p = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=self.con, transient=True, disable=quiet)
+        self.p = Progress(*_columns(), console=self.con, transient=True, disable=quiet)
         self.task_id = None
+        self._name = ""
 
     def __enter__(self):
         self.p.start()
@@ -47,17 +60,35 @@ class RichProgress:
     def task(self, msg: str, total: int | None = None) -> None:
         if self.task_id is not None:
             self.p.remove_task(self.task_id)
-        self.task_id = self.p.add_task(msg, total=total)
-        self._done = 0
+        self.task_id = self.p.add_task(_esc(msg), total=total)
+        self._name = msg
         self.log(msg)
 
+    def step(self, msg: str) -> None:
+        """Names the unit of the current phase that runs now."""
+        if self.task_id is not None:
+            self.p.update(self.task_id, description=_esc(f"{self._name} {msg}"))
+
     def advance(self, msg: str | None = None) -> None:
-        """Called as each measured cell starts: shows it and how many are done."""
+        """One unit of the current phase is done (measured, skipped or failed)."""
         if self.task_id is None:
             return
-        done = getattr(self, "_done", 0)
-        self.p.update(self.task_id, description=f"measuring {msg}" if msg else None, completed=done)
-        self._done = done + 1
+        self.p.advance(self.task_id, 1)
+        if msg:
+            self.step(msg)
+
+    @contextmanager
+    def phase(self, msg: str) -> Iterator[None]:
+        """A nested step (an export): the line names it, with its own elapsed time, while it lasts."""
+        if self.task_id is not None:
+            self.p.update(self.task_id, visible=False)
+        sub = self.p.add_task(_esc(msg), total=None)
+        try:
+            yield
+        finally:
+            self.p.remove_task(sub)
+            if self.task_id is not None:
+                self.p.update(self.task_id, visible=True)
 
     def row(self, r) -> None:
         if self.quiet:

@@ -70,9 +70,17 @@ class TensorSpec:
     name: str
     shape: tuple[Dim, ...] | None
     dtype: str
+    batch_axis: int | None = 0  # the axis that holds the batch (layout.py); None: fed as given, never stacked
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype}
+        return {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype,
+                "batch_axis": self.batch_axis}
+
+    def sample(self) -> tuple[Dim, ...]:
+        """The shape of one sample: the shape without its batch axis."""
+        from ..layout import sample_shape
+
+        return sample_shape(tuple(self.shape or ()), self.batch_axis)
 
 
 @dataclass
@@ -101,6 +109,12 @@ class UserModel:
             raise UsageError(f"{self.name} has a static batch {self.static_batch}; batch {batch} is not possible")
         return {s.name: np.zeros(tuple(batch if d == "batch" else int(d) for d in s.shape or ()), dtype=s.dtype)
                 for s in self.inputs}
+
+    def layout(self) -> Any:
+        """Each input's and output's batch axis (layout.Layout)."""
+        from ..layout import Layout
+
+        return Layout({s.name: s.batch_axis for s in self.inputs}, {s.name: s.batch_axis for s in self.outputs})
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "source": self.source, "sha256": self.sha256,
@@ -179,9 +193,10 @@ def match_names(names: list[str], given: Mapping[str | None, tuple[int, ...]] | 
     return {str(k): tuple(v) for k, v in given.items()}
 
 
-def resolve_shape(name: str, declared: tuple[Any, ...] | None, given: tuple[int, ...] | None) -> tuple[Dim, ...]:
+def resolve_shape(name: str, declared: tuple[Any, ...] | None, given: tuple[int, ...] | None,
+                  axis: int | None = 0) -> tuple[Dim, ...]:
     """A declared shape (int, symbolic str, or None for unknown) resolved with the user's shape:
-    axis 0 stays ``"batch"`` when dynamic, other dynamic axes need the user's size."""
+    the batch ``axis`` stays ``"batch"`` when dynamic, other dynamic axes need the user's size."""
     if declared is None:
         if given is None:
             raise UsageError(f"input '{name}' has no shape in the model: give it with --input-shape {name}:1x3x224x224")
@@ -198,27 +213,40 @@ def resolve_shape(name: str, declared: tuple[Any, ...] | None, given: tuple[int,
     for i, d in enumerate(declared):
         if isinstance(d, int):
             out.append(d)
-        elif i == 0:
+        elif i == axis:
             out.append("batch")
         elif given is not None:
             out.append(int(given[i]))
         else:
-            hint = "x".join("1" if j == 0 else str(x) if isinstance(x, int) else "N" for j, x in enumerate(declared))
+            hint = "x".join("1" if j == axis else str(x) if isinstance(x, int) else "N" for j, x in enumerate(declared))
             raise UsageError(f"input '{name}' has a dynamic dimension {i} ('{d}') with no size: "
                              f"give it with --input-shape {name}:{hint}")
     return tuple(out)
 
 
 def resolve_inputs(declared: list[tuple[str, tuple[Any, ...] | None, str]],
-                   given: Mapping[str | None, tuple[int, ...]] | None, what: str) -> tuple[TensorSpec, ...]:
-    """(name, declared shape, dtype) per input -> TensorSpecs with every dimension resolved."""
+                   given: Mapping[str | None, tuple[int, ...]] | None, what: str,
+                   outputs: list[tuple[str, tuple[Any, ...] | None]] = (),  # type: ignore[assignment]
+                   data_shapes: Mapping[str, tuple[int, ...]] | None = None) -> tuple[TensorSpec, ...]:
+    """(name, declared shape, dtype) per input -> TensorSpecs with every dimension resolved and each
+    input's batch axis (layout.batch_axes, from the symbols the inputs and ``outputs`` share). A dynamic
+    size that --input-shape does not give comes from ``data_shapes`` (one sample's shape per input,
+    from --data) where its rank fits."""
+    from ..layout import batch_axes, with_batch
+
     shapes = match_names([d[0] for d in declared], given, what)
-    return tuple(TensorSpec(n, resolve_shape(n, s, shapes.get(n)), t) for n, s, t in declared)
+    axes, _ = batch_axes([(n, s) for n, s, _ in declared], outputs)
+    for n, s, _ in declared:
+        got = (data_shapes or {}).get(n, (data_shapes or {}).get("") if len(declared) == 1 else None)
+        if n not in shapes and got is not None and s is not None and \
+                len(got) + (axes[n] is not None) == len(s):
+            shapes[n] = with_batch(tuple(int(d) for d in got), axes[n], 1)
+    return tuple(TensorSpec(n, resolve_shape(n, s, shapes.get(n), axes[n]), t, axes[n]) for n, s, t in declared)
 
 
 def static_batch_of(inputs: tuple[TensorSpec, ...]) -> int | None:
     """The first input's fixed batch when no input has a dynamic one."""
-    firsts = [s.shape[0] for s in inputs if s.shape]
+    firsts = [s.shape[s.batch_axis] for s in inputs if s.shape and s.batch_axis is not None]
     if not firsts or "batch" in firsts or not isinstance(firsts[0], int):
         return None
     return firsts[0]
@@ -244,7 +272,7 @@ def sha256_files(paths: list[str]) -> str:
 
 
 def load_user_model(ref: Any, *, weights: str | None = None, input_shapes: Mapping | None = None,
-                    example_input: Any = None) -> UserModel:
+                    example_input: Any = None, data_shapes: Mapping[str, tuple[int, ...]] | None = None) -> UserModel:
     """The user's model (a path, "package.module:callable", or a torch.nn.Module), checked and
     described; every problem is a one-line UsageError."""
     if input_shapes is not None and not isinstance(input_shapes, Mapping):
@@ -276,7 +304,7 @@ def load_user_model(ref: Any, *, weights: str | None = None, input_shapes: Mappi
             raise UsageError("example_input applies to PyTorch models; an ONNX model's inputs come from its graph")
         from . import user_onnx
 
-        return user_onnx.load_onnx(os.path.abspath(path), input_shapes)
+        return user_onnx.load_onnx(os.path.abspath(path), input_shapes, data_shapes)
     from . import user_torchfile
 
     return user_torchfile.from_file(os.path.abspath(path), input_shapes, example_input)
@@ -286,6 +314,7 @@ def load_user_model(ref: Any, *, weights: str | None = None, input_shapes: Mappi
 
 
 def _checked_inputs(model: UserModel, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The inputs as rows (first axis: the sample) of each input's sample shape and dtype."""
     names = [s.name for s in model.inputs]
     missing = [n for n in names if n not in inputs]
     extra = [n for n in inputs if n not in names]
@@ -297,12 +326,12 @@ def _checked_inputs(model: UserModel, inputs: Mapping[str, Any]) -> dict[str, np
         a = np.asarray(inputs[s.name])
         if a.dtype != np.dtype(s.dtype) and not np.can_cast(a.dtype, s.dtype, "same_kind"):
             raise UsageError(f"{model.name}: input '{s.name}' is {a.dtype}; the model takes {s.dtype}")
-        want = tuple(s.shape or ())
-        ok = a.ndim == len(want) and all(d == "batch" or i == 0 or d == n
-                                         for i, (d, n) in enumerate(zip(want, a.shape, strict=True)))
-        if not ok or a.ndim == 0:
-            raise UsageError(f"{model.name}: input '{s.name}' has shape {fmt_shape(a.shape)}; "
-                             f"the model takes {fmt_shape(want)}")
+        want = s.sample()
+        ok = a.ndim == len(want) + 1 and all(d == "batch" or d == n for d, n in zip(want, a.shape[1:], strict=True))
+        if not ok:
+            raise UsageError(f"{model.name}: input '{s.name}' has samples of shape {fmt_shape(a.shape[1:])} "
+                             f"({len(a) if a.ndim else 0} of them); the model takes {fmt_shape(want)} per sample "
+                             f"(its input {fmt_shape(s.shape)}, batch axis {s.batch_axis})")
         out[s.name] = np.ascontiguousarray(a, dtype=s.dtype)
     counts = {len(a) for a in out.values()}
     if len(counts) != 1 or 0 in counts:
@@ -315,7 +344,11 @@ def _pad(a: np.ndarray, rows: int) -> np.ndarray:
 
 
 def reference_outputs(model: UserModel, inputs: Mapping[str, Any], batch: int = 16) -> dict[str, np.ndarray]:
-    """FP32 reference outputs on ``inputs`` (keyed by input name), keyed by output name."""
+    """FP32 reference outputs on ``inputs`` (rows, keyed by input name), as rows keyed by output name. Each
+    input is laid into the model along its batch axis (layout.py); the outputs' batch axes are confirmed on
+    the first chunk (an output whose graph names no sizes) and kept in ``model.outputs``."""
+    from ..layout import observed_output_axes
+
     arrays = _checked_inputs(model, inputs)
     n = len(next(iter(arrays.values())))
     step = model.static_batch or max(1, int(batch))
@@ -325,13 +358,17 @@ def reference_outputs(model: UserModel, inputs: Mapping[str, Any], batch: int = 
         from .user_torch import torch_runner as make
     run = make(model)
     parts: dict[str, list[np.ndarray]] = {}
-    batched: dict[str, bool] = {}
     for i in range(0, n, step):
         chunk = {k: v[i:i + step] for k, v in arrays.items()}
         rows = len(next(iter(chunk.values())))
         fed = {k: _pad(v, step) for k, v in chunk.items()} if model.static_batch else chunk
         fed_rows = len(next(iter(fed.values())))
-        for k, v in run(fed).items():
-            b = batched.setdefault(k, v.ndim > 0 and v.shape[0] == fed_rows)
-            parts.setdefault(k, []).append(v[:rows] if b else v)
-    return {k: np.concatenate(v) if batched[k] else v[0] for k, v in parts.items()}
+        got = run(model.layout().to_model(fed))
+        if i == 0:
+            axes = observed_output_axes(model.layout().outputs, got, fed_rows, set())
+            model.outputs = tuple(TensorSpec(o.name, o.shape, o.dtype, axes.get(o.name, o.batch_axis))
+                                  for o in model.outputs) or tuple(TensorSpec(k, None, "float32", a)
+                                                                  for k, a in axes.items())
+        for k, v in model.layout().from_model(got, fed_rows).items():
+            parts.setdefault(k, []).append(v[:rows])
+    return {k: np.concatenate(v) for k, v in parts.items()}

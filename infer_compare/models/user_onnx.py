@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import deps
 from ..errors import UsageError
+from ..layout import batch_axes
 from .user import (
     TensorSpec,
     UserModel,
@@ -84,11 +85,12 @@ def _declared(vi, where: str) -> tuple[tuple[Any, ...] | None, str]:
     return dims, dtype
 
 
-def _output_spec(vi, dynamic_batch: bool) -> TensorSpec:
+def _output_spec(vi, dynamic_batch: bool, axis: int | None) -> TensorSpec:
     shape, dtype = _declared(vi, f"output '{vi.name}'")
-    if shape is not None and dynamic_batch and shape and isinstance(shape[0], str):
-        shape = ("batch",) + shape[1:]
-    return TensorSpec(vi.name, shape, dtype)
+    if shape is not None and dynamic_batch and axis is not None and len(shape) > axis and \
+            isinstance(shape[axis], str):
+        shape = shape[:axis] + ("batch",) + shape[axis + 1:]
+    return TensorSpec(vi.name, shape, dtype, axis)
 
 
 def _check(path: str) -> None:
@@ -109,12 +111,14 @@ def _notes(model, files: list[str], inputs: tuple[TensorSpec, ...], outputs: tup
     if any(t.dtype in ("float16", "bfloat16") for t in inputs + outputs):
         notes.append("the model takes or gives float16 tensors: the reference is what ONNX Runtime computes on them")
     for s, (_, shape, _) in zip(inputs, declared, strict=True):
-        if shape is None or any(isinstance(d, str) for d in shape[1:]):
-            notes.append(f"input '{s.name}': shape {fmt_shape(s.shape)}, dynamic dimensions sized by --input-shape")
+        if shape is None or any(isinstance(d, str) for i, d in enumerate(shape) if i != s.batch_axis):
+            notes.append(f"input '{s.name}': shape {fmt_shape(s.shape)}, dynamic dimensions sized by --input-shape "
+                         "or --data")
     return notes
 
 
-def load_onnx(path: str, input_shapes: Mapping[str | None, tuple[int, ...]] | None) -> UserModel:
+def load_onnx(path: str, input_shapes: Mapping[str | None, tuple[int, ...]] | None,
+              data_shapes: Mapping[str, tuple[int, ...]] | None = None) -> UserModel:
     """An ONNX file (with its external data, if any) -> UserModel; every problem a UsageError."""
     _check(path)
     import onnx
@@ -127,9 +131,11 @@ def load_onnx(path: str, input_shapes: Mapping[str | None, tuple[int, ...]] | No
     if not graph_inputs:
         raise UsageError(f"{what} has no inputs")
     declared = [(vi.name, *_declared(vi, f"input '{vi.name}'")) for vi in graph_inputs]
-    inputs = resolve_inputs(declared, input_shapes, what)
-    dynamic = any(s.shape and s.shape[0] == "batch" for s in inputs)
-    outputs = tuple(_output_spec(vi, dynamic) for vi in model.graph.output)
+    out_declared = [(vi.name, _declared(vi, f"output '{vi.name}'")[0]) for vi in model.graph.output]
+    inputs = resolve_inputs(declared, input_shapes, what, out_declared, data_shapes)
+    dynamic = any(s.shape and "batch" in s.shape for s in inputs)
+    _, out_axes = batch_axes([(n, s) for n, s, _ in declared], out_declared)
+    outputs = tuple(_output_spec(vi, dynamic, out_axes[vi.name]) for vi in model.graph.output)
     notes = _notes(model, files, inputs, outputs, declared)
     return UserModel("onnx", path, sha256_files(files), inputs, outputs, static_batch_of(inputs), None, notes)
 

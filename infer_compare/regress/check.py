@@ -8,13 +8,13 @@ from collections.abc import Iterable
 from ..errors import UsageError
 from ..records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
 from .environment import check_environment
-from .metrics import METRICS, fmt_value
-from .noise import bootstrap_ratio_ci, sample_blocks, stat_fn
-from .results import NA, NOISE, PASS, REGRESSION, Check, RegressionResult, RowDiff
-from .rules import Rule, parse_rules
+from .judge import ABSOLUTE, REFERENCE, TIMINGS, Stats, judge
+from .metrics import METRICS
+from .results import NA, Check, RegressionResult, RowDiff
+from .rules import DEFAULT_RULES, Rule, parse_rules
 
 
-def _as_report(x, what: str) -> Report:
+def as_report(x, what: str) -> Report:
     if isinstance(x, Report):
         return x
     if isinstance(x, (str, os.PathLike)):
@@ -22,6 +22,39 @@ def _as_report(x, what: str) -> Report:
 
         return load_report(x)
     raise UsageError(f"{what} must be a Report or the path of a results.json, got {type(x).__name__}")
+
+
+def baseline_paths(items) -> list[str]:
+    """Paths given as baselines, directories expanded to every results.json below them (sorted)."""
+    from pathlib import Path
+
+    out: list[str] = []
+    for x in [items] if isinstance(items, (str, os.PathLike)) else items:
+        p = Path(x)
+        if p.is_dir():
+            found = sorted(p.rglob("results.json"))
+            if not found:
+                raise UsageError(f"baseline directory {p} holds no results.json")
+            out += [str(f) for f in found]
+        else:
+            out.append(str(p))
+    return out
+
+
+def load_baselines(baseline) -> list[tuple[str, Report]]:
+    """(name, Report) for each baseline run: a Report, a path (file or directory), or a list of them."""
+    if isinstance(baseline, Report):
+        return [("", baseline)]
+    items = [baseline] if isinstance(baseline, (str, os.PathLike)) else list(baseline or ())
+    out: list[tuple[str, Report]] = []
+    for x in items:
+        if isinstance(x, Report):
+            out.append(("", x))
+        else:
+            out += [(f"({p})", as_report(p, "baseline")) for p in baseline_paths([x])]
+    if not out:
+        raise UsageError("no baseline given")
+    return out
 
 
 def _incompleteness(rep: Report, what: str) -> str:
@@ -55,60 +88,6 @@ def check_complete(current: Report | None, baseline: Report, allow: bool = False
     return notes
 
 
-def _interval(rule: Rule, a: RunRecord, b: RunRecord, confidence: float, n_resamples: int,
-              seed: int) -> tuple[tuple[float, float] | None, str]:
-    """(confidence interval of the change, method) from the raw samples; (None, "") without them."""
-    m = METRICS[rule.metric]
-    if not (m.samples and a.samples_ns and b.samples_ns):
-        return None, ""
-    ba, bb = sample_blocks(a.samples_ns), sample_blocks(b.samples_ns)
-    if ba is None or bb is None:
-        return None, ""
-    lo, hi, method = bootstrap_ratio_ci(ba, bb, m.samples, confidence, n_resamples, seed)
-    va, vb = m.get(a), m.get(b)
-    if m.samples == "throughput":
-        # throughput ~ batch / mean latency: invert the latency-ratio interval and anchor it to
-        # the observed throughput ratio (which also carries the loop's own overhead).
-        obs = vb / va
-        point = float(stat_fn("mean")(bb.reshape(-1)) / stat_fn("mean")(ba.reshape(-1)))
-        lo, hi = obs * point / hi, obs * point / lo
-    return ((lo - 1.0, hi - 1.0) if rule.relative else (va * lo - va, va * hi - va)), method
-
-
-def _apply(rule: Rule, label: str, a: RunRecord, b: RunRecord, confidence: float, n_resamples: int,
-           seed: int) -> tuple[Check, str]:
-    m = METRICS[rule.metric]
-    va, vb = m.get(a), m.get(b)
-    if va is None or vb is None:
-        return Check(rule, label, va, vb, None, None, NA, f"{m.title}: not measured in "
-                     + ("either run" if va is None and vb is None else "the baseline" if va is None
-                        else "the current run")), ""
-    if rule.relative and va == 0:
-        return Check(rule, label, va, vb, None, None, NA, f"{m.title}: baseline is 0, no relative change"), ""
-    change = vb / va - 1.0 if rule.relative else vb - va
-    t = rule.threshold
-    ci, method = _interval(rule, a, b, confidence, n_resamples, seed)
-    beyond = change > t if m.worse > 0 else change < -t
-    if not beyond:
-        verdict = PASS
-    elif ci is None:
-        verdict = REGRESSION
-    else:
-        sure = ci[0] > t if m.worse > 0 else ci[1] < -t
-        verdict = REGRESSION if sure else NOISE
-    chg = f"{change * 100:+.1f} %" if rule.relative else f"{change:+.4g} {m.unit}".rstrip()
-    ci_txt = ""
-    if ci is not None:
-        ci_txt = (f", {confidence:.0%} CI [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}] %" if rule.relative
-                  else f", {confidence:.0%} CI [{ci[0]:+.4g}, {ci[1]:+.4g}] {m.unit}".rstrip())
-    msg = f"{m.title} {fmt_value(va, m.unit)} -> {fmt_value(vb, m.unit)} ({chg}{ci_txt}); rule {rule}"
-    if verdict == NOISE:
-        msg += ": beyond the threshold, but not by more than the measured spread"
-    elif verdict == REGRESSION and ci is None and m.samples:
-        msg += " (no raw samples: compared as points, no noise allowance)"
-    return Check(rule, label, va, vb, change, ci, verdict, msg), method
-
-
 def _run_notes(base: Report, cur: Report) -> list[str]:
     """Differences of weights and settings: not refused, but said."""
     notes: list[str] = []
@@ -133,62 +112,119 @@ def key_rows(rep: Report) -> dict[str, RunRecord]:
     return out
 
 
-def _diff_row(lab: str, a: RunRecord, b: RunRecord, rules: tuple[Rule, ...], methods: set[str],
-              **stats) -> RowDiff:
+def _diff_row(lab: str, bases: list[RunRecord], b: RunRecord, rules: tuple[Rule, ...], methods: set[str],
+              st: Stats) -> RowDiff:
+    a = bases[0]
     row_notes = []
     if a.threads != b.threads:
         row_notes.append(f"threads {a.threads} -> {b.threads}")
-    if a.exec_precision != b.exec_precision:
-        row_notes.append(f"executed precision {a.exec_precision or '?'} -> {b.exec_precision or '?'}")
+    measured = [x for x in bases if x.status in (OK, PARITY_FAILED)]
     checks: list[Check] = []
-    if a.status in (OK, PARITY_FAILED) and b.status in (OK, PARITY_FAILED):
+    if measured and b.status in (OK, PARITY_FAILED):
         for rule in rules:
-            c, method = _apply(rule, lab, a, b, **stats)
+            c, method = judge(rule, lab, measured, b, st)
             checks.append(c)
             if method:
                 methods.add(method)
+        is_ref = a.backend == "pytorch" and a.format == "pytorch" and a.precision == "fp32"
+        if st.timing != ABSOLUTE and any(c.rule.metric in _TIMED for c in checks) and not any(
+                c.calibrated for c in checks if c.rule.metric in _TIMED) and not (st.timing == REFERENCE and is_ref):
+            row_notes.append(f"timings compared in absolute terms: no {st.timing} figure to divide by")
+        elif st.timing == REFERENCE and a.backend == "pytorch" and a.format == "pytorch" and a.precision == "fp32":
+            row_notes.append("the reference row: its timings are judged as measured")
     elif b.status == SKIPPED and a.status != SKIPPED:
         row_notes.append(f"now skipped: {b.reason}")
-    return RowDiff(lab, a, b, tuple(checks), tuple(row_notes))
+    return RowDiff(lab, a, b, tuple(checks), tuple(row_notes), tuple(bases))
 
 
-def check_regression(current: Report | str | os.PathLike, baseline: Report | str | os.PathLike,
-                     rules: Iterable[str | Rule] | str | None = (), *, allow_environment_change: bool = False,
-                     allow_incomplete: bool = False, confidence: float = 0.95, n_resamples: int = 1000,
-                     seed: int = 0) -> RegressionResult:
-    """Compare ``current`` with ``baseline`` row by row under ``rules`` (e.g. ``["p50:+10%"]``).
+_TIMED = tuple(k for k, m in METRICS.items() if m.samples)
 
-    Returns a RegressionResult (``.passed``, ``.violations``, ``.summary()``).
-    Raises EnvironmentMismatch (a UsageError) when the baseline comes from another
-    machine or library versions and ``allow_environment_change`` is False; UsageError
-    when either report is incomplete (an interrupted run) and ``allow_incomplete`` is
-    False, for bad rules, and for baselines of another model.
-    """
-    cur = _as_report(current, "current")
-    base = _as_report(baseline, "baseline")
-    rule_t = parse_rules(rules)
+
+def _reference_rows(bases: list[Report], cur: Report) -> dict[int, tuple[RunRecord | None, RunRecord | None]]:
+    """id(baseline row) -> (its run's reference row, the current run's): PyTorch fp32 measured ok on the
+    same device, batch size and scenario (what --timing reference divides by)."""
+    def refs(rep: Report) -> dict[tuple, RunRecord]:
+        return {(r.device, r.batch_size, r.scenario): r for r in rep.rows
+                if r.backend == "pytorch" and r.format == "pytorch" and r.precision == "fp32" and r.status == OK}
+
+    now = refs(cur)
+    out: dict[int, tuple[RunRecord | None, RunRecord | None]] = {}
+    for rep in bases:
+        then = refs(rep)
+        for r in rep.rows:
+            k = (r.device, r.batch_size, r.scenario)
+            out[id(r)] = (then.get(k), now.get(k))
+    return out
+
+
+def _validate(confidence: float, n_resamples: int, timing: str) -> None:
     if not 0.5 <= confidence < 1:
         raise UsageError(f"confidence must be in [0.5, 1), got {confidence}")
     if n_resamples < 100:
         raise UsageError(f"n_resamples must be >= 100, got {n_resamples}")
-    if base.model.name != cur.model.name:
-        raise UsageError(f"the baseline is of model {base.model.name!r} and the current run of "
-                         f"{cur.model.name!r}: nothing to compare")
-    names = tuple(f"({os.fspath(x)})" if isinstance(x, (str, os.PathLike)) else "" for x in (current, baseline))
-    notes = check_complete(cur, base, allow_incomplete, names)
-    env_diffs = check_environment(base.environment, cur.environment, allow_environment_change)
-    notes += _run_notes(base, cur)
-    ra, rb = key_rows(base), key_rows(cur)
+    if timing not in TIMINGS:
+        raise UsageError(f"timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
+
+
+def check_regression(current: Report | str | os.PathLike, baseline, rules: Iterable[str | Rule] | str | None = None,
+                     *, allow_environment_change: bool = False, allow_incomplete: bool = False,
+                     allow_missing: bool = False, timing: str = REFERENCE, confidence: float = 0.95,
+                     n_resamples: int = 1000, seed: int = 0) -> RegressionResult:
+    """Compare ``current`` with ``baseline`` row by row under ``rules`` (e.g. ``["p50:+10%"]``).
+
+    ``baseline`` is a Report or a path (a results.json, or a directory of them), or a list of them:
+    several runs of the baseline code, whose spread is the between-run allowance. ``rules`` None
+    applies DEFAULT_RULES. Timings are judged as ratios to the run's own PyTorch fp32 row
+    (``timing="reference"``; ``"calibrated"``: to the calibration workload timed before each row;
+    ``"absolute"``: as measured). Returns a RegressionResult (``.passed``,
+    ``.violations``, ``.summary()``). Raises EnvironmentMismatch (a UsageError) when a baseline
+    comes from another machine or library versions and ``allow_environment_change`` is False;
+    UsageError when a report is incomplete (an interrupted or killed run) and ``allow_incomplete``
+    is False, for bad rules, and for baselines of another model.
+    """
+    _validate(confidence, n_resamples, timing)
+    cur = as_report(current, "current")
+    bases = load_baselines(baseline)
+    rule_t = parse_rules(DEFAULT_RULES if rules is None else rules)
+    notes, env_diffs = _preflight(cur, current, bases, allow_incomplete, allow_environment_change)
+    keyed = [key_rows(rep) for _, rep in bases]
+    rb = key_rows(cur)
+    labels = list(dict.fromkeys([k for ra in keyed for k in ra] + list(rb)))
     diffs: list[RowDiff] = []
     methods: set[str] = set()
-    for lab in list(ra) + [k for k in rb if k not in ra]:
-        a, b = ra.get(lab), rb.get(lab)
-        if a is None or b is None:
-            diffs.append(RowDiff(lab, a, b))
+    st = Stats(confidence, n_resamples, seed, timing, _reference_rows([rep for _, rep in bases], cur))
+    for lab in labels:
+        rows_a, b = [ra[lab] for ra in keyed if lab in ra], rb.get(lab)
+        if not rows_a or b is None:
+            diffs.append(RowDiff(lab, rows_a[0] if rows_a else None, b, baselines=tuple(rows_a)))
         else:
-            diffs.append(_diff_row(lab, a, b, rule_t, methods, confidence=confidence, n_resamples=n_resamples,
-                                   seed=seed))
+            diffs.append(_diff_row(lab, rows_a, b, rule_t, methods, st))
     if rule_t and not any(c.verdict != NA for d in diffs for c in d.checks):
         notes.append("no rule could be applied: no measured row appears in both runs")
+    if len(bases) == 1:
+        notes.append("one baseline run: the noise between runs is not known, only each run's own interval; "
+                     "pool several baseline runs (--baseline a.json b.json c.json, or a directory of them)")
     return RegressionResult(rule_t, tuple(diffs), tuple(env_diffs), tuple(notes), confidence,
-                            "; ".join(sorted(methods)), base.created, cur.created)
+                            "; ".join(sorted(methods)), ", ".join(rep.created for _, rep in bases), cur.created,
+                            n_baselines=len(bases), timing=timing, default_rules=rules is None,
+                            allow_missing=allow_missing)
+
+
+def _preflight(cur: Report, current, bases: list[tuple[str, Report]], allow_incomplete: bool,
+               allow_env: bool) -> tuple[list[str], list[str]]:
+    """Refuse what cannot be compared (another model, incomplete, another environment); the notes."""
+    notes: list[str] = []
+    env_diffs: list[str] = []
+    cur_name = f"({os.fspath(current)})" if isinstance(current, (str, os.PathLike)) else ""
+    for i, (name, base) in enumerate(bases):
+        if base.model.name != cur.model.name:
+            raise UsageError(f"the baseline{name and ' ' + name} is of model {base.model.name!r} and the current run "
+                             f"of {cur.model.name!r}: nothing to compare")
+        for n in check_complete(cur if i == 0 else None, base, allow_incomplete, (cur_name, name)):
+            if n not in notes:
+                notes.append(n)
+        for d in check_environment(base.environment, cur.environment, allow_env):
+            if d not in env_diffs:
+                env_diffs.append(d)
+        notes += [n for n in _run_notes(base, cur) if n not in notes]
+    return notes, env_diffs

@@ -1,85 +1,90 @@
-"""The terminal view of a RegressionResult (rich)."""
+"""The terminal view of a RegressionResult: reads at 80 columns (rows as blocks, never cut), lists
+only rows that were measured, says how many were compared, which rules and which timing applied."""
 
 from __future__ import annotations
 
-from ..records import SKIPPED
-from .metrics import fmt_value
-from .results import NOISE, REGRESSION, RegressionResult, RowDiff
+from .metrics import METRICS, fmt_value
+from .results import DISTURBED, NOISE, PASS, REGRESSION, Check, RegressionResult, RowDiff
+
+_SHOWN = ("p50", "throughput", "accuracy")  # shown for every measured row, ruled or not
 
 
-def _cell(d: RowDiff, metric: str, rel: bool = True) -> str:
-    va, vb = d.value(metric)
-    if va is None and vb is None:
-        return "–"
-    if va is None or vb is None:
-        return f"{fmt_value(va)} → {fmt_value(vb)}"
-    ch = f"{(vb / va - 1) * 100:+.1f}%" if rel and va else f"{vb - va:+.3g}"
-    return f"{fmt_value(va)} → {fmt_value(vb)} ({ch})"
+def _change(c: Check) -> str:
+    m, rule = METRICS[c.rule.metric], c.rule
+
+    def f(x: float | None) -> str:
+        if x is None:
+            return "–"
+        return f"{x * 100:+.1f}%" if rule.relative else f"{x:+.3g}"
+
+    out = f"{fmt_value(c.baseline)} → {fmt_value(c.current, m.unit)} ({f(c.raw_change)})"
+    if c.calibrated:
+        out += f", normalized {f(c.change)}"
+    if c.n_baselines > 1 and c.judged_change is not None:
+        out += f", judged {f(c.judged_change)}"
+    return out
 
 
-def _verdicts(d: RowDiff, escape) -> str:
-    out = []
+_MARK = {REGRESSION: "[bold red]REGRESSION[/]", NOISE: "[yellow]noise[/]", PASS: "[green]ok[/]",
+         DISTURBED: "[yellow]not judged[/]"}
+
+
+def _row_lines(d: RowDiff, result: RegressionResult, escape) -> list[str]:
+    status = d.status_change
+    bad = [v for v in result.violations if v.startswith(d.label + ":")]
+    head = f"[bold]{escape(d.label)}[/]  " + (f"[red]{escape(status)}[/]" if "->" in status or bad else escape(status))
+    lines = [head]
+    ruled = {c.rule.metric for c in d.checks}
     for c in d.checks:
-        if c.verdict == REGRESSION:
-            out.append(f"[bold red]{escape(str(c.rule))} broken[/]")
-        elif c.verdict == NOISE:
-            out.append(f"[yellow]{escape(str(c.rule))} within noise[/]")
-    if d.status_regressed:
-        out.insert(0, "[bold red]now failing[/]")
-    if d.checks and not out:
-        out.append("[green]ok[/]")
-    return ", ".join(out) or "–"
-
-
-def _table(result: RegressionResult, show_all: bool):
-    from rich.markup import escape
-    from rich.table import Table
-
-    t = Table(header_style="bold", pad_edge=False, title="changes against the baseline "
-              f"({escape(result.baseline_created)} -> {escape(result.current_created)})")
-    for col in ("row", "status", "p50 ms", "p99 ms", "img/s", "cos", "acc %", "rules"):
-        t.add_column(col, justify="left" if col in ("row", "status", "rules") else "right")
-    for d in result.rows:
-        if d.baseline is None or d.current is None:
-            continue
-        if not show_all and d.baseline.status == SKIPPED and d.current.status == SKIPPED:
-            continue
-        status = escape(d.status_change)
-        t.add_row(escape(d.label), status if "->" not in status else f"[red]{status}[/]",
-                  _cell(d, "p50"), _cell(d, "p99"), _cell(d, "throughput"), _cell(d, "cosine", rel=False),
-                  _cell(d, "accuracy", rel=False), _verdicts(d, escape))
-    return t
+        lines.append(f"  {c.rule.metric:<10} {escape(_change(c))}  {_MARK.get(c.verdict, c.verdict)}")
+        if c.verdict == DISTURBED:
+            lines.append(f"    [yellow]{escape(c.message)}[/]")
+    for metric in _SHOWN:
+        va, vb = d.value(metric)
+        if metric not in ruled and (va is not None or vb is not None):
+            lines.append(f"  [dim]{metric:<10} {fmt_value(va)} → {fmt_value(vb, METRICS[metric].unit)}[/]")
+    lines += [f"  [red]{escape(v.split(': ', 1)[1])}[/]" for v in bad if not any(
+        v.endswith(c.message) for c in d.checks)]
+    lines += [f"  [dim]{escape(n)}[/]" for n in d.notes]
+    return lines
 
 
 def print_result(result: RegressionResult, console=None, show_all: bool = False) -> None:
-    """A rich table of the changes per row, then the notes and the verdict."""
-    import sys
-
-    from rich.console import Console
+    """Each measured row as a short block (label, then one line per metric), the notes, the verdict."""
     from rich.markup import escape
 
-    con = console or (Console() if sys.stdout.isatty() else Console(width=200))
-    con.print(_table(result, show_all))
+    from ..report.terminal import console_for_stdout
+
+    con = console or console_for_stdout(80)
+    n_b = result.n_baselines
+    con.print(f"[bold]against {n_b} baseline run{'s' if n_b != 1 else ''}[/] ({escape(result.baseline_created)}) "
+              f"-> current ({escape(result.current_created)})")
+    con.print(f"rules: {escape(result.rules_text)}; always: a row ok in the baseline must be measured ok now, "
+              f"executing the same precision")
+    con.print("timings: " + {"calibrated": "calibrated (each row's time over a fixed workload timed before it; "
+                                            "the absolute change in brackets)",
+                             "reference": "relative to the reference (each row's time over its run's PyTorch fp32 "
+                                          "row; the absolute change in brackets)"}.get(result.timing, "absolute"))
+    shown = [d for d in result.rows if show_all or d.measured_in_either]
+    for d in shown:
+        for line in _row_lines(d, result, escape):
+            con.print(line)
+    hidden = len(result.rows) - len(shown)
+    if hidden:
+        con.print(f"[dim]{hidden} row(s) measured in neither run (skipped) not shown[/]")
     for n in result.notes:
         con.print(f"[dim]note:[/] {escape(n)}")
-    for d in result.rows:
-        for n in d.notes:
-            con.print(f"[dim]{escape(d.label)}:[/] {escape(n)}")
     if result.environment_differences:
         con.print(f"[yellow]environment changed (allowed):[/] {escape('; '.join(result.environment_differences))}")
-    if result.only_in_baseline:
-        con.print(f"[dim]only in the baseline: {escape(', '.join(result.only_in_baseline))}[/]")
-    if result.only_in_current:
-        con.print(f"[dim]only in the current run: {escape(', '.join(result.only_in_current))}[/]")
-    for c in result.checks:
-        if c.verdict == NOISE:
-            con.print(f"[yellow]within noise[/] {escape(c.label)}: {escape(c.message)}")
+    if result.disturbed:
+        con.print(f"[bold yellow]timings not judged for {len(result.disturbed)} row(s)[/]: other processes took "
+                  "CPU time while they were measured (see each row); status, precision and accuracy were judged")
     if result.method:
-        con.print(f"[dim]noise allowance: {result.confidence:.0%} confidence intervals by {escape(result.method)}[/]")
+        con.print(f"[dim]within-run intervals: {result.confidence:.0%} by {escape(result.method)}[/]")
     if result.passed:
         con.print(f"[bold green]no regression[/] ({len(result.matched)} rows compared; rules: "
-                  f"{escape(', '.join(map(str, result.rules)) or 'none (status changes only)')})")
+                  f"{escape(result.rules_text)})")
     else:
-        con.print(f"[bold red]REGRESSION[/] ({len(result.violations)}):")
+        con.print(f"[bold red]REGRESSION[/] ({len(result.violations)}; {len(result.matched)} rows compared):")
         for v in result.violations:
             con.print(f"  [red]{escape(v)}[/]")

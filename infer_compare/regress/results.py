@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import EXPORT_FAILED, OK, PARITY_FAILED, RUN_FAILED, RunRecord
+from ..records import EXPORT_FAILED, OK, PARITY_FAILED, RUN_FAILED, SKIPPED, RunRecord
 from .metrics import METRICS
 from .rules import Rule
 
@@ -13,6 +13,7 @@ PASS = "pass"
 REGRESSION = "regression"
 NOISE = "within noise"
 NA = "n/a"
+DISTURBED = "disturbed"  # timings not judged: other processes took CPU time while the row was measured
 
 
 @dataclass(frozen=True)
@@ -25,21 +26,48 @@ class Check:
     current: float | None
     change: float | None  # relative: current/baseline - 1; absolute: current - baseline (metric unit)
     ci: tuple[float, float] | None  # confidence interval of ``change``; None when compared as points
-    verdict: str  # pass / regression / within noise / n/a
+    verdict: str  # pass / regression / within noise / disturbed / n/a
     message: str = ""
+    raw_change: float | None = None  # ``change`` without calibration (the absolute change of the timing)
+    calibrated: bool = False  # ``change`` is a ratio to the calibration workload
+    judged_change: float | None = None  # against the most favourable baseline run (what the verdict used)
+    n_baselines: int = 1
 
     @property
     def broken(self) -> bool:
         return self.verdict == REGRESSION
 
 
+MEASURED = (OK, PARITY_FAILED)
+
+
 @dataclass(frozen=True)
 class RowDiff:
     label: str
-    baseline: RunRecord | None
+    baseline: RunRecord | None  # the row in the first baseline run that has it
     current: RunRecord | None
     checks: tuple[Check, ...] = ()
     notes: tuple[str, ...] = ()
+    baselines: tuple[RunRecord, ...] = ()  # the row in every baseline run that has it
+
+    @property
+    def _bases(self) -> tuple[RunRecord, ...]:
+        return self.baselines or ((self.baseline,) if self.baseline is not None else ())
+
+    @property
+    def expected(self) -> bool:
+        """Measured ok in every baseline run that has the row."""
+        return bool(self._bases) and all(a.status == OK for a in self._bases)
+
+    @property
+    def measured_in_both(self) -> bool:
+        return (self.current is not None and self.current.status in MEASURED
+                and any(a.status in MEASURED for a in self._bases))
+
+    @property
+    def measured_in_either(self) -> bool:
+        return self.measured_in_both or (self.current is not None and self.current.status in MEASURED) or any(
+            a.status in MEASURED for a in self._bases)
 
     @property
     def status_change(self) -> str:
@@ -49,8 +77,25 @@ class RowDiff:
 
     @property
     def status_regressed(self) -> bool:
-        return (self.baseline is not None and self.current is not None and self.baseline.status == OK
-                and self.current.status in (RUN_FAILED, EXPORT_FAILED, PARITY_FAILED))
+        """Ok in the baseline, failing now (always a violation)."""
+        return self.expected and self.current is not None and self.current.status in (RUN_FAILED, EXPORT_FAILED,
+                                                                                      PARITY_FAILED)
+
+    @property
+    def vanished(self) -> bool:
+        """Ok in the baseline, absent or skipped now (a violation unless allow_missing)."""
+        return self.expected and (self.current is None or self.current.status == SKIPPED)
+
+    @property
+    def precision_changed(self) -> str:
+        """'' or what changed: the current row executed a precision no baseline run executed."""
+        b = self.current
+        if b is None or b.status not in MEASURED or not self.expected:
+            return ""
+        seen = {a.exec_precision for a in self._bases}
+        if b.exec_precision in seen:
+            return ""
+        return f"executed precision {' / '.join(sorted(x or '?' for x in seen))} -> {b.exec_precision or '?'}"
 
     def value(self, metric: str) -> tuple[float | None, float | None]:
         g = METRICS[metric].get
@@ -70,15 +115,23 @@ class RegressionResult:
     method: str = ""
     baseline_created: str = ""
     current_created: str = ""
+    n_baselines: int = 1
+    timing: str = "reference"
+    default_rules: bool = False  # no rule was given: the documented defaults were applied
+    allow_missing: bool = False
 
     @property
     def violations(self) -> tuple[str, ...]:
         out = []
         for d in self.rows:
-            if d.status_regressed:
-                cur = d.current
-                out.append(f"{d.label}: was ok, now {cur.status if cur else '?'}"
-                           + (f" ({cur.reason})" if cur is not None and cur.reason else ""))
+            cur = d.current
+            if d.status_regressed and cur is not None:
+                out.append(f"{d.label}: was ok, now {cur.status}" + (f" ({cur.reason})" if cur.reason else ""))
+            elif d.vanished and not self.allow_missing:
+                out.append(f"{d.label}: was ok, now " + ("missing from the current run" if cur is None else
+                                                         f"skipped ({cur.reason})") + " (--allow-missing accepts it)")
+            if d.precision_changed:
+                out.append(f"{d.label}: {d.precision_changed}")
             for c in d.checks:
                 if c.broken:
                     out.append(f"{d.label}: {c.message}")
@@ -97,7 +150,17 @@ class RegressionResult:
 
     @property
     def matched(self) -> tuple[RowDiff, ...]:
-        return tuple(d for d in self.rows if d.baseline is not None and d.current is not None)
+        """The rows measured (ok or parity_failed) in the current run and in a baseline run."""
+        return tuple(d for d in self.rows if d.measured_in_both)
+
+    @property
+    def disturbed(self) -> tuple[str, ...]:
+        """Rows whose timings were not judged (measured while other processes took CPU time)."""
+        return tuple(dict.fromkeys(c.label for c in self.checks if c.verdict == DISTURBED))
+
+    @property
+    def rules_text(self) -> str:
+        return (", ".join(map(str, self.rules)) or "none") + (" (the defaults)" if self.default_rules else "")
 
     @property
     def only_in_baseline(self) -> tuple[str, ...]:
@@ -110,11 +173,11 @@ class RegressionResult:
     def summary(self) -> str:
         """Plain text: verdict, violations, changes within noise, notes. Good for assertion messages."""
         lines = [("PASSED" if self.passed else "FAILED") + f": {len(self.matched)} rows compared, "
-                 f"{len(self.rules)} rule(s): {', '.join(map(str, self.rules)) or 'none'}"]
+                 f"{self.n_baselines} baseline run(s), timings {self.timing}, rules: {self.rules_text}"]
         lines += [f"  REGRESSION {v}" for v in self.violations]
         for c in self.checks:
-            if c.verdict == NOISE:
-                lines.append(f"  within noise {c.label}: {c.message}")
+            if c.verdict in (NOISE, DISTURBED):
+                lines.append(f"  {c.verdict} {c.label}: {c.message}")
         if self.only_in_baseline:
             lines.append(f"  only in the baseline: {', '.join(self.only_in_baseline)}")
         if self.only_in_current:
@@ -128,6 +191,11 @@ class RegressionResult:
         return {
             "passed": self.passed,
             "rules": [str(r) for r in self.rules],
+            "default_rules": self.default_rules,
+            "n_baselines": self.n_baselines,
+            "timing": self.timing,
+            "rows_compared": len(self.matched),
+            "timings_not_judged": list(self.disturbed),
             "violations": list(self.violations),
             "confidence": self.confidence,
             "method": self.method,
@@ -140,6 +208,8 @@ class RegressionResult:
                  "values": {m: dict(zip(("baseline", "current"), d.value(m), strict=True))
                             for m in ("p50", "p99", "throughput", "cosine", "accuracy")},
                  "checks": [{"rule": str(c.rule), "baseline": c.baseline, "current": c.current, "change": c.change,
+                             "raw_change": c.raw_change, "calibrated": c.calibrated,
+                             "judged_change": c.judged_change, "n_baselines": c.n_baselines,
                              "ci": list(c.ci) if c.ci else None, "verdict": c.verdict, "message": c.message}
                             for c in d.checks],
                  "notes": list(d.notes)}

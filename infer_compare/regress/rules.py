@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from ..errors import UsageError
 from .metrics import _ALIASES, METRICS
 
+# Applied when no rule is given (the gate's documented defaults; docs/reports-and-regression.md says how
+# they were chosen): timings are judged calibrated, against the most favourable of the baseline runs.
+DEFAULT_RULES = ("p50:+15%", "throughput:-15%", "accuracy:-0.5")
+
 
 @dataclass(frozen=True)
 class Rule:

@@ -44,7 +44,7 @@ def _par(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
 
 def _per_output(r: RunRecord) -> str:
     outs = r.parity.outputs if r.parity is not None else ()
-    keep = ("cosine_mean", "cosine_min", "max_abs", "rel_max", "top1_agreement", "passed")
+    keep = ("cosine_mean", "cosine_min", "max_abs", "rel_max", "top1_agreement", "passed", "kind", "metric", "margin")
     return json.dumps({p.output: {k: getattr(p, k) for k in keep} for p in outs}) if outs else ""
 
 
@@ -110,9 +110,16 @@ COLUMNS: tuple[tuple[str, Callable[[Report, RunRecord, dict], Any]], ...] = (
     ("energy_source", lambda rep, r, eff: eff["energy_source"]),
     ("report_complete", lambda rep, r, eff: rep.complete),  # false on every line of an interrupted run
     # a model with several outputs: the output the row's parity figures are for (its worst), and every output's
-    # figures as JSON {name: {cosine_mean, cosine_min, max_abs, rel_max, top1_agreement, passed}}; empty otherwise
+    # figures as JSON {name: {cosine_mean, cosine_min, max_abs, rel_max, top1_agreement, passed, kind, metric,
+    # margin}}; empty otherwise
     ("parity_output", _par("output")),
     ("parity_per_output", lambda rep, r, eff: _per_output(r)),
+    # what the (worst) output means and the check that decided it (parity_detail.py): margin = share of the
+    # allowance left, < 0 failed; the first diverging node of a failed fp16/int8 ONNX row (divergence.py)
+    ("parity_kind", _par("kind")),
+    ("parity_metric", _par("metric")),
+    ("parity_margin", _par("margin")),
+    ("first_diverging_node", lambda rep, r, eff: ((r.extra or {}).get("first_divergence") or {}).get("node")),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 

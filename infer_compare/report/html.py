@@ -12,7 +12,8 @@ from html import escape
 
 from ..flops import efficiency
 from ..records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
-from . import common, plots
+from . import common, parity_detail, plots
+from .verdict import verdict
 
 CSS = """
 :root { --fg:#1d232a; --muted:#5b6672; --line:#d9dee4; --bg:#fff; --head:#f3f5f8; --bad:#b3261e; --ok:#1e7b34;
@@ -88,6 +89,14 @@ def _txt(s: str, cls: str = "l") -> str:
     return f'<td class="{cls}">{escape(s)}</td>'
 
 
+def _prec_cell(r: RunRecord) -> str:
+    """The short label (asked→ran, N/M integer); the runtime's full words on hover and under the table."""
+    from .terminal import short_precision
+
+    full = common.prec_label(r)
+    return f'<td class="l" title="{escape(full)}">{escape(short_precision(r))}</td>'
+
+
 def _status_cell(r: RunRecord) -> str:
     txt = common.status_text(r)
     cls = "ok" if r.status == OK else "fail"
@@ -117,7 +126,7 @@ def _rows_table(rep: Report) -> tuple[str, bool, bool]:
     for r in rows:
         lat, ex, p, e = r.latency, r.export, r.parity, effs[id(r)]
         cls = ' class="bad"' if r.status not in (OK, SKIPPED) else ""
-        cells = [_txt(r.backend), _txt(r.format), _txt(common.prec_label(r), "prec"), _txt(r.device),
+        cells = [_txt(r.backend), _txt(r.format), _prec_cell(r), _txt(r.device),
                  _num(r.batch_size, str(r.batch_size) if r.batch_size is not None else "–"),
                  _num(lat.count if lat else None, str(lat.count) if lat else "–"),
                  _num(lat.p50_ms if lat else None), _num(lat.median_ci_rel if lat else None, common.ci_text(lat)),
@@ -171,7 +180,7 @@ def _highlights(rep: Report) -> str:
     rows = [r for r in rep.rows if r.status in (OK, PARITY_FAILED) and r.latency is not None]
     if not rows:
         return ""
-    v = common.verdict(rep)
+    v = verdict(rep)
     cards = [(p.title, p.value, p.text()[len(p.title) + 2:]) for p in v.picks]
     if rep.model.flops_per_image:
         cards.append(("model FLOPs per image", _flops_text(rep.model.flops_per_image),
@@ -203,7 +212,11 @@ def _label(r: RunRecord) -> str:
 def _notes(rep: Report) -> list[str]:
     notes = list(rep.notes)
     first_batch = {k: min(v) for k, v in rep.settings.batch_sizes.items() if v}
+    from .terminal import short_precision
+
     for r in rep.rows:
+        if r.exec_precision and r.batch_size is not None and short_precision(r) != r.exec_precision:
+            notes.append(f"{r.label}: ran {r.exec_precision}")
         notes += [f"{r.label}: {n}" for n in r.notes]
         if r.export is not None and r.export.notes and r.batch_size in (None, first_batch.get(r.device.split(":")[0])):
             notes += [f"{r.format} {r.export.precision} artifact: {n}" for n in r.export.notes]
@@ -342,6 +355,10 @@ def render(rep: Report) -> str:
     notes = _notes(rep)
     if notes:
         out += ['<h2 id="notes">Notes</h2><ul class="tight">', *[f"<li>{escape(n)}</li>" for n in notes], "</ul>"]
+    details = parity_detail.lines(rep)
+    if details:
+        out += ['<h2 id="parity">Parity by output</h2><ul class="tight">',
+                *[f"<li>{escape(n)}</li>" for n in details], "</ul>"]
     out += _environment(rep)
     out.append(f"<script>{JS}</script></body></html>")
     return "\n".join(out) + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..records import Report
 from . import common
+from .verdict import verdict
 
 
 def _esc(s: str) -> str:
@@ -55,7 +56,7 @@ def _results(rep: Report) -> list[str]:
         out.append("| " + " | ".join(_esc(c) for c in cells) + " |")
     out.append("")
     out += [f"{_esc(line)}" + "\n" for line in common.latency_notes(rep)]
-    v = common.verdict(rep)
+    v = verdict(rep)
     if v.picks or v.notes:
         out += ["**Verdict**", "", *[f"- {_esc(line)}" for line in v.lines()], ""]
     out += _percentiles(rep)
@@ -91,5 +92,12 @@ def _notes(rep: Report) -> list[str]:
     return ["## Notes", "", *[f"- {_esc(n)}" for n in dict.fromkeys(notes)], ""]
 
 
+def _parity_details(rep: Report) -> list[str]:
+    from . import parity_detail
+
+    details = parity_detail.lines(rep)
+    return ["## Parity by output", "", *[f"- {_esc(n)}" for n in details], ""] if details else []
+
+
 def render(rep: Report) -> str:
-    return "\n".join(_header(rep) + _results(rep) + _failures_and_skips(rep) + _notes(rep))
+    return "\n".join(_header(rep) + _results(rep) + _failures_and_skips(rep) + _parity_details(rep) + _notes(rep))

@@ -34,7 +34,9 @@ def available() -> tuple[bool, str]:
 
 
 def _short(r: RunRecord) -> str:
-    p = r.precision if not r.exec_precision or r.exec_precision == r.precision else f"{r.precision}→{r.exec_precision}"
+    from .terminal import short_precision
+
+    p = short_precision(r)
     dev = "" if r.device == "cpu" else f" {r.device}"
     return f"{r.backend} {r.format} {p}{dev}{_scenario(r)}"
 

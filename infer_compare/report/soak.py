@@ -69,13 +69,12 @@ def series(res: Any) -> list[tuple[str, list[float | None]]]:
 
 def print_soak(rep: Report, console: Any = None) -> None:
     """The terminal summary: per configuration, a headline, sparklines with min/max, the summary line."""
-    import sys
-
-    from rich.console import Console
     from rich.markup import escape as esc
     from rich.table import Table
 
-    con = console or (Console() if sys.stdout.isatty() else Console(width=160))
+    from .terminal import console_for_stdout
+
+    con = console or console_for_stdout(160)
     con.print(f"[bold]{esc(common.model_line(rep))}[/]")
     if common.incomplete_banner(rep):
         con.print(f"[bold red]{esc(common.incomplete_banner(rep))}[/]")

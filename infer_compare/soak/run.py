@@ -249,10 +249,10 @@ def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path
     labels = _labels(c, batches)
     _, skipped = cannot_run(c, base)
     if skipped is not None:
-        more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision)) if c.device is None else ""
+        more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner)) if c.device is None else ""
         run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped, labels=labels)
         return
-    art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision))
+    art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
     if isinstance(art, Unbuilt):
         run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
                           skip_kind="unavailable" if art.status == SKIPPED else ""), labels=labels)

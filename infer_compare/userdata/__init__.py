@@ -48,19 +48,20 @@ seed=0) -> UserData``
 from __future__ import annotations
 
 from .arrays import ONLY_OUTPUT
-from .dataset import UserData, load_data, selection_order, split_eval_calibration
+from .dataset import UserData, check_folder_classes, load_data, selection_order, split_eval_calibration
 from .images import IMAGE_SUFFIXES
 from .spec import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     PreprocessSpec,
+    apply,
     from_preprocess,
     imagenet_defaults,
     preprocess_spec,
 )
 
 __all__ = [
-    "IMAGE_SUFFIXES", "IMAGENET_MEAN", "IMAGENET_STD", "ONLY_OUTPUT", "PreprocessSpec", "UserData",
-    "from_preprocess", "imagenet_defaults", "load_data", "preprocess_spec", "selection_order",
+    "IMAGE_SUFFIXES", "IMAGENET_MEAN", "IMAGENET_STD", "ONLY_OUTPUT", "PreprocessSpec", "UserData", "apply",
+    "check_folder_classes",    "from_preprocess", "imagenet_defaults", "load_data", "preprocess_spec", "selection_order",
     "split_eval_calibration",
 ]

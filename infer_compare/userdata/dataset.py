@@ -27,6 +27,8 @@ class UserData:
     skipped_examples: tuple[str, ...] = ()  # up to 5 "path: reason"
     description: str = ""
     reference_outputs: dict[str, np.ndarray] | None = None  # output name ("" = the only output) -> N x ...
+    labels_from: str = ""  # "sorted folder names" or "labels file PATH" (a folder of class folders)
+    folders: int = 0  # its class folders
 
     def __len__(self) -> int:
         return _count(self.images)
@@ -160,7 +162,8 @@ def _load_folder(p: Path, spec: PreprocessSpec, input_shape, max_images: int | N
     images = np.stack([dec.samples[i] for i in keep]).astype(np.float32, copy=False)
     _check_shape(images.shape[1:], input_shape, spec, p)
     labels = None if listing.labels is None else np.asarray([listing.labels[i] for i in kept], np.int64)
-    data = UserData(images, labels, listing.class_names, dec.skipped, tuple(dec.examples))
+    data = UserData(images, labels, listing.class_names, dec.skipped, tuple(dec.examples),
+                    labels_from=listing.labels_from if labels is not None else "", folders=listing.classes)
     data.description = _describe_folder(p, listing, data, n_files, spec)
     return data
 
@@ -189,6 +192,20 @@ def _describe_folder(p: Path, listing: im.Listing, data: UserData, n_files: int,
     return f"{what}; preprocessing: {spec.describe()}"
 
 
+def check_folder_classes(data: UserData, num_classes: int | None, where: str) -> None:
+    """Class folders without --labels are the model's classes 0..N-1 in sorted order only when there are
+    as many folders as the model has classes (ImageNet's 1000 synset folders): otherwise nothing says
+    which class a folder is, and accuracy computed from that guess is meaningless. UsageError (exit 2)."""
+    if data.labels_from != im.SORTED_FOLDERS or not num_classes or data.folders == int(num_classes):
+        return
+    example = next((n for n in data.class_names if n), "cat")
+    raise UsageError(
+        f"--data {where} has {data.folders} class folders but the model has {num_classes} classes, so the "
+        f"folder names cannot say which class each holds (sorted, they would be classes 0..{data.folders - 1}); "
+        f"pass --labels FILE mapping each folder to the model's class index (JSON {{\"{example}\": 281, ...}} or "
+        f"lines \"{example} 281\"), or put the images in one flat folder to measure parity without accuracy")
+
+
 def split_eval_calibration(data: UserData, n_calib: int, seed: int = 0) -> tuple[UserData, UserData]:
     """(evaluation, calibration): disjoint, class-balanced where labelled, seeded. At most half the
     samples calibrate; the skipped-file counts stay with the evaluation part."""
@@ -203,7 +220,9 @@ def split_eval_calibration(data: UserData, n_calib: int, seed: int = 0) -> tuple
     chosen = set(calib_idx)
     eval_idx = [i for i in range(n) if i not in chosen]
     capped = f" ({n_calib} asked; at most half the data calibrates)" if k < int(n_calib) else ""
-    ev = data.subset(eval_idx, f"{len(eval_idx)} of: {data.description}; the other {k} calibrate")
+    used = "parity and accuracy" if data.labels is not None else "parity"
+    ev = data.subset(eval_idx, f"{data.description}; split (seeded, disjoint): {len(eval_idx)} for evaluation "
+                               f"({used}), {k} held out for int8 calibration{capped}")
     ca = data.subset(calib_idx, f"{k} calibration samples{capped}, disjoint from the {len(eval_idx)} evaluated, "
                                 f"of: {data.description}")
     ca.skipped, ca.skipped_examples = 0, ()

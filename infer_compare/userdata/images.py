@@ -19,6 +19,9 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".we
 MAX_EXAMPLES = 5
 
 
+SORTED_FOLDERS = "sorted folder names"  # where the labels of class folders come from without --labels
+
+
 @dataclass
 class Listing:
     files: list[Path]
@@ -63,7 +66,7 @@ def list_folder(path: Path, labels_file: str | None) -> Listing:
             raise UsageError(f"--labels needs class sub-folders, but {path} has none with images")
         return Listing(top, None)
     mapping, source = (_read_labels_file(labels_file, list(per_class)) if labels_file
-                       else ({n: i for i, n in enumerate(per_class)}, "sorted folder names"))
+                       else ({n: i for i, n in enumerate(per_class)}, SORTED_FOLDERS))
     files, labels = [], []
     for name, paths in per_class.items():
         files += paths

@@ -4,6 +4,10 @@ The math is data.py's photo preprocessing (``data._preprocess``), generalised: s
 resized to ``resize`` (the long side rounded, never below ``crop``), centre crop with the
 offsets rounded down, raw pixels times ``scale``, then ``(x - mean) / std`` per channel in the
 model's channel order (after the RGB->BGR swap when ``bgr``), then the layout.
+
+A model whose input is not square (``size`` = its H x W, e.g. 48 x 192) takes the image resized
+to cover H x W and centre-cropped to it; with ``letterbox`` (detectors) the image is resized to
+fit inside H x W, aspect kept, and centred on a gray (114) canvas, as YOLO-style detectors expect.
 """
 
 from __future__ import annotations
@@ -41,6 +45,14 @@ class PreprocessSpec:
     channels: int = 3  # 3: RGB (or BGR); 1: PIL's "L" (luma)
     interpolation: str = "bilinear"
     source: str = "ImageNet defaults"
+    size: tuple[int, ...] | None = None  # (H, W) of a non-square input: cover and centre-crop (resize/crop unused)
+    letterbox: bool = False  # fit inside (H, W) (size, else crop x crop), aspect kept, padded with gray 114
+
+    def target(self) -> tuple[int, int] | None:
+        """(H, W) of the fitted image (a non-square size or the letterbox), None for resize + crop."""
+        if self.size:
+            return int(self.size[0]), int(self.size[1])
+        return (self.crop, self.crop) if self.letterbox and self.crop else None
 
     def __post_init__(self) -> None:
         if self.channels not in (1, 3):
@@ -62,6 +74,10 @@ class PreprocessSpec:
                 raise UsageError(f"preprocessing: {name} must be a positive integer or None, got {v!r}")
         if not (math.isfinite(self.scale) and self.scale > 0):
             raise UsageError(f"preprocessing: scale must be a positive number, got {self.scale!r}")
+        if self.size is not None and (len(self.size) != 2 or any(int(d) < 1 for d in self.size)):
+            raise UsageError(f"preprocessing: size must be (height, width), got {self.size!r}")
+        if self.letterbox and self.target() is None:
+            raise UsageError("preprocessing: --letterbox needs the input's height and width (or --crop)")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
@@ -76,9 +92,12 @@ class PreprocessSpec:
 
     def describe(self) -> str:
         """One line for the report, e.g. 'resize 256, centre crop 224, scale 1/255, mean ..., RGB, NCHW'."""
-        parts = [f"resize {self.resize}" if self.resize else "no resize",
-                 f"centre crop {self.crop}" if self.crop else "no crop",
-                 f"scale {_fmt_scale(self.scale)}",
+        hw = self.target()
+        fit = [f"letterbox to {hw[0]}x{hw[1]} (aspect kept, gray 114 padding)" if self.letterbox else
+               f"resize to cover {hw[0]}x{hw[1]}, centre crop {hw[0]}x{hw[1]}"] if hw else \
+            [f"resize {self.resize}" if self.resize else "no resize",
+             f"centre crop {self.crop}" if self.crop else "no crop"]
+        parts = [*fit, f"scale {_fmt_scale(self.scale)}",
                  f"mean {_fmt_floats(self.mean)}", f"std {_fmt_floats(self.std)}",
                  "gray" if self.channels == 1 else ("BGR" if self.bgr else "RGB"),
                  self.layout.upper(), self.interpolation]
@@ -107,8 +126,11 @@ def imagenet_defaults(input_shape: tuple[int, ...]) -> PreprocessSpec:
     if h < 1:
         h, source = 224, "ImageNet defaults (crop 224: the input's height is dynamic)"
     gray = c == 1
+    w = shape[2] if layout == "nchw" else shape[1]
+    w = h if w is None or int(w) < 1 else int(w)
     return PreprocessSpec(resize=round(h * 256 / 224), crop=h, mean=IMAGENET_MEAN_GRAY if gray else IMAGENET_MEAN,
-                          std=IMAGENET_STD_GRAY if gray else IMAGENET_STD, layout=layout, channels=c, source=source)
+                          std=IMAGENET_STD_GRAY if gray else IMAGENET_STD, layout=layout, channels=c, source=source,
+                          size=(h, w) if w != h else None)
 
 
 def _layout_of(shape: tuple, given: tuple) -> str:
@@ -136,12 +158,12 @@ def from_preprocess(pre: Any, source: str) -> PreprocessSpec:
 
 
 def preprocess_spec(defaults: PreprocessSpec, *, resize=None, crop=None, mean=None, std=None, layout=None,
-                    bgr=None, scale=None) -> PreprocessSpec:
+                    bgr=None, scale=None, letterbox=None) -> PreprocessSpec:
     """``defaults`` with the user's overrides (``None``: keep the default). resize/crop: a positive int,
     or 0 / "none" to switch the step off; mean/std: 1 number (every channel) or one per channel, as a
     sequence or "0.485,0.456,0.406"; layout: "nchw"/"nhwc"; scale: a number or "1/255"."""
     given = {k: v for k, v in dict(resize=resize, crop=crop, mean=mean, std=std, layout=layout, bgr=bgr,
-                                   scale=scale).items() if v is not None}
+                                   scale=scale, letterbox=letterbox).items() if v is not None}
     if not given:
         return defaults
     new: dict[str, Any] = {}
@@ -160,6 +182,10 @@ def preprocess_spec(defaults: PreprocessSpec, *, resize=None, crop=None, mean=No
         new["bgr"] = _flag("--bgr", given["bgr"])
     if "scale" in given:
         new["scale"] = _scale(given["scale"])
+    if "letterbox" in given:
+        new["letterbox"] = _flag("--letterbox", given["letterbox"])
+    if "crop" in given and "letterbox" not in new and defaults.size:  # an explicit square crop replaces H x W
+        new["size"] = None
     source = f"{defaults.source} with user overrides: {', '.join(given)}"
     return replace(defaults, **new, source=source)
 
@@ -220,13 +246,15 @@ def apply(img: Any, spec: PreprocessSpec) -> np.ndarray:
     from PIL import Image
 
     img = img.convert("L" if spec.channels == 1 else "RGB")
-    if spec.resize:
+    if spec.target():
+        img = _fitted(img, spec)
+    elif spec.resize:
         interp = getattr(Image, spec.interpolation.upper())
         w, h = img.size
         s = spec.resize / min(w, h)
         floor = spec.crop or 1
         img = img.resize((max(floor, round(w * s)), max(floor, round(h * s))), interp)
-    if spec.crop:
+    if spec.crop and not spec.target():
         w, h = img.size
         left, top = (w - spec.crop) // 2, (h - spec.crop) // 2  # outside the image: zero pixels
         img = img.crop((left, top, left + spec.crop, top + spec.crop))
@@ -237,6 +265,24 @@ def apply(img: Any, spec: PreprocessSpec) -> np.ndarray:
         a = a[:, :, ::-1]
     a = (a - np.asarray(spec.mean, np.float32)) / np.asarray(spec.std, np.float32)
     return np.ascontiguousarray(a.transpose(2, 0, 1) if spec.layout == "nchw" else a)
+
+
+def _fitted(img: Any, spec: PreprocessSpec) -> Any:
+    """``img`` brought to the spec's H x W: covered and centre-cropped, or letterboxed."""
+    from PIL import Image
+
+    interp = getattr(Image, spec.interpolation.upper())
+    H, W = spec.target() or (0, 0)
+    w, h = img.size
+    s = (min if spec.letterbox else max)(H / h, W / w)
+    rw, rh = max(1, round(w * s)), max(1, round(h * s))
+    img = img.resize((rw, rh), interp)
+    if not spec.letterbox:
+        left, top = (rw - W) // 2, (rh - H) // 2
+        return img.crop((left, top, left + W, top + H))
+    canvas = Image.new(img.mode, (W, H), 114 if img.mode == "L" else (114, 114, 114))
+    canvas.paste(img, ((W - rw) // 2, (H - rh) // 2))
+    return canvas
 
 
 def _scaled(a: np.ndarray, scale: float) -> np.ndarray:

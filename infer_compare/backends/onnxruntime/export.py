@@ -21,22 +21,27 @@ int8: static QDQ quantization (``onnxruntime.quantization``): ``quant_pre_proces
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import io
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from ... import deps
 from ...batches import count
+from ...cpu_int8 import describe as describe_cpu
+from ...cpu_int8 import reduce_range_for
 from ...errors import BackendUnavailable, ExportError
+from ...formats import TRT_INT8
 from ...records import Availability
 from ..exporter import ExportContext, Exporter, ExportResult
 from .graph import qdq_coverage, summarize
 from .options import OrtOptions
 
-EXPORTER_REV = 2
+EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary directory
 CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
 FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
 ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
@@ -86,6 +91,11 @@ def _check(path: Path, what: str) -> None:
 class OnnxFp16Exporter(_FromOnnx):
     """fp32 ONNX -> fp16 ONNX (fp32 input and output)."""
 
+    @classmethod
+    def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
+        keep = _keep_fp32(ctx)
+        return {**super().cache_extras(ctx, precision), **({"keep_fp32": keep} if keep else {})}
+
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import onnx
 
@@ -96,7 +106,9 @@ class OnnxFp16Exporter(_FromOnnx):
         f16 = deps.require("onnxruntime.transformers.float16", "the fp16 ONNX conversion")
         from onnxruntime.transformers.onnx_model import OnnxModel
 
-        m16 = OnnxModel(f16.convert_float_to_float16(src, keep_io_types=True))
+        keep = _keep_fp32(ctx)
+        blocked = {"op_block_list": [*f16.DEFAULT_OP_BLOCK_LIST, *keep]} if keep else {}
+        m16 = OnnxModel(f16.convert_float_to_float16(src, keep_io_types=True, **blocked))
         m16.topological_sort()
         path = out_dir / "model.onnx"
         onnx.save(m16.model, str(path))
@@ -109,7 +121,7 @@ class OnnxFp16Exporter(_FromOnnx):
         opts = {"converter": f"onnxruntime.transformers.float16 (onnxruntime {deps.version('onnxruntime')})",
                 "keep_io_types": True, "io": "float32 input and output (a Cast at each edge)",
                 "initializers": inits, "nodes_fp16": s.count("fp16"), "nodes_fp32": s.count("fp32"),
-                "nodes": s.total, "weights_clamped_to_fp16_range": clamped}
+                "nodes": s.total, "weights_clamped_to_fp16_range": clamped, **({"keep_fp32": keep} if keep else {})}
         notes = [f"converted from the fp32 ONNX file (not re-exported from model.half()): {s.count('fp16')} of "
                  f"{s.total} nodes compute in fp16, {s.count('cast')} Casts, input and output stay float32"]
         if any(clamped.values()):
@@ -117,6 +129,11 @@ class OnnxFp16Exporter(_FromOnnx):
                          f"value to 65504 and raised {clamped['below_5.96e-8']} below its smallest subnormal to "
                          "5.96e-8")
         return ExportResult(str(path), opts, notes)
+
+
+def _keep_fp32(ctx: ExportContext) -> list[str]:
+    """--onnx-fp16-keep-fp32: the op types the fp16 file keeps in fp32, sorted and unique."""
+    return sorted({x.strip() for x in ctx.options_as(OrtOptions).fp16_keep_fp32.split(",") if x.strip()})
 
 
 def _out_of_fp16_range(model) -> dict[str, int]:
@@ -140,18 +157,20 @@ class OnnxInt8Exporter(_FromOnnx):
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
-        o = ctx.options_as(OrtOptions)
+        o = _recipe(ctx, precision)
         recipe = {"calibration": o.int8_calibration, "scheme": o.int8_scheme, "per_channel": True,
-                  "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration)}
+                  "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration),
+                  "reduce_range": _reduce_range(o)[0]}
         return {**super().cache_extras(ctx, precision), "recipe": recipe,
                 "calibration_n": int(count(ctx.calibration)) if ctx.calibration is not None else 0}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import onnx
 
-        if precision != "int8":
+        if precision not in ("int8", TRT_INT8):
             raise ExportError(f"the QDQ quantizer builds int8, not {precision}")
-        src = _need_source(source, "int8")
+        src = os.path.abspath(_need_source(source, "int8"))
+        out_dir = Path(os.path.abspath(out_dir))
         if ctx.calibration is None or not count(ctx.calibration):
             raise ExportError("int8 quantization needs calibration images, and there are none")
         q = deps.require("onnxruntime.quantization", "ONNX int8 quantization")
@@ -159,32 +178,113 @@ class OnnxInt8Exporter(_FromOnnx):
             raise BackendUnavailable(f"onnxruntime {deps.version('onnxruntime')} cannot quantize from computed ranges "
                                      "(quantize_static has no calibration_cache_path)",
                                      "pip install -c constraints.txt 'onnxruntime>=1.31'")
-        o = ctx.options_as(OrtOptions)
+        o = _recipe(ctx, precision)
+        reduce, why = _reduce_range(o)
+        if precision == TRT_INT8:
+            why = "off: the TensorRT form (symmetric int8 Q/DQ with full 8-bit weights; GPUs accumulate in int32)"
+        bits = 7 if reduce else 8
         path = out_dir / "model.onnx"
         with tempfile.TemporaryDirectory(prefix="ort-qdq-") as tmp:
             pre = Path(tmp) / "pre.onnx"
             ctx.log(f"ONNX int8: quant_pre_process, {o.int8_calibration} calibration on "
-                    f"{count(ctx.calibration)} images, QDQ {o.int8_scheme}")
-            with _quiet():
-                q.quant_pre_process(src, str(pre))
-                ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp))
-                _quantize(q, pre, path, ranges, o, Path(tmp))
+                    f"{count(ctx.calibration)} images, QDQ {o.int8_scheme}, {bits}-bit weights")
+            with _quiet(), _cwd(tmp):
+                fixed = _fix_sizes(src, ctx.calibration, Path(tmp) / "sized.onnx")
+                pre_how = _pre_process(q, fixed[0], pre)
+                ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp), ctx.layout)
+                _quantize(q, pre, path, ranges, o, Path(tmp), reduce)
         _check(path, "int8")
         model = onnx.load(str(path))
         wrapped, left = qdq_coverage(model)
         s = summarize(model)
         act = "uint8 asymmetric" if o.int8_scheme == "U8S8" else "int8 symmetric (zero point 0)"
         opts = {"quantizer": f"onnxruntime.quantization (onnxruntime {deps.version('onnxruntime')})",
-                "pre_process": "quant_pre_process", "format": "QDQ", "scheme": o.int8_scheme,
-                "activations": act, "weights": "int8 per-channel symmetric", "calibration": o.int8_calibration,
+                "pre_process": pre_how, "before_quantizing": fixed[1], "format": "QDQ", "scheme": o.int8_scheme,
+                "activations": act, "weights": f"int8 per-channel symmetric, {bits}-bit range",
+                "reduce_range": reduce, "reduce_range_reason": why, "built_on_cpu": describe_cpu().to_dict(),
+                "calibration": o.int8_calibration,
                 "calibration_settings": _calibration_extra(o.int8_calibration),
                 "calibration_inputs": int(count(ctx.calibration)), "calibration_batch": CALIB_BATCH,
                 "quantize_nodes": dict(s.by_class.get("quantize", {})),
                 "quantized_ops": dict(wrapped), "float_ops": dict(left)}
-        notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel weights), {o.int8_calibration} "
-                 f"calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
-                 f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}"]
+        notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel {bits}-bit weights), "
+                 f"{o.int8_calibration} calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
+                 f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}", f"reduce_range {why}"]
+        if fixed[1].get("sizes"):
+            notes.append("dynamic sizes fixed to the measured ones before quantizing (symbolic shape inference "
+                         "needs them): " + ", ".join(f"{k} {v}" for k, v in fixed[1]["sizes"].items()))
+        if fixed[1].get("opset"):
+            notes.append(f"opset converted {fixed[1]['opset']} before quantizing (per-channel int8 weights need "
+                         "DequantizeLinear's axis)")
         return ExportResult(str(path), opts, notes)
+
+
+def _pre_process(q, src: str, pre: Path) -> str:
+    """quant_pre_process; where its symbolic shape inference fails (a dynamic batch through Shape/Resize
+    arithmetic, as in PaddleOCR's detector; If subgraphs, as in Silero VAD), again without it (ONNX shape
+    inference and the graph optimisation still run). Says which."""
+    try:
+        q.quant_pre_process(src, str(pre))
+        return "quant_pre_process"
+    except Exception as e:
+        first = e
+    try:
+        q.quant_pre_process(src, str(pre), skip_symbolic_shape=True)
+    except Exception:
+        raise first from None
+    why = str(first).strip().splitlines()[0][:120] if str(first).strip() else type(first).__name__
+    return f"quant_pre_process, skip_symbolic_shape (its symbolic shape inference failed on this graph: {why})"
+
+
+PER_CHANNEL_OPSET = 13  # DequantizeLinear's axis (per-channel weights) exists from opset 13
+
+
+def _fix_sizes(src: str, calib, out: Path) -> tuple[str, dict[str, Any]]:
+    """(``src``, {}) when the quantizer can take the file as it is; else a copy saved as ``out`` and what
+    changed: each dynamic dimension other than the batch (the symbols of the inputs' first axes) set to the
+    size the calibration inputs have, as --input-shape or --data gave it ({"sizes": {input: shape}}), and
+    an opset below 13 converted to 13 (the quantizer writes per-channel DequantizeLinear with an axis,
+    which older opsets lack: onnx.checker rejects it) ({"opset": "12 -> 13"})."""
+    import onnx
+
+    m = onnx.load(src, load_external_data=False)
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer)
+    if external:
+        m = onnx.load(src)
+    done: dict[str, Any] = {}
+    sizes = _set_sizes(m, calib)
+    if sizes:
+        done["sizes"] = sizes
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), PER_CHANNEL_OPSET)
+    if opset < PER_CHANNEL_OPSET:
+        m = onnx.version_converter.convert_version(m, PER_CHANNEL_OPSET)
+        done["opset"] = f"{opset} -> {PER_CHANNEL_OPSET}"
+    if not done:
+        return src, {}
+    onnx.save(m, str(out), save_as_external_data=external, location=out.name + ".data")
+    return str(out), done
+
+
+def _set_sizes(m, calib) -> dict[str, str]:
+    """Sets, in ``m``, every dynamic input dimension but the batch to the calibration inputs' size."""
+    from ...batches import is_multi
+
+    arrays = calib if is_multi(calib) else {None: calib}
+    weights = {t.name for t in m.graph.initializer}
+    inputs = [vi for vi in m.graph.input if vi.name not in weights]
+    batch = {vi.type.tensor_type.shape.dim[0].dim_param for vi in inputs if len(vi.type.tensor_type.shape.dim)}
+    done: dict[str, str] = {}
+    for vi in inputs:
+        a = arrays.get(vi.name, arrays.get(None) if len(inputs) == 1 else None)
+        dims = vi.type.tensor_type.shape.dim
+        if a is None or a.ndim != len(dims):
+            continue
+        free = [i for i, d in enumerate(dims) if i and not d.HasField("dim_value") and d.dim_param not in batch]
+        for i in free:
+            dims[i].dim_value = int(a.shape[i])
+        if free:
+            done[vi.name] = "x".join(str(d.dim_value) if d.HasField("dim_value") else "N" for d in dims)
+    return done
 
 
 def _fmt(c) -> str:
@@ -214,14 +314,16 @@ class _Batches:
         return next(self._it, None)
 
 
-def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
-    """Tensor ranges of ``method`` over ``calib``, one batch per collect_data call."""
+def _calibrate(q, pre: Path, calib, method: str, tmp: Path, layout: dict | None = None):
+    """Tensor ranges of ``method`` over ``calib``, one batch per collect_data call (each input laid along its
+    batch axis, ``layout``)."""
     import numpy as np
     from onnxruntime.quantization.calibrate import create_calibrator
     from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
     from ...batches import is_multi
     from ...formats import ONNX_INPUT_NAME
+    from ...layout import Layout
 
     ops = sorted(set(QLinearOpsRegistry) | set(QDQRegistry))  # what quantize_static calibrates by default
     cal = create_calibrator(pre, ops, augmented_model_path=str(tmp / "augmented.onnx"),
@@ -232,7 +334,7 @@ def _calibrate(q, pre: Path, calib, method: str, tmp: Path):
     n = count(calib)
     for i in range(0, n - (n % step if fixed else 0), step):
         if is_multi(calib):  # several inputs: each by name, in its own dtype
-            feed = {k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()}
+            feed = Layout.from_dict(layout).to_model({k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()})
         else:
             feed = {name: np.ascontiguousarray(calib[i:i + step], dtype=np.float32)}
         cal.collect_data(_Batches([feed]))
@@ -251,7 +353,33 @@ def _input_of(path: Path, default: str) -> tuple[str, int | None]:
     return inp.name, (int(dim[0].dim_value) if dim and dim[0].HasField("dim_value") else None)
 
 
-def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path) -> None:
+def _recipe(ctx: ExportContext, precision: str) -> OrtOptions:
+    """The int8 options of this file: the user's for the CPU rows' file; for the TensorRT form (TRT_INT8),
+    symmetric int8 activations and full 8-bit weights, with the user's calibration method."""
+    o = ctx.options_as(OrtOptions)
+    if precision == TRT_INT8:
+        return dataclasses.replace(o, int8_scheme="S8S8", int8_reduce_range="off")
+    return o
+
+
+def _reduce_range(o: OrtOptions) -> tuple[bool, str]:
+    """7-bit weights or not, for the CPU this file is built on (cpu_int8.py), unless the option says."""
+    return reduce_range_for(o.int8_reduce_range, o.int8_scheme, describe_cpu())
+
+
+@contextlib.contextmanager
+def _cwd(path: str):
+    """The quantizer writes scratch files (sym_shape_infer_temp.onnx) into the working directory: keep them in
+    ``path`` (contextlib.chdir is Python 3.11+)."""
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path, reduce_range: bool) -> None:
     from onnxruntime.quantization.calibrate import save_tensors_data
 
     cache = tmp / "ranges.json"
@@ -259,6 +387,7 @@ def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path) -> None
     act = q.QuantType.QUInt8 if o.int8_scheme == "U8S8" else q.QuantType.QInt8
     q.quantize_static(str(pre), str(out), None, calibration_cache_path=str(cache),
                       calibrate_method=getattr(q.CalibrationMethod, o.int8_calibration),
-                      quant_format=q.QuantFormat.QDQ, per_channel=True, activation_type=act,
+                      quant_format=q.QuantFormat.QDQ, per_channel=True, reduce_range=reduce_range,
+                      activation_type=act,
                       weight_type=q.QuantType.QInt8,
                       extra_options={"ActivationSymmetric": o.int8_scheme == "S8S8", "WeightSymmetric": True})

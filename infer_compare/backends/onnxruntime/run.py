@@ -48,12 +48,13 @@ import numpy as np
 
 from ... import deps
 from ...batches import Batch
+from ...cpu_int8 import describe as describe_cpu
 from ...errors import BackendUnavailable, RunnerError
 from ...records import Availability
 from ..runner import Runner
 from .common import CUDA_PRECISIONS, GPU_HINT
 from .common import providers as ort_providers
-from .graph import GraphSummary, summarize
+from .graph import GraphSummary, int8_recipe, summarize
 from .options import OrtSessionOptions
 from .run_multi import bind_all, feed_of, io_dtype
 
@@ -152,15 +153,29 @@ class OnnxRuntimeRunner(Runner):
                 shutil.rmtree(tmp, ignore_errors=True)
 
     def _read_graph(self, path: str) -> GraphSummary | None:
-        if not deps.has("onnx"):
-            self.notes.append("the executed graph was not inspected: the onnx package is not installed")
-            return None
-        import onnx
-
+        """The classified graph of the file at ``path``: read with the onnx package, or without it (a
+        torch-free device) from the protobuf wire format (onnx_wire), which gives the node types but not
+        the int8 weights' range."""
         if not os.path.exists(path):
             self.notes.append("ONNX Runtime wrote no optimized graph: the executed precision is not inspected")
             return None
-        return summarize(onnx.load(path, load_external_data=False))
+        if deps.has("onnx"):
+            import onnx
+
+            model = onnx.load(path, load_external_data=False)
+            if self.options.precision == "int8":
+                self._recipe = int8_recipe(model)
+            return summarize(model)
+        from ...onnx_wire import WireError, read_model
+
+        try:
+            wire = read_model(path)
+        except (OSError, WireError) as e:
+            self.notes.append(f"the executed graph was not inspected: {e}")
+            return None
+        self.notes.append("the executed graph was read without the onnx package (infer_compare.onnx_wire): "
+                          "node types only, not the int8 weights' range")
+        return summarize(wire)
 
     def _describe(self, g: GraphSummary | None, what: str) -> None:
         """exec_precision, notes and extra from the classified graph ``g``."""
@@ -174,6 +189,7 @@ class OnnxRuntimeRunner(Runner):
             self.exec_precision = f"int8: {n} of {g.total} nodes integer" if n else "fp32: no integer kernel"
             self.notes.append(f"{what}: integer (kernels and int8 data movement): {g.describe('integer')}; Q/DQ: "
                               f"{g.describe('quantize')}; float: {self._floats(g)}")
+            self._describe_cpu_int8(n)
             return
         n16, n32 = g.count("fp16"), g.count("fp32")
         if not n16:
@@ -184,6 +200,22 @@ class OnnxRuntimeRunner(Runner):
             self.exec_precision = "fp16" if not n32 else f"fp16+fp32 ({n16} of {g.total} nodes fp16)"
             self.notes.append(f"{what}: fp16 {g.describe('fp16')}; fp32 {g.describe('fp32')}; casts "
                               f"{g.describe('cast')}")
+
+    def _describe_cpu_int8(self, n_integer: int) -> None:
+        """The file's scheme and weight range, and what this CPU's integer kernels do with them (cpu_int8.py)."""
+        r = getattr(self, "_recipe", None) or {}
+        if not r or getattr(self, "_cuda", False):
+            return
+        cpu = describe_cpu()
+        bits = r.get("weight_bits") or 8
+        kernel = cpu.ort_kernel(r["scheme"], bits)
+        self.settings["int8"] = {"executed_scheme": r["scheme"], "weight_bits": r.get("weight_bits"),
+                                 "cpu_int8_path": cpu.isa, "kernels": kernel, "cpu_flags": list(cpu.flags)}
+        self._extra["int8_recipe"] = {**r, "cpu": cpu.to_dict()}
+        if n_integer:
+            self.exec_precision += f" ({r['scheme']}, {bits}-bit weights, {cpu.isa})"
+        self.notes.append(f"int8 on this CPU: executed as {r['scheme']} with {bits}-bit weights (read from the "
+                          f"session's optimized graph; on x86 ONNX Runtime runs an S8S8 file as U8S8); kernels: {kernel}")
 
     @staticmethod
     def _floats(g: GraphSummary) -> str:

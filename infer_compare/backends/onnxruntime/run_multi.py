@@ -29,7 +29,8 @@ def feed_of(inputs: list[tuple[str, Any]], batch: Any) -> dict[str, np.ndarray]:
         arrays = arrays_for([n for n, _ in inputs], batch)
     except ValueError as e:
         raise RunnerError(str(e)) from None
-    return {n: np.ascontiguousarray(a) if dt is None else np.ascontiguousarray(a, dtype=dt)
+    # np.array for a 0-d input (a scalar such as Silero VAD's sr): np.ascontiguousarray would make it 1-d
+    return {n: (np.ascontiguousarray if np.ndim(a) else np.array)(a, dtype=dt)
             for (n, dt), a in zip(inputs, arrays, strict=True)}
 
 

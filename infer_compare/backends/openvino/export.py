@@ -52,7 +52,7 @@ class OpenVinoExporter(Exporter):
 
         if source is None:
             raise ExportError("OpenVINO IR is built from the ONNX artifact, which is missing")
-        model = ov.convert_model(source)
+        model = _convert(ov, source)
         xml = out_dir / "model.xml"
         opts: dict = {"source": "onnx", "input_shape": str(model.inputs[0].partial_shape)}
         notes: list[str] = []
@@ -67,18 +67,53 @@ class OpenVinoExporter(Exporter):
             nncf = deps.require("nncf", "OpenVINO int8 quantization")
             import numpy as np
 
-            # one input: an array per item; several: {input name: array} per item, each in its own dtype
-            calib = [each(part(ctx.calibration, i, i + 1), np.ascontiguousarray)
+            from ...layout import Layout
+
+            # one input: an array per item; several: {input name: array} per item, each in its own dtype, laid
+            # along its batch axis (a state [2, batch, 128], a scalar: layout.py)
+            lay = Layout.from_dict(ctx.layout)
+            calib = [lay.to_model(each(part(ctx.calibration, i, i + 1), np.ascontiguousarray))
                      for i in range(count(ctx.calibration))]
             ctx.log(f"NNCF int8 post-training quantization on {len(calib)} calibration inputs")
             logging.getLogger("nncf").setLevel(logging.ERROR)
             # nncf imports torch, whose cpp_extension logs "No CUDA runtime is found" on CPU-only machines
             logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
             with contextlib.redirect_stdout(io.StringIO()):
-                q = nncf.quantize(model, nncf.Dataset(calib), subset_size=len(calib))
+                # overflow_fix FIRST_LAYER (NNCF's default, set explicitly so the record is true): half the weight
+                # range in the first layer, NNCF's advice for CPUs without VNNI (AVX2, AVX-512), whose 8-bit
+                # instructions can saturate; ENABLE (every layer) costs accuracy elsewhere.
+                q = nncf.quantize(model, nncf.Dataset(calib), subset_size=len(calib),
+                                  advanced_parameters=nncf.AdvancedQuantizationParameters(
+                                      overflow_fix=nncf.OverflowFix.FIRST_LAYER))
             ov.save_model(q, str(xml), compress_to_fp16=False)
             opts.update(weights="int8", quantizer=f"nncf {deps.version('nncf')}", preset="performance (default)",
+                        overflow_fix="FIRST_LAYER (7-bit weights in the first layer, for CPUs without VNNI)",
                         calibration_inputs=len(calib))
         else:
             raise ExportError(f"OpenVINO IR precisions are fp32, fp16 and int8, not {precision}")
         return ExportResult(str(xml), opts, notes)
+
+
+def _convert(ov, source: str):
+    """ov.convert_model; a graph its ONNX frontend cannot convert is an ExportError saying why."""
+    try:
+        return ov.convert_model(source)
+    except Exception as e:
+        why = frontend_failure(e)
+        if why is None:
+            raise
+        raise ExportError(why) from None
+
+
+def frontend_failure(e: BaseException) -> str | None:
+    """For an error of OpenVINO's ONNX frontend, one line naming the ops it could not convert and the first
+    reason (its message's first line only says which check failed); None for any other error."""
+    import re
+
+    text = str(e)
+    failed = re.search(r"Conversion is failed for: ([^\n]+)", text)
+    if not failed:
+        return None
+    skip = ("Check ", "FrontEnd API", "Model wasn't", "--", "[ONNX", "While validating", "Summary", "Exception from")
+    why = next((ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(skip)), "")
+    return f"OpenVINO's ONNX frontend cannot convert {failed.group(1).strip()}" + (f" ({why[:160]})" if why else "")

@@ -41,6 +41,7 @@ import numpy as np
 
 from ... import deps
 from ...batches import Batch
+from ...errors import RunnerError
 from ...gpu import summarize_ms
 from ...records import Availability
 from ..runner import Runner
@@ -65,9 +66,21 @@ def _type_name(t: Any) -> str:
     return NAMES.get(s.lower(), s.lower())
 
 
-def runtime_layers(compiled: Any) -> dict[str, Counter]:
+# oneDNN's ISA tokens in a layer's primitiveType ("brgconv_avx512_core_amx_I8", "jit_avx2_I8"), most specific first
+_ISA_TOKENS = (("amx", "AMX"), ("avx512_core_vnni", "AVX-512 VNNI"), ("avx2_vnni", "AVX-VNNI"),
+               ("avx512", "AVX-512 (no VNNI)"), ("avx2", "AVX2 (no VNNI)"), ("sse41", "SSE4.1"), ("ref", "reference"))
+
+
+def int8_kernel_isa(primitives: Counter | dict) -> str:
+    """The instruction set of the int8 kernels oneDNN chose, from their primitiveType names ("" when none says)."""
+    found = [name for tok, name in _ISA_TOKENS if any(tok in p.lower() for p in primitives)]
+    return found[0] if found else ""
+
+
+def runtime_layers(compiled: Any, primitives: Counter | None = None) -> dict[str, Counter]:
     """Layers of the compiled model by the precision they run in ("int8" for i8/u8) and type,
-    leaving out inputs, outputs and constant subgraphs (weights, scales)."""
+    leaving out inputs, outputs and constant subgraphs (weights, scales). ``primitives``, when
+    given, counts the kernels (``primitiveType``) of the int8 layers."""
     out: dict[str, Counter] = {}
     const: set[str] = set()
     for op in compiled.get_runtime_model().get_ordered_ops():
@@ -82,6 +95,8 @@ def runtime_layers(compiled: Any) -> dict[str, Counter]:
         p = rt["runtimePrecision"].astype(str).lower() if "runtimePrecision" in rt else "unknown"
         p = "int8" if p in ("i8", "u8") else NAMES.get(p, p)
         out.setdefault(p, Counter())[kind] += 1
+        if p == "int8" and primitives is not None and "primitiveType" in rt:
+            primitives[rt["primitiveType"].astype(str)] += 1
     return out
 
 
@@ -136,7 +151,15 @@ class OpenVinoRunner(Runner):
 
         core = ov.Core()
         cfg = self.compile_config(hint)
-        model = core.read_model(self.artifact)
+        try:
+            model = core.read_model(self.artifact)
+        except Exception as e:
+            from .export import frontend_failure
+
+            why = frontend_failure(e)
+            if why is None:
+                raise
+            raise RunnerError(why) from None
         ps = model.inputs[0].partial_shape
         static: Any = None
         if len(model.inputs) > 1:  # several inputs: each dynamic batch set to the cell's (run_multi.py)
@@ -180,14 +203,21 @@ class OpenVinoRunner(Runner):
         qdq = self.options.format == "onnx"
         if qdq:
             self.notes.append("OpenVINO on the QDQ ONNX (second int8 route; NNCF is the openvino/int8 row)")
+        prims: Counter = Counter()
         try:
-            layers = runtime_layers(self.compiled)
+            layers = runtime_layers(self.compiled, prims)
         except Exception as e:  # the runtime model is informative only
             self.notes.append(f"executed layers not inspected ({type(e).__name__}: {e})")
             return
         n8, total = sum(layers.get("int8", {}).values()), sum(sum(c.values()) for c in layers.values())
-        self.exec_precision = f"int8+{executed}: {n8} of {total} layers int8"
+        isa = int8_kernel_isa(prims)
+        self.exec_precision = f"int8+{executed}: {n8} of {total} layers int8" + (f" ({isa})" if isa else "")
         self._extra["executed_layers"] = {k: dict(v) for k, v in layers.items()}
+        self._extra["int8_kernels"] = dict(prims)
+        self.settings["int8"] = {"kernels_isa": isa or "not named by OpenVINO", "kernels": _fmt(prims),
+                                 "unquantized_ops_precision": executed}
+        self.notes.append(f"int8 kernels chosen by OpenVINO's CPU plugin (oneDNN primitiveType): {_fmt(prims)}"
+                          + (f"; instruction set {isa}" if isa else ""))
         rest = "; ".join(f"{k}: {_fmt(v)}" for k, v in layers.items() if k != "int8") or "none"
         who = "the QDQ file left in float" if qdq else "NNCF left unquantized"
         self.notes.append(f"compiled model: int8 layers {_fmt(layers.get('int8', {}))}; other layers ({who}, "

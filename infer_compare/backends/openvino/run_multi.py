@@ -56,7 +56,8 @@ def set_all(ov: Any, inputs: list[tuple[str, Any]], request: Any, batch: Any, co
         raise RunnerError(str(e)) from None
     keep = []
     for i, ((_, dt), a) in enumerate(zip(inputs, arrays, strict=True)):
-        x = np.ascontiguousarray(a, dtype=dt)
+        # a 0-d input (a scalar such as Silero VAD's sr) stays 0-d: np.ascontiguousarray would make it 1-d
+        x = np.ascontiguousarray(a, dtype=dt) if np.ndim(a) else np.array(a, dtype=dt)
         x = x.copy() if copy else x
         request.set_input_tensor(i, ov.Tensor(x, shared_memory=True))
         keep.append(x)

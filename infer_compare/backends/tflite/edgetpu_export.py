@@ -147,6 +147,19 @@ class EdgeTpuExporter(Exporter):
             return ""
         return precheck_summary(source)
 
+    @classmethod
+    def offline_build(cls, source_rel: str, out_dir_rel: str) -> tuple[str, str]:
+        """Where the compiler is absent (everywhere but x86-64 Linux): (the file a bundle's ``run`` picks up,
+        the one line that says how to make it). The compiler writes ``<stem>_edgetpu.tflite`` (and
+        ``<stem>_edgetpu.log``) into its ``-o`` folder; paths are relative to the bundle's folder."""
+        drop_in = f"{out_dir_rel}/{Path(source_rel).stem}_edgetpu.tflite"
+        return drop_in, (
+            f"Edge TPU model not compiled ({COMPILER} runs on x86-64 Linux only and was not found here): in this "
+            f"bundle's folder on an x86-64 Linux host with {COMPILER} (Coral's apt repository: apt-get install "
+            f"edgetpu-compiler) run `{COMPILER} -s -o {out_dir_rel} {source_rel}`, which writes {drop_in}; "
+            "copy the bundle to the device and `infer-compare run` picks it up (or run `infer-compare export` on "
+            "that host)")
+
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         if precision != "int8":
             raise ExportError(f"the Edge TPU runs full-integer int8 models only, not {precision}")

@@ -13,10 +13,11 @@ class TFLiteOptions(Options):
     interpreter: str = option("", "TFLite interpreter package (default: ai_edge_litert, else tflite_runtime)",
                               choices=("", "ai_edge_litert", "tflite_runtime"))
     int8_observer: str = option("minmax", "activation observer of the full-integer int8 conversion",
-                                choices=("minmax", "histogram"))
+                                choices=("minmax", "histogram"), builds=True)
     int8: bool = option(False, "build full-integer int8 TFLite also for models over 10 M parameters (slow)",
-                        flag="--tflite-int8")
-    convert_timeout_s: float = option(1800.0, "time limit of one litert-torch conversion (seconds)", minimum=1)
+                        flag="--tflite-int8", builds=True)
+    convert_timeout_s: float = option(1800.0, "time limit of one litert-torch conversion (seconds)", minimum=1,
+                                      builds=True)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ...errors import BackendUnavailable, RunnerError
 from ...records import Availability
 from ..runner import Runner
 from .common import inspect_model, interpreter_module
+from .delegation import delegation
 from .options import TFLiteOptions
 
 ONE_IO_HINT = "ONNX Runtime, OpenVINO and PyTorch rows measure every input and output"
@@ -68,20 +69,7 @@ class TFLiteRunner(Runner):
         self.inp, self.out = inp[0], out[0]
         shape = [int(s) for s in self.inp["shape"]]
         b = int(self.options.batch_size)
-        self.file_batch = shape[0]
-        self._fixed: int | None = None
-        if shape[0] != b:
-            try:
-                it.resize_tensor_input(self.inp["index"], [b] + shape[1:], strict=False)
-                it.allocate_tensors()
-            except (RuntimeError, ValueError) as e:
-                # e.g. a RESHAPE with the batch baked into its shape: XNNPACK cannot re-plan it
-                self._fixed = self.file_batch
-                self._resize_error = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                it = self._make_interpreter(mod)
-                it.allocate_tensors()
-        else:
-            it.allocate_tensors()
+        it = self._resized(it, mod, shape, b)
         self.inp = it.get_input_details()[0]
         self.out = it.get_output_details()[0]
         if self._fixed is None and int(self.inp["shape"][0]) != b:
@@ -94,6 +82,7 @@ class TFLiteRunner(Runner):
         self.layout = "NHWC" if len(shape) == 4 and shape[3] in (1, 3) and shape[1] not in (1, 3) else "as-is"
         kind = self.in_dtype.name
         self.exec_precision = {"int8": "int8", "uint8": "uint8"}.get(kind, "fp32")
+        split = self._kernels(it)
         if self.options.precision == "fp16":
             self.exec_precision = "fp32"
             self.notes.append("fp16 file: float16 weights are dequantized to fp32 at load; XNNPACK computes in fp32")
@@ -105,10 +94,40 @@ class TFLiteRunner(Runner):
             "output": f"{self.out_dtype.name} {list(int(s) for s in self.out['shape'])}",
             "batch": f"file batch {self.file_batch}, resized to {b}" if self.file_batch != b else f"file batch {b}",
         }
+        if split is not None:
+            self.settings["kernels"] = split.summary()
+            self._extra = {"kernels": split.to_dict()}
+            if kind in ("int8", "uint8"):
+                n = sum(split.delegated.values())
+                self.exec_precision += f" (XNNPACK {n} of {split.total} ops)" if n else " (built-in kernels)"
+                self.notes.append(f"int8 kernels: {split.summary()}")
         if kind in ("int8", "uint8"):
             self.settings["input_quantization"] = {"scale": float(self.in_q[0]), "zero_point": int(self.in_q[1])}
         if self.out_dtype.name in ("int8", "uint8"):
             self.settings["output_quantization"] = {"scale": float(self.out_q[0]), "zero_point": int(self.out_q[1])}
+
+    def _resized(self, it: Any, mod: Any, shape: list[int], b: int) -> Any:
+        """The interpreter with its input resized to batch ``b`` and allocated; a fresh one at the file's
+        batch (``self._fixed``) when the graph cannot be re-planned for ``b``."""
+        self.file_batch = shape[0]
+        self._fixed: int | None = None
+        if shape[0] == b:
+            it.allocate_tensors()
+            return it
+        try:
+            it.resize_tensor_input(self.inp["index"], [b] + shape[1:], strict=False)
+            it.allocate_tensors()
+        except (RuntimeError, ValueError) as e:
+            # e.g. a RESHAPE with the batch baked into its shape: XNNPACK cannot re-plan it
+            self._fixed = self.file_batch
+            self._resize_error = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            it = self._make_interpreter(mod)
+            it.allocate_tensors()
+        return it
+
+    def _kernels(self, interpreter: Any):
+        """Which ops XNNPACK runs (the Edge TPU runner says it with the compiler's own coverage instead)."""
+        return delegation(interpreter)
 
     def close(self) -> None:
         self.interpreter = None
@@ -158,4 +177,4 @@ class TFLiteRunner(Runner):
         except Exception as e:  # a report figure, never a failure
             return {"inspect_error": f"{type(e).__name__}: {e}"}
         return {"full_integer": info["full_integer"], "ops": info["ops"], "tensor_dtypes": info["tensor_dtypes"],
-                **({"float_ops": info["float_ops"]} if info["float_ops"] else {})}
+                **({"float_ops": info["float_ops"]} if info["float_ops"] else {}), **getattr(self, "_extra", {})}

@@ -1,0 +1,181 @@
+"""One rule on one row: the change against each baseline run, calibrated, and the verdict.
+
+Timings (latency and throughput) are judged as ratios to the calibration workload that
+each row's child timed right before its own loop (calibration.py): the current row's time is
+divided by how much slower the workload ran this time than in that baseline run. The
+absolute change is kept beside it. With several baseline runs, the rule is judged
+against the baseline run most favourable to the current one (for latency, the slowest):
+the spread the baselines show between runs of unchanged code is an allowance the current
+run gets on top of the threshold, and on top of the interval its own samples give.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..records import RunRecord
+from .metrics import METRICS, Metric, fmt_value
+from .noise import bootstrap_ratio_ci, sample_blocks, stat_fn
+from .results import DISTURBED, NA, NOISE, PASS, REGRESSION, Check
+from .rules import Rule
+
+CALIBRATED = "calibrated"
+REFERENCE = "reference"
+ABSOLUTE = "absolute"
+TIMINGS = (CALIBRATED, REFERENCE, ABSOLUTE)
+# other processes' CPU use while a row's loop ran, in cores, beyond which its timings are not judged
+DISTURBED_CORES = 0.25
+
+
+def disturbance(r: RunRecord) -> float:
+    """Cores other processes and other guests (steal) took while the row's loop ran (0 when unknown)."""
+    c = (r.extra or {}).get("calibration") or {}
+    return float(c.get("other_cores") or 0.0) + float(c.get("steal_cores") or 0.0)
+
+
+@dataclass(frozen=True)
+class Stats:
+    confidence: float = 0.95
+    n_resamples: int = 1000
+    seed: int = 0
+    timing: str = REFERENCE
+    refs: dict | None = None  # id(baseline row) -> (its run's reference row, the current run's reference row)
+
+
+def calibration_factor(a: RunRecord, b: RunRecord) -> float | None:
+    """How much slower the calibration workload ran around ``b`` than around ``a`` (None without it)."""
+    ca, cb = (a.extra or {}).get("calibration") or {}, (b.extra or {}).get("calibration") or {}
+    if not (ca.get("ms") and cb.get("ms")) or ca.get("workload") != cb.get("workload"):
+        return None
+    return float(cb["ms"]) / float(ca["ms"])
+
+
+def reference_factor(a: RunRecord, b: RunRecord, refs: dict[int, tuple[RunRecord | None, RunRecord | None]]) -> \
+        float | None:
+    """How much slower each run's reference row (PyTorch fp32, same device, batch and scenario) ran in the
+    current run than in the baseline run; None for the reference row itself or without one."""
+    ra, rb = refs.get(id(a), (None, None))
+    if ra is None or rb is None or a.backend == ra.backend and a.precision == ra.precision:
+        return None
+    pa = ra.latency.p50_ms if ra.latency else None
+    pb = rb.latency.p50_ms if rb.latency else None
+    return pb / pa if pa and pb else None
+
+
+def _ratio_ci(m: Metric, a: RunRecord, b: RunRecord, st: Stats) -> tuple[tuple[float, float] | None, str]:
+    """Confidence interval of the raw ratio m(b) / m(a) from the raw samples; (None, "") without them."""
+    if not (m.samples and a.samples_ns and b.samples_ns):
+        return None, ""
+    ba, bb = sample_blocks(a.samples_ns), sample_blocks(b.samples_ns)
+    if ba is None or bb is None:
+        return None, ""
+    lo, hi, method = bootstrap_ratio_ci(ba, bb, m.samples, st.confidence, st.n_resamples, st.seed)
+    if m.samples == "throughput":
+        # throughput ~ batch / mean latency: invert the latency-ratio interval and anchor it to
+        # the observed throughput ratio (which also carries the loop's own overhead).
+        va, vb = m.get(a), m.get(b)
+        if not (va and vb):
+            return None, ""
+        point = float(stat_fn("mean")(bb.reshape(-1)) / stat_fn("mean")(ba.reshape(-1)))
+        lo, hi = (vb / va) * point / hi, (vb / va) * point / lo
+    return (lo, hi), method
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The current row against one baseline row, for one rule."""
+
+    va: float
+    vb: float
+    change: float  # calibrated where it could be (relative: ratio - 1; absolute: metric unit)
+    raw_change: float  # without calibration
+    ci: tuple[float, float] | None
+    factor: float | None  # the calibration workload's time ratio, current / baseline
+    method: str
+
+    def badness(self, m: Metric) -> float:
+        return self.change * m.worse
+
+
+def compare(rule: Rule, a: RunRecord, b: RunRecord, st: Stats) -> Pair | None:
+    m = METRICS[rule.metric]
+    va, vb = m.get(a), m.get(b)
+    if va is None or vb is None or (rule.relative and va == 0):
+        return None
+    f = None
+    if m.samples and st.timing == CALIBRATED:
+        f = calibration_factor(a, b)
+    elif m.samples and st.timing == REFERENCE:  # the reference row itself: as measured
+        f = reference_factor(a, b, st.refs or {})
+    adj = 1.0 if f is None else f ** -m.worse  # latency / f, throughput * f
+
+    def conv(ratio: float) -> float:
+        return ratio - 1.0 if rule.relative else va * ratio - va
+
+    ratio = vb / va
+    ci, method = _ratio_ci(m, a, b, st)
+    ci2 = (conv(ci[0] * adj), conv(ci[1] * adj)) if ci is not None else None
+    return Pair(va, vb, conv(ratio * adj), conv(ratio), ci2, f, method)
+
+
+def _fmt_change(x: float, rule: Rule, m: Metric) -> str:
+    return f"{x * 100:+.1f} %" if rule.relative else f"{x:+.4g} {m.unit}".rstrip()
+
+
+def judge(rule: Rule, label: str, bases: list[RunRecord], b: RunRecord, st: Stats) -> tuple[Check, str]:
+    """The rule on row ``label``: its change against every baseline run that measured it; the verdict
+    against the most favourable one (the baselines' spread is the between-run allowance)."""
+    m = METRICS[rule.metric]
+    if m.samples:
+        if disturbance(b) > DISTURBED_CORES:
+            return _disturbed(rule, label, m, bases, b, f"other processes took {disturbance(b):.2f} cores while "
+                                                           "the current run measured this row"), ""
+        quiet = [a for a in bases if disturbance(a) <= DISTURBED_CORES]
+        if not quiet:
+            return _disturbed(rule, label, m, bases, b, "other processes took more than "
+                              f"{DISTURBED_CORES} cores while every baseline run measured this row"), ""
+        bases = quiet
+    pairs = [p for p in (compare(rule, a, b, st) for a in bases) if p is not None]
+    if not pairs:
+        va = next((v for v in (m.get(a) for a in bases) if v is not None), None)
+        vb = m.get(b)
+        why = ("baseline is 0, no relative change" if va == 0 and vb is not None else "not measured in "
+               + ("either run" if va is None and vb is None else "the baseline" if va is None else "the current run"))
+        return Check(rule, label, va, vb, None, None, NA, f"{m.title}: {why}"), ""
+    pairs.sort(key=lambda p: p.badness(m))
+    judged, mid = pairs[0], pairs[len(pairs) // 2]
+    t = rule.threshold
+    beyond = judged.badness(m) > t
+    if not beyond:
+        verdict = PASS
+    elif judged.ci is None:
+        verdict = REGRESSION
+    else:
+        verdict = REGRESSION if min(x * m.worse for x in judged.ci) > t else NOISE
+    msg = _message(rule, m, pairs, judged, mid, st.confidence)
+    if verdict == NOISE:
+        msg += ": beyond the threshold, but not by more than the measured spread"
+    elif verdict == REGRESSION and judged.ci is None and m.samples:
+        msg += " (no raw samples: compared as points, no within-run allowance)"
+    return Check(rule, label, mid.va, mid.vb, mid.change, judged.ci, verdict, msg, raw_change=mid.raw_change,
+                 calibrated=judged.factor is not None, judged_change=judged.change, n_baselines=len(pairs)), \
+        judged.method
+
+
+def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], b: RunRecord, why: str) -> Check:
+    va = m.get(bases[0]) if bases else None
+    return Check(rule, label, va, m.get(b), None, None, DISTURBED,
+                 f"{m.title} not judged: {why} (a loaded machine, not the code: re-run when it is quiet)")
+
+
+def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, confidence: float) -> str:
+    msg = f"{m.title} {fmt_value(mid.va, m.unit)} -> {fmt_value(mid.vb, m.unit)} ({_fmt_change(mid.raw_change, rule, m)}"
+    if judged.factor is not None:
+        msg += f"; normalized {_fmt_change(mid.change, rule, m)}"
+    msg += ")"
+    if len(pairs) > 1:
+        msg += (f"; against the most favourable of {len(pairs)} baseline runs "
+                f"{_fmt_change(judged.change, rule, m)}")
+    if judged.ci is not None:
+        msg += f", {confidence:.0%} CI [{_fmt_change(judged.ci[0], rule, m)}, {_fmt_change(judged.ci[1], rule, m)}]"
+    return msg + f"; rule {rule}"
