@@ -4,8 +4,10 @@
 # is 127.0.0.1, and every process started here dies with this script. Usage: fleet_cluster.sh BUNDLE OUT
 set -u -m
 B=$1; O=$2
-ip link set lo up
-export RAY_AUTH_TOKEN_PATH=$O/token RAY_TMPDIR=$O/r RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor
+ip link set lo up || exit 97
+# only loopback may exist here: never start Ray on a real interface
+[ "$(ip -o link show | awk -F': ' '{print $2}')" = "lo" ] || { echo "not a loopback-only namespace" >&2; exit 98; }
+export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$O/token RAY_TMPDIR=$O/r RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor
 IC="$PYTHON -m infer_compare"
 stop() { $PYTHON -m ray.scripts.scripts stop --force >/dev/null 2>&1; }
 trap stop EXIT
@@ -13,7 +15,14 @@ LOOP="--backends onnxruntime --device cpu --threads 1 --warmup 1 --min-iters 5 -
 $IC fleet join --head --name node-a --port 6379 > $O/join-a.log 2>&1; echo $? > $O/join-a.rc
 $IC fleet join --address 127.0.0.1:6379 --name node-b --block > $O/join-b.log 2>&1 &
 NODE_B=$!
-for i in $(seq 60); do grep -q "ic-node:node-b" <($PYTHON -m ray.scripts.scripts status 2>/dev/null) && break; sleep 1; done
+# wait (30 s at most) until node-b has joined
+$PYTHON - <<'PYEOF' > $O/wait.log 2>&1
+import time, ray
+ray.init(address="127.0.0.1:6379", logging_level="ERROR", log_to_driver=False)
+t = time.time()
+while time.time() - t < 30 and not any("ic-node:node-b" in (n.get("Resources") or {}) for n in ray.nodes() if n["Alive"]):
+    time.sleep(0.5)
+PYEOF
 # 1: both nodes measure the bundle; one merged report
 $IC fleet run $B --address 127.0.0.1:6379 --out $O/both -b 1,4 $LOOP > $O/both.log 2>&1; echo $? > $O/both.rc
 # 2: no node matches --targets

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
-from .args import _add_measure_args, _csv, _positive_float, _Parser
+from .args import _add_measure_args, _csv, _Parser, _positive_float
 
 
 def build_fleet_parser():
@@ -72,10 +72,10 @@ def _connect(address: str):
 def _cmd_run(args, argv: list[str]) -> int:
     from ..bundle import verify
     from ..executors.ray_executor import RayExecutor
+    from ..fleet.auth import enable
     from ..fleet.join import require_ray
     from ..fleet.plan import jobs_for, nodes_of, select
     from ..fleet.run import check_reachable, run_fleet
-    from ..fleet.auth import enable
 
     require_ray(import_it=False)
     verify(args.bundle)

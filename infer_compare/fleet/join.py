@@ -50,7 +50,8 @@ def advertised(name: str, present: dict[str, list[str]], backends: dict[str, str
         for d in devs:
             res[f"{DEVICE}{name}/{d}"] = 1.0
     labels = {"infer-compare/node": name, "infer-compare/python": ".".join(platform.python_version_tuple()[:2])}
-    labels.update({f"infer-compare/{k}": re.sub(r"[^A-Za-z0-9._-]+", "_", v)[:63] for k, v in backends.items() if v})
+    labels.update({f"infer-compare/{k}": re.sub(r"[^A-Za-z0-9._-]+", "_", v)[:63] for k, v in backends.items()
+                   if k and v and v != "n/a"})
     return res, labels
 
 
