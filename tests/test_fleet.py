@@ -154,6 +154,22 @@ def test_driver_merges_keeps_good_nodes_and_names_the_failed_one(one_report):
     assert any("version skew, python" in w for w in merged.warnings)
 
 
+def test_bundle_route_results_merge_beside_the_nodes(one_report):
+    from infer_compare.records import Report
+
+    jobs = [Job("a", KW, {"ic-node:a": 1})]
+    merged, _ = run_fleet("B", _Fake(one_report, {}), jobs, lambda n, m: None, ["x"],
+                          others=[("devboard", Report.from_dict(one_report))])
+    assert list(merged.machines) == ["a", "devboard"]
+    assert {r.extra.get("machine") for r in merged.rows} == {"a", "devboard"}
+    assert any("devboard (bundle route)" in n for n in merged.notes)
+
+
+def test_with_needs_name_and_a_results_file(capsys, bundle):
+    assert main(["fleet", "run", str(bundle), "--address", "127.0.0.1:1", "--out", "x", "--with", "nofile"]) == 2
+    assert "--with 'nofile': expected NAME=RESULTS.json" in capsys.readouterr().err
+
+
 def test_ctrl_c_keeps_what_came_back(one_report):
     jobs = [Job(n, KW) for n in ("a", "b")]
     merged, _ = run_fleet("B", _Fake(one_report, {}, interrupt_after=1), jobs, lambda n, m: None, ["x"])

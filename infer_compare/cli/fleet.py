@@ -33,6 +33,9 @@ def build_fleet_parser():
     r.add_argument("--out", "-o", required=True, metavar="DIR", help="where the merged results go")
     r.add_argument("--node-timeout", type=_positive_float, default=3600.0, metavar="S",
                    help="a node without a result after S seconds is cancelled and its rows failed (default 3600)")
+    r.add_argument("--with", dest="others", action="append", default=[], metavar="NAME=RESULTS.json",
+                   help="results of a board measured by the bundle route (`infer-compare run`), merged beside the "
+                   "nodes as machine NAME (repeatable)")
     _add_measure_args(r)
     return p
 
@@ -69,6 +72,23 @@ def _connect(address: str):
     return ray
 
 
+def _others(specs: list[str]) -> list[tuple[str, object]]:
+    """--with NAME=RESULTS.json: (NAME, Report) each, loaded before anything is measured."""
+    from ..errors import InferCompareError
+    from ..records import load_report
+
+    out = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--with {spec!r}: expected NAME=RESULTS.json")
+        try:
+            out.append((name, load_report(path)))
+        except (InferCompareError, OSError, ValueError, KeyError) as e:
+            raise UsageError(f"--with {spec}: {e}") from None
+    return out
+
+
 def _cmd_run(args, argv: list[str]) -> int:
     from ..bundle import verify
     from ..executors.ray_executor import RayExecutor
@@ -79,6 +99,7 @@ def _cmd_run(args, argv: list[str]) -> int:
 
     require_ray(import_it=False)
     verify(args.bundle)
+    others = _others(args.others)
     check_reachable(args.address)
     enable()  # before Ray is imported: it reads RAY_AUTH_MODE once
     kw = _run_kwargs(args)
@@ -87,7 +108,7 @@ def _cmd_run(args, argv: list[str]) -> int:
         nodes = select(nodes_of(ray.nodes()), args.targets)
         jobs = [j for n, node in nodes.items() for j in jobs_for(n, node, kw)]
         merged, results = run_fleet(args.bundle, RayExecutor(timeout_s=args.node_timeout), jobs,
-                                    _event(time.perf_counter()), ["infer-compare", "fleet", "run", *argv])
+                                    _event(time.perf_counter()), ["infer-compare", "fleet", "run", *argv], others)
     finally:
         ray.shutdown()
     return _save(merged, results, Path(args.out))

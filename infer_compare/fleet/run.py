@@ -73,8 +73,11 @@ def skew(facts: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
-def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: Sequence[str]):
-    """(merged Report or None, every JobResult). Ctrl-C: the executor cancels; what came back is kept."""
+def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: Sequence[str],
+              others: Sequence[tuple[str, Any]] = ()):
+    """(merged Report or None, every JobResult). Ctrl-C: the executor cancels; what came back is kept.
+    ``others``: (machine, Report) measured by the bundle route (`infer-compare run` on a board without
+    Ray), merged beside the nodes."""
     from ..merge import merge_reports
 
     results: list[JobResult] = []
@@ -94,9 +97,10 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
         by_node.setdefault(r.job.target, []).append(r)
     reps = {n: node_report(rs) for n, rs in by_node.items()}
     names = [n for n, rep in reps.items() if rep is not None]
-    if not names:
+    if not names and not others:
         return None, results
-    merged = merge_reports([reps[n] for n in names], labels=names, sources=[f"node {n}" for n in names],
+    merged = merge_reports([reps[n] for n in names] + [r for _, r in others], labels=names + [n for n, _ in others],
+                           sources=[f"node {n}" for n in names] + [f"{n} (bundle route)" for n, _ in others],
                            command=command)
     facts = {n: r.node for n, rs in by_node.items() for r in rs if r.node}
     lost = [r for n, rs in by_node.items() if reps[n] is None for r in rs]
