@@ -128,7 +128,7 @@ def _save(merged, results, out: Path) -> int:
         paths = write_all(merged, out)
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
-    print(f"fleet: {len(merged.machines)} node(s) merged ({', '.join(merged.machines)}), {len(failed)} job(s) "
+    print(f"fleet: {len(merged.machines)} machine(s) merged ({', '.join(merged.machines)}), {len(failed)} job(s) "
           f"failed{'' if merged.complete else ' (report incomplete)'}: {', '.join(str(p) for p in paths.values())}")
     return 130 if interrupted else (1 if failed else 0)
 
