@@ -23,10 +23,15 @@ t = time.time()
 while time.time() - t < 30 and not any("ic-node:node-b" in (n.get("Resources") or {}) for n in ray.nodes() if n["Alive"]):
     time.sleep(0.5)
 PYEOF
+# 2b (in the background, it spends ~20 s in Ray's retries): a driver with another token is refused
+echo 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef > $O/bad-token
+(RAY_AUTH_TOKEN_PATH=$O/bad-token timeout 60 $IC fleet run $B --address 127.0.0.1:6379 --out $O/badtok $LOOP > $O/badtok.log 2>&1; echo $? > $O/badtok.rc) &
+BADTOK=$!
 # 1: both nodes measure the bundle; one merged report
 $IC fleet run $B --address 127.0.0.1:6379 --out $O/both -b 1,4 $LOOP > $O/both.log 2>&1; echo $? > $O/both.rc
 # 2: no node matches --targets
 $IC fleet run $B --address 127.0.0.1:6379 --out $O/none --targets node-z $LOOP > $O/none.log 2>&1; echo $? > $O/none.rc
+wait $BADTOK
 # 3: node-b killed mid-run (its raylet and workers, -9); node-a's rows are kept
 LONG="--backends onnxruntime --device cpu --threads 1 -b 1 --min-time 8 --max-time 10 --target-ci 0"
 $IC fleet run $B --address 127.0.0.1:6379 --out $O/kill $LONG > $O/kill.log 2>&1 &

@@ -1,7 +1,8 @@
 """A loopback-only Ray cluster of two nodes (tests/fleet_cluster.sh), in network and PID namespaces
 of its own (only loopback; every address 127.0.0.1; every process dies with the namespace): both
 nodes measure a bundle and merge; no node matches --targets (exit 2); a node killed mid-run (its rows
-failed, naming it; the other node's kept; the report incomplete); Ctrl-C to the driver (exit 130)."""
+failed, naming it; the other node's kept; the report incomplete); Ctrl-C to the driver (exit 130); a
+driver holding another token is refused (Ray's token authentication, exit 2)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,14 @@ def test_no_node_matches_targets_is_a_usage_error(cluster_run):
     _, rcs, logs, _ = cluster_run
     assert rcs.get("none") == 2
     assert "no node matches --targets node-z (nodes: node-a, node-b)" in logs["none"]
+
+
+def test_a_driver_with_another_token_is_refused(cluster_run):
+    _, rcs, logs, results = cluster_run
+    assert rcs.get("badtok") == 2, logs.get("badtok")
+    last = logs["badtok"].strip().splitlines()[-1]  # Ray's own retry warnings come first
+    assert "badtok" not in results and "InvalidAuthToken" in logs["badtok"], logs["badtok"]
+    assert last.startswith("infer-compare: error: cannot connect") and "token" in last
 
 
 def test_killed_node_leaves_failed_rows_and_keeps_the_others(cluster_run):

@@ -68,7 +68,8 @@ def _connect(address: str):
 
         text = str(e)
         raise UsageError(mismatch_line(text) or f"cannot connect to the Ray cluster at {address}: "
-                         f"{type(e).__name__}: {text.strip().splitlines()[-1] if text.strip() else ''}"[:500]) from None
+                         f"{type(e).__name__}: {text.strip().splitlines()[-1] if text.strip() else ''}"[:400]
+                         + " (is the head up, and does this machine hold the head's token? docs/fleet.md)") from None
     return ray
 
 
