@@ -96,7 +96,7 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
     from .auth import enable
 
     require_ray(import_it=False)
-    auth = enable(create=not address)
+    auth = "" if dry_run else enable(create=not address)  # a dry run writes no token
     name = node_name(name)
     present, versions = local_facts()
     res, labels = advertised(name, present, versions)
