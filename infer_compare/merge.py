@@ -145,7 +145,7 @@ def merge_reports(reports: Sequence[Report], labels: Sequence[str | None] | None
         raise UsageError(f"the results files are of different models ({', '.join(sorted(names))}); merge compares "
                          "one model across machines")
     final = _labels(reports, labels)
-    rows = [r.replace(device=f"{lab}:{r.device}") for rep, lab in zip(reports, final, strict=True) for r in rep.rows]
+    rows = [r.replace(device=f"{lab}:{r.device}", extra={**r.extra, "machine": lab}) for rep, lab in zip(reports, final, strict=True) for r in rep.rows]
     warnings, notes = _warnings_and_notes(reports, final, sources)
     envs = [r.environment for r in reports]
     elapsed = [r.elapsed_s for r in reports if r.elapsed_s is not None]

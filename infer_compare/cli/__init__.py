@@ -8,6 +8,7 @@
     infer-compare run DIR                         measure a bundle here (no torch needed)
     infer-compare merge R1.json R2.json --out DIR one comparison across machines
     infer-compare soak --model M --duration 10m   run configurations for long, per time window (docs/soak.md)
+    infer-compare fleet run DIR --address H:P     a bundle on every node of a Ray cluster (docs/fleet.md)
 
 Exit codes: 0 ok, 1 parity failure or regression (or an explicitly requested backend
 skipped or failed), 2 usage error.
@@ -35,7 +36,7 @@ from .flags import runner_options_from_args  # noqa: F401
 from .measure import cmd_compare, cmd_export, cmd_run, requested_not_run  # noqa: F401
 from .soak import cmd_soak
 
-SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge", "soak")
+SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge", "soak", "fleet")
 
 
 class Terminated(KeyboardInterrupt):
@@ -65,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_merge(build_merge_parser().parse_args(argv[1:]), argv[1:])
         if argv and argv[0] == "soak":
             return cmd_soak(build_soak_parser().parse_args(argv[1:]), argv[1:])
+        if argv and argv[0] == "fleet":
+            from .fleet import cmd_fleet
+
+            return cmd_fleet(argv[1:])
         if argv and argv[0] == "compare":
             argv = argv[1:]
         return cmd_compare(build_parser().parse_args(argv), argv)

@@ -1,0 +1,147 @@
+"""``infer-compare fleet``: join a Ray cluster, or measure a bundle on every node of one (docs/fleet.md).
+
+    infer-compare fleet join [--address HOST:PORT | --head] [--name N] [--ip IP]
+    infer-compare fleet run BUNDLE --address HOST:PORT [--targets a,b] --out DIR [measuring flags]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from ..errors import UsageError
+from .args import _add_measure_args, _csv, _Parser, _positive_float
+
+
+def build_fleet_parser():
+    p = _Parser(prog="infer-compare fleet", description="Measure one bundle on every machine of a Ray cluster "
+                "(docs/fleet.md). Ray is the optional extra infer-compare[fleet].")
+    sub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    j = sub.add_parser("join", help="start this machine's Ray node, advertising its devices and runtimes")
+    j.add_argument("--address", metavar="HOST:PORT", help="the head to join (without it: --head)")
+    j.add_argument("--head", action="store_true", help="start the head node of a new cluster here")
+    j.add_argument("--port", type=int, default=6379, help="the head's port (default 6379)")
+    j.add_argument("--name", help="node name, the machine column of the report (default: host name)")
+    j.add_argument("--ip", default="127.0.0.1", help="this node's address on the lab network (default 127.0.0.1)")
+    j.add_argument("--block", action="store_true", help="keep the node in the foreground (a systemd unit; Ctrl-C leaves)")
+    j.add_argument("--dry-run", action="store_true", help="print the `ray start` command and stop")
+    r = sub.add_parser("run", help="measure a bundle (infer-compare export) on every node")
+    r.add_argument("bundle", metavar="DIR")
+    r.add_argument("--address", required=True, metavar="HOST:PORT", help="the Ray head")
+    r.add_argument("--targets", type=_csv, metavar="LIST", help="only these nodes (default: every node)")
+    r.add_argument("--out", "-o", required=True, metavar="DIR", help="where the merged results go")
+    r.add_argument("--node-timeout", type=_positive_float, default=3600.0, metavar="S",
+                   help="a node without a result after S seconds is cancelled and its rows failed (default 3600)")
+    r.add_argument("--with", dest="others", action="append", default=[], metavar="NAME=RESULTS.json",
+                   help="results of a board measured by the bundle route (`infer-compare run`), merged beside the "
+                   "nodes as machine NAME (repeatable)")
+    _add_measure_args(r)
+    return p
+
+
+def _run_kwargs(args) -> dict:
+    from ..api import parse_batch_sizes
+    from .flags import runner_options_from_args
+    from .measure import _loop_args
+
+    return dict(backends=args.backends, formats=args.formats, precisions=args.precisions, devices=args.devices,
+                batch_sizes=parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None,
+                threads=args.threads, warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time,
+                cell_timeout_s=args.cell_timeout, parity_every_batch=args.parity_every_batch,
+                runner_options=runner_options_from_args(args), **_loop_args(args))
+
+
+def _event(t0: float):
+    def on_event(node: str, msg: str) -> None:
+        print(f"[{time.perf_counter() - t0:6.1f} s] {node}: {msg}", file=sys.stderr, flush=True)
+    return on_event
+
+
+def _connect(address: str):
+    import ray
+
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    except Exception as e:  # noqa: BLE001 - ConnectionError, AuthenticationError, version mismatch
+        from ..fleet.join import mismatch_line
+
+        text = str(e)
+        raise UsageError(mismatch_line(text) or f"cannot connect to the Ray cluster at {address}: "
+                         f"{type(e).__name__}: {text.strip().splitlines()[-1] if text.strip() else ''}"[:400]
+                         + " (is the head up, and does this machine hold the head's token? docs/fleet.md)") from None
+    return ray
+
+
+def _others(specs: list[str]) -> list[tuple[str, object]]:
+    """--with NAME=RESULTS.json: (NAME, Report) each, loaded before anything is measured."""
+    from ..errors import InferCompareError
+    from ..records import load_report
+
+    out = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--with {spec!r}: expected NAME=RESULTS.json")
+        try:
+            out.append((name, load_report(path)))
+        except (InferCompareError, OSError, ValueError, KeyError) as e:
+            raise UsageError(f"--with {spec}: {e}") from None
+    return out
+
+
+def _cmd_run(args, argv: list[str]) -> int:
+    from ..bundle import verify
+    from ..executors.ray_executor import RayExecutor
+    from ..fleet.auth import enable
+    from ..fleet.join import require_ray
+    from ..fleet.plan import jobs_for, nodes_of, select
+    from ..fleet.run import check_reachable, run_fleet
+
+    require_ray(import_it=False)
+    verify(args.bundle)
+    others = _others(args.others)
+    check_reachable(args.address)
+    enable()  # before Ray is imported: it reads RAY_AUTH_MODE once
+    kw = _run_kwargs(args)
+    ray = _connect(args.address)
+    try:
+        nodes = select(nodes_of(ray.nodes()), args.targets)
+        jobs = [j for n, node in nodes.items() for j in jobs_for(n, node, kw)]
+        merged, results = run_fleet(args.bundle, RayExecutor(timeout_s=args.node_timeout), jobs,
+                                    _event(time.perf_counter()), ["infer-compare", "fleet", "run", *argv], others)
+    finally:
+        ray.shutdown()
+    return _save(merged, results, Path(args.out))
+
+
+def _save(merged, results, out: Path) -> int:
+    from ..report import write_all
+
+    failed = [r for r in results if r.error]
+    for r in failed:
+        print(f"infer-compare: {r.error}", file=sys.stderr)
+    interrupted = any("Ctrl-C" in r.error or "interrupted" in r.error for r in failed)
+    if merged is None:
+        print("infer-compare: no node returned a result: nothing to save", file=sys.stderr)
+        return 130 if interrupted else 1
+    try:
+        paths = write_all(merged, out)
+    except OSError as e:
+        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+    print(f"fleet: {len(merged.machines)} machine(s) merged ({', '.join(merged.machines)}), {len(failed)} job(s) "
+          f"failed{'' if merged.complete else ' (report incomplete)'}: {', '.join(str(p) for p in paths.values())}")
+    return 130 if interrupted else (1 if failed else 0)
+
+
+def cmd_fleet(argv: list[str]) -> int:
+    args = build_fleet_parser().parse_args(argv)
+    if args.action == "join":
+        from ..fleet.join import join
+
+        if bool(args.address) == bool(args.head):
+            raise UsageError("fleet join: give either --address HOST:PORT or --head")
+        cmd, out = join(args.name, args.address, args.port, args.ip, dry_run=args.dry_run, block=args.block)
+        print(" ".join(cmd) if args.dry_run else (out.strip().splitlines() or ["joined"])[-1])
+        return 0
+    return _cmd_run(args, argv[1:])

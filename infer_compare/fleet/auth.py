@@ -1,0 +1,40 @@
+"""Ray's token authentication, on by default for every fleet command: without it anyone who can
+reach the cluster's ports runs code on every node. ``RAY_AUTH_MODE=disabled`` opts out (a one-host
+loopback cluster only); the token is Ray's own: ``RAY_AUTH_TOKEN``, the file ``RAY_AUTH_TOKEN_PATH``
+or ``~/.ray/auth_token``, the same on every node."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from ..errors import UsageError
+
+
+def token_path() -> Path:
+    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+
+
+def has_token() -> bool:
+    return bool(os.environ.get("RAY_AUTH_TOKEN")) or token_path().is_file()
+
+
+def enable(create: bool = False) -> str:
+    """Turn token authentication on in this process's environment (the Ray processes started from it
+    inherit it); with ``create`` (the head) write a new 256-bit token if there is none. Returns a line
+    for the user, or "" when the user opted out."""
+    mode = os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if mode != "token":
+        return ""
+    if has_token():
+        return f"token authentication on (token: {'RAY_AUTH_TOKEN' if os.environ.get('RAY_AUTH_TOKEN') else token_path()})"
+    if not create:
+        raise UsageError(f"no Ray authentication token here ({token_path()}): copy the head's token file to this "
+                         "machine or set RAY_AUTH_TOKEN_PATH (docs/fleet.md)")
+    p = token_path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return f"token authentication on: new token written to {p} (mode 600); copy it to every node"

@@ -1,0 +1,114 @@
+"""Joining a Ray cluster: what ``infer-compare env`` finds here, advertised as custom resources
+(capacity 1 each: one timed task per device) and labels; the Ray and Python versions checked."""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import subprocess
+import sys
+
+from ..errors import UsageError
+
+NODE = "ic-node:"  # ic-node:<name> = 1: the node itself (its CPU configurations, one at a time)
+DEVICE = "ic-device:"  # ic-device:<name>/cuda:0 = 1, ic-device:<name>/edgetpu:0 = 1
+HINT = "pip install 'infer-compare[fleet]'"
+
+
+class RayMissing(UsageError):
+    hint = HINT
+
+
+def require_ray(import_it: bool = True):
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise RayMissing("infer-compare fleet needs Ray, which is not installed")
+    if not import_it:
+        return None
+    import ray
+
+    return ray
+
+
+def node_name(name: str | None) -> str:
+    import socket
+
+    n = re.sub(r"[^A-Za-z0-9._-]+", "-", name or socket.gethostname()).strip("-")
+    if not n:
+        raise UsageError(f"bad node name {name!r}: letters, digits, '.', '_' and '-' only")
+    return n
+
+
+def advertised(name: str, present: dict[str, list[str]], backends: dict[str, str]) -> tuple[dict, dict]:
+    """(resources, labels) of a node: one resource per device, labels for runtimes and their versions."""
+    res = {f"{NODE}{name}": 1.0}
+    for kind, devs in present.items():
+        if kind == "cpu":
+            continue
+        for d in devs:
+            res[f"{DEVICE}{name}/{d}"] = 1.0
+    labels = {"infer-compare/node": name, "infer-compare/python": ".".join(platform.python_version_tuple()[:2])}
+    labels.update({f"infer-compare/{k}": re.sub(r"[^A-Za-z0-9._-]+", "_", v)[:63] for k, v in backends.items()
+                   if k and v and v != "n/a"})
+    return res, labels
+
+
+def local_facts() -> tuple[dict[str, list[str]], dict[str, str]]:
+    """(devices present, runtime -> version) as `infer-compare env` finds them (no torch needed)."""
+    from .. import device_kinds
+    from ..cli.files import env_rows
+
+    present = device_kinds.present()
+    rows, _ = env_rows(present)
+    return present, {r["backend"]: r["version"] for r in rows if r["available"] and r["version"]}
+
+
+def ray_start_argv(name: str, address: str | None, port: int, resources: dict, labels: dict,
+                   ip: str) -> list[str]:
+    argv = [sys.executable, "-m", "ray.scripts.scripts", "start", f"--node-ip-address={ip}",
+            f"--resources={json.dumps(resources)}", f"--labels={json.dumps(labels)}", "--disable-usage-stats"]
+    if address:
+        return [*argv, f"--address={address}"]
+    # the head: no dashboard (its job server runs anyone's code), and Ray Client on loopback only
+    return [*argv, "--head", f"--port={port}", "--include-dashboard=false", "--dashboard-host=127.0.0.1"]
+
+
+_MISMATCH = re.compile(r"cluster was started with:\s*Ray:\s*(\S+)\s*Python:\s*(\S+).*?started with:\s*Ray:\s*(\S+)"
+                       r"\s*Python:\s*(\S+)", re.S)
+
+
+def mismatch_line(output: str) -> str | None:
+    """Ray's several-line version-mismatch message as one line with both versions, or None."""
+    m = _MISMATCH.search(output)
+    if not m:
+        return None
+    return (f"cannot join: the cluster runs Ray {m[1]} on Python {m[2]}, this machine Ray {m[3]} on Python {m[4]}; "
+            "every node needs the same Ray version and Python minor version (docs/fleet.md)")
+
+
+def join(name: str | None, address: str | None, port: int, ip: str, dry_run: bool = False,
+         block: bool = False) -> tuple[list[str], str]:
+    """Start this machine's Ray node with its resources; (argv, output). UsageError on a refusal."""
+    import os
+
+    from .auth import enable
+
+    require_ray(import_it=False)
+    auth = "" if dry_run else enable(create=not address)  # a dry run writes no token
+    name = node_name(name)
+    present, versions = local_facts()
+    res, labels = advertised(name, present, versions)
+    argv = ray_start_argv(name, address, port, res, labels, ip) + (["--block"] if block else [])
+    if dry_run:
+        return argv, ""
+    envv = {**os.environ, "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}
+    if block:
+        os.execve(argv[0], argv, envv)
+    p = subprocess.run(argv, capture_output=True, text=True, env=envv, check=False)
+    out = p.stdout + p.stderr
+    if p.returncode != 0:
+        line = mismatch_line(out) or (out.strip().splitlines() or ["ray start failed"])[-1]
+        raise UsageError(line)
+    return argv, "\n".join(x for x in (out.strip(), auth) if x)

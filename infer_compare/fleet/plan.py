@@ -1,0 +1,60 @@
+"""Which jobs a fleet runs: the nodes of the cluster (found by their ``ic-node:`` resource), the
+ones named by ``--targets``, and per node one job per GPU (run at the same time, each pinned to its
+own CPU cores) then one job for everything else (CPU configurations never overlap one another)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UsageError
+from ..executors import Job
+from .join import DEVICE, NODE
+
+
+def nodes_of(ray_nodes: list[dict]) -> dict[str, dict[str, Any]]:
+    """name -> {"devices": [...], "cpus": n} for every live node that joined with `fleet join`."""
+    out: dict[str, dict[str, Any]] = {}
+    for n in ray_nodes:
+        if not n.get("Alive"):
+            continue
+        res = n.get("Resources") or {}
+        for key in res:
+            if key.startswith(NODE):
+                name = key[len(NODE):]
+                devs = sorted(k[len(DEVICE) + len(name) + 1:] for k in res if k.startswith(f"{DEVICE}{name}/"))
+                out[name] = {"devices": devs, "cpus": int(res.get("CPU", 1)), "gpus": int(res.get("GPU", 0))}
+    return out
+
+
+def select(nodes: dict[str, dict], targets: list[str] | None) -> dict[str, dict]:
+    if not nodes:
+        raise UsageError("no infer-compare node in the cluster (join machines with `infer-compare fleet join`)")
+    if not targets:
+        return nodes
+    missing = [t for t in targets if t not in nodes]
+    if missing:
+        raise UsageError(f"no node matches --targets {', '.join(missing)} (nodes: {', '.join(sorted(nodes))})")
+    return {t: nodes[t] for t in targets}
+
+
+def _slices(n_cores: int, parts: int) -> list[tuple[int, ...]]:
+    per = max(1, n_cores // parts)
+    return [tuple(range(i * per, min(n_cores, (i + 1) * per))) or (i % max(1, n_cores),) for i in range(parts)]
+
+
+def jobs_for(name: str, node: dict, run_kwargs: dict[str, Any]) -> list[Job]:
+    """One job per CUDA device (concurrent, each with its own cores), then the rest of the node's devices."""
+    asked = run_kwargs.get("devices")
+    gpus = [d for d in node["devices"] if d.startswith("cuda") and (not asked or d in asked or "cuda" in asked)]
+    jobs = []
+    if len(gpus) > 1:
+        group = f"{name}: " + ", ".join(gpus)
+        for d, cores in zip(gpus, _slices(node["cpus"], len(gpus)), strict=True):
+            jobs.append(Job(name, {**run_kwargs, "devices": [d]}, {f"{DEVICE}{name}/{d}": 1.0}, gpus=1.0,
+                            cores=cores, group=group))
+    rest = [d for d in (asked or ["cpu", *node["devices"]]) if not (len(gpus) > 1 and d in (*gpus, "cuda"))]
+    if rest:
+        res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"] if d in rest}}
+        kw = {**run_kwargs, "devices": rest if (asked or len(gpus) > 1) else asked}
+        jobs.append(Job(name, kw, res))
+    return jobs

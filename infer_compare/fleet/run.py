@@ -1,0 +1,114 @@
+"""The driver of ``infer-compare fleet run``: connect, plan jobs per node, run them through an
+executor, and merge every node's report with the existing ``merge`` (a machine per node). A node
+without a report leaves a failed row that names it, and the report is incomplete for it."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import UsageError
+from ..executors import Event, Job, JobResult
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--address {address!r}: expected HOST:PORT of the Ray head (e.g. 127.0.0.1:6379)")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise UsageError(f"cannot reach the Ray head at {address}: {e.strerror or e}") from None
+
+
+def waves(jobs: list[Job]) -> list[list[Job]]:
+    """Concurrent GPU groups (and nodes without one) first; then the CPU jobs of nodes that had a group,
+    so CPU configurations never run beside their host's GPU jobs."""
+    grouped = {j.target for j in jobs if j.group}
+    first = [j for j in jobs if j.group or j.target not in grouped]
+    second = [j for j in jobs if not j.group and j.target in grouped]
+    return [w for w in (first, second) if w]
+
+
+def _failed_row(res: JobResult):
+    from ..records import RUN_FAILED, RunRecord
+
+    devs = ",".join(res.job.run_kwargs.get("devices") or ["all"])
+    return RunRecord("fleet", "bundle", "-", devs, None, RUN_FAILED, reason=res.error,
+                     notes=("timed work is never retried: measure again with `infer-compare fleet run`",))
+
+
+def node_report(results: list[JobResult]):
+    """One Report per node from its jobs' reports (several GPUs: one per GPU), with failed rows for
+    jobs without a report and what ran concurrently recorded on each row; None if nothing came back."""
+    from ..records import Report
+
+    reps = [(r, Report.from_dict(r.report)) for r in results if r.report is not None]
+    if not reps:
+        return None
+    base = reps[0][1]
+    rows = []
+    for res, rep in reps:
+        extra = {"concurrent_with": res.job.group} if res.job.group else {}
+        rows += [row.replace(extra={**row.extra, **extra}) if extra else row for row in rep.rows]
+    failed = [r for r in results if r.report is None]
+    rows += [_failed_row(r) for r in failed]
+    notes = [n for _, rep in reps for n in rep.notes]
+    notes += [f"ran concurrently: {g}, each process pinned to its own CPU cores"
+              for g in dict.fromkeys(r.job.group for r in results if r.job.group)]
+    return base.replace(rows=tuple(rows), notes=tuple(dict.fromkeys(notes)),
+                        complete=base.complete and not failed and all(rep.complete for _, rep in reps),
+                        incomplete_reason="; ".join([r.error for r in failed] + [rep.incomplete_reason for _, rep in reps
+                                                                                if rep.incomplete_reason]))
+
+
+def skew(facts: dict[str, dict[str, Any]]) -> list[str]:
+    """Per-node version differences (infer-compare, Python, Ray), one warning each."""
+    out = []
+    for key in ("tool_version", "python", "ray"):
+        vals = {n: f.get(key) for n, f in facts.items() if f.get(key)}
+        if len(set(vals.values())) > 1:
+            out.append(f"version skew, {key}: " + ", ".join(f"{n} {v}" for n, v in sorted(vals.items())))
+    return out
+
+
+def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: Sequence[str],
+              others: Sequence[tuple[str, Any]] = ()):
+    """(merged Report or None, every JobResult). Ctrl-C: the executor cancels; what came back is kept.
+    ``others``: (machine, Report) measured by the bundle route (`infer-compare run` on a board without
+    Ray), merged beside the nodes."""
+    from ..merge import merge_reports
+
+    results: list[JobResult] = []
+    interrupted = False
+    for wave in waves(jobs):
+        try:
+            results += executor.run(bundle, wave, on_event)
+        except KeyboardInterrupt:
+            interrupted = True
+        if interrupted or any("Ctrl-C" in r.error for r in results):
+            interrupted = True
+            break
+    done = {id(r.job) for r in results}
+    results += [JobResult(j, error=f"node {j.target}: not started (interrupted)") for j in jobs if id(j) not in done]
+    by_node: dict[str, list[JobResult]] = {}
+    for r in results:
+        by_node.setdefault(r.job.target, []).append(r)
+    reps = {n: node_report(rs) for n, rs in by_node.items()}
+    names = [n for n, rep in reps.items() if rep is not None]
+    if not names and not others:
+        return None, results
+    merged = merge_reports([reps[n] for n in names] + [r for _, r in others], labels=names + [n for n, _ in others],
+                           sources=[f"node {n}" for n in names] + [f"{n} (bundle route)" for n, _ in others],
+                           command=command)
+    facts = {n: r.node for n, rs in by_node.items() for r in rs if r.node}
+    lost = [r for n, rs in by_node.items() if reps[n] is None for r in rs]
+    rows = merged.rows + tuple(_failed_row(r).replace(device=f"{r.job.target}:{_failed_row(r).device}",
+                                                       extra={"machine": r.job.target}) for r in lost)
+    reasons = [merged.incomplete_reason] if merged.incomplete_reason else []
+    reasons += [f"{r.job.target}: {r.error}" for r in lost]
+    return merged.replace(rows=rows, warnings=merged.warnings + tuple(skew(facts)),
+                          complete=merged.complete and not lost and not interrupted,
+                          incomplete_reason="; ".join(reasons + (["interrupted by Ctrl-C"] if interrupted else []))), \
+        results

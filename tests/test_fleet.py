@@ -1,0 +1,202 @@
+"""Fleet pieces without a cluster: the bundle on the wire (hash checked on arrival, tampering refused),
+the join step's resources and version refusal, planning per node and per GPU, the driver's merge of
+partial results (failed rows naming the node, version skew, Ctrl-C), and the CLI's one-line errors."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from infer_compare.bundle import BundleError, export_bundle
+from infer_compare.cli import main
+from infer_compare.errors import UsageError
+from infer_compare.executors import Job, JobResult
+from infer_compare.executors.local import LocalExecutor
+from infer_compare.fleet import join, pack, plan
+from infer_compare.fleet.run import run_fleet, skew, waves
+from infer_compare.fleet.task import run_on_node
+
+from .conftest import FAST
+
+KW = dict(backends=["onnxruntime"], devices=["cpu"], batch_sizes=[1], threads=1, **FAST)
+
+
+@pytest.fixture(scope="module")
+def bundle(cache_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("fleet") / "lenet5"
+    export_bundle("lenet5", out, formats=["onnx"], precisions=["fp32"], cache_dir=cache_dir)
+    return out
+
+
+def test_pack_unpack_round_trip_and_tampering(bundle, tmp_path):
+    data, sha = pack.pack(bundle)
+    root = pack.unpack(data, sha, tmp_path / "ok")
+    assert (root / "manifest.json").is_file()
+    bad = bytearray(data)
+    bad[len(bad) // 2] ^= 1
+    with pytest.raises(BundleError, match="sha256"):
+        pack.unpack(bytes(bad), sha, tmp_path / "bad")
+    # an archive re-made with a changed file and its own (matching) hash: the bundle's hashes refuse it
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(data)) as src, tarfile.open(fileobj=buf, mode="w") as dst:
+        for m in src.getmembers():
+            body = src.extractfile(m).read()
+            if m.name.endswith(".onnx"):
+                body = body[:-1] + bytes([body[-1] ^ 1])
+            dst.addfile(m, io.BytesIO(body))
+    import hashlib
+
+    with pytest.raises(BundleError):
+        pack.unpack(buf.getvalue(), hashlib.sha256(buf.getvalue()).hexdigest(), tmp_path / "changed")
+
+
+def test_archive_member_leaving_the_bundle_is_refused(tmp_path):
+    import hashlib
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("../evil")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    data = buf.getvalue()
+    with pytest.raises(BundleError, match="not a plain relative file"):
+        pack.unpack(data, hashlib.sha256(data).hexdigest(), tmp_path / "x")
+    assert not (tmp_path / "evil").exists()
+
+
+def test_node_task_reports_a_tampered_bundle_as_an_error(bundle):
+    data, sha = pack.pack(bundle)
+    out = run_on_node(data[:-10] + b"0" * 10, sha, Job("n1", KW))
+    assert "sha256" in out["error"] and out["node"]["tool_version"]
+
+
+def test_local_executor_measures_a_job(bundle):
+    events = []
+    (res,) = LocalExecutor().run(str(bundle), [Job("here", KW)], lambda n, m: events.append((n, m)))
+    assert not res.error and res.report["rows"]
+    assert any(r["status"] == "ok" for r in res.report["rows"]) and events[-1] == ("here", "done")
+
+
+def test_advertised_resources_one_per_device():
+    res, labels = join.advertised("jet", {"cpu": ["cpu"], "cuda": ["cuda:0", "cuda:1"], "edgetpu": ["usb:0"]},
+                                  {"onnxruntime": "1.20.0", "tensorrt": "10.3 (JetPack)"})
+    assert res == {"ic-node:jet": 1.0, "ic-device:jet/cuda:0": 1.0, "ic-device:jet/cuda:1": 1.0,
+                   "ic-device:jet/usb:0": 1.0}
+    assert labels["infer-compare/onnxruntime"] == "1.20.0" and labels["infer-compare/tensorrt"] == "10.3_JetPack_"
+    argv = join.ray_start_argv("jet", None, 6379, res, labels, "127.0.0.1")
+    assert "--include-dashboard=false" in argv and "--dashboard-host=127.0.0.1" in argv
+
+
+def test_version_mismatch_is_one_line_with_both_versions():
+    msg = ("Version mismatch: The cluster was started with:\n    Ray: 2.60.0\n    Python: 3.11.7\n"
+           "This process on node 10.0.0.5 was started with:\n    Ray: 2.49.0\n    Python: 3.10.12\n")
+    line = join.mismatch_line(msg)
+    assert "\n" not in line and "Ray 2.60.0 on Python 3.11.7" in line and "Ray 2.49.0 on Python 3.10.12" in line
+    assert join.mismatch_line("some other failure") is None
+
+
+def test_planning_one_task_per_gpu_then_cpu_alone():
+    nodes = plan.nodes_of([
+        {"Alive": True, "Resources": {"CPU": 8, "GPU": 2, "ic-node:srv": 1, "ic-device:srv/cuda:0": 1,
+                                      "ic-device:srv/cuda:1": 1}},
+        {"Alive": True, "Resources": {"CPU": 4, "ic-node:pi": 1}},
+        {"Alive": False, "Resources": {"ic-node:gone": 1}},
+        {"Alive": True, "Resources": {"CPU": 2}}])
+    assert set(nodes) == {"srv", "pi"} and nodes["srv"]["devices"] == ["cuda:0", "cuda:1"]
+    jobs = [j for n, node in nodes.items() for j in plan.jobs_for(n, node, {"batch_sizes": [1]})]
+    gpu = [j for j in jobs if j.gpus]
+    assert [j.run_kwargs["devices"] for j in gpu] == [["cuda:0"], ["cuda:1"]]
+    assert set(gpu[0].cores).isdisjoint(gpu[1].cores) and gpu[0].group == gpu[1].group != ""
+    srv_cpu = [j for j in jobs if j.target == "srv" and not j.gpus]
+    assert srv_cpu[0].run_kwargs["devices"] == ["cpu"] and srv_cpu[0].resources == {"ic-node:srv": 1.0}
+    first, second = waves(jobs)
+    assert srv_cpu[0] in second and all(j in first for j in gpu) and any(j.target == "pi" for j in first)
+    with pytest.raises(UsageError, match="no node matches --targets x"):
+        plan.select(nodes, ["pi", "x"])
+    with pytest.raises(UsageError, match="no infer-compare node"):
+        plan.select({}, None)
+
+
+class _Fake:
+    """An executor that replays a real report for some nodes and an error for others."""
+
+    def __init__(self, report: dict, fail: dict[str, str], interrupt_after: int | None = None):
+        self.report, self.fail, self.interrupt_after = report, fail, interrupt_after
+
+    def run(self, bundle, jobs, on_event):
+        out = []
+        for i, j in enumerate(jobs):
+            if self.interrupt_after is not None and i >= self.interrupt_after:
+                out.append(JobResult(j, error=f"node {j.target}: cancelled by Ctrl-C before it finished"))
+            elif j.target in self.fail:
+                out.append(JobResult(j, error=f"node {j.target}: {self.fail[j.target]}"))
+            else:
+                out.append(JobResult(j, self.report, node={"tool_version": "0.1.0", "python": f"3.{10 + i}.1"}))
+        return out
+
+
+@pytest.fixture(scope="module")
+def one_report(bundle):
+    (res,) = LocalExecutor().run(str(bundle), [Job("x", KW)], lambda n, m: None)
+    return res.report
+
+
+def test_driver_merges_keeps_good_nodes_and_names_the_failed_one(one_report):
+    jobs = [Job(n, KW, {f"ic-node:{n}": 1}) for n in ("a", "b", "c")]
+    merged, results = run_fleet("B", _Fake(one_report, {"b": "NodeDiedError: node is dead"}), jobs,
+                                lambda n, m: None, ["infer-compare", "fleet"])
+    assert set(merged.machines) == {"a", "c"} and not merged.complete
+    failed = [r for r in merged.rows if r.status == "run_failed"]
+    assert len(failed) == 1 and failed[0].device.startswith("b:") and "node b: NodeDiedError" in failed[0].reason
+    assert {r.extra.get("machine") for r in merged.rows} == {"a", "b", "c"}
+    assert any("version skew, python" in w for w in merged.warnings)
+
+
+def test_bundle_route_results_merge_beside_the_nodes(one_report):
+    from infer_compare.records import Report
+
+    jobs = [Job("a", KW, {"ic-node:a": 1})]
+    merged, _ = run_fleet("B", _Fake(one_report, {}), jobs, lambda n, m: None, ["x"],
+                          others=[("devboard", Report.from_dict(one_report))])
+    assert list(merged.machines) == ["a", "devboard"]
+    assert {r.extra.get("machine") for r in merged.rows} == {"a", "devboard"}
+    assert any("devboard (bundle route)" in n for n in merged.notes)
+
+
+def test_with_needs_name_and_a_results_file(capsys, bundle):
+    assert main(["fleet", "run", str(bundle), "--address", "127.0.0.1:1", "--out", "x", "--with", "nofile"]) == 2
+    assert "--with 'nofile': expected NAME=RESULTS.json" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_what_came_back(one_report):
+    jobs = [Job(n, KW) for n in ("a", "b")]
+    merged, _ = run_fleet("B", _Fake(one_report, {}, interrupt_after=1), jobs, lambda n, m: None, ["x"])
+    assert set(merged.machines) == {"a"} and not merged.complete
+    assert "interrupted by Ctrl-C" in merged.incomplete_reason
+
+
+def test_skew_lists_each_node():
+    assert skew({"a": {"tool_version": "0.1.0"}, "b": {"tool_version": "0.2.0"}}) == \
+        ["version skew, tool_version: a 0.1.0, b 0.2.0"]
+    assert skew({"a": {"ray": "2.60.0"}, "b": {"ray": "2.60.0"}}) == []
+
+
+def test_fleet_without_ray_is_one_line_exit_2(monkeypatch, capsys, bundle):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "ray" else real(n, *a))
+    assert main(["fleet", "run", str(bundle), "--address", "127.0.0.1:1", "--out", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["infer-compare: error: infer-compare fleet needs Ray, which is not installed "
+                   "(install: pip install 'infer-compare[fleet]')"]
+
+
+def test_unreachable_address_is_one_line_exit_2(capsys, bundle):
+    pytest.importorskip("ray")
+    assert main(["fleet", "run", str(bundle), "--address", "127.0.0.1:1", "--out", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot reach the Ray head at 127.0.0.1:1" in err[0]
+    assert main(["fleet", "run", str(bundle), "--address", "nohostport", "--out", "x"]) == 2
