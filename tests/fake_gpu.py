@@ -290,6 +290,9 @@ class FakeEngine:
     def get_tensor_profile_shape(self, name, i):
         return [self.shape] * 3
 
+    def get_tensor_shape(self, name):  # the engine's own shapes: the batch axis dynamic
+        return (-1, *self.shape[1:]) if name == "input" else (-1, WIDTH)
+
     def get_tensor_dtype(self, name):
         return self.trt.DataType.FLOAT
 
