@@ -315,7 +315,7 @@ def _stand_in_tensorrt(qdq: bool = False):
     m.Dims = tuple
     layers = [NS(type=m.LayerType.CONVOLUTION)] + ([NS(type=32), NS(type=33)] if qdq else [])
     network = NS(num_inputs=1, num_outputs=1, num_layers=len(layers), get_layer=lambda i: layers[i],
-                 get_input=lambda i: NS(name="input", dtype="DataType.FLOAT", shape=(-1, 3, 224, 224)),
+                 get_input=lambda i: NS(name="input", dtype="DataType.FLOAT", shape=(-1, 3, 8, 8)),
                  get_output=lambda i: NS(name="logits", dtype="DataType.FLOAT"))
     m.OnnxParser = lambda net, log: NS(parse_from_file=lambda path: rec.update(onnx=path) or True, num_errors=0)
     config = NS(set_memory_pool_limit=lambda pool, size: rec.update(workspace=size),
