@@ -465,13 +465,13 @@ def test_crashing_and_hanging_exporters_become_export_failed_rows(cache_dir, mon
     t0 = time.perf_counter()
     rep = compare("lenet5", devices=["cpu"], formats=["pytorch", "onnx", "openvino", "tflite"], precisions=["fp32"],
                   batch_sizes=[1], cache_dir=cache_dir, use_cache=False, warmup_iters=1, min_iters=3, min_time_s=0.0,
-                  max_time_s=0.5, export_timeout_s=8)
-    assert time.perf_counter() - t0 < 300
+                  max_time_s=0.5, export_timeout_s=40)  # the real ONNX export alone takes ~7 s on a 2-core VM
+    assert time.perf_counter() - t0 < 400
     by = {(r.backend, r.format): r for r in rep.rows}
     assert by[("openvino", "openvino")].status == "export_failed"
     assert "crashed" in by[("openvino", "openvino")].reason and "SIGSEGV" in by[("openvino", "openvino")].reason
     assert by[("tflite", "tflite")].status == "export_failed"
-    assert "timed out after 8 s" in by[("tflite", "tflite")].reason
+    assert "timed out after 40 s" in by[("tflite", "tflite")].reason
     assert by[("pytorch", "pytorch")].status == "ok" and by[("onnxruntime", "onnx")].status == "ok"
 
 
