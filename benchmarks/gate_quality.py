@@ -17,10 +17,12 @@ For each model: ``--baselines`` runs of the unchanged code (pooled, as a CI job 
 A run with rows measured while other processes took CPU time (the gate does not judge their timings) is
 measured again, up to ``--tries`` times, as a CI job would re-run it; the attempts are recorded.
 Every run goes through the command line a user types. The verdict that counts is the CI recipe with the
-defaults (``best`` timing, default rules): ``infer-compare diff BASELINE_DIR RUN_DIR`` (exit 0 = pass), and
-when only timings broke the rules, one more run of the same kind into RUN_DIR/confirm-1 and the same
-``diff`` over both runs pooled: what ``--baseline DIR --confirm 1`` does inside the main command. Beside
-it, each run is judged alone by every timing (best, reference, calibrated, absolute) for comparison.
+defaults (``best`` timing, default rules, default ``--confirm``): the main command with ``--baseline
+BASELINE_DIR``, which judges the run and, when only timings broke the rules, measures the rows that broke
+them again (into RUN_DIR/confirm-K) until they pass or ``--confirm`` runs are spent; its verdict is read
+from RUN_DIR/gate.json (the exit status also counts rows that did not run). A killed run has no verdict
+of its own: ``infer-compare diff BASELINE_DIR RUN_DIR`` judges what it left (exit 0 = pass). Beside it,
+each first run is judged alone by every timing (best, reference, calibrated, absolute) for comparison.
 The output JSON has each run's exit status and violations, the pass and catch rates, and the spread
 between runs of each row's p50 taken three ways: absolute, as a ratio to the calibration workload, and
 as a ratio to the run's PyTorch fp32 row.
@@ -42,11 +44,11 @@ import time
 from pathlib import Path
 
 SELECTION = ["--backends", "pytorch,onnxruntime,openvino", "--precisions", "fp32,int8", "--device", "cpu",
-             "-b", "1", "--max-time", "1", "-q"]
+             "-b", "1", "--min-time", "1", "--max-time", "1", "-q"]
 KINDS = ("unchanged", "loaded", "threads", "precision", "slow", "killed")
 PASSING = ("unchanged", "loaded")  # unchanged code: the gate must pass these
 TIMINGS = ("best", "reference", "calibrated", "absolute")  # each run judged alone
-RECIPE = "best+confirm"  # the CI recipe: the default gate, one more run when only timings broke the rules
+RECIPE = "best+confirm"  # the CI recipe: the default gate, measuring again while only timings broke the rules
 SITE = '''
 import os
 _kind = os.environ.get("GATE_QUALITY_INJECT", "")
@@ -77,10 +79,10 @@ if _kind:
 MODEL_ARGS = {"mobilenet_v2": ["--parity-samples", "32"]}  # its PyTorch reference is 50x LeNet-5's per sample
 
 
-def _cmd(model: str, out: Path, threads: int, cache: str | None) -> list[str]:
+def _cmd(model: str, out: Path, threads: int, cache: str | None, baseline: Path | None = None) -> list[str]:
     return [sys.executable, "-m", "infer_compare", "--model", model, *SELECTION, *MODEL_ARGS.get(model, []),
-            "--threads", str(threads),
-            "-o", str(out), *(["--cache-dir", cache] if cache else [])]
+            "--threads", str(threads), "-o", str(out), *(["--cache-dir", cache] if cache else []),
+            *(["--baseline", str(baseline)] if baseline else [])]
 
 
 def _env(kind: str, site_dir: Path) -> dict[str, str]:
@@ -103,13 +105,14 @@ def _disturbed(path: Path) -> int:
                                       for k in ("other_cores", "steal_cores")) > DISTURBED_CORES)
 
 
-def run_quiet(model: str, kind: str, out: Path, site_dir: Path, cache: str | None, half: int, tries: int) -> dict:
+def run_quiet(model: str, kind: str, out: Path, site_dir: Path, cache: str | None, half: int, tries: int,
+              baseline: Path | None = None) -> dict:
     """run_once, again (up to ``tries`` times) while rows were measured under other processes' load:
     what a CI job does when the gate says it could not judge. Not for ``loaded`` (the load is the point)."""
     import shutil
 
     for attempt in range(1, tries + 1):
-        r = run_once(model, kind, out, site_dir, cache, half)
+        r = run_once(model, kind, out, site_dir, cache, half, baseline)
         r["attempt"] = attempt
         n = _disturbed(out / "results.json")
         r["disturbed_rows"] = n
@@ -127,8 +130,9 @@ def _rows_in(path: Path) -> int:
         return 0
 
 
-def run_once(model: str, kind: str, out: Path, site_dir: Path, cache: str | None, half: int) -> dict:
-    cmd = _cmd(model, out, 1 if kind == "threads" else 2, cache)
+def run_once(model: str, kind: str, out: Path, site_dir: Path, cache: str | None, half: int,
+             baseline: Path | None = None) -> dict:
+    cmd = _cmd(model, out, 1 if kind == "threads" else 2, cache, baseline)
     t0 = time.perf_counter()
     # the neighbour spins while its parent (this script) lives
     hog = subprocess.Popen([sys.executable, "-c", "import os\np = os.getppid()\nwhile os.getppid() == p: pass"]) \
@@ -181,18 +185,16 @@ def gate(base_dir: Path, results: Path, timing: str) -> dict:
             "rows_compared": len(r.matched), "timings_not_judged": list(r.disturbed)}
 
 
-def recipe(model: str, kind: str, base_dir: Path, out: Path, site_dir: Path, cache: str | None, half: int,
-           tries: int, regate: bool) -> dict:
-    """The CI recipe: diff; when only timings broke the rules, one more run of the same kind (the same
-    injected change) into out/confirm-1, and diff over both runs pooled."""
-    first = gate_cli(base_dir, out)
-    if first["passed"] or not first.get("timing_only"):
-        return {**first, "confirmed": False}
-    again = out / "confirm-1"
-    if not regate or not (again / "results.json").exists():
-        r = run_quiet(model, kind, again, site_dir, cache, half, tries)
-        print(f"  {model} {kind}: timings alone broke the rules, measured again: exit {r['exit']}", flush=True)
-    return {**gate_cli(base_dir, out), "confirmed": True, "first": first}
+def recipe(base_dir: Path, out: Path) -> dict:
+    """The CI recipe's verdict: the main command's own (RUN_DIR/gate.json, written after its confirming
+    runs); for a run that left none (killed), ``diff`` on what it left."""
+    try:
+        js = json.loads((out / "gate.json").read_text())
+    except (OSError, ValueError):
+        return {**gate_cli(base_dir, out / "results.json"), "confirm_runs": 0}
+    return {"exit": 0 if js["passed"] else 1, "passed": js["passed"], "violations": js["violations"],
+            "rows_compared": js["rows_compared"], "timings_not_judged": js["timings_not_judged"],
+            "timing_only": js["timing_only"], "n_currents": js["n_currents"], "confirm_runs": js["n_currents"] - 1}
 
 
 def _p50(r: dict) -> float | None:
@@ -237,10 +239,10 @@ def bench_model(model: str, pairs: int, n_base: int, root: Path, site_dir: Path,
             if regate:
                 r = json.loads(saved.read_text())
             else:
-                r = run_quiet(model, kind, out, site_dir, cache, half, tries)
+                r = run_quiet(model, kind, out, site_dir, cache, half, tries, base_dir)
                 saved.write_text(json.dumps(r))
             r["gate"] = {t: gate(base_dir, out / "results.json", t) for t in TIMINGS}
-            r["gate"][RECIPE] = recipe(model, kind, base_dir, out, site_dir, cache, half, tries, regate)
+            r["gate"][RECIPE] = recipe(base_dir, out) if not regate else gate_cli(base_dir, out)
             outcomes.append(r)
             print(f"{model} {kind} {i}: run exit {r['exit']}; gate " + ", ".join(
                 f"{t} {'pass' if g['passed'] else 'FAIL'}" for t, g in r["gate"].items()), flush=True)
@@ -263,7 +265,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="lenet5,mobilenet_v2")
     ap.add_argument("--pairs", type=int, default=10)
-    ap.add_argument("--baselines", type=int, default=3)
+    ap.add_argument("--baselines", type=int, default=5)
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--cache-dir")
     ap.add_argument("--work", help="keep the runs here (default: a temporary directory)")

@@ -9,7 +9,7 @@ import sys
 from .. import __version__
 from ..errors import UsageError
 from ..regress.judge import BEST, TIMINGS
-from ..regress.rules import DEFAULT_RULES
+from ..regress.rules import CONFIRM, DEFAULT_RULES
 from .flags import add_runner_option_flags
 
 
@@ -184,11 +184,11 @@ def _add_gate_args(g, with_baseline: bool) -> None:
     if with_baseline:
         g.add_argument("--baseline", nargs="+", action="extend", metavar="FILE|DIR",
                        help="results.json files of the baseline code (or directories of them) to compare this run "
-                            "with after measuring; pool several runs: their spread is the between-run allowance")
-        g.add_argument("--confirm", type=int, default=1, metavar="N",
-                       help="when only timings break the rules, measure again up to N times and judge the runs "
-                            "pooled, each row by its best run (default 1; 0: judge the one run); the runs are "
-                            "saved in OUTPUT_DIR/confirm-K")
+                            "with after measuring; pool several runs (each row is judged at its fastest level over them)")
+        g.add_argument("--confirm", type=int, default=CONFIRM, metavar="N",
+                       help="when only timings break the rules, measure the rows that broke them again, up to N "
+                            f"times, until they pass; the runs are judged pooled (default {CONFIRM}; 0: judge the "
+                            "one run); saved in OUTPUT_DIR/confirm-K")
     g.add_argument("--allow-incomplete", action="store_true",
                    help="compare even when a file is incomplete (an interrupted or killed run; refused by default: "
                         "its missing rows would pass unchecked); the rows that did not run are listed, not judged")

@@ -1,15 +1,17 @@
 """The regression gate after a comparison (``--baseline``): judge the run, and when only timings broke
-the rules, measure again (``--confirm N``) and judge the runs pooled, each row by its best run.
+the rules, measure the rows that broke them again (``--confirm N``, until they pass) and judge the runs
+pooled, each row at its fastest level over them.
 
 One run on a shared machine can land at a slower speed level than the baseline runs did (other
-tenants, frequency), which reads as a timing regression though the code did not change; a second
-run rarely lands there too, while a real slowdown shows in every run. docs/reports-and-regression.md
+tenants, frequency), which reads as a timing regression though the code did not change; later runs
+rarely all land there too, while a real slowdown shows in every run. docs/reports-and-regression.md
 has the figures.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,23 +30,51 @@ def judge_run(args, gate, rep, out: Path, measure: Callable) -> bool:
     from ..regress import print_result
     from .measure import Saver
 
+    from ..regress.rules import CONFIRM_SPACING_S
+
     baseline, rules = gate
     runs = [rep]
     result = _check(args, runs, baseline, rules)
+    last = time.monotonic()
     for k in range(1, max(0, args.confirm) + 1):
         if result.passed or not result.timing_only:
             break
         again = out / f"confirm-{k}"
-        print(f"infer-compare: {len(result.violations)} timing(s) beyond the rules: measuring again to confirm "
-              f"({k} of {args.confirm}; results in {again})", file=sys.stderr)
+        only = broken_cells(result)
+        wait = max(0.0, last + CONFIRM_SPACING_S - time.monotonic())
+        print(f"infer-compare: {len(result.violations)} timing(s) beyond the rules: measuring "
+              f"{', '.join(sorted({d.label for d in result.rows if any(c.broken for c in d.checks)}))} again "
+              f"in {wait:.0f} s ({k} of {args.confirm}; results in {again})", file=sys.stderr)
+        time.sleep(wait)  # not the same speed level of the machine as the run before
+        last = time.monotonic()
         saver = Saver(again)
         again.mkdir(parents=True, exist_ok=True)
         try:
-            runs.append(measure(saver))
+            runs.append(measure(saver, only))
         except KeyboardInterrupt:
             saver.interrupted()
             raise
         saver.write(runs[-1])
         result = _check(args, runs, baseline, rules)
     print_result(result)
+    _save(result, out / "gate.json")
     return result.passed
+
+
+def broken_cells(result) -> dict:
+    """The selection (backends, formats, precisions, devices, batch sizes) that measures again every row
+    whose timings broke a rule (and may measure a few more: the product of those)."""
+    rows = [d.current for d in result.rows if d.current is not None and any(c.broken for c in d.checks)]
+    return {"backends": sorted({r.backend for r in rows}), "formats": sorted({r.format for r in rows}),
+            "precisions": sorted({r.precision for r in rows}), "devices": sorted({r.device for r in rows}),
+            "batch_sizes": sorted({r.batch_size for r in rows if r.batch_size})}
+
+
+def _save(result, path: Path) -> None:
+    """The verdict as JSON beside the results (what ``diff --json`` prints), for a CI job to read."""
+    import json
+
+    try:
+        path.write_text(json.dumps(result.to_dict(), indent=1))
+    except OSError as e:
+        print(f"infer-compare: could not write {path} ({e.strerror or e})", file=sys.stderr)

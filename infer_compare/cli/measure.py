@@ -150,12 +150,13 @@ def cmd_compare(args, argv: list[str]) -> int:
     saver = Saver(output_dir(args))
     pyc = keep_bytecode(args)
 
-    def measure(into: Saver):
+    def measure(into: Saver, only: dict | None = None):
+        sel = {"backends": args.backends, "formats": args.formats, "precisions": args.precisions,
+               "devices": args.devices, "batch_sizes": batch, **(only or {})}
         with RichProgress(args.quiet) as prog:
             _log_bytecode(prog, pyc)
             return compare(
-                args.model, weights=args.weights, backends=args.backends, formats=args.formats,
-                precisions=args.precisions, devices=args.devices, batch_sizes=batch, threads=args.threads,
+                args.model, weights=args.weights, **sel, threads=args.threads,
                 warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time, **_loop_args(args),
                 parity_samples=args.parity_samples, cell_timeout_s=args.cell_timeout, cache_dir=args.cache_dir,
                 use_cache=not args.no_cache, seed=args.seed, command=["infer-compare", *argv], progress=prog,

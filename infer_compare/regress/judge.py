@@ -2,9 +2,9 @@
 
 Timings (latency and throughput), by ``timing``:
 
-* ``best`` (the default): the best current run of the row against the best baseline run (pooling.py),
-  as measured unless the whole machine moved (both the run-wide median row and the calibration
-  workload), with the baselines' spread between runs added to the threshold;
+* ``best`` (the default): the row's fastest sustained level over the current runs against the same over
+  the baseline runs (pooling.py: the fastest block of consecutive calls of any run), as measured unless
+  the whole machine moved (both the run-wide median row and the calibration workload);
 * ``reference``: each row as a ratio to its run's PyTorch fp32 row (the reference row as measured);
 * ``calibrated``: as a ratio to the calibration workload each row's child timed before its loop;
 * ``absolute``: as measured.
@@ -105,9 +105,12 @@ class Pair:
         return self.change * m.worse
 
 
-def compare(rule: Rule, a: RunRecord, b: RunRecord, st: Stats) -> Pair | None:
+def compare(rule: Rule, a: RunRecord, b: RunRecord, st: Stats,
+            values: tuple[float | None, float | None] | None = None) -> Pair | None:
+    """The current row ``b`` against the baseline row ``a``; ``values``: the figures to compare instead
+    of the rows' own (best timing: each at its fastest level; then no within-run interval)."""
     m = METRICS[rule.metric]
-    va, vb = m.get(a), m.get(b)
+    va, vb = values if values is not None else (m.get(a), m.get(b))
     if va is None or vb is None or (rule.relative and va == 0):
         return None
     f = None
@@ -123,7 +126,7 @@ def compare(rule: Rule, a: RunRecord, b: RunRecord, st: Stats) -> Pair | None:
         return ratio - 1.0 if rule.relative else va * ratio - va
 
     ratio = vb / va
-    ci, method = _ratio_ci(m, a, b, st)
+    ci, method = _ratio_ci(m, a, b, st) if values is None else (None, "")
     ci2 = (conv(ci[0] * adj), conv(ci[1] * adj)) if ci is not None else None
     return Pair(va, vb, conv(ratio * adj), conv(ratio), ci2, f, method)
 
@@ -148,18 +151,17 @@ def _quiet(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: list
     return quiet, quiet_b, None
 
 
-def _pairs(rule: Rule, m: Metric, bases: list[RunRecord], curs: list[RunRecord], st: Stats) -> \
-        tuple[list[Pair], float]:
-    """The pairs (baseline run, current run) compared, most favourable first, and the allowance added
-    to the threshold: in ``best`` timing one pair, best against best, and the baselines' spread."""
+def _pairs(rule: Rule, m: Metric, bases: list[RunRecord], curs: list[RunRecord], st: Stats) -> list[Pair]:
+    """The pairs (baseline run, current run) compared, most favourable first: in ``best`` timing one
+    pair, each side at its fastest level over its runs."""
     if m.samples and st.timing == BEST:
-        from .pooling import best, spread
+        from .pooling import best
 
         a, b = best(bases, m), best(curs, m)
-        p = compare(rule, a, b, st) if a is not None and b is not None else None
-        return ([p] if p is not None else []), spread(bases, m, rule.relative)
+        p = compare(rule, a[0], b[0], st, (a[1], b[1])) if a is not None and b is not None else None
+        return [p] if p is not None else []
     pairs = [p for p in (compare(rule, a, b, st) for a in bases for b in curs) if p is not None]
-    return sorted(pairs, key=lambda p: p.badness(m)), 0.0
+    return sorted(pairs, key=lambda p: p.badness(m))
 
 
 def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord], st: Stats) -> tuple[Check, str]:
@@ -169,7 +171,7 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
         bases, curs, not_judged = _quiet(rule, label, m, bases, curs)
         if not_judged is not None:
             return not_judged, ""
-    pairs, allowance = _pairs(rule, m, bases, curs, st)
+    pairs = _pairs(rule, m, bases, curs, st)
     if not pairs:
         va = next((v for v in (m.get(a) for a in bases) if v is not None), None)
         vb = m.get(curs[0])
@@ -177,21 +179,21 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
                + ("either run" if va is None and vb is None else "the baseline" if va is None else "the current run"))
         return Check(rule, label, va, vb, None, None, NA, f"{m.title}: {why}"), ""
     judged, mid = pairs[0], pairs[len(pairs) // 2]
-    t = rule.threshold + allowance
+    t = rule.threshold
     if judged.badness(m) <= t:
         verdict = PASS
     elif judged.ci is None:
         verdict = REGRESSION
     else:
         verdict = REGRESSION if min(x * m.worse for x in judged.ci) > t else NOISE
-    msg = _message(rule, m, pairs, judged, mid, st, (len(bases), len(curs), allowance))
+    msg = _message(rule, m, pairs, judged, mid, st, (len(bases), len(curs)))
     if verdict == NOISE:
         msg += ": beyond the threshold, but not by more than the measured spread"
-    elif verdict == REGRESSION and judged.ci is None and m.samples:
+    elif verdict == REGRESSION and judged.ci is None and m.samples and st.timing != BEST:
         msg += " (no raw samples: compared as points, no within-run allowance)"
     return Check(rule, label, mid.va, mid.vb, mid.change, judged.ci, verdict, msg, raw_change=mid.raw_change,
-                 calibrated=judged.factor is not None, judged_change=judged.change, n_baselines=len(bases),
-                 allowance=allowance), judged.method
+                 calibrated=judged.factor is not None, judged_change=judged.change, n_baselines=len(bases)), \
+        judged.method
 
 
 def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], b: RunRecord, why: str) -> Check:
@@ -201,17 +203,18 @@ def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], b: Run
 
 
 def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, st: Stats,
-             counts: tuple[int, int, float]) -> str:
-    n_base, n_cur, allowance = counts
+             counts: tuple[int, int]) -> str:
+    n_base, n_cur = counts
     msg = f"{m.title} {fmt_value(mid.va, m.unit)} -> {fmt_value(mid.vb, m.unit)} ({_fmt_change(mid.raw_change, rule, m)}"
     if judged.factor is not None:
         msg += f"; normalized {_fmt_change(mid.change, rule, m)}"
     msg += ")"
-    if m.samples and st.timing == BEST and (n_base > 1 or n_cur > 1):
-        msg += (f"; best of {n_base} baseline run{'s' if n_base != 1 else ''} against best of {n_cur} current "
-                f"run{'s' if n_cur != 1 else ''}")
-        if allowance:
-            msg += f", baselines' spread {_fmt_change(allowance, rule, m).lstrip('+')} added to the threshold"
+    if m.samples and st.timing == BEST:
+        from .pooling import FAST_METRICS
+
+        where = "fastest block" if rule.metric in FAST_METRICS else "best run"
+        msg += (f"; {where} of {n_base} baseline run{'s' if n_base != 1 else ''} against {where} of {n_cur} "
+                f"current run{'s' if n_cur != 1 else ''}")
     elif len(pairs) > 1:
         msg += (f"; against the most favourable of {len(pairs)} pairs of runs "
                 f"{_fmt_change(judged.change, rule, m)}")

@@ -1,10 +1,14 @@
-"""Several runs of one side pooled: the best run of a row, the spread between runs, the machine's own speed.
+"""Several runs of one side pooled: each row at its fastest sustained speed, the machine's own speed.
 
 On a shared machine, unchanged code measured twice differs by more than any one run's interval shows,
-and in one direction: other tenants, frequency and cache contention only ever slow a run down. So
-the figure of a row that best says what the code can do is its best run (the lowest latency, the
-highest throughput), on either side; the spread between the baseline runs is the allowance the
-comparison gets on top of its threshold. docs/reports-and-regression.md has the figures that chose it.
+and in one direction: other tenants, frequency and cache contention only ever slow a run down. On the
+2-core VM this project is tested on, the speed of a row switches between levels up to 2x apart, each
+lasting from a tenth of a second to several seconds, within a row and between runs. So the figure of a
+row that best says what the code can do is its fastest sustained level: the median (mean, throughput)
+of the fastest of NBLOCKS blocks of consecutive calls, over all runs of a side (``fast``). A slower
+runner is slower in every block of every run; a slow level is not in all of them. The current side can
+add runs (``--confirm``) until a row reaches its level or every run has said it is slower.
+docs/reports-and-regression.md has the figures that chose it.
 
 A machine that is uniformly slower (or faster) today shows in two witnesses that do not depend on
 the code under test changing one runtime: the median change over all the run's rows, and the fixed
@@ -20,25 +24,40 @@ from collections.abc import Iterable, Sequence
 from ..records import RunRecord
 from .metrics import Metric
 
+NBLOCKS = 20  # blocks of consecutive calls a row's samples are cut into (noise.sample_blocks)
+FAST_METRICS = ("p50", "mean", "throughput")  # judged at the fastest block; tail metrics as measured
 MACHINE_SHIFT = 0.10  # a run-wide change beyond this, in both witnesses, is the machine's, not the code's
 CONDITION_KEYS = ("thread", "stream", "precision", "optimization", "provider", "hint", "device")
 
 
-def best(rows: Sequence[RunRecord], m: Metric) -> RunRecord | None:
-    """The row of the run most favourable on metric ``m`` (lowest latency, highest throughput)."""
-    have = [r for r in rows if m.get(r) is not None]
-    return min(have, key=lambda r: m.get(r) * m.worse) if have else None
+def fast(r: RunRecord, m: Metric) -> float | None:
+    """Metric ``m`` of row ``r`` at its fastest sustained level: for p50 the median of the block of
+    consecutive calls with the lowest median, for mean its mean, for throughput the row's throughput
+    scaled by mean(all calls) / mean(that block). Other metrics, and rows without raw samples (or too
+    few for blocks), as measured."""
+    v = m.get(r)
+    if v is None or m.name not in FAST_METRICS or not r.samples_ns:
+        return v
+    import numpy as np
+
+    from .noise import sample_blocks
+
+    blocks = sample_blocks(r.samples_ns)
+    if blocks is None or blocks.shape[1] < 3:
+        return v
+    k = int(np.argmin(np.median(blocks, axis=1)))
+    if m.name == "p50":
+        return float(np.median(blocks[k]))
+    if m.name == "mean":
+        return float(blocks[k].mean())
+    return float(v) * float(blocks.mean()) / float(blocks[k].mean())
 
 
-def spread(rows: Sequence[RunRecord], m: Metric, relative: bool) -> float:
-    """Between-run spread of ``m`` over the runs: the median absolute deviation (over the median when
-    ``relative``); 0 for fewer than two runs. Robust to one run at another speed level."""
-    vals = [float(v) for v in (m.get(r) for r in rows) if v is not None]
-    if len(vals) < 2:
-        return 0.0
-    med = statistics.median(vals)
-    mad = statistics.median(abs(v - med) for v in vals)
-    return (mad / med if med else 0.0) if relative else mad
+def best(rows: Sequence[RunRecord], m: Metric) -> tuple[RunRecord, float] | None:
+    """(the run's row, its figure) most favourable on metric ``m`` at each run's fastest level (lowest
+    latency, highest throughput); None when no run has the metric."""
+    have = [(r, v) for r, v in ((r, fast(r, m)) for r in rows) if v is not None]
+    return min(have, key=lambda rv: rv[1] * m.worse) if have else None
 
 
 def _calibration_ms(rows: Iterable[RunRecord]) -> float | None:
@@ -54,9 +73,9 @@ def machine_factor(pairs: Sequence[tuple[Sequence[RunRecord], Sequence[RunRecord
     ratios, base_rows, cur_rows = [], [], []
     for bases, curs in pairs:
         a, b = best(bases, m), best(curs, m)
-        if a is None or b is None or not m.get(a):
+        if a is None or b is None or not a[1]:
             continue
-        ratios.append((m.get(b) / m.get(a)) ** m.worse)  # > 1: slower now
+        ratios.append((b[1] / a[1]) ** m.worse)  # > 1: slower now
         base_rows += bases
         cur_rows += curs
     ca, cb = _calibration_ms(base_rows), _calibration_ms(cur_rows)

@@ -62,8 +62,8 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
               f"-> {n_c} current run{'s' if n_c != 1 else ''} ({escape(result.current_created)})")
     con.print(f"rules: {escape(result.rules_text)}; always: a row ok in the baseline must be measured ok now, "
               f"executing the same precision under the same threads and runner options")
-    con.print("timings: " + {"best": "best run against best run (the lowest latency of each side's runs; the "
-                                      "baselines' spread added to the threshold)",
+    con.print("timings: " + {"best": "each side at its fastest sustained level (the fastest block of "
+                                      "consecutive calls over its runs)",
                              "calibrated": "calibrated (each row's time over a fixed workload timed before it; "
                                             "the absolute change in brackets)",
                              "reference": "relative to the reference (each row's time over its run's PyTorch fp32 "

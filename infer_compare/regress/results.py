@@ -32,7 +32,6 @@ class Check:
     calibrated: bool = False  # ``change`` is a ratio to the calibration workload
     judged_change: float | None = None  # against the most favourable baseline run (what the verdict used)
     n_baselines: int = 1
-    allowance: float = 0.0  # the baselines' spread between runs, added to the threshold (best timing)
 
     @property
     def broken(self) -> bool:
@@ -236,7 +235,6 @@ class RegressionResult:
                  "checks": [{"rule": str(c.rule), "baseline": c.baseline, "current": c.current, "change": c.change,
                              "raw_change": c.raw_change, "calibrated": c.calibrated,
                              "judged_change": c.judged_change, "n_baselines": c.n_baselines,
-                             "allowance": c.allowance,
                              "ci": list(c.ci) if c.ci else None, "verdict": c.verdict, "message": c.message}
                             for c in d.checks],
                  "notes": list(d.notes)}
