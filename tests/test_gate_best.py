@@ -150,3 +150,21 @@ def test_confirm_measures_again_only_when_timings_alone_broke(tmp_path, confirm,
     calls.clear()  # a changed condition is not noise: never measured again
     assert judge_run(_args(1), (BASES, RULES), four(seed=40, threads=1), tmp_path, measure) is False
     assert calls == []
+
+
+def test_two_slower_rows_of_four_are_not_taken_for_a_slower_machine():
+    """The median row of a run where half the rows got slower (and the workload ran slower too) moved; the
+    change three quarters of the rows share did not: nothing is normalized away."""
+    from infer_compare.records import LatencyStats
+
+    def slower(r):
+        if r.backend not in ("onnxruntime", "openvino"):
+            return r
+        s = tuple(int(v * 1.3) for v in r.samples_ns)
+        return r.replace(samples_ns=s, latency=LatencyStats.from_samples_ns(s), throughput=1e9 / (sum(s) / len(s)))
+
+    cur = four(seed=40, cal=1.5 * 1.5)
+    cur = cur.replace(rows=tuple(slower(r) for r in cur.rows))
+    res = check_regression(cur, BASES, RULES)
+    assert not any("the machine ran" in n for n in res.notes), res.notes
+    assert {v.split(":")[0] for v in res.violations} == {ORT, "openvino/openvino/fp32/cpu/b1"}, res.summary()

@@ -197,9 +197,9 @@ def _add_gate_args(g, with_baseline: bool) -> None:
                         "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
                         "rel_err load memory size); default: " + ", ".join(DEFAULT_RULES).replace("%", "%%"))
     g.add_argument("--timing", choices=TIMINGS, default=BEST,
-                   help="judge latency and throughput best run against best run, the baselines' spread added to "
-                        "the threshold (best, the default: no false failure and every injected change caught on "
-                        "a shared 2-core machine, docs/reports-and-regression.md); as ratios to each run's PyTorch "
+                   help="judge latency and throughput with each side at its fastest sustained level, the fastest "
+                        "block of consecutive calls over its runs (best, the default; measured on a shared 2-core "
+                        "machine in docs/reports-and-regression.md); as ratios to each run's PyTorch "
                         "fp32 row (reference); to a calibration workload timed before each row (calibrated); or "
                         "as measured, the most favourable pair of runs (absolute)")
     g.add_argument("--allow-condition-change", action="store_true",
@@ -252,8 +252,8 @@ def build_diff_parser() -> argparse.ArgumentParser:
                 description="Compare a run with its baseline row by row (matched by backend/format/precision/"
                             "device/batch) and exit 1 when a rule is broken, or a row that was ok now fails, is "
                             "missing, executes another precision or runs under other threads. Timings compare "
-                            "each row's best run of either side (--timing); a change within the spread of the baseline "
-                            "runs and the runs' own interval (bootstrap over the raw samples) is not a regression.",
+                            "each row at its fastest sustained level on either side (--timing); give the current side as a "
+                            "directory to pool its runs (OUTPUT_DIR with its confirm-K runs).",
                 epilog="Rules: METRIC:[+|-]NUMBER[%], e.g. p50:+10%, throughput:-5%, accuracy:-0.5 (percentage "
                        "points). Exit codes: 0 no regression, 1 regression, 2 usage error (incl. a baseline from "
                        "another environment without --allow-environment-change, or an incomplete file without "

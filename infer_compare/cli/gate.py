@@ -26,11 +26,10 @@ def _check(args, runs: list, baseline, rules):
 
 def judge_run(args, gate, rep, out: Path, measure: Callable) -> bool:
     """Print the gate's verdict on ``rep`` against ``gate`` (baselines, rules); True when it passed.
-    ``measure(saver)`` runs the same comparison again, saving into ``saver``'s folder."""
+    ``measure(saver, only)`` runs the comparison again (only: a selection, broken_cells), into ``saver``'s folder."""
     from ..regress import print_result
-    from .measure import Saver
-
     from ..regress.rules import CONFIRM_SPACING_S
+    from .measure import Saver
 
     baseline, rules = gate
     runs = [rep]

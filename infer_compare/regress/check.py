@@ -192,10 +192,10 @@ def check_regression(current, baseline, rules: Iterable[str | Rule] | str | None
 
     ``baseline`` and ``current`` are each a Report or a path (a results.json, or a directory of them), or
     a list of them: several runs of one code, pooled. ``rules`` None applies DEFAULT_RULES. Timings
-    (``timing``, judge.py): ``"best"`` (the default) compares each row's best current run with its best
-    baseline run, the baselines' spread added to the threshold, normalized only when the whole machine
-    moved; ``"reference"``: ratios to each run's PyTorch fp32 row; ``"calibrated"``: to the calibration
-    workload timed before each row; ``"absolute"``: as measured. Returns a RegressionResult (``.passed``,
+    (``timing``, judge.py): ``"best"`` (the default) compares each row's fastest sustained level over the
+    current runs with the same over the baseline runs (the fastest block of consecutive calls), normalized
+    only when the whole machine moved; ``"reference"``: ratios to each run's PyTorch fp32 row;
+    ``"calibrated"``: to the calibration workload timed before each row; ``"absolute"``: as measured. Returns a RegressionResult (``.passed``,
     ``.violations``, ``.summary()``). Raises EnvironmentMismatch (a UsageError) when a baseline
     comes from another machine or library versions and ``allow_environment_change`` is False;
     UsageError when a report is incomplete (an interrupted or killed run) and ``allow_incomplete``

@@ -4,7 +4,7 @@ Timings (latency and throughput), by ``timing``:
 
 * ``best`` (the default): the row's fastest sustained level over the current runs against the same over
   the baseline runs (pooling.py: the fastest block of consecutive calls of any run), as measured unless
-  the whole machine moved (both the run-wide median row and the calibration workload);
+  the whole machine moved (both the change three quarters of the rows share and the calibration workload);
 * ``reference``: each row as a ratio to its run's PyTorch fp32 row (the reference row as measured);
 * ``calibrated``: as a ratio to the calibration workload each row's child timed before its loop;
 * ``absolute``: as measured.
