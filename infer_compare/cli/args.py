@@ -8,9 +8,8 @@ import sys
 
 from .. import __version__
 from ..errors import UsageError
-from ..regress.judge import BEST, TIMINGS
-from ..regress.rules import CONFIRM, DEFAULT_RULES
 from .flags import add_runner_option_flags
+from .gate_args import add_gate_args
 
 
 class _Parser(argparse.ArgumentParser):
@@ -127,7 +126,7 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--no-cache", action="store_true",
                    help="rebuild every artifact privately for this run (the cache is neither read nor written)")
     o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
-    _add_gate_args(p.add_argument_group("regression gate (see docs/reports-and-regression.md)"), with_baseline=True)
+    add_gate_args(p.add_argument_group("regression gate (see docs/reports-and-regression.md)"), with_baseline=True)
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
@@ -180,38 +179,6 @@ def input_values(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _add_gate_args(g, with_baseline: bool) -> None:
-    if with_baseline:
-        g.add_argument("--baseline", nargs="+", action="extend", metavar="FILE|DIR",
-                       help="results.json files of the baseline code (or directories of them) to compare this run "
-                            "with after measuring; pool several runs (each row is judged at its fastest level over them)")
-        g.add_argument("--confirm", type=int, default=CONFIRM, metavar="N",
-                       help="when only timings break the rules, measure the rows that broke them again, up to N "
-                            f"times, until they pass; the runs are judged pooled (default {CONFIRM}; 0: judge the "
-                            "one run); saved in OUTPUT_DIR/confirm-K")
-    g.add_argument("--allow-incomplete", action="store_true",
-                   help="compare even when a file is incomplete (an interrupted or killed run; refused by default: "
-                        "its missing rows would pass unchecked); the rows that did not run are listed, not judged")
-    g.add_argument("--fail-on", action="append", default=None, metavar="RULE",
-                   help="exit 1 when a row gets worse than RULE, e.g. p50:+10%%, throughput:-5%%, accuracy:-0.5 "
-                        "(repeatable; metrics: p50 p90 p95 p99 mean min max throughput accuracy top1 top5 cosine "
-                        "rel_err load memory size); default: " + ", ".join(DEFAULT_RULES).replace("%", "%%"))
-    g.add_argument("--timing", choices=TIMINGS, default=BEST,
-                   help="judge latency and throughput with each side at its fastest sustained level, the fastest "
-                        "block of consecutive calls over its runs (best, the default; measured on a shared 2-core "
-                        "machine in docs/reports-and-regression.md); as ratios to each run's PyTorch "
-                        "fp32 row (reference); to a calibration workload timed before each row (calibrated); or "
-                        "as measured, the most favourable pair of runs (absolute)")
-    g.add_argument("--allow-condition-change", action="store_true",
-                   help="accept rows measured under other threads or runner options than in the baseline (a "
-                        "violation by default)")
-    g.add_argument("--allow-missing", action="store_true",
-                   help="accept rows that were ok in the baseline and are missing or skipped now (a violation by "
-                        "default)")
-    g.add_argument("--allow-environment-change", action="store_true",
-                   help="compare with a baseline from another machine or other library versions")
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="infer-compare",
@@ -262,7 +229,7 @@ def build_diff_parser() -> argparse.ArgumentParser:
                    "the same code, pooled), or directories of them")
     p.add_argument("current", metavar="CURRENT", help="the current run: a results.json, or a directory of several "
                    "runs of the same code (pooled: each row's best run is judged)")
-    _add_gate_args(p, with_baseline=False)
+    add_gate_args(p, with_baseline=False)
     p.add_argument("--confidence", type=float, default=0.95, metavar="C",
                    help="confidence level of the noise intervals (default 0.95)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
