@@ -130,3 +130,21 @@ def test_core_import_is_light():
             "if m in sys.modules]\nassert not heavy, heavy")
     p = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+def test_precision_run_in_another_format_is_not_a_failure():
+    """OpenVINO skips fp32 on the ONNX file (its float rows run its own IR): with --backends openvino
+    --precisions fp32 named, that skip is not a requested row that did not run; fp32 missing everywhere is."""
+    from types import SimpleNamespace as NS
+
+    from infer_compare.cli.measure import requested_not_run
+
+    def row(fmt, status, kind=None):
+        return NS(backend="openvino", format=fmt, precision="fp32", device="cpu", batch_size=1, status=status,
+                  skip_kind=kind)
+
+    settings = NS(requested={"backends": ["openvino"], "precisions": ["fp32"], "devices": ["cpu"]})
+    skipped = row("onnx", "skipped", "unsupported")
+    assert requested_not_run(NS(settings=settings, rows=[skipped, row("openvino", "ok")])) == []
+    assert requested_not_run(NS(settings=settings, rows=[skipped, row("openvino", "run_failed")])) != []
+    assert skipped in requested_not_run(NS(settings=settings, rows=[skipped]))

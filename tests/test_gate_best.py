@@ -152,6 +152,16 @@ def test_confirm_measures_again_only_when_timings_alone_broke(tmp_path, confirm,
     assert calls == []
 
 
+def test_confirming_runs_spread_over_minutes():
+    """The gaps grow: the first confirming run soon after (a short slow level), the seventh minutes after the
+    first run (a slow level that lasted three minutes on the 2-core VM)."""
+    from infer_compare.regress.rules import CONFIRM, confirm_wait
+
+    gaps = [confirm_wait(k) for k in range(1, CONFIRM + 1)]
+    assert gaps[0] <= 10 and all(b > a for a, b in zip(gaps, gaps[1:], strict=False))
+    assert 200 <= sum(gaps) <= 360
+
+
 def test_two_slower_rows_of_four_are_not_taken_for_a_slower_machine():
     """The median row of a run where half the rows got slower (and the workload ran slower too) moved; the
     change three quarters of the rows share did not: nothing is normalized away."""

@@ -28,7 +28,7 @@ def judge_run(args, gate, rep, out: Path, measure: Callable) -> bool:
     """Print the gate's verdict on ``rep`` against ``gate`` (baselines, rules); True when it passed.
     ``measure(saver, only)`` runs the comparison again (only: a selection, broken_cells), into ``saver``'s folder."""
     from ..regress import print_result
-    from ..regress.rules import CONFIRM_SPACING_S
+    from ..regress.rules import confirm_wait
     from .measure import Saver
 
     baseline, rules = gate
@@ -40,11 +40,11 @@ def judge_run(args, gate, rep, out: Path, measure: Callable) -> bool:
             break
         again = out / f"confirm-{k}"
         only = broken_cells(result)
-        wait = max(0.0, last + CONFIRM_SPACING_S - time.monotonic())
+        wait = max(0.0, last + confirm_wait(k) - time.monotonic())
         print(f"infer-compare: {len(result.violations)} timing(s) beyond the rules: measuring "
               f"{', '.join(sorted({d.label for d in result.rows if any(c.broken for c in d.checks)}))} again "
               f"in {wait:.0f} s ({k} of {args.confirm}; results in {again})", file=sys.stderr)
-        time.sleep(wait)  # not the same speed level of the machine as the run before
+        time.sleep(wait)  # not the same speed level of the machine as the runs before
         last = time.monotonic()
         saver = Saver(again)
         again.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,6 @@ the result says so.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Sequence
 
 from ..records import RunRecord

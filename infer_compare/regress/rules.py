@@ -11,14 +11,22 @@ from ..errors import UsageError
 from .metrics import _ALIASES, METRICS
 
 # Applied when no rule is given (the gate's documented defaults; docs/reports-and-regression.md says how
-# they were chosen): timings are judged calibrated, against the most favourable of the baseline runs.
+# they were chosen): each row's timings at its fastest sustained level on either side (--timing best).
 DEFAULT_RULES = ("p50:+12%", "throughput:-12%", "accuracy:-0.5")
 # --confirm's default: how many more times the rows whose timings broke the rules are measured, until they
 # pass; a row slower in every one of 1 + CONFIRM runs is a regression (the figures: the same docs)
 CONFIRM = 7
-# seconds between the start of one confirming run and the next: a speed level of a shared machine often
-# lasts several seconds, and a run right after the last one would measure the same level again
+# seconds from the start of one run to the start of the first confirming run, each later gap CONFIRM_GROWTH
+# times the one before (8, 12, 18 ... 91 s: the seven reach 4.3 min). A speed level of a shared machine
+# lasts from a tenth of a second to minutes: a run right after the last one would often measure the same
+# level, and runs a few seconds apart all fell inside one slow level of 3 minutes (the same docs).
 CONFIRM_SPACING_S = 8.0
+CONFIRM_GROWTH = 1.5
+
+
+def confirm_wait(k: int) -> float:
+    """Seconds between the start of the run before confirming run ``k`` (1, 2, ...) and the start of ``k``."""
+    return CONFIRM_SPACING_S * CONFIRM_GROWTH ** (k - 1)
 
 
 @dataclass(frozen=True)
