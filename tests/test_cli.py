@@ -139,12 +139,12 @@ def test_precision_run_in_another_format_is_not_a_failure():
 
     from infer_compare.cli.measure import requested_not_run
 
-    def row(fmt, status, kind=None):
-        return NS(backend="openvino", format=fmt, precision="fp32", device="cpu", batch_size=1, status=status,
+    def row(fmt, status, kind=None, batch=1):
+        return NS(backend="openvino", format=fmt, precision="fp32", device="cpu", batch_size=batch, status=status,
                   skip_kind=kind)
 
     settings = NS(requested={"backends": ["openvino"], "precisions": ["fp32"], "devices": ["cpu"]})
-    skipped = row("onnx", "skipped", "unsupported")
+    skipped = row("onnx", "skipped", "unsupported", batch=None)  # a format skip has no batch size
     assert requested_not_run(NS(settings=settings, rows=[skipped, row("openvino", "ok")])) == []
     assert requested_not_run(NS(settings=settings, rows=[skipped, row("openvino", "run_failed")])) != []
     assert skipped in requested_not_run(NS(settings=settings, rows=[skipped]))

@@ -179,10 +179,11 @@ def cmd_compare(args, argv: list[str]) -> int:
 
 
 def _ran_elsewhere(rep, skipped) -> bool:
-    """The skipped row's backend measured the same precision, device and batch size in another format
-    (OpenVINO's float rows run its own IR, not the ONNX file): the precision was not left out."""
+    """The skipped row's backend measured the same precision and device (and batch size, where the skip has
+    one) in another format (OpenVINO's float rows run its own IR, not the ONNX file): nothing was left out."""
     return any(r.backend == skipped.backend and r.precision == skipped.precision and r.device == skipped.device
-               and r.batch_size == skipped.batch_size and r.status in ("ok", "parity_failed") for r in rep.rows)
+               and skipped.batch_size in (None, r.batch_size) and r.status in ("ok", "parity_failed")
+               for r in rep.rows)
 
 
 def requested_not_run(rep) -> list:
