@@ -223,9 +223,20 @@ def spreads(files: list[Path]) -> dict:
     return {lab: {k: round(max(v) / min(v) - 1, 4) for k, v in d.items() if len(v) > 1} for lab, d in per.items()}
 
 
+def _rates(outcomes: list[dict], kinds: tuple[str, ...]) -> dict:
+    rates: dict = {}
+    for t in (RECIPE, *TIMINGS):
+        for kind in kinds:
+            got = [o["gate"][t] for o in outcomes if o["kind"] == kind]
+            good = sum(g["passed"] for g in got) if kind in PASSING else sum(not g["passed"] for g in got)
+            rates.setdefault(t, {})[kind] = {"n": len(got), ("passed" if kind in PASSING else "caught"): good}
+    return rates
+
+
 def bench_model(model: str, pairs: int, n_base: int, root: Path, site_dir: Path, cache: str | None,
-                kinds: tuple[str, ...], regate: bool = False, tries: int = 3) -> dict:
-    """The runs (or, with ``regate``, the runs kept in ``root`` by an earlier call), each gated three ways."""
+                kinds: tuple[str, ...], regate: bool = False, tries: int = 3, save=None) -> dict:
+    """The runs (or, with ``regate``, the runs kept in ``root`` by an earlier call), each gated several
+    ways; ``save(partial)`` after every round, so that a benchmark stopped early keeps its complete rounds."""
     base_dir = root / model / "baseline"
     for i in range(n_base if not regate else 0):
         r = run_quiet(model, "unchanged", base_dir / f"run{i}", site_dir, cache, 0, tries)
@@ -249,16 +260,14 @@ def bench_model(model: str, pairs: int, n_base: int, root: Path, site_dir: Path,
             for t, g in r["gate"].items():
                 for v in (g.get("violations") or g.get("error") or [])[:2]:
                     print(f"    {t}: {v[:150]}", flush=True)
-    rates: dict = {}
-    for t in (RECIPE, *TIMINGS):
-        for kind in kinds:
-            got = [o["gate"][t] for o in outcomes if o["kind"] == kind]
-            good = sum(g["passed"] for g in got) if kind in PASSING else sum(not g["passed"] for g in got)
-            rates.setdefault(t, {})[kind] = {"n": len(got), ("passed" if kind in PASSING else "caught"): good}
+        if save is not None:
+            save({"rates": _rates(outcomes, kinds), "outcomes": outcomes, "rounds_done": i + 1,
+                  "baseline_runs": n_base})
+    rates = _rates(outcomes, kinds)
     files = sorted(base_dir.glob("run*/results.json")) + [root / model / f"{k}{i}" / "results.json"
                                                           for i in range(pairs) for k in PASSING]
     return {"rates": rates, "outcomes": outcomes, "spread_unchanged_p50": spreads([f for f in files if f.exists()]),
-            "baseline_runs": n_base}
+            "baseline_runs": n_base, "rounds_done": pairs}
 
 
 def main() -> int:
@@ -287,9 +296,12 @@ def main() -> int:
            "selection": " ".join(SELECTION), "model_args": MODEL_ARGS, "threads": 2, "rules": "the defaults", "command": " ".join(sys.argv),
            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "models": {}}
     for model in a.models.split(","):
-        res["models"][model] = bench_model(model, a.pairs, a.baselines, root, site_dir, a.cache_dir,
-                                           tuple(a.kinds.split(",")), a.regate, a.tries)
-        Path(a.out).write_text(json.dumps(res, indent=1))
+        def save(partial: dict, model: str = model) -> None:
+            res["models"][model] = partial
+            Path(a.out).write_text(json.dumps(res, indent=1))
+
+        save(bench_model(model, a.pairs, a.baselines, root, site_dir, a.cache_dir, tuple(a.kinds.split(",")),
+                         a.regate, a.tries, save))
         print(json.dumps({model: res["models"][model]["rates"]}), flush=True)
     return 0
 
