@@ -152,6 +152,20 @@ def test_confirm_measures_again_only_when_timings_alone_broke(tmp_path, confirm,
     assert calls == []
 
 
+def test_diff_of_a_run_directory_with_confirming_runs(tmp_path):
+    """`diff BASE RUN_DIR` on a run made with --confirm: RUN_DIR/confirm-1 holds only the row measured again;
+    the other rows are not missing, and the run's own results.json comes first."""
+    from infer_compare.cli.measure import Saver
+
+    first = four(seed=40)
+    Saver(tmp_path).write(first)
+    again = first.replace(rows=tuple(r for r in four(seed=41).rows if r.backend == "onnxruntime"))
+    Saver(tmp_path / "confirm-1").write(again)
+    res = check_regression(str(tmp_path), BASES, RULES)
+    assert res.passed and not res.only_in_baseline, res.summary()
+    assert res.n_currents == 2
+
+
 def test_confirming_runs_spread_over_minutes():
     """The gaps grow: the first confirming run soon after (a short slow level), the seventh minutes after the
     first run (a slow level that lasted three minutes on the 2-core VM)."""

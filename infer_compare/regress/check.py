@@ -32,7 +32,8 @@ def baseline_paths(items, what: str = "baseline") -> list[str]:
     for x in [items] if isinstance(items, (str, os.PathLike)) else items:
         p = Path(x)
         if p.is_dir():
-            found = sorted(p.rglob("results.json"))
+            # the directory's own run first (a run with --confirm: its confirm-K hold only the rows measured again)
+            found = sorted(p.rglob("results.json"), key=lambda f: (len(f.relative_to(p).parts), str(f)))
             if not found:
                 raise UsageError(f"{what} directory {p} holds no results.json")
             out += [str(f) for f in found]
@@ -228,11 +229,12 @@ def check_regression(current, baseline, rules: Iterable[str | Rule] | str | None
 
 def _diffs(keyed: list[dict[str, RunRecord]], cur_keyed: list[dict[str, RunRecord]], rules: tuple[Rule, ...],
            st: Stats, methods: set[str]) -> list[RowDiff]:
-    """One RowDiff per label of either side; the first current run decides a row's status."""
+    """One RowDiff per label of either side; the first current run that has the row decides its status
+    (confirming runs hold only the rows measured again)."""
     out: list[RowDiff] = []
     for lab in dict.fromkeys([k for ra in keyed for k in ra] + [k for rb in cur_keyed for k in rb]):
         rows_a, rows_b = [ra[lab] for ra in keyed if lab in ra], [rb[lab] for rb in cur_keyed if lab in rb]
-        b = cur_keyed[0].get(lab)
+        b = rows_b[0] if rows_b else None
         if not rows_a or b is None:
             out.append(RowDiff(lab, rows_a[0] if rows_a else None, b, baselines=tuple(rows_a),
                                currents=tuple(rows_b)))
