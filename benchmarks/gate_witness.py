@@ -20,11 +20,12 @@ BANDS = ((0.0, 1.1), (1.1, 1.2), (1.2, 1.3), (1.3, 1.5), (1.5, 99.0))
 
 
 def fast(r: dict) -> float:
+    """The row's fastest block, cut as the gate cuts it (regress/noise.py), in ms."""
     import numpy as np
 
-    s = np.asarray(r["samples_ns"], dtype=float)
-    n = max(1, len(s) // 20)
-    return float(np.median(s[: 20 * n].reshape(-1, n), axis=1).min())
+    from infer_compare.regress.noise import sample_blocks
+
+    return float(np.median(sample_blocks(r["samples_ns"]), axis=1).min())
 
 
 def label(r: dict) -> str:
@@ -34,7 +35,7 @@ def label(r: dict) -> str:
 def rows(path: Path):
     for r in json.loads(path.read_text())["rows"]:
         cal = (r.get("extra") or {}).get("calibration") or {}
-        if r["status"] == "ok" and r.get("samples_ns") and cal.get("ms") and (cal.get("other_cores") or 0) <= 0.25:
+        if r["status"] == "ok" and len(r.get("samples_ns") or ()) >= 2 and cal.get("ms") and (cal.get("other_cores") or 0) <= 0.25:
             yield r, float(cal["ms"])
 
 
