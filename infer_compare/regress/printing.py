@@ -4,7 +4,7 @@ only rows that were measured, says how many were compared, which rules and which
 from __future__ import annotations
 
 from .metrics import METRICS, fmt_value
-from .results import DISTURBED, NOISE, PASS, REGRESSION, Check, RegressionResult, RowDiff
+from .results import BUSY, DISTURBED, NOISE, NOT_JUDGED, PASS, REGRESSION, Check, RegressionResult, RowDiff
 
 _SHOWN = ("p50", "throughput", "accuracy")  # shown for every measured row, ruled or not
 
@@ -26,7 +26,7 @@ def _change(c: Check) -> str:
 
 
 _MARK = {REGRESSION: "[bold red]REGRESSION[/]", NOISE: "[yellow]noise[/]", PASS: "[green]ok[/]",
-         DISTURBED: "[yellow]not judged[/]"}
+         DISTURBED: "[yellow]not judged[/]", BUSY: "[yellow]not judged[/]"}
 
 
 def _row_lines(d: RowDiff, result: RegressionResult, escape) -> list[str]:
@@ -37,7 +37,7 @@ def _row_lines(d: RowDiff, result: RegressionResult, escape) -> list[str]:
     ruled = {c.rule.metric for c in d.checks}
     for c in d.checks:
         lines.append(f"  {c.rule.metric:<10} {escape(_change(c))}  {_MARK.get(c.verdict, c.verdict)}")
-        if c.verdict == DISTURBED:
+        if c.verdict in NOT_JUDGED:
             lines.append(f"    [yellow]{escape(c.message)}[/]")
     for metric in _SHOWN:
         va, vb = d.value(metric)
@@ -80,8 +80,12 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
     if result.environment_differences:
         con.print(f"[yellow]environment changed (allowed):[/] {escape('; '.join(result.environment_differences))}")
     if result.disturbed:
-        con.print(f"[bold yellow]timings not judged for {len(result.disturbed)} row(s)[/]: other processes took "
-                  "CPU time while they were measured (see each row); status, precision and accuracy were judged")
+        busy = len(result.busy)
+        why = ("other processes took CPU time while they were measured" if not busy else
+               f"{busy} slower only in runs on a busy host" if busy == len(result.disturbed) else
+               f"other processes' load, or ({busy}) slower only in runs on a busy host")
+        con.print(f"[bold yellow]timings not judged for {len(result.disturbed)} row(s)[/]: {why} (see each row); "
+                  "status, precision and accuracy were judged")
     if result.method:
         con.print(f"[dim]within-run intervals: {result.confidence:.0%} by {escape(result.method)}[/]")
     if result.passed:

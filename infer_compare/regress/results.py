@@ -14,6 +14,10 @@ REGRESSION = "regression"
 NOISE = "within noise"
 NA = "n/a"
 DISTURBED = "disturbed"  # timings not judged: other processes took CPU time while the row was measured
+# timings not judged: slower beyond the rule, but only in runs where the host itself ran slow (the calibration
+# workload BUSY_HOST times its baseline time or more): measured again by --confirm, like a broken timing
+BUSY = "host busy"
+NOT_JUDGED = (DISTURBED, BUSY)
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,7 @@ class Check:
     current: float | None
     change: float | None  # relative: current/baseline - 1; absolute: current - baseline (metric unit)
     ci: tuple[float, float] | None  # confidence interval of ``change``; None when compared as points
-    verdict: str  # pass / regression / within noise / disturbed / n/a
+    verdict: str  # pass / regression / within noise / disturbed / host busy / n/a
     message: str = ""
     raw_change: float | None = None  # ``change`` without calibration (the absolute change of the timing)
     calibrated: bool = False  # ``change`` is a ratio to the calibration workload
@@ -178,8 +182,13 @@ class RegressionResult:
 
     @property
     def disturbed(self) -> tuple[str, ...]:
-        """Rows whose timings were not judged (measured while other processes took CPU time)."""
-        return tuple(dict.fromkeys(c.label for c in self.checks if c.verdict == DISTURBED))
+        """Rows whose timings were not judged (measured while other processes took CPU time, or on a busy host)."""
+        return tuple(dict.fromkeys(c.label for c in self.checks if c.verdict in NOT_JUDGED))
+
+    @property
+    def busy(self) -> tuple[str, ...]:
+        """Rows slower beyond a timing rule in runs on a busy host only (what --confirm measures again)."""
+        return tuple(dict.fromkeys(c.label for c in self.checks if c.verdict == BUSY))
 
     @property
     def rules_text(self) -> str:
@@ -199,7 +208,7 @@ class RegressionResult:
                  f"{self.n_baselines} baseline run(s), {self.n_currents} current run(s), timings {self.timing}, rules: {self.rules_text}"]
         lines += [f"  REGRESSION {v}" for v in self.violations]
         for c in self.checks:
-            if c.verdict in (NOISE, DISTURBED):
+            if c.verdict in (NOISE, *NOT_JUDGED):
                 lines.append(f"  {c.verdict} {c.label}: {c.message}")
         if self.only_in_baseline:
             lines.append(f"  only in the baseline: {', '.join(self.only_in_baseline)}")
@@ -220,6 +229,7 @@ class RegressionResult:
             "timing": self.timing,
             "rows_compared": len(self.matched),
             "timings_not_judged": list(self.disturbed),
+            "host_busy": list(self.busy),
             "violations": list(self.violations),
             "timing_only": self.timing_only,
             "confidence": self.confidence,
