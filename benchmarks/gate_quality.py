@@ -196,7 +196,8 @@ def recipe(base_dir: Path, out: Path) -> dict:
         return {**gate_cli(base_dir, out / "results.json"), "confirm_runs": 0}
     return {"exit": 0 if js["passed"] else 1, "passed": js["passed"], "violations": js["violations"],
             "rows_compared": js["rows_compared"], "timings_not_judged": js["timings_not_judged"],
-            "host_busy": js.get("host_busy", []), "timing_only": js["timing_only"], "n_currents": js["n_currents"],
+            "host_busy": js.get("host_busy", []), "passed_once_normalized": js.get("passed_once_normalized", []),
+            "timing_only": js["timing_only"], "n_currents": js["n_currents"],
             "confirm_runs": js["n_currents"] - 1}
 
 

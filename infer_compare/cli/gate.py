@@ -43,7 +43,9 @@ def judge_run(args, gate, rep, out: Path, measure: Callable) -> bool:
         only = broken_cells(result)
         wait = max(0.0, last + confirm_wait(k) - time.monotonic())
         why = ", ".join(x for x in (f"{len(result.violations)} timing(s) beyond the rules" if result.violations else "",
-                                    f"{len(result.busy)} row(s) slower on a busy host" if result.busy else "") if x)
+                                    f"{len(result.busy)} row(s) slower on a busy host" if result.busy else "",
+                                    f"{len(result.provisional)} row(s) within the rules only once normalized"
+                                    if result.provisional else "") if x)
         print(f"infer-compare: {why}: measuring {', '.join(sorted(_pending(result)))} again "
               f"in {wait:.0f} s ({k} of {args.confirm}; results in {again})", file=sys.stderr)
         time.sleep(wait)  # not the same speed level of the machine as the runs before
@@ -63,15 +65,17 @@ def judge_run(args, gate, rep, out: Path, measure: Callable) -> bool:
 
 
 def _unsettled(result) -> bool:
-    """Only timings broke the rules, or none did but a row was slower on a busy host: another run may settle it."""
-    return result.timing_only or (result.passed and bool(result.busy))
+    """Only timings broke the rules, or none did but a row was slower on a busy host or within the rules only
+    once normalized by the machine's change: another run may settle it."""
+    return result.timing_only or (result.passed and bool(result.busy or result.provisional))
 
 
 def _pending(result) -> set[str]:
-    """The rows whose timings broke a rule or were slower on a busy host (what a confirming run measures)."""
+    """The rows whose timings broke a rule, were slower on a busy host, or were within the rules only once
+    normalized (what a confirming run measures)."""
     from ..regress.results import BUSY
 
-    return {d.label for d in result.rows if any(c.broken or c.verdict == BUSY for c in d.checks)}
+    return {d.label for d in result.rows if any(c.broken or c.provisional or c.verdict == BUSY for c in d.checks)}
 
 
 def broken_cells(result) -> dict:

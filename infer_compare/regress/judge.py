@@ -211,12 +211,17 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
         msg += (f"; not judged: the host ran slow in every current run of this row (a fixed workload at "
                 f"{min(slow):.2f}x its baseline time or more: other guests, or a change loading the CPU before "
                 "the loop); --confirm measures it again")
+    provisional = (verdict == PASS and st.timing == BEST and judged.factor is not None
+                   and judged.raw_change * m.worse > t)
+    if provisional:
+        msg += "; within the rule only once normalized: --confirm measures it again"
     if verdict == NOISE:
         msg += ": beyond the threshold, but not by more than the measured spread"
     elif verdict == REGRESSION and judged.ci is None and m.samples and st.timing != BEST:
         msg += " (no raw samples: compared as points, no within-run allowance)"
     return Check(rule, label, mid.va, mid.vb, mid.change, judged.ci, verdict, msg, raw_change=mid.raw_change,
-                 calibrated=judged.factor is not None, judged_change=judged.change, n_baselines=len(bases)), \
+                 calibrated=judged.factor is not None, judged_change=judged.change, n_baselines=len(bases),
+                 provisional=provisional), \
         judged.method
 
 

@@ -36,6 +36,9 @@ class Check:
     calibrated: bool = False  # ``change`` is a ratio to the calibration workload
     judged_change: float | None = None  # against the most favourable baseline run (what the verdict used)
     n_baselines: int = 1
+    # within the rule only once divided by the whole machine's change (beyond it as measured): a slower
+    # runner on a machine that ran slow too reads the same, so --confirm measures it again
+    provisional: bool = False
 
     @property
     def broken(self) -> bool:
@@ -186,6 +189,11 @@ class RegressionResult:
         return tuple(dict.fromkeys(c.label for c in self.checks if c.verdict in NOT_JUDGED))
 
     @property
+    def provisional(self) -> tuple[str, ...]:
+        """Rows within the timing rules only once normalized by the machine's change (--confirm measures them again)."""
+        return tuple(dict.fromkeys(c.label for c in self.checks if c.provisional))
+
+    @property
     def busy(self) -> tuple[str, ...]:
         """Rows slower beyond a timing rule in runs on a busy host only (what --confirm measures again)."""
         return tuple(dict.fromkeys(c.label for c in self.checks if c.verdict == BUSY))
@@ -230,6 +238,7 @@ class RegressionResult:
             "rows_compared": len(self.matched),
             "timings_not_judged": list(self.disturbed),
             "host_busy": list(self.busy),
+            "passed_once_normalized": list(self.provisional),
             "violations": list(self.violations),
             "timing_only": self.timing_only,
             "confidence": self.confidence,
