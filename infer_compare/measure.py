@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, interrupts
 from .artifacts import ArtifactChain, Unbuilt
 from .backends import load_impl
 from .backends.exporter import ExportContext
@@ -262,7 +262,9 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     try:
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
-        _measure_cells(run, cells, chain, sel, work, cache)
+        with interrupts.watch():
+            _measure_cells(run, cells, chain, sel, work, cache)
+            interrupts.check()
         run.finished = True
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli): the children are killed by now (isolate.py)
         run.interrupted(cells, str(e) or "interrupted by SIGINT (Ctrl-C)")
@@ -282,6 +284,7 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
         what = f"{c.runner} {c.fmt} {c.precision} {c.device or c.kind}"
         run.timeline.mark(f"{what}: runner probe and artifact", ARTIFACT)
         _, skipped = cannot_run(c, base)
+        interrupts.check()  # a signal during a runtime's import can come out of its probe as an ImportError
         if skipped is not None:
             more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner)) \
                 if c.device is None else ""

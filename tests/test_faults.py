@@ -560,3 +560,30 @@ def test_empty_list_flags_are_usage_errors(flag):
     p = subprocess.run([PY, "-m", "infer_compare.cli", "--model", "lenet5", flag, ""], env=python_env(),
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+
+
+def test_an_interrupt_a_runtime_import_swallowed_still_stops_the_run(cache_dir, monkeypatch):
+    """A SIGINT during ``import onnxruntime`` came out of its pybind11 init as an ImportError, which the
+    probe turned into "fails to import": the run went on and exited 0. The handler remembers the signal and
+    the measuring loop raises it again after the probe."""
+    from infer_compare import compare, interrupts
+    from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
+    from infer_compare.records import Availability
+
+    def probe(cls, device="cpu"):
+        try:
+            try:
+                interrupts.on_sigint(2, None)  # what the signal handler does, mid-import
+            except KeyboardInterrupt as e:
+                raise ImportError("initialization failed") from e
+        except Exception as e:  # the probe: a failing import makes the runtime unavailable
+            return Availability(False, f"onnxruntime fails to import: {e}")
+
+    monkeypatch.setattr(OnnxRuntimeRunner, "probe", classmethod(probe))
+    saved = []
+    with pytest.raises(KeyboardInterrupt):
+        compare("lenet5", devices=["cpu"], formats=["pytorch", "onnx"], precisions=["fp32"], batch_sizes=[1],
+                cache_dir=cache_dir, warmup_iters=1, min_iters=3, min_time_s=0.0, max_time_s=0.2, on_row=saved.append)
+    assert saved and saved[-1].complete is False and any(r.status == "ok" for r in saved[-1].rows)
+    with interrupts.watch():  # a new run starts with no interrupt on record
+        interrupts.check()

@@ -21,6 +21,7 @@ import sys
 import threading
 
 from ..errors import InferCompareError
+from ..interrupts import Terminated, on_sigterm
 from .args import (  # noqa: F401  (the parsers are part of this module's surface)
     build_diff_parser,
     build_env_parser,
@@ -39,18 +40,10 @@ from .soak import cmd_soak
 SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge", "soak", "fleet")
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, delivered as an interrupt: the run stops the same way as on Ctrl-C (exit 143)."""
-
-
-def _on_sigterm(signum, frame) -> None:
-    raise Terminated("terminated by SIGTERM")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGTERM, on_sigterm)
     try:
         if argv and argv[0] == "env":
             return cmd_env(build_env_parser().parse_args(argv[1:]))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .. import __version__, interrupts
 from ..errors import UsageError
 from ..plan import make_selection
 from ..progress import Progress, Warnings
@@ -255,6 +255,7 @@ def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path
     batches = tuple(sorted(run.settings.batch_sizes[c.kind]))
     labels = _labels(c, batches)
     _, skipped = cannot_run(c, base)
+    interrupts.check()  # a signal swallowed by a runtime's import (interrupts.py)
     if skipped is not None:
         more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner)) if c.device is None else ""
         run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped, labels=labels)
