@@ -133,6 +133,9 @@ def _rows_in(path: Path) -> int:
 
 def run_once(model: str, kind: str, out: Path, site_dir: Path, cache: str | None, half: int,
              baseline: Path | None = None) -> dict:
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)  # a --work used before keeps confirm-K folders a diff would pool
     cmd = _cmd(model, out, 1 if kind == "threads" else 2, cache, baseline)
     t0 = time.perf_counter()
     # the neighbour spins while its parent (this script) lives
