@@ -80,7 +80,7 @@ def _pending(result) -> set[str]:
 
 def broken_cells(result) -> dict:
     """The selection (backends, formats, precisions, devices, batch sizes) that measures again every row
-    whose timings broke a rule or were slower on a busy host (and may measure a few more: the product of those)."""
+    that _pending names (and may measure a few more: the product of their backends, formats, precisions...)."""
     pending = _pending(result)
     rows = [d.current for d in result.rows if d.current is not None and d.label in pending]
     return {"backends": sorted({r.backend for r in rows}), "formats": sorted({r.format for r in rows}),
