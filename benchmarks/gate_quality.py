@@ -179,7 +179,7 @@ def gate_cli(base_dir: Path, current: Path) -> dict:
 
 
 def gate(base_dir: Path, results: Path, timing: str) -> dict:
-    from infer_compare.errors import UsageError
+    from infer_compare.base.errors import UsageError
     from infer_compare.regress import check_regression
 
     try:
@@ -298,7 +298,7 @@ def main() -> int:
     site_dir.mkdir(parents=True, exist_ok=True)
     (site_dir / "sitecustomize.py").write_text(SITE)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from infer_compare import env as envmod
+    from infer_compare.host import env as envmod
 
     e = envmod.collect()
     res = {"machine": {"cpu": e.cpu_model, "cores_logical": e.cores_logical, "libraries": e.libraries},

@@ -50,9 +50,9 @@ sys.path.insert(1, str(Path(__file__).resolve().parent))
 import harness_openvino  # noqa: E402
 
 from infer_compare import compare  # noqa: E402
-from infer_compare.bench import LoopSettings  # noqa: E402
-from infer_compare.cells import CellSpec  # noqa: E402
-from infer_compare.isolate import run_cell  # noqa: E402
+from infer_compare.measure.bench import LoopSettings  # noqa: E402
+from infer_compare.measure.cells import CellSpec  # noqa: E402
+from infer_compare.measure.isolate import run_cell  # noqa: E402
 
 BARE_ORT = r"""
 import json, sys, time
@@ -134,7 +134,7 @@ def null_overhead(secs: float) -> dict:
 # ------------------------------------------------------------------------------ b. ONNX Runtime
 def ort_vs_bare(threads: int, secs: float, rounds: int, cache: str | None) -> dict:
     from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
-    from infer_compare.data import digit_sets
+    from infer_compare.data.bundled import digit_sets
 
     av = OnnxRuntimeRunner.probe("cpu")
     if not av.available:
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cache-dir")
     ap.add_argument("--json", metavar="OUT", help="also write every figure to this file")
     a = ap.parse_args(argv)
-    from infer_compare import env
+    from infer_compare.host import env
 
     e = env.collect()
     res: dict = {"machine": f"{e.cpu_model}, {e.cores_physical} physical / {e.cores_logical} logical cores",

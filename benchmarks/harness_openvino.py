@@ -218,8 +218,8 @@ def timed_batch(model: str, cache: str | None) -> str:
     """The tool's batch-1 input (its first evaluation image) as a .npy file for benchmark_app's -i."""
     import numpy as np
 
-    from infer_compare.cache import Cache
-    from infer_compare.prepare import prepare_model
+    from infer_compare.base.cache import Cache
+    from infer_compare.prepare.prepared import prepare_model
 
     prep = prepare_model(model, cache=Cache(cache))
     path = Path(tempfile.mkdtemp()) / "input.npy"

@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir")
     ap.add_argument("--out", help="write the rows and the machine's facts as JSON")
     a = ap.parse_args(argv)
-    from infer_compare import deps
-    from infer_compare.cpu_int8 import describe
-    from infer_compare.env import cpu_info
+    from infer_compare.catalog import deps
+    from infer_compare.host.cpu_int8 import describe
+    from infer_compare.host.env import cpu_info
 
     cpu = describe()
     facts = {"cpu": cpu_info()[0], "int8_path": cpu.to_dict(), "onnxruntime": deps.version("onnxruntime"),

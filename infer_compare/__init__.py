@@ -11,13 +11,13 @@ infer_compare`` work with only the core installed.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from infer_compare.base.version import __version__
 
 # public name -> the module that defines it (imported on first access)
 _LAZY = {
     "compare": "api", "load_report": "api", "check_regression": "api", "Progress": "api",
-    "parse_batch_sizes": "api", "DataOptions": "prepare_user", "export_bundle": "bundle",
-    "run_bundle": "bundle", "Report": "records", "UsageError": "errors",
+    "parse_batch_sizes": "api", "DataOptions": "api", "MeasureOptions": "api", "export_bundle": "api",
+    "run_bundle": "api", "Report": "api", "UsageError": "api",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import main
+from infer_compare.cli import main
 
 sys.exit(main())

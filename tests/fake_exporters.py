@@ -7,7 +7,7 @@ import os
 import time
 
 from infer_compare.backends.exporter import Exporter
-from infer_compare.records import Availability
+from infer_compare.base.records import Availability
 
 
 class _Available(Exporter):

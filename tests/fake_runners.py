@@ -11,8 +11,8 @@ import numpy as np
 
 from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner  # imports no onnxruntime until load()
 from infer_compare.backends.runner import Runner
-from infer_compare.errors import BackendUnavailable
-from infer_compare.records import Availability
+from infer_compare.base.errors import BackendUnavailable
+from infer_compare.base.records import Availability
 
 
 class _Base(Runner):

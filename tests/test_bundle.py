@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import OK, SKIPPED, load_report
 from infer_compare.bundle import BundleError, export_bundle, run_bundle, sha256_file, verify
-from infer_compare.errors import UsageError
-from infer_compare.records import OK, SKIPPED, load_report
 
 from .conftest import FAST, PY, ROOT, python_env
 
@@ -226,8 +226,8 @@ def test_not_a_bundle(tmp_path):
 
 def test_unlocked_jetson_clocks_warn_in_the_report(bundle, monkeypatch, cache_dir):
     """measure_prepared turns the device facts into Report.warnings (here: a Jetson with unlocked clocks)."""
-    from infer_compare import devices
-    from infer_compare import env as envmod
+    from infer_compare.host import boards as devices
+    from infer_compare.host import env as envmod
 
     from .test_devices import DATA, ORIN, _runner
 

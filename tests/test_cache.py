@@ -1,6 +1,6 @@
 import pytest
 
-from infer_compare.cache import MANIFEST, Cache, key_of, verify_files
+from infer_compare.base.cache import MANIFEST, Cache, key_of, verify_files
 
 
 def test_build_once_then_hit(tmp_path):
@@ -91,7 +91,7 @@ def test_entry_locked_by_another_run_for_too_long_is_built_privately(tmp_path):
 
 
 def test_entry_dir_finds_shared_and_private_entries(tmp_path):
-    from infer_compare.cache import entry_dir
+    from infer_compare.base.cache import entry_dir
 
     def build(d):
         (d / "sub").mkdir()

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from infer_compare.records import SCHEMA_VERSION
+from infer_compare.base.records import SCHEMA_VERSION
 
 from .conftest import PY, python_env
 
@@ -35,7 +35,7 @@ def test_help_and_version():
 
 
 def test_env_lists_every_backend():
-    from infer_compare.formats import RUNNERS
+    from infer_compare.catalog.formats import RUNNERS
 
     p = cli("env", "--json")
     assert p.returncode == 0, p.stderr
@@ -106,7 +106,7 @@ def test_real_run_writes_reports(cache_dir, tmp_path):
 def test_parity_failure_exits_1(cache_dir, tmp_path, monkeypatch, capsys):
     """A row outside its tolerance is parity_failed and makes the exit code 1."""
     from infer_compare import cli as climod
-    from infer_compare import formats
+    from infer_compare.catalog import formats
 
     monkeypatch.setitem(formats.TOLERANCES, "fp32", formats.Tolerance(min_cosine=1.1, max_rel_err=0, min_top1=1))
     code = climod.main(["--model", "lenet5", "--backends", "onnxruntime", "--device", "cpu", "--batch-sizes", "1",
@@ -124,8 +124,8 @@ def test_requested_backend_skipped_exits_1(cache_dir, tmp_path):
 
 
 def test_core_import_is_light():
-    code = ("import sys, infer_compare, infer_compare.cli, infer_compare.api, infer_compare.records, "
-            "infer_compare.formats, infer_compare.report, infer_compare.env\n"
+    code = ("import sys, infer_compare, infer_compare.cli, infer_compare.api, infer_compare.base.records, "
+            "infer_compare.catalog.formats, infer_compare.report, infer_compare.host.env\n"
             "heavy = [m for m in ('torch', 'onnxruntime', 'openvino', 'tensorflow', 'tensorrt', 'onnx') "
             "if m in sys.modules]\nassert not heavy, heavy")
     p = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True, text=True)
@@ -137,7 +137,7 @@ def test_precision_run_in_another_format_is_not_a_failure():
     --precisions fp32 named, that skip is not a requested row that did not run; fp32 missing everywhere is."""
     from types import SimpleNamespace as NS
 
-    from infer_compare.cli.measure import requested_not_run
+    from infer_compare.cli.output import requested_not_run
 
     def row(fmt, status, kind=None, batch=1):
         return NS(backend="openvino", format=fmt, precision="fp32", device="cpu", batch_size=batch, status=status,

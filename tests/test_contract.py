@@ -5,7 +5,6 @@ and the process boundary, and no runtime package imports another."""
 
 from __future__ import annotations
 
-import ast
 import importlib
 import pkgutil
 from pathlib import Path
@@ -13,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from infer_compare import backends
-from infer_compare.backends import load_impl, options_class, runners, runtimes
 from infer_compare.backends.exporter import Exporter
 from infer_compare.backends.runner import Runner
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import Availability
+from infer_compare.catalog.device_kinds import DEVICE_KINDS
+from infer_compare.catalog.formats import FORMATS, PRECISIONS, TOLERANCES, build_chain
+from infer_compare.catalog.options import Options
+from infer_compare.catalog.runtimes import load_impl, options_class, runners, runtimes
 from infer_compare.cli import build_parser, build_run_parser, runner_options_from_args
 from infer_compare.cli.flags import runner_flags
-from infer_compare.device_kinds import DEVICE_KINDS
-from infer_compare.errors import UsageError
-from infer_compare.formats import FORMATS, PRECISIONS, TOLERANCES, build_chain
-from infer_compare.options import Options
-from infer_compare.records import Availability
 
 RUNNERS = sorted(runners())
 EXPORTERS = sorted({(f.name, f.exporter_for(f.artifact_for(p))) for f in FORMATS.values() for p in f.precisions})
@@ -126,7 +125,7 @@ def test_run_offers_the_same_runner_options_as_the_comparison():
 
 
 def test_unknown_or_invalid_runner_options_are_usage_errors_naming_the_runner():
-    from infer_compare.plan import check_runner_options
+    from infer_compare.measure.plan import check_runner_options
 
     with pytest.raises(UsageError, match="openvino.*performance_hint"):
         check_runner_options({"openvino": {"perf_hint": "LATENCY"}})
@@ -138,29 +137,6 @@ def test_unknown_or_invalid_runner_options_are_usage_errors_naming_the_runner():
         check_runner_options({"openvinoo": {}})
     assert check_runner_options({"openvino": {"performance_hint": "THROUGHPUT"}})["openvino"].performance_hint == \
         "THROUGHPUT"
-
-
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level == 2 and mod:  # from ..x import
-                out.add(mod.split(".")[0])
-            elif node.level == 0 and mod.startswith("infer_compare.backends."):
-                out.add(mod.split(".")[2])
-        elif isinstance(node, ast.Import):
-            out |= {a.name.split(".")[2] for a in node.names if a.name.startswith("infer_compare.backends.")}
-    return out
-
-
-@pytest.mark.parametrize("rt", sorted(rt.name for rt in runtimes()))
-def test_no_runtime_package_imports_another(rt):
-    others = {r.name for r in runtimes()} - {rt}
-    for path in (PACKAGE / rt).glob("*.py"):
-        bad = _imports(path) & others
-        assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
 
 
 @pytest.mark.parametrize("rt", sorted(rt.name for rt in runtimes()))

@@ -1,4 +1,4 @@
-"""The CPU facts that change int8 results (cpu_int8.py), read the same way on every machine:
+"""The CPU facts that change int8 results (host/cpu_int8.py), read the same way on every machine:
 each CPU class from its flags, the reduce_range recipe it gets, what a QDQ file carries
 (graph.int8_recipe), which TFLite ops XNNPACK takes, and OpenVINO's kernel names."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from infer_compare.backends.openvino.run import int8_kernel_isa
 from infer_compare.backends.tflite.delegation import delegation
-from infer_compare.cpu_int8 import describe, reduce_range_for
+from infer_compare.host.cpu_int8 import describe, reduce_range_for
 
 AVX2 = {"sse4_2", "avx", "avx2", "fma", "f16c"}
 AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
@@ -47,7 +47,7 @@ def test_kernel_sentence_warns_only_where_8bit_weights_can_saturate():
 
 
 def test_this_machine_is_described_from_its_own_flags():
-    from infer_compare.env import cpu_info
+    from infer_compare.host.env import cpu_info
 
     cpu = describe()
     _name, flags = cpu_info()

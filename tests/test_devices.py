@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infer_compare import devices
+from infer_compare.host import boards as devices
 
 DATA = Path(__file__).parent / "data" / "devices"
 ORIN = DATA / "jetson-orin"
@@ -131,7 +131,7 @@ def test_run_command_never_raises():
 def test_this_machine():
     facts = devices.collect()
     assert "governor" in facts
-    from infer_compare import env
+    from infer_compare.host import env
 
     assert "governor" in env.collect().device_facts
 

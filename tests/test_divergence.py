@@ -12,7 +12,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from infer_compare import divergence  # noqa: E402
+from infer_compare.parity import divergence  # noqa: E402
 
 FAST = ["--backends", "onnxruntime", "--device", "cpu", "-b", "1", "--min-time", "0", "--min-iters", "2",
         "--warmup", "1", "--max-time", "0.2", "--parity-samples", "4", "-q"]
@@ -133,7 +133,7 @@ def test_openvino_on_the_qdq_file_names_it_too(model, cache_dir, tmp_path):
 def test_a_constant_fp16_cannot_hold_gets_no_false_remedy():
     """Measured on PaddleOCR's detector: keeping Constant (or its consumer) in fp32 did not change the row,
     so the reason says no remedy is known rather than offering one that does nothing."""
-    from infer_compare.divergence import remedy
+    from infer_compare.parity.divergence import remedy
 
     text = remedy("fp16", "Constant", "batch_norm_0.w_2")
     assert "--onnx-fp16-keep-fp32" not in text and "none known" in text

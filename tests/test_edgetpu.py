@@ -18,7 +18,7 @@ from infer_compare.backends.tflite.edgetpu_run import (
     read_coverage,
     read_precheck,
 )
-from infer_compare.errors import BackendUnavailable
+from infer_compare.base.errors import BackendUnavailable
 
 # The layout of edgetpu_compiler 16's summary (-s) and operation log, as documented at
 # coral.ai/docs/edgetpu/compiler; the counts here are made up for the test.
@@ -120,7 +120,7 @@ def test_compiler_invocation_and_failure(monkeypatch, tmp_path):
     argument list, output and log files parsed into op coverage, a failing exit is an ExportError
     that carries the compiler's stderr."""
     from infer_compare.backends.exporter import ExportContext
-    from infer_compare.errors import ExportError
+    from infer_compare.base.errors import ExportError
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -195,7 +195,7 @@ def test_without_the_compiler_the_skip_reason_carries_the_prediction(monkeypatch
 
 def test_exporter_refuses_a_file_that_is_not_full_integer(monkeypatch, tmp_path):
     from infer_compare.backends.exporter import ExportContext
-    from infer_compare.errors import ExportError
+    from infer_compare.base.errors import ExportError
 
     monkeypatch.setattr("infer_compare.backends.tflite.common.inspect_model",
                         lambda p, *a: {"full_integer": False, "problems": ["float ops: ADD x16"]})
@@ -205,7 +205,7 @@ def test_exporter_refuses_a_file_that_is_not_full_integer(monkeypatch, tmp_path)
 
 
 def test_runner_probe_without_device(monkeypatch):
-    monkeypatch.setattr("infer_compare.device_kinds.edgetpu_devices", lambda: [])
+    monkeypatch.setattr("infer_compare.catalog.device_kinds.edgetpu_devices", lambda: [])
     av = EdgeTpuRunner.probe("edgetpu")
     assert not av.available and "no Coral Edge TPU" in av.reason and av.hint
     assert not EdgeTpuRunner.supports("edgetpu", "fp32", "edgetpu:usb:0").available
@@ -214,12 +214,12 @@ def test_runner_probe_without_device(monkeypatch):
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # litert Delegate.__del__
 def test_missing_delegate_is_a_reason_not_a_crash(monkeypatch, tmp_path):
     """With a device 'present' but no libedgetpu, the probe or the delegate load says why."""
-    from infer_compare import deps
     from infer_compare.backends.runner import RunOptions
+    from infer_compare.catalog import deps
 
     if deps.has("pycoral"):
         pytest.skip("pycoral is installed: it opens the device itself")
-    monkeypatch.setattr("infer_compare.device_kinds.edgetpu_devices", lambda: ["edgetpu:usb:0"])
+    monkeypatch.setattr("infer_compare.catalog.device_kinds.edgetpu_devices", lambda: ["edgetpu:usb:0"])
     av = EdgeTpuRunner.probe("edgetpu:usb:0")
     if av.available:
         pytest.skip("libedgetpu is installed here")
@@ -253,7 +253,7 @@ def test_device_names_and_manifest_coverage(tmp_path):
 def test_real_edgetpu_run(cache_dir):
     """Runs only where a Coral device, libedgetpu and edgetpu_compiler are all present."""
     from infer_compare import compare
-    from infer_compare.device_kinds import edgetpu_devices
+    from infer_compare.catalog.device_kinds import edgetpu_devices
 
     if not edgetpu_devices():
         pytest.skip("no Coral Edge TPU found (USB 1a6e:089a / 18d1:9302, or /dev/apex_*)")

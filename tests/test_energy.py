@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from infer_compare import energy
-from infer_compare.energy import (
+from infer_compare.base.records import load_report
+from infer_compare.host import energy
+from infer_compare.host.energy import (
     EnergyMeter,
     EnergyReading,
     energy_fields,
@@ -18,9 +19,8 @@ from infer_compare.energy import (
     rapl_delta_uj,
     select_rails,
 )
-from infer_compare.flops import efficiency
-from infer_compare.records import load_report
 from infer_compare.report import render
+from infer_compare.report.efficiency import efficiency
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_UJ = 262143328850
@@ -206,7 +206,7 @@ def test_the_energy_column_fills_from_a_row_that_has_energy(extra, joules):
 
 def test_the_loop_meters_exactly_the_measured_calls(tmp_path):
     """time_loop starts the meter after the cold call and the warm-up and stops it after the last sample."""
-    from infer_compare.bench import LoopSettings, time_loop
+    from infer_compare.measure.bench import LoopSettings, time_loop
 
     pc = rapl_tree(tmp_path)
     f = pc / "intel-rapl:0/energy_uj"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from infer_compare.artifacts.child import ExportSpec, build
 from infer_compare.backends.exporter import ExportResult
-from infer_compare.export_child import ExportSpec, build
 
 from .conftest import PY, python_env
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infer_compare.cache import FULL_HASH_BELOW, MANIFEST, Cache, key_of, read_entry
+from infer_compare.base.cache import FULL_HASH_BELOW, MANIFEST, Cache, key_of, read_entry
 
 BIG = FULL_HASH_BELOW + 4096  # checked by size and mtime, hashed only when they changed
 PARTS = {"model": "fake", "precision": "fp32"}
@@ -112,7 +112,7 @@ def test_tampered_reference_is_rebuilt(tmp_path):
     """The real reference code path (prepare.reference_outputs) on a tiny network: a changed
     reference.npy would silently move every parity verdict; it must be rebuilt."""
     torch = pytest.importorskip("torch")
-    from infer_compare.prepare import reference_outputs as _reference
+    from infer_compare.prepare.prepared import reference_outputs as _reference
 
     class DS:
         eval = np.random.default_rng(0).standard_normal((20, 6)).astype(np.float32)
@@ -254,7 +254,7 @@ def test_read_only_cache_still_serves_its_entries(tmp_path):
 def test_read_only_file_system_still_serves_its_entries(tmp_path, monkeypatch):
     """The same as above for root, who may write into a mode-555 directory: the cache's
     file system refuses new directories (EROFS), as a read-only mount would."""
-    import infer_compare.cache as cachemod
+    import infer_compare.base.cache as cachemod
 
     root = tmp_path / "ro"
     build = FakeExport()
@@ -309,7 +309,7 @@ def test_failed_build_propagates_and_leaves_nothing(tmp_path):
 
 
 def _report(complete: bool = True, p50: float = 2.0):
-    from infer_compare.records import (
+    from infer_compare.base.records import (
         OK,
         SCHEMA_VERSION,
         Environment,
@@ -366,7 +366,7 @@ def test_incomplete_report_is_said_in_every_format(tmp_path, capsys):
 
     from rich.console import Console
 
-    from infer_compare.records import load_report
+    from infer_compare.base.records import load_report
     from infer_compare.report import render
     from infer_compare.report.terminal import print_report
 
@@ -391,7 +391,7 @@ def test_incomplete_report_is_said_in_every_format(tmp_path, capsys):
 
 
 def test_version_1_results_load_as_complete(tmp_path):
-    from infer_compare.records import Report
+    from infer_compare.base.records import Report
 
     d = _report().to_dict()
     for k in ("complete", "not_run", "incomplete_reason"):
@@ -436,7 +436,7 @@ def test_tampered_onnx_in_the_real_lenet_cache_is_rebuilt(cache_dir, caplog):
     onnx = Path(row.export.path)
     assert onnx.is_relative_to(cache_dir)
     _tamper(onnx)
-    caplog.set_level("WARNING", logger="infer_compare.cache")
+    caplog.set_level("WARNING", logger="infer_compare.base.cache")
     second = compare("lenet5", **kw)
     again = next(r for r in second.rows if r.label == row.label)
     assert again.status == "ok" and not again.export.cached and again.export.path == row.export.path
@@ -453,7 +453,8 @@ def test_crashing_and_hanging_exporters_become_export_failed_rows(cache_dir, mon
     rows with the reason; PyTorch and ONNX Runtime rows are measured."""
     import dataclasses
 
-    from infer_compare import compare, formats
+    from infer_compare import compare
+    from infer_compare.catalog import formats
 
     from .conftest import python_env
 
@@ -503,7 +504,7 @@ def test_interrupt_saves_an_incomplete_report_and_leaves_no_child(tmp_path, cach
     import signal
     import subprocess
 
-    from infer_compare.records import load_report
+    from infer_compare.base.records import load_report
 
     from .conftest import PY, python_env
 
@@ -566,9 +567,10 @@ def test_an_interrupt_a_runtime_import_swallowed_still_stops_the_run(cache_dir, 
     """A SIGINT during ``import onnxruntime`` came out of its pybind11 init as an ImportError, which the
     probe turned into "fails to import": the run went on and exited 0. The handler remembers the signal and
     the measuring loop raises it again after the probe."""
-    from infer_compare import compare, interrupts
+    from infer_compare import compare
     from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
-    from infer_compare.records import Availability
+    from infer_compare.base import interrupts
+    from infer_compare.base.records import Availability
 
     def probe(cls, device="cpu"):
         try:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infer_compare.layout import Layout, batch_axes
+from infer_compare.base.layout import Layout, batch_axes
 
 from .conftest import FAST
 
@@ -87,7 +87,7 @@ def test_layout_lays_rows_into_the_model_and_back():
 def test_non_square_and_letterboxed_images():
     from PIL import Image
 
-    from infer_compare.userdata import apply, imagenet_defaults, preprocess_spec
+    from infer_compare.data.user import apply, imagenet_defaults, preprocess_spec
 
     spec = imagenet_defaults((3, 48, 192))
     assert spec.target() == (48, 192)
@@ -102,7 +102,7 @@ def test_non_square_and_letterboxed_images():
 
 def test_uint8_image_input_gets_raw_pixels():
     from infer_compare.models.user import TensorSpec
-    from infer_compare.prepare_user import DataOptions, bundled_photos, image_spec_of
+    from infer_compare.prepare.inputs import DataOptions, bundled_photos, image_spec_of
 
     spec = image_spec_of(TensorSpec("img", ("batch", 40, 60, 3), "uint8"), DataOptions())
     assert spec.layout == "nhwc" and spec.scale == 1.0 and spec.target() == (40, 60)

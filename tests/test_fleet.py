@@ -9,12 +9,12 @@ import tarfile
 
 import pytest
 
+from infer_compare.base.errors import UsageError
 from infer_compare.bundle import BundleError, export_bundle
 from infer_compare.cli import main
-from infer_compare.errors import UsageError
-from infer_compare.executors import Job, JobResult
-from infer_compare.executors.local import LocalExecutor
 from infer_compare.fleet import join, pack, plan
+from infer_compare.fleet.executor import Job, JobResult
+from infer_compare.fleet.local import LocalExecutor
 from infer_compare.fleet.run import run_fleet, skew, waves
 from infer_compare.fleet.task import run_on_node
 
@@ -155,7 +155,7 @@ def test_driver_merges_keeps_good_nodes_and_names_the_failed_one(one_report):
 
 
 def test_bundle_route_results_merge_beside_the_nodes(one_report):
-    from infer_compare.records import Report
+    from infer_compare.base.records import Report
 
     jobs = [Job("a", KW, {"ic-node:a": 1})]
     merged, _ = run_fleet("B", _Fake(one_report, {}), jobs, lambda n, m: None, ["x"],

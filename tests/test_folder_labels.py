@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infer_compare.errors import UsageError
-from infer_compare.userdata import check_folder_classes, load_data, preprocess_spec, split_eval_calibration
-from infer_compare.userdata.spec import PreprocessSpec
+from infer_compare.base.errors import UsageError
+from infer_compare.data.user import check_folder_classes, load_data, preprocess_spec, split_eval_calibration
+from infer_compare.data.user.spec import PreprocessSpec
 
 Image = pytest.importorskip("PIL.Image")
 

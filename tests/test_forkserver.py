@@ -1,4 +1,4 @@
-"""The fork server (forkserver.py): configurations of runtimes with a slow import are forked from
+"""The fork server (measure/forkserver.py): configurations of runtimes with a slow import are forked from
 one server that imported them once; each is still its own process, with the same failure
 handling as a fresh interpreter (a crash, a hang, a crash in one batch size)."""
 
@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from infer_compare.bench import LoopSettings
-from infer_compare.cells import CellSpec
-from infer_compare.forkserver import ForkServer, ForkServers, preloads
-from infer_compare.isolate import run_cell
+from infer_compare.measure.bench import LoopSettings
+from infer_compare.measure.cells import CellSpec
+from infer_compare.measure.forkserver import ForkServer, ForkServers, preloads
+from infer_compare.measure.isolate import run_cell
 
 from .conftest import python_env
 
@@ -27,7 +27,7 @@ def _spec(tmp_path, runner, batches=(2,)):
 
 @pytest.fixture
 def server():
-    srv = ForkServer(("numpy", "infer_compare.child", "tests.fake_runners"))
+    srv = ForkServer(("numpy", "infer_compare.measure.child", "tests.fake_runners"))
     assert srv.start(env=python_env()), srv.failed
     yield srv
     srv.close()
@@ -118,7 +118,7 @@ def test_a_driver_initialised_by_any_library_poisons_the_server(monkeypatch):
     the driver itself (cuDeviceGetCount answers 3, CUDA_ERROR_NOT_INITIALIZED, before cuInit)."""
     import ctypes
 
-    from infer_compare import forkserver
+    from infer_compare.measure import forkserver
 
     class FakeDriver:
         def __init__(self, rc):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from infer_compare.formats import FORMATS, PRECISIONS, RUNNERS, TOLERANCES, build_chain
+from infer_compare.catalog.formats import FORMATS, PRECISIONS, RUNNERS, TOLERANCES, build_chain
 
 
 def test_every_runner_and_source_exists():
@@ -34,7 +34,7 @@ def test_openvino_bf16_runs_the_fp32_ir():
 
 
 def test_every_device_kind_is_known():
-    from infer_compare.device_kinds import DEVICE_KINDS
+    from infer_compare.catalog.device_kinds import DEVICE_KINDS
 
     for r in RUNNERS.values():
         for k in r.device_kinds:
@@ -44,7 +44,7 @@ def test_every_device_kind_is_known():
 def test_tensorrt_int8_is_built_from_the_symmetric_int8_file():
     """TensorRT takes only symmetric int8 Q/DQ: its engines and ONNX Runtime's TensorRT EP run the S8S8 file
     (TRT_INT8), while the CPU rows keep the CPU's int8 file; each has its own artifact (and cache key)."""
-    from infer_compare.formats import TRT_INT8, build_chain, get_format
+    from infer_compare.catalog.formats import TRT_INT8, build_chain, get_format
 
     assert build_chain("tensorrt", "int8") == [("pytorch", "fp32"), ("onnx", "fp32"), ("onnx", TRT_INT8),
                                                ("tensorrt", "int8")]

@@ -10,7 +10,7 @@ import io
 import numpy as np
 import pytest
 
-from infer_compare.records import OK, SKIPPED, LatencyStats, Report, RunRecord
+from infer_compare.base.records import OK, SKIPPED, LatencyStats, Report, RunRecord
 from infer_compare.regress import check_regression, print_result
 
 from .test_faults import _report
@@ -150,7 +150,7 @@ def test_default_rules_apply_when_none_are_given(capsys):
 
 def test_partial_saves_are_incomplete_until_the_run_ends(cache_dir):
     from infer_compare import compare
-    from infer_compare.measure import PARTIAL
+    from infer_compare.measure.run import PARTIAL
 
     seen: list[Report] = []
     rep = compare("lenet5", backends=["onnxruntime"], formats=["onnx"], precisions=["fp32"], devices=["cpu"],

@@ -54,7 +54,7 @@ def test_a_slower_runner_is_caught_in_every_run():
 def _levels(rep, first: float, last: float):
     """``rep`` with ONNX Runtime's row split in time: its first half of calls ``first`` times, the rest
     ``last`` times its speed (a speed level that switched while the row was measured)."""
-    from infer_compare.records import LatencyStats
+    from infer_compare.base.records import LatencyStats
 
     def change(r):
         if r.label != ORT:
@@ -156,7 +156,7 @@ def test_confirm_measures_again_only_when_timings_alone_broke(tmp_path, confirm,
 def test_diff_of_a_run_directory_with_confirming_runs(tmp_path):
     """`diff BASE RUN_DIR` on a run made with --confirm: RUN_DIR/confirm-1 holds only the row measured again;
     the other rows are not missing, and the run's own results.json comes first."""
-    from infer_compare.cli.measure import Saver
+    from infer_compare.cli.output import Saver
 
     first = four(seed=40)
     Saver(tmp_path).write(first)
@@ -180,7 +180,7 @@ def test_confirming_runs_spread_over_minutes():
 def test_two_slower_rows_of_four_are_not_taken_for_a_slower_machine():
     """The median row of a run where half the rows got slower (and the workload ran slower too) moved; the
     change three quarters of the rows share did not: nothing is normalized away."""
-    from infer_compare.records import LatencyStats
+    from infer_compare.base.records import LatencyStats
 
     def slower(r):
         if r.backend not in ("onnxruntime", "openvino"):
@@ -235,7 +235,7 @@ def test_slower_only_on_a_busy_host_is_not_judged_until_a_quiet_run_settles_it(t
 
 def _scaled(rep, by: dict[str, float]):
     """``rep`` with each backend's row ``by[backend]`` times slower."""
-    from infer_compare.records import LatencyStats
+    from infer_compare.base.records import LatencyStats
 
     def f(r):
         s = tuple(int(v * by.get(r.backend, 1.0)) for v in r.samples_ns)

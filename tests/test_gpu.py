@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infer_compare import gpu
-from infer_compare.formats import FORMATS, RUNNERS, build_chain
+from infer_compare.catalog.formats import FORMATS, RUNNERS, build_chain
+from infer_compare.host import gpu
 
 
 def _has_cuda() -> bool:
@@ -140,7 +140,7 @@ def test_compare_lists_gpu_rows_as_skipped_on_cpu(cache_dir):
     if _has_cuda():
         pytest.skip("this machine has a CUDA device")
     from infer_compare import compare
-    from infer_compare.errors import UsageError
+    from infer_compare.base.errors import UsageError
 
     backends = ["pytorch", "pytorch-compile", "onnxruntime", "tensorrt"]
     with pytest.raises(UsageError, match="--device cuda: no CUDA device found"):  # only absent devices: at once
@@ -335,8 +335,8 @@ def _stand_in_tensorrt(qdq: bool = False):
 
 def _tensorrt_ctx(tmp_path, runner_options: dict):
     from infer_compare.backends.exporter import ExportContext
-    from infer_compare.formats import get_format
-    from infer_compare.plan import check_runner_options
+    from infer_compare.catalog.formats import get_format
+    from infer_compare.measure.plan import check_runner_options
 
     ctx = ExportContext(model=None, model_name="m", input_shape=(3, 8, 8), num_classes=2, calibration=None,
                         max_batch=256, batch_sizes={"cpu": (1, 8), "cuda": (1, 32, 256)}, cache_root=str(tmp_path),

@@ -17,14 +17,14 @@ import pytest
 
 
 def test_io_policy_is_one_option_with_the_old_flags_as_aliases():
-    from infer_compare.cli import build_parser, runner_options_from_args
-    from infer_compare.cli.measure import _loop_args
-    from infer_compare.errors import UsageError
-    from infer_compare.plan import make_selection
+    from infer_compare.base.errors import UsageError
+    from infer_compare.cli import build_parser
+    from infer_compare.cli.flags import measure_options
+    from infer_compare.measure.plan import make_selection
 
     def sel(*argv):
         a = build_parser().parse_args(["--model", "lenet5", *argv])
-        return make_selection(runner_options=runner_options_from_args(a), **_loop_args(a))
+        return measure_options(a).selection()
 
     assert sel().io == "device"  # device-resident by default, for every GPU runner
     assert sel("--io", "host").io == "host"
@@ -37,11 +37,11 @@ def test_io_policy_is_one_option_with_the_old_flags_as_aliases():
 
 
 def test_io_reaches_the_runner_through_the_child(tmp_path):
-    from infer_compare.bench import LoopSettings
-    from infer_compare.cells import CellSpec
-    from infer_compare.isolate import run_cell
-    from infer_compare.measure import _how_spec
-    from infer_compare.plan import make_selection, settings_for
+    from infer_compare.measure.bench import LoopSettings
+    from infer_compare.measure.cells import CellSpec
+    from infer_compare.measure.isolate import run_cell
+    from infer_compare.measure.plan import make_selection, settings_for
+    from infer_compare.measure.run import _how_spec
 
     from .conftest import python_env
 
@@ -121,7 +121,7 @@ def test_pytorch_cuda_graph_is_captured_in_load_and_per_stream(torch_stand_in):
 def test_pytorch_compile_with_cuda_graphs_declines_the_throughput_scenario(torch_stand_in):
     from infer_compare.backends.pytorch.run import PyTorchCompileRunner
     from infer_compare.backends.throughput import ThroughputSettings
-    from infer_compare.errors import BackendUnavailable
+    from infer_compare.base.errors import BackendUnavailable
 
     r = _torch_runner(PyTorchCompileRunner, "host", cuda_graphs=True)
     assert r.settings["io"] == "host" and "compiled and recorded" in r.settings["before_first_call"]

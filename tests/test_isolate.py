@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
-from infer_compare.bench import LoopSettings
-from infer_compare.cells import CellResult, CellSpec
-from infer_compare.isolate import run_cell
+from infer_compare.measure.bench import LoopSettings
+from infer_compare.measure.cells import CellResult, CellSpec
+from infer_compare.measure.isolate import run_cell
 
 from .conftest import python_env
 
@@ -84,7 +84,8 @@ def test_child_peak_rss_is_its_own(tmp_path):
 
 def test_compare_survives_a_crashing_backend(cache_dir, monkeypatch):
     """The crash happens inside compare(): the row fails, the other rows are measured."""
-    from infer_compare import compare, formats
+    from infer_compare import compare
+    from infer_compare.catalog import formats
 
     monkeypatch.setitem(formats.RUNNERS, "onnxruntime", formats.RunnerInfo(
         "onnxruntime", "crashing stand-in", "tests.fake_runners:CrashRunner", ("cpu",), formats=("onnx",)))
@@ -98,7 +99,7 @@ def test_compare_survives_a_crashing_backend(cache_dir, monkeypatch):
 
 # ------------------------------------------------------------------------------ the parent's poll
 def test_the_parent_parses_the_result_file_only_when_it_changed(tmp_path, monkeypatch):
-    from infer_compare import isolate
+    from infer_compare.measure import isolate
 
     parses = []
     real = isolate._read_results

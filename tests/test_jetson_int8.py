@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infer_compare.errors import ExportError
+from infer_compare.base.errors import ExportError
 
 from .conftest import PY, python_env
 
@@ -44,7 +44,7 @@ def _artifact(man: dict, fmt: str, prec: str) -> dict:
 def test_tensorrt_int8_is_deferred_to_the_symmetric_file_the_bundle_carries(jetson_bundle):
     from infer_compare.backends.onnxruntime.graph import int8_recipe
     from infer_compare.backends.tensorrt.export import check_symmetric_int8
-    from infer_compare.formats import TRT_INT8
+    from infer_compare.catalog.formats import TRT_INT8
 
     man = json.loads((jetson_bundle / "manifest.json").read_text())
     deferred = {(d["format"], d["precision"]): d for d in man["deferred"]}

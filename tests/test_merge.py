@@ -7,9 +7,8 @@ import subprocess
 
 import pytest
 
-from infer_compare.errors import UsageError
-from infer_compare.merge import machine_label, merge_reports, slug
-from infer_compare.records import (
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import (
     OK,
     SCHEMA_VERSION,
     SKIPPED,
@@ -22,6 +21,7 @@ from infer_compare.records import (
     Settings,
     load_report,
 )
+from infer_compare.report.merge import machine_label, merge_reports, slug
 
 from .conftest import PY, python_env
 

@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from infer_compare import data, models
-from infer_compare.cache import Cache
-from infer_compare.errors import UsageError
+from infer_compare import models
+from infer_compare.base.cache import Cache
+from infer_compare.base.errors import UsageError
+from infer_compare.data import bundled as data
 
 
 def test_resolve_builtins_and_aliases():

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from infer_compare.records import OK, SKIPPED
+from infer_compare.base.records import OK, SKIPPED
 
 from .conftest import FAST, PY, python_env
 
@@ -43,7 +43,7 @@ def _ok(rep, backend, precision):
 def test_ort_int8_row_has_parity_and_accuracy_within_one_point(report):
     """What the tool promises on every CPU: the int8 tolerances of formats.TOLERANCES (mean and worst-sample
     cosine, top-1 agreement) and, for the trained LeNet-5, accuracy within one point of fp32."""
-    from infer_compare.formats import TOLERANCES
+    from infer_compare.catalog.formats import TOLERANCES
 
     fp32 = {r.batch_size: r for r in _ok(report, "onnxruntime", "fp32")}
     for r in _ok(report, "onnxruntime", "int8"):
@@ -57,7 +57,7 @@ def test_int8_recipe_follows_this_cpu(report):
     default (auto) recipe writes 7-bit weights (reduce_range); elsewhere full 8-bit weights. The file itself
     says which, and the row says what this CPU's kernels do with it."""
     from infer_compare.backends.onnxruntime.graph import int8_recipe
-    from infer_compare.cpu_int8 import describe
+    from infer_compare.host.cpu_int8 import describe
 
     cpu = describe()
     r = _ok(report, "onnxruntime", "int8")[0]
@@ -193,7 +193,7 @@ def test_cache_key_follows_the_declared_options():
 
 def test_unknown_calibration_method_is_a_usage_error(cache_dir):
     from infer_compare import compare
-    from infer_compare.errors import UsageError
+    from infer_compare.base.errors import UsageError
 
     with pytest.raises(UsageError, match="int8_calibration must be one of MinMax, Entropy, Percentile"):
         compare("lenet5", formats=["onnx"], cache_dir=cache_dir,
@@ -208,8 +208,8 @@ def test_unknown_calibration_method_is_a_usage_error(cache_dir):
 
 def test_pytorch_onnx_exporter_no_longer_writes_fp16():
     from infer_compare.backends.pytorch.export_onnx import OnnxExporter
-    from infer_compare.errors import ExportError
-    from infer_compare.formats import FORMATS, build_chain
+    from infer_compare.base.errors import ExportError
+    from infer_compare.catalog.formats import FORMATS, build_chain
 
     assert build_chain("onnx", "fp16") == [("pytorch", "fp32"), ("onnx", "fp32"), ("onnx", "fp16")]
     assert build_chain("onnx", "int8") == [("pytorch", "fp32"), ("onnx", "fp32"), ("onnx", "int8")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infer_compare.onnx_wire import WireError, parse_model, read_model
+from infer_compare.backends.onnxruntime.onnx_wire import WireError, parse_model, read_model
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

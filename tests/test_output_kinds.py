@@ -11,8 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from infer_compare.formats import TOLERANCES
-from infer_compare.output_kinds import (
+from infer_compare.base.records import ParityResult
+from infer_compare.catalog.formats import TOLERANCES
+from infer_compare.parity.kinds import (
     MAP,
     REGRESSION,
     SCORES,
@@ -20,8 +21,7 @@ from infer_compare.output_kinds import (
     infer_kind,
     parse_output_kinds,
 )
-from infer_compare.parity import compare_kind, compare_outputs
-from infer_compare.records import ParityResult
+from infer_compare.parity.outputs import compare_kind, compare_outputs
 
 FAST = ["--device", "cpu", "-b", "1", "--min-time", "0", "--min-iters", "2", "--warmup", "1", "--max-time", "0.2",
         "--parity-samples", "4", "-q"]
@@ -112,7 +112,7 @@ def test_old_results_files_still_load():
 
 
 def test_output_kind_flags_are_checked():
-    from infer_compare.errors import UsageError
+    from infer_compare.base.errors import UsageError
 
     assert parse_output_kinds(["out=map", "boxes=boxes", "p=probabilities"]) == {"out": MAP, "boxes": REGRESSION,
                                                                                   "p": MAP}

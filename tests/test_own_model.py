@@ -65,7 +65,7 @@ def _run(args, cwd, cache_dir):
 
 
 def _rows(out: Path):
-    from infer_compare.records import load_report
+    from infer_compare.base.records import load_report
 
     rep = load_report(out / "results.json")
     return rep, {(r.backend, r.format, r.precision, r.batch_size, r.variant): r for r in rep.rows}

@@ -4,9 +4,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infer_compare.formats import TOLERANCES
-from infer_compare.parity import FLOOR_COSINE_MEAN, compare, min_cosine_worst
-from infer_compare.records import load_report
+from infer_compare.base.records import load_report
+from infer_compare.catalog.formats import TOLERANCES
+from infer_compare.parity.checks import FLOOR_COSINE_MEAN, min_cosine_worst
+from infer_compare.parity.scores import compare
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from infer_compare import formats
-from infer_compare.artifacts import ArtifactChain, ModelSource, Unbuilt
+from infer_compare.artifacts.chain import ArtifactChain, ModelSource, Unbuilt
 from infer_compare.backends.exporter import ExportContext, Exporter, ExportResult
-from infer_compare.cache import Cache
-from infer_compare.errors import ExportError, UsageError
-from infer_compare.plan import Cell, make_selection, parse_batch_sizes, plan_cells
-from infer_compare.records import EXPORT_FAILED, SKIPPED, Availability, ModelInfo
+from infer_compare.base.cache import Cache
+from infer_compare.base.errors import ExportError, UsageError
+from infer_compare.base.records import EXPORT_FAILED, SKIPPED, Availability, ModelInfo
+from infer_compare.catalog import formats
+from infer_compare.measure.plan import Cell, make_selection, parse_batch_sizes, plan_cells
 
 PRESENT = {"cpu": ["cpu"], "cuda": [], "edgetpu": []}
 

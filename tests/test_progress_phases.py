@@ -7,9 +7,9 @@ import shutil
 
 from rich.console import Console
 
+from infer_compare.base.progress import Progress
+from infer_compare.base.records import SKIPPED
 from infer_compare.cli.progress import RichProgress, _columns
-from infer_compare.progress import Progress
-from infer_compare.records import SKIPPED
 
 from .conftest import FAST
 

@@ -15,7 +15,7 @@ from infer_compare import api
 
 def test_public_names_resolve_to_their_definitions():
     from infer_compare.bundle import export_bundle, run_bundle
-    from infer_compare.prepare_user import DataOptions
+    from infer_compare.prepare.inputs import DataOptions
 
     assert infer_compare.compare is api.compare
     assert infer_compare.load_report is api.load_report
@@ -31,7 +31,7 @@ def test_public_names_resolve_to_their_definitions():
 
 def test_import_is_light():
     code = ("import sys, json, infer_compare; from infer_compare import __all__ as a; "
-            "print(json.dumps(sorted(m for m in ('numpy', 'torch', 'infer_compare.api', 'infer_compare.prepare_user') "
+            "print(json.dumps(sorted(m for m in ('numpy', 'torch', 'infer_compare.api', 'infer_compare.prepare.user') "
             "if m in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(Path(__file__).resolve().parents[1])).stdout
@@ -39,7 +39,7 @@ def test_import_is_light():
 
 
 def test_data_as_path_dict_or_dataoptions(tmp_path):
-    from infer_compare.prepare_user import DataOptions
+    from infer_compare.prepare.inputs import DataOptions
 
     assert api.data_options(None) is None
     assert api.data_options(str(tmp_path)) == DataOptions(data=str(tmp_path))
@@ -56,7 +56,7 @@ def test_data_as_path_dict_or_dataoptions(tmp_path):
 def test_compare_reads_a_data_path(tmp_path):
     """``compare(data=PATH)`` reaches the data loader: a missing folder is the usual one-line UsageError
     (it used to be AttributeError: 'str' object has no attribute 'data')."""
-    from infer_compare.errors import UsageError
+    from infer_compare.base.errors import UsageError
 
     with pytest.raises(UsageError, match="nope"):
         api.compare("lenet5", data=str(tmp_path / "nope"), backends=["null"], cache_dir=tmp_path / "c",

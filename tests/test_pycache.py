@@ -1,4 +1,4 @@
-"""Bytecode under the tool's cache where the installation keeps none (infer_compare/pycache.py)."""
+"""Bytecode under the tool's cache where the installation keeps none (infer_compare/host/pycache.py)."""
 
 import importlib
 import importlib.util
@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from infer_compare import forkserver, pycache
+from infer_compare.host import pycache
+from infer_compare.measure import forkserver
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_keep_bytecode_writes_it_under_the_cache_in_this_process_and_its_childre
     child's leave .pyc files under the cache and none next to the sources."""
     cache = tmp_path / "cache"
     code = ("import os, subprocess, sys\n"
-            "from infer_compare.pycache import keep_bytecode\n"
+            "from infer_compare.host.pycache import keep_bytecode\n"
             f"print(keep_bytecode({str(cache)!r}, ('ic_fake_ro_pkg',)))\n"
             "import ic_fake_ro_pkg\n"
             "subprocess.run([sys.executable, '-c', 'import ic_fake_ro_pkg.sub'], check=True)\n")

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from infer_compare.errors import SchemaError
-from infer_compare.records import Report, load_report
+from infer_compare.base.errors import SchemaError
+from infer_compare.base.records import Report, load_report
 
 
 def test_report_round_trip(lenet_report, tmp_path):

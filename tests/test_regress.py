@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infer_compare.errors import UsageError
-from infer_compare.records import SCHEMA_VERSION, Report
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import SCHEMA_VERSION, Report
 from infer_compare.regress import (
     METRICS,
     PASS,
@@ -116,7 +116,7 @@ def test_bootstrap_interval_covers_no_change_and_excludes_a_real_one():
 
 
 def test_bootstrap_numpy_fallback_agrees(monkeypatch):
-    from infer_compare import deps
+    from infer_compare.catalog import deps
 
     rng = np.random.default_rng(2)
     a, c = rng.lognormal(0, 0.3, 2000), 1.3 * rng.lognormal(0, 0.3, 2000)
@@ -287,7 +287,7 @@ def test_other_model_and_bad_baseline(runs, tmp_path):
 
 
 def test_status_change_fails_without_rules(runs):
-    from infer_compare.records import PARITY_FAILED
+    from infer_compare.base.records import PARITY_FAILED
 
     rows = tuple(r.replace(status=PARITY_FAILED, reason="cosine 0.5 < 0.9999") if r.status == "ok" else r
                  for r in runs["base"].rows)

@@ -7,7 +7,7 @@ import csv
 import io
 import math
 
-from infer_compare.records import SKIPPED
+from infer_compare.base.records import SKIPPED
 from infer_compare.report import csv as csv_report
 from infer_compare.report import render
 

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from infer_compare.records import RUN_FAILED, SKIPPED, RunRecord
+from infer_compare.base.records import RUN_FAILED, SKIPPED, RunRecord
 from infer_compare.report import html as html_report
 from infer_compare.report import plots
 
@@ -129,7 +129,7 @@ def test_main_command_writes_all_four_files(cache_dir, tmp_path):
 
 
 def test_html_without_matplotlib_says_why(lenet_report, monkeypatch):
-    from infer_compare import deps
+    from infer_compare.catalog import deps
 
     real = deps.has
     monkeypatch.setattr(deps, "has", lambda m: False if m == "matplotlib" else real(m))
@@ -170,7 +170,7 @@ def test_old_file_without_new_fields_still_loads_and_renders(lenet_report, tmp_p
     """A schema-1 file written before the FLOPs fields existed reads back and renders (no efficiency columns)."""
     import json
 
-    from infer_compare.records import load_report
+    from infer_compare.base.records import load_report
     from infer_compare.report import render
 
     d = lenet_report.to_dict()

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infer_compare.records import LatencyStats, load_report
+from infer_compare.base.records import LatencyStats, load_report
 from infer_compare.report import common, render
 
 ROOT = Path(__file__).resolve().parents[1]

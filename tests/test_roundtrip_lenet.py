@@ -4,8 +4,8 @@ parity against the PyTorch reference, and real accuracy on the held-out digits."
 import numpy as np
 import pytest
 
-from infer_compare.formats import FORMATS, RUNNERS, load_impl
-from infer_compare.records import OK, SKIPPED
+from infer_compare.base.records import OK, SKIPPED
+from infer_compare.catalog.formats import FORMATS, RUNNERS, load_impl
 
 CPU_FORMATS = ["pytorch", "onnx", "openvino"]
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infer_compare.bench import LoopSettings
-from infer_compare.cells import CellSpec
-from infer_compare.errors import UsageError
-from infer_compare.isolate import run_cell
-from infer_compare.records import LATENCY, THROUGHPUT
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import LATENCY, THROUGHPUT
+from infer_compare.measure.bench import LoopSettings
+from infer_compare.measure.cells import CellSpec
+from infer_compare.measure.isolate import run_cell
 
 from .conftest import python_env
 
@@ -66,16 +66,16 @@ def test_cold_first_call_is_the_first_run_the_runner_sees(tmp_path):
 
 def test_scenario_choices_and_plumbing():
     from infer_compare.cli import build_parser
-    from infer_compare.cli.measure import _loop_args
-    from infer_compare.measure import _how_spec
-    from infer_compare.plan import make_selection, parse_scenarios, settings_for
+    from infer_compare.cli.flags import measure_options
+    from infer_compare.measure.plan import make_selection, parse_scenarios, settings_for
+    from infer_compare.measure.run import _how_spec
 
     assert parse_scenarios("both") == (LATENCY, THROUGHPUT)
     assert parse_scenarios(["throughput", "latency"]) == (LATENCY, THROUGHPUT)
     with pytest.raises(UsageError, match="unknown scenario"):
         parse_scenarios("fast")
     args = build_parser().parse_args(["--model", "lenet5", "--scenario", "both", "--concurrency", "3"])
-    sel = make_selection(**_loop_args(args))
+    sel = measure_options(args).selection()
     assert sel.scenarios == (LATENCY, THROUGHPUT) and sel.concurrency == 3
     s = settings_for(sel, {"cpu": ["cpu"]}, 2, 10)
     assert s.scenarios == (LATENCY, THROUGHPUT) and _how_spec(s)["scenarios"] == (LATENCY, THROUGHPUT)
@@ -142,7 +142,8 @@ def test_the_table_marks_throughput_rows(scenario_report):
 
 # ------------------------------------------------------------------------------ parity in every cell
 def test_wrong_answer_only_at_batch_8_fails_parity_in_that_cell(cache_dir, monkeypatch):
-    from infer_compare import compare, formats
+    from infer_compare import compare
+    from infer_compare.catalog import formats
 
     monkeypatch.setitem(formats.RUNNERS, "onnxruntime", formats.RunnerInfo(
         "onnxruntime", "wrong at batch 8", "tests.fake_runners:WrongAtBatch8", ("cpu",), formats=("onnx",),

@@ -21,8 +21,8 @@ pytest.importorskip("onnxruntime")
 from torch import nn  # noqa: E402
 
 from infer_compare import compare  # noqa: E402
-from infer_compare.errors import UsageError  # noqa: E402
-from infer_compare.records import load_report  # noqa: E402
+from infer_compare.base.errors import UsageError  # noqa: E402
+from infer_compare.base.records import load_report  # noqa: E402
 
 from .conftest import PY, python_env  # noqa: E402
 
@@ -136,7 +136,7 @@ def test_two_input_two_output_onnx_through_onnxruntime_and_openvino(onnx_report)
 
 
 def test_the_report_shows_each_output(onnx_report, tmp_path):
-    from infer_compare.records import Report
+    from infer_compare.base.records import Report
     from infer_compare.report import csv as csv_report
     from infer_compare.report import markdown
 
@@ -184,8 +184,8 @@ def test_a_wrong_second_output_fails_parity_naming_it(files, cache_dir):
 
 
 def test_int64_ids_keep_their_dtype_and_input_shape_sizes_a_dynamic_dim(files, cache_dir, tmp_path):
-    from infer_compare.cache import Cache
-    from infer_compare.prepare_user import prepare_user_model
+    from infer_compare.base.cache import Cache
+    from infer_compare.prepare.user import prepare_user_model
 
     path = str(files / "ids.onnx")
     with pytest.raises(UsageError, match="input 'ids' has a dynamic dimension 1"):
@@ -208,8 +208,9 @@ def test_int64_ids_keep_their_dtype_and_input_shape_sizes_a_dynamic_dim(files, c
 
 
 def test_npz_data_feeds_each_input_by_name(files, tmp_path):
-    from infer_compare.cache import Cache
-    from infer_compare.prepare_user import DataOptions, prepare_user_model
+    from infer_compare.base.cache import Cache
+    from infer_compare.prepare.inputs import DataOptions
+    from infer_compare.prepare.user import prepare_user_model
 
     rng = np.random.default_rng(1)
     npz = tmp_path / "inputs.npz"
@@ -225,8 +226,8 @@ def test_npz_data_feeds_each_input_by_name(files, tmp_path):
 
 
 def test_parity_per_output_judges_the_worst():
-    from infer_compare import parity
-    from infer_compare.formats import TOLERANCES
+    from infer_compare.catalog.formats import TOLERANCES
+    from infer_compare.parity import outputs as parity
 
     rng = np.random.default_rng(0)
     ref = {"logits": rng.standard_normal((6, 10)), "boxes": rng.standard_normal((6, 4, 5))}

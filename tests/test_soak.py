@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from infer_compare.backends.runner import Runner
-from infer_compare.bench import LoopSettings
-from infer_compare.cells import CellSpec
-from infer_compare.errors import UsageError
-from infer_compare.records import Availability
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import Availability
+from infer_compare.measure.bench import LoopSettings
+from infer_compare.measure.cells import CellSpec
 from infer_compare.soak import SoakResult, SoakWindow, rss_growth_exceeds
 from infer_compare.soak.run import check_times, parse_duration
 
@@ -117,7 +117,7 @@ def test_synthetic_leak_breaks_the_bound():
 
 
 def _report(soak=()):
-    from infer_compare.records import SCHEMA_VERSION, Environment, ModelInfo, Report, RunRecord, Settings
+    from infer_compare.base.records import SCHEMA_VERSION, Environment, ModelInfo, Report, RunRecord, Settings
 
     env = Environment("abc", "Linux", "6.1", "x86_64", "CPython 3.11.7", "Some CPU", ("avx2",), 2, 4, 24.0, "0.1.0",
                       {"numpy": "2.4.6"}, (), {})
@@ -128,7 +128,7 @@ def _report(soak=()):
 
 
 def test_windows_round_trip_and_old_files_load(tmp_path):
-    from infer_compare.records import load_report
+    from infer_compare.base.records import load_report
 
     res = SoakResult.build("onnxruntime/onnx/fp32/cpu/b1", 5, 1.0, _windows([60.0, 61.0, 61.0, 61.0, 61.0]),
                            rss_start_mb=59.5, stopped_by="interrupted", sensors=("thermal zones: 1 reading",))
@@ -226,7 +226,7 @@ def test_sensors_on_an_empty_tree_and_without_nvml(tmp_path):
 
 def test_window_loop_with_a_fake_clock():
     """Windows end at the first call past --window; the remainder under half a window joins the last one."""
-    from infer_compare.soak_child import SoakSpec, soak_windows
+    from infer_compare.soak.child import SoakSpec, soak_windows
 
     now = [0]
 
@@ -245,8 +245,8 @@ def test_window_loop_with_a_fake_clock():
 
 
 def test_window_statistics_match_numpy_and_the_histogram_is_within_half_a_percent():
+    from infer_compare.soak.child import WindowBuffers
     from infer_compare.soak.process import hist_percentiles
-    from infer_compare.soak_child import WindowBuffers
 
     ns = np.random.default_rng(0).lognormal(np.log(2e5), 0.6, 50_001).astype(np.int64)
     bufs = WindowBuffers(10)
@@ -310,7 +310,7 @@ class HangAfter300(CrashAfter300):
 
 
 def _soak_spec(tmp_path, runner, duration, window):
-    from infer_compare.soak_child import SoakSpec
+    from infer_compare.soak.child import SoakSpec
 
     np.save(tmp_path / "in.npy", np.zeros((4, 1, 32, 32), np.float32))
     cell = CellSpec(f"tests.test_soak:{runner}", "none", batch_sizes=(1,), inputs=str(tmp_path / "in.npy"),
@@ -381,7 +381,7 @@ def test_interrupted_soak_keeps_its_windows_and_no_child(cache_dir, tmp_path):
     and the soaking child is gone."""
     import psutil
 
-    from infer_compare.records import SchemaError, load_report
+    from infer_compare.base.records import SchemaError, load_report
 
     out = tmp_path / "out"
     cmd = [PY, "-m", "infer_compare.cli", "soak", "--model", "lenet5", "--backends", "onnxruntime", "--precisions",
@@ -400,7 +400,7 @@ def test_interrupted_soak_keeps_its_windows_and_no_child(cache_dir, tmp_path):
             assert not rep.complete and "in progress" in rep.incomplete_reason  # never looks finished mid-run
         assert windows >= 2 and proc.poll() is None, proc.stderr.read().decode() if proc.poll() is not None else ""
         children = psutil.Process(proc.pid).children(recursive=True)
-        assert any("infer_compare.soak_child" in " ".join(c.cmdline()) for c in children)
+        assert any("infer_compare.soak.child" in " ".join(c.cmdline()) for c in children)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

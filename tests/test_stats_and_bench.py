@@ -4,7 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from infer_compare.bench import (
+from infer_compare.base.records import PERCENTILE_MIN_SAMPLES, LatencyStats
+from infer_compare.measure.bench import (
     STOP_BUDGET,
     STOP_MAX_ITERS,
     STOP_MIN,
@@ -14,7 +15,6 @@ from infer_compare.bench import (
     median_ci_ranks,
     time_loop,
 )
-from infer_compare.records import PERCENTILE_MIN_SAMPLES, LatencyStats
 
 
 class FakeClock:

@@ -20,7 +20,7 @@ from enum import Enum
 import numpy as np
 import pytest
 
-from infer_compare.errors import RunnerError
+from infer_compare.base.errors import RunnerError
 
 
 class DataType(Enum):
@@ -180,7 +180,7 @@ def test_export_profile_sets_every_input(fake_trt):
     net = [{"name": "image", "shape": [-1, 3, 8, 8]}, {"name": "sr", "shape": []},
            {"name": "ids", "shape": [-1, -1]}]
     assert input_dims(ctx, net) == [("image", [3, 8, 8], True), ("sr", [], False), ("ids", [7], True)]
-    from infer_compare.errors import ExportError
+    from infer_compare.base.errors import ExportError
 
     with pytest.raises(ExportError, match="'ids'"):
         input_dims(ExportContext(model=None, model_name="m", input_shape=(3, 8, 8), num_classes=0,

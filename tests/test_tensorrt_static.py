@@ -300,7 +300,7 @@ def test_every_cuda_runtime_call_exists_in_cuda_bindings():
 
 def test_cuda_calls_without_a_driver_fail_with_one_line():
     from infer_compare.backends.tensorrt.device import CudaBuffers
-    from infer_compare.errors import RunnerError
+    from infer_compare.base.errors import RunnerError
 
     rt = _cudart()
     err, count = rt.cudaGetDeviceCount()
@@ -341,7 +341,7 @@ def test_int8_engine_refuses_an_asymmetric_uint8_qdq_file(tmp_path):
     from onnx import TensorProto, helper
 
     from infer_compare.backends.tensorrt import export as trt_exp
-    from infer_compare.errors import ExportError
+    from infer_compare.base.errors import ExportError
 
     def qdq(zp_type, path):
         nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from infer_compare.records import OK, PARITY_FAILED, LatencyStats, ParityResult, Report
+from infer_compare.base.records import OK, PARITY_FAILED, LatencyStats, ParityResult, Report
 
 from .test_faults import _report
 

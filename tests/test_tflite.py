@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infer_compare import deps
 from infer_compare.backends.tflite.run import dequantize, quantize
+from infer_compare.catalog import deps
 
 from .conftest import FAST
 
@@ -115,7 +115,7 @@ def test_full_integer_check_rejects_float_files(tflite_report):
 
 @pytest.mark.slow
 def test_edgetpu_rows_skip_with_reason(tflite_report):
-    from infer_compare.device_kinds import edgetpu_devices
+    from infer_compare.catalog.device_kinds import edgetpu_devices
 
     if edgetpu_devices():
         pytest.skip("a Coral Edge TPU is present: the rows run (see tests/test_edgetpu.py)")
@@ -140,10 +140,10 @@ def test_large_int8_is_opt_in(monkeypatch):
     torch = pytest.importorskip("torch")
     from infer_compare.backends.exporter import ExportContext
     from infer_compare.backends.tflite import export as tfl
-    from infer_compare.errors import BackendUnavailable
+    from infer_compare.base.errors import BackendUnavailable
 
     monkeypatch.delenv(tfl.OPT_IN_ENV, raising=False)
-    monkeypatch.setattr("infer_compare.device_kinds.edgetpu_devices", lambda: [])
+    monkeypatch.setattr("infer_compare.catalog.device_kinds.edgetpu_devices", lambda: [])
     big = torch.nn.Linear(4000, 3000)  # 12 M parameters
     ctx = ExportContext(model=big, model_name="big", input_shape=(3, 8, 8), num_classes=10, calibration=None)
     with pytest.raises(BackendUnavailable) as e:
@@ -160,7 +160,7 @@ def test_large_int8_is_opt_in(monkeypatch):
     monkeypatch.setenv(tfl.OPT_IN_ENV, "1")
     tfl._check_int8_opt_in(ctx)
     monkeypatch.delenv(tfl.OPT_IN_ENV)
-    monkeypatch.setattr("infer_compare.device_kinds.edgetpu_devices", lambda: ["edgetpu:usb:0"])
+    monkeypatch.setattr("infer_compare.catalog.device_kinds.edgetpu_devices", lambda: ["edgetpu:usb:0"])
     tfl._check_int8_opt_in(ctx)  # an Edge TPU is present: built by default
     tfl._check_int8_opt_in(ExportContext(model=torch.nn.Linear(10, 10), model_name="small", input_shape=(1,),
                                          num_classes=10, calibration=None))

@@ -211,8 +211,8 @@ def test_bundle_of_the_onnx_detector_runs_its_tflite_rows_without_torch(det_onnx
     import json
     import subprocess
 
+    from infer_compare.base.records import load_report
     from infer_compare.bundle import export_bundle
-    from infer_compare.records import load_report
 
     from .conftest import python_env
 
@@ -245,7 +245,7 @@ def test_large_onnx_int8_is_opt_in_too(det_onnx, monkeypatch, tmp_path):
     """An ONNX root has no torch module to count: its initializers are counted (here over a lowered limit)."""
     from infer_compare.backends.exporter import ExportContext
     from infer_compare.backends.tflite import export as tex
-    from infer_compare.errors import BackendUnavailable
+    from infer_compare.base.errors import BackendUnavailable
 
     monkeypatch.setattr(tex, "LARGE_INT8_PARAMS", 100)
     monkeypatch.delenv(tex.OPT_IN_ENV, raising=False)

@@ -1,10 +1,10 @@
-"""Where the wall time went (timeline.py): spans in the report, summed up under the table."""
+"""Where the wall time went (base/timeline.py): spans in the report, summed up under the table."""
 
 import time
 from types import SimpleNamespace
 
-from infer_compare.records import load_report
-from infer_compare.timeline import ARTIFACT, CONFIGURATION, PREPARE, TimedProgress, Timeline, summary
+from infer_compare.base.records import load_report
+from infer_compare.base.timeline import ARTIFACT, CONFIGURATION, PREPARE, TimedProgress, Timeline, summary
 
 
 def test_spans_follow_each_other_and_the_open_one_counts_up_to_now():

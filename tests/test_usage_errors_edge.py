@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infer_compare.api import check_devices_present
-from infer_compare.errors import UsageError
+from infer_compare.base.errors import UsageError
 
 HERE = {"cpu": ["cpu"], "cuda": ["cuda:0"], "edgetpu": []}
 
@@ -53,6 +53,6 @@ def test_export_usage_error_leaves_no_bundle_folder(tmp_path, capsys):
 
 
 def _edgetpus() -> list[str]:
-    from infer_compare.device_kinds import edgetpu_devices
+    from infer_compare.catalog.device_kinds import edgetpu_devices
 
     return edgetpu_devices()

@@ -22,14 +22,10 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from torch import nn  # noqa: E402
 
-from infer_compare.errors import UsageError  # noqa: E402
-from infer_compare.models import (  # noqa: E402
-    TensorSpec,
-    load_user_model,
-    looks_like_user_model,
-    parse_input_shapes,
-    reference_outputs,
-)
+from infer_compare.base.errors import UsageError  # noqa: E402
+from infer_compare.models import TensorSpec, looks_like_user_model, parse_input_shapes  # noqa: E402
+from infer_compare.prepare.user_model import load_user_model  # noqa: E402
+from infer_compare.prepare.user_model import reference_of as reference_outputs  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated:FutureWarning")  # torch.jit in torch >= 2.10
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infer_compare import data
-from infer_compare.errors import UsageError
-from infer_compare.userdata import (
+from infer_compare.base.errors import UsageError
+from infer_compare.data import bundled as data
+from infer_compare.data.user import (
     ONLY_OUTPUT,
     PreprocessSpec,
     UserData,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from infer_compare.records import PARITY_FAILED, LatencyStats, load_report
+from infer_compare.base.records import PARITY_FAILED, LatencyStats, load_report
 from infer_compare.report import render
 from infer_compare.report import verdict as common
 

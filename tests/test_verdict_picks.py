@@ -3,7 +3,7 @@ rows that were only reported (int8 with random weights) says so in its title; no
 
 import io
 
-from infer_compare.records import (
+from infer_compare.base.records import (
     OK,
     SCHEMA_VERSION,
     Environment,

@@ -11,14 +11,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendUnavailable, ExportError
-from ..options import NoOptions, Options
-from ..records import Availability
+from infer_compare.base.errors import BackendUnavailable, ExportError
+from infer_compare.base.records import Availability
+from infer_compare.base.serial import decode, encode
+from infer_compare.catalog.options import NoOptions, Options
+from infer_compare.catalog.runtimes import options_class
 
 
 @dataclass
@@ -61,9 +64,24 @@ class ExportContext:
         name = getattr(fmt, "options_from", None)
         if not name:
             return self
-        from . import options_class
 
         return dataclasses.replace(self, options=self.option_sets.get(name) or options_class(name)())
+
+    def sent(self) -> dict[str, Any]:
+        """The plain part of the context, as JSON, for the export child (artifacts/chain.py); the rest (the module,
+        the calibration arrays, the options, the log) travels its own way or is made again there."""
+        return {f.name: encode(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in _NOT_SENT}
+
+    @classmethod
+    def received(cls, plain: dict[str, Any], **rest: Any) -> ExportContext:
+        """The context again from :meth:`sent`'s dict (types restored from the annotations) and ``rest``."""
+        hints = typing.get_type_hints(cls)
+        return cls(**{k: decode(hints[k], v) for k, v in plain.items()}, **rest)
+
+
+# made again in the export child or sent apart: the module (rebuilt from ExportSpec.model_spec), the
+# calibration arrays (a .npy/.npz file), the options (with their class), the log (the child's stdout)
+_NOT_SENT = ("model", "calibration", "options", "log", "option_sets", "model_spec")
 
 
 @dataclass

@@ -8,7 +8,7 @@
   harness times it as load time. ``close()`` frees. Context manager on top.
 - ``prepare(batch)`` turns a host array into the runner's native input (a torch
   tensor, a device buffer...); done before the clock starts. A model with several
-  inputs gets a dict {input name: array} in the model's order (batches.py); the
+  inputs gets a dict {input name: array} in the model's order (base/batches.py); the
   runner matches it to its own inputs by name (by position where the names differ).
 - ``run(prepared)`` is the timed call: blocking; the runner synchronises its device
   and leaves the outputs on the host. It does the same work for a model with several
@@ -36,10 +36,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..batches import Batch, as_float32, count
-from ..options import NoOptions, Options
-from ..records import Availability
-from .throughput import ThroughputResult, ThroughputSettings, result, run_threads
+from infer_compare.backends.throughput import ThroughputResult, ThroughputSettings, result, run_threads
+from infer_compare.base.batches import Batch, as_float32, count
+from infer_compare.base.records import Availability
+from infer_compare.catalog.options import NoOptions, Options
 
 OptionsT = TypeVar("OptionsT", bound=Options)
 

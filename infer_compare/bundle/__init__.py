@@ -1,5 +1,8 @@
 """Export here, run there: bundles for devices without torch or converters.
 
+Enters: a model (export, on the workstation) or a bundle directory (run, on the device). Leaves: a
+bundle directory, or a Report. May import: measure and every layer below it.
+
 ``export_bundle()`` (workstation, needs torch) writes a directory::
 
     manifest.json                 model, weights hash, input spec and preprocessing,
@@ -32,10 +35,17 @@ precision, or arrays of the wrong shape are refused with a BundleError (a UsageE
 exit status 2, one line). Arrays are read with ``allow_pickle=False``.
 """
 
-from .common import BUNDLE_KIND, BUNDLE_VERSION, DEFAULT_MAX_BATCH, MANIFEST, BundleError, sha256_file
-from .export import export_bundle
-from .run import load_inputs, prepared_from_bundle, run_bundle
-from .verify import Verified, verify
+from infer_compare.bundle.common import (
+    BUNDLE_KIND,
+    BUNDLE_VERSION,
+    DEFAULT_MAX_BATCH,
+    MANIFEST,
+    BundleError,
+    sha256_file,
+)
+from infer_compare.bundle.export import export_bundle
+from infer_compare.bundle.run import load_inputs, prepared_from_bundle, run_bundle
+from infer_compare.bundle.verify import Verified, verify
 
 __all__ = ["BUNDLE_KIND", "BUNDLE_VERSION", "DEFAULT_MAX_BATCH", "MANIFEST", "BundleError", "Verified",
            "export_bundle", "load_inputs", "prepared_from_bundle", "run_bundle", "sha256_file", "verify"]

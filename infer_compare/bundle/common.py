@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from ..errors import UsageError
+from infer_compare.base.errors import UsageError
 
 BUNDLE_KIND = "infer-compare-bundle"
 BUNDLE_VERSION = 1

@@ -14,15 +14,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..artifacts import ArtifactChain, Unbuilt
-from ..errors import UsageError
-from ..formats import FORMATS, PRECISIONS, get_format
-from ..plan import MAX_BATCH, check_choice
-from ..prepare import Prepared
-from ..progress import Progress, Warnings
-from ..records import SKIPPED
-from .common import BUNDLE_KIND, BUNDLE_VERSION, DEFAULT_MAX_BATCH, MANIFEST, sha256_file
+from infer_compare.artifacts.chain import ArtifactChain, Unbuilt
+from infer_compare.backends.exporter import ExportContext
+from infer_compare.base.batches import is_multi, save
+from infer_compare.base.cache import MANIFEST as CACHE_MANIFEST
+from infer_compare.base.cache import Cache, entry_dir
+from infer_compare.base.errors import UsageError
+from infer_compare.base.layout import of_model_info
+from infer_compare.base.progress import Progress, Warnings
+from infer_compare.base.records import SKIPPED
+from infer_compare.base.version import __version__
+from infer_compare.bundle.common import BUNDLE_KIND, BUNDLE_VERSION, DEFAULT_MAX_BATCH, MANIFEST, sha256_file
+from infer_compare.catalog.formats import FORMATS, PRECISIONS, get_format
+from infer_compare.catalog.runtimes import load_impl
+from infer_compare.host import env
+from infer_compare.measure.plan import MAX_BATCH, check_choice, check_runner_options
+from infer_compare.prepare.model import check_model, judge_outputs_as, kind_options, prepare_any
+from infer_compare.prepare.prepared import Prepared
 
 Key = tuple[str, str]
 
@@ -57,8 +65,6 @@ def _wanted(formats_t: tuple[str, ...] | None, precisions_t: tuple[str, ...] | N
 
 def _exporter_exists(fmt: str) -> bool:
     """True when this build has an exporter for ``fmt`` (its software may still be missing here)."""
-    from ..backends import load_impl
-
     f = get_format(fmt)
     try:
         for p in f.precisions:
@@ -114,7 +120,6 @@ def _write_data(tmp: Path, prep: Prepared, plan: Plan) -> dict[str, Any]:
         arrays["calibration"] = ds.calibration
     if ds.eval_labels is not None:
         arrays["labels"] = ds.eval_labels
-    from ..batches import is_multi, save
 
     for name, a in arrays.items():
         if is_multi(a):  # several inputs or outputs: one array per name, in the model's order
@@ -132,9 +137,6 @@ def _write_data(tmp: Path, prep: Prepared, plan: Plan) -> dict[str, Any]:
 
 def _artifact_files(chain: ArtifactChain, key: Key, roots: Iterable[Key] = ()) -> tuple[list[tuple[Path, str]], str]:
     """(source file, path inside the artifact's folder) pairs, and the main file's path there."""
-    from ..cache import MANIFEST as CACHE_MANIFEST
-    from ..cache import entry_dir
-
     fmt, prec = key
     rec = chain.done[key]
     main = Path(rec.path)
@@ -177,8 +179,6 @@ def _offline_builds(tmp: Path, plan: Plan, artifacts: list[dict[str, Any]], warn
     """A deferred format whose exporter can say how to build it off the device (the Edge TPU compile, on an
     x86-64 Linux host): its entry gets ``drop_in`` (the file ``run`` picks up) and that one-line instruction,
     which the export also prints."""
-    from ..backends import load_impl
-
     paths = {(a["format"], a["precision"]): a["path"] for a in artifacts}
     for d in plan.deferred:
         f, src_rel = get_format(d["format"]), paths.get(tuple(d["source"]))
@@ -239,28 +239,22 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     int8 file meant for a CPU without VNNI), as ``compare(runner_options=...)``. ``output_kinds``: as
     ``compare(output_kinds=...)``, checked against the model's outputs and recorded in the manifest
     ("output_kinds"), so that ``run`` judges parity by them."""
-    from .. import env, models
-    from ..api import judge_outputs_as, kind_options
-    from ..cache import Cache
-    from ..plan import check_runner_options
-
     prog = progress or Progress()
     formats_t, precisions_t = check_choice("format", formats, FORMATS), check_choice("precision", precisions, PRECISIONS)
     out = _checked_out(out_dir, parity_samples, max_batch)
     option_sets = check_runner_options(runner_options)
     kinds = kind_options(output_kinds)
     plan = Plan(_wanted(formats_t, precisions_t))
-    if not models.looks_like_user_model(model):
-        models.resolve(model)
+    check_model(model, parity_samples)
     warn = warnings = Warnings(prog)
     cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
 
     prog.task("probing the environment")
     environment = env.collect()
     threads = threads or environment.cores_physical or environment.cores_logical or 1
-    prep = _prepare(model, dict(weights=weights, parity_samples=parity_samples,
-                                calibration_samples=calibration_samples, seed=seed, cache=cache, prog=prog, warn=warn),
-                    threads)
+    prep = prepare_any(model, weights=weights, input_shape=None, example_input=None, data=None,
+                       parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed, cache=cache,
+                       threads=threads, prog=prog, warn=warn)
     judge_outputs_as(prep, kinds)  # a kind that does not fit an output: one line, before any export
     chain = _export_chain(prep, cache, int(max_batch), threads, prog, option_sets)
     chain.export_timeout_s = float(export_timeout_s)
@@ -285,20 +279,6 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     return manifest
 
 
-def _prepare(model: str, kw: dict[str, Any], threads: int) -> Prepared:
-    """A built-in model, or the user's (an ONNX, TFLite or torch file; several inputs and outputs by name)."""
-    from .. import models
-
-    if models.looks_like_user_model(model):
-        from ..prepare_user import prepare_user_model
-
-        w = kw.pop("weights", None)  # a factory's state dict; "auto" is the built-in models' default
-        return prepare_user_model(model, weights=None if w in (None, "auto") else w, **kw)
-    from ..prepare import prepare_model
-
-    return prepare_model(model, threads=threads, **kw)
-
-
 def _checked_out(out_dir: str | os.PathLike, parity_samples: int | None, max_batch: int) -> Path:
     """The bundle directory, once the sizes are checked and it is absent or empty (UsageError otherwise)."""
     if parity_samples is not None and parity_samples < 1:
@@ -313,9 +293,6 @@ def _checked_out(out_dir: str | os.PathLike, parity_samples: int | None, max_bat
 
 def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Progress,
                   option_sets: dict[str, Any] | None = None) -> ArtifactChain:
-    from ..backends.exporter import ExportContext
-    from ..layout import of_model_info
-
     minfo = prep.minfo
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
                         num_classes=minfo.num_classes, calibration=prep.ds.calibration, max_batch=max_batch,

@@ -9,14 +9,23 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..artifacts import Key, Unbuilt
-from ..formats import FORMATS, PRECISIONS
-from ..plan import Selection, make_selection
-from ..prepare import Prepared
-from ..progress import Progress, Warnings
-from ..records import EXPORT_FAILED, SKIPPED, ExportRecord, ModelInfo, Report
-from .common import BundleError, sha256_file
-from .verify import Verified, verify
+from infer_compare.artifacts.chain import Key, Unbuilt
+from infer_compare.base.batches import count, load
+from infer_compare.base.errors import UsageError
+from infer_compare.base.progress import Progress, Warnings
+from infer_compare.base.records import EXPORT_FAILED, SKIPPED, ExportRecord, ModelInfo, Report
+from infer_compare.bundle.common import BundleError, sha256_file
+from infer_compare.bundle.verify import Verified, verify
+from infer_compare.catalog import device_kinds
+from infer_compare.catalog.formats import FORMATS, PRECISIONS
+from infer_compare.catalog.runtimes import libraries
+from infer_compare.data.bundled import DataSets
+from infer_compare.host import env
+from infer_compare.measure.options import MeasureOptions
+from infer_compare.measure.plan import Selection, check_devices_present
+from infer_compare.measure.run import measure as measure_all
+from infer_compare.prepare.model import judge_outputs_as, kind_options
+from infer_compare.prepare.prepared import Prepared
 
 
 def _load_array(v: Verified, name: str):
@@ -27,7 +36,6 @@ def _load_array(v: Verified, name: str):
         return None
     try:
         if str(d["path"]).endswith(".npz"):  # several inputs or outputs: {name: array} in the model's order
-            from ..batches import load
 
             got = load(v.path(d["path"]))
             if not isinstance(got, dict) or list(got) != list(d.get("arrays") or got):
@@ -41,8 +49,6 @@ def _load_array(v: Verified, name: str):
 def load_inputs(v: Verified):
     """(DataSets, reference) from a verified bundle, with their shapes checked."""
     import numpy as np
-
-    from ..data import DataSets
 
     shape = tuple(int(x) for x in v.manifest["input"].get("shape", ()))
     ev, ref = _load_array(v, "eval"), _load_array(v, "reference")
@@ -66,9 +72,6 @@ def _several(v: Verified, ev, ref, calib, labels):
     """(DataSets, reference) of a model with several inputs or outputs: each a {name: rows} of one count."""
     import numpy as np
 
-    from ..batches import count
-    from ..data import DataSets
-
     n = count(ev)
     for what, x in (("eval inputs", ev), ("reference outputs", ref)):
         rows = {len(a) for a in (x.values() if isinstance(x, dict) else [x])}
@@ -82,8 +85,6 @@ def _several(v: Verified, ev, ref, calib, labels):
 
 
 def _export_summary(man: dict[str, Any]) -> str:
-    from ..backends import libraries
-
     e = man.get("export_environment") or {}
     libs = e.get("libraries") or {}
     gpus = ", ".join(str(g.get("name")) for g in e.get("gpus") or []) or "no GPU"
@@ -152,7 +153,7 @@ def _unbuilt(man: dict[str, Any], carried: dict[Key, ExportRecord], model_name: 
                 out[key] = Unbuilt(st, f"not built on the workstation: {d.get('reason', '')}", d.get("hint", ""))
             else:
                 out[key] = Unbuilt(SKIPPED, f"{f.title} {p} is not in this bundle (it carries: {names})",
-                                   f"infer-compare export --model {model_name} --formats {f.name} --out DIR")
+                                   f"infer-compare export --model {model_name} --formats {f.name} -o DIR")
     return out
 
 
@@ -182,46 +183,30 @@ def _default_selection(sel: Selection, man: dict[str, Any]) -> None:
         sel.precisions = tuple(p for p in sel_man["precisions"] if p in PRECISIONS)
 
 
-def run_bundle(bundle_dir: str | os.PathLike, *, backends: Iterable[str] | None = None,
-               formats: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
-               devices: Iterable[str] | None = None, batch_sizes: Iterable[int] | str | None = None,
-               threads: int | None = None, warmup_iters: int = 2, min_iters: int = 5, min_time_s: float = 0.2,
-               max_time_s: float = 1.0, target_ci: float | None = 0.02, warmup_time_s: float = 0.2,
-               export_timeout_s: float = 1800.0,
-               cell_timeout_s: float = 600.0, cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
-               command: Iterable[str] | None = None, progress: Progress | None = None,
-               on_row: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
-               parity_every_batch: bool = False, scenarios: str | Iterable[str] = "latency", io: str | None = None,
-               concurrency: int = 0, output_kinds: Any = None) -> Report:
+def run_bundle(bundle_dir: str | os.PathLike, *, options: MeasureOptions | None = None,
+               output_kinds: Any = None, command: Iterable[str] | None = None, progress: Progress | None = None,
+               on_row: Callable[[Report], None] | None = None, **measure: Any) -> Report:
     """Verify the bundle, build its deferred formats where possible, measure every
-    backend present and check parity against the bundle's reference. No torch needed. ``output_kinds``:
-    as ``compare(output_kinds=...)``; by default what the bundle recorded at export."""
-    from .. import device_kinds, env
-    from ..cache import Cache
-    from ..measure import measure
-
+    backend present and check parity against the bundle's reference. No torch needed. What to measure
+    and how: ``options`` and/or its fields as keywords, as ``compare()`` (``artifacts`` aside: a bundle
+    carries its own). ``output_kinds``: as ``compare(output_kinds=...)``; by default what the bundle
+    recorded at export."""
+    opts = MeasureOptions.of(options, measure, "run_bundle")
+    if opts.differing(["artifacts"]):
+        raise UsageError("a bundle carries its own artifacts: --artifact applies to a comparison")
     t_start = time.perf_counter()
     prog = progress or Progress()
-    sel = make_selection(backends=backends, formats=formats, precisions=precisions, devices=devices,
-                         batch_sizes=batch_sizes, threads=threads, warmup_iters=warmup_iters, min_iters=min_iters,
-                         min_time_s=min_time_s, cell_timeout_s=cell_timeout_s, runner_options=runner_options,
-                         max_time_s=max_time_s, target_ci=target_ci, warmup_time_s=warmup_time_s,
-                         export_timeout_s=export_timeout_s,
-                         parity_every_batch=parity_every_batch, scenarios=scenarios, io=io, concurrency=concurrency)
-    from ..api import check_devices_present
-
+    sel = opts.selection()
     present = device_kinds.present()
     check_devices_present(sel.devices, present)  # none of the named devices here: one line, before any work
     prog.task("verifying the bundle")
     v = verify(bundle_dir)
     prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
     prep = prepared_from_bundle(v)
-    from ..api import judge_outputs_as, kind_options
-
     judge_outputs_as(prep, kind_options(output_kinds) or kind_options(v.manifest.get("output_kinds") or {}))
     _default_selection(sel, v.manifest)
     prog.task("probing the environment")
-    warn = warnings = Warnings(prog)
-    return measure(prep, sel, environment=env.collect(), present=present,
-                   cache=Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log), prog=prog, warnings=warnings,
-                   command=command, on_row=on_row, t_start=t_start)
+    warnings = Warnings(prog)
+    return measure_all(prep, sel, environment=env.collect(), present=present,
+                       cache=opts.cache(warn=warnings, log=prog.log), prog=prog, warnings=warnings,
+                       command=command, on_row=on_row, t_start=t_start)

@@ -9,9 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..formats import FORMATS, PRECISIONS
-from .common import BUNDLE_KIND, BUNDLE_VERSION, MANIFEST, MAX_MANIFEST_BYTES, BundleError, sha256_file
+from infer_compare.base.version import __version__
+from infer_compare.bundle.common import (
+    BUNDLE_KIND,
+    BUNDLE_VERSION,
+    MANIFEST,
+    MAX_MANIFEST_BYTES,
+    BundleError,
+    sha256_file,
+)
+from infer_compare.catalog.formats import FORMATS, PRECISIONS
 
 
 @dataclass

@@ -1,12 +1,15 @@
 """Argument parsing only; the work is in api.py.
 
+Enters: argv. Leaves: an exit status, files and the terminal view. May import: every package below
+it (api, fleet, soak, regress, bundle, ...); nothing imports it.
+
     infer-compare --model resnet50 [options]     compare every backend present
     infer-compare env                            list every backend: available or why not
-    infer-compare report RESULTS.json --format html|md|csv|json [--out FILE]   re-render saved results
+    infer-compare report RESULTS.json --format html|md|csv|json [-o FILE]       re-render saved results
     infer-compare diff BASELINE.json CURRENT.json [--fail-on RULE ...]       the regression gate
-    infer-compare export --model M --out DIR      a bundle to measure on another machine (docs/edge.md)
+    infer-compare export --model M -o DIR        a bundle to measure on another machine (docs/edge.md)
     infer-compare run DIR                         measure a bundle here (no torch needed)
-    infer-compare merge R1.json R2.json --out DIR one comparison across machines
+    infer-compare merge R1.json R2.json -o DIR   one comparison across machines
     infer-compare soak --model M --duration 10m   run configurations for long, per time window (docs/soak.md)
     infer-compare fleet run DIR --address H:P     a bundle on every node of a Ray cluster (docs/fleet.md)
 
@@ -20,9 +23,9 @@ import signal
 import sys
 import threading
 
-from ..errors import InferCompareError
-from ..interrupts import Terminated, on_sigterm
-from .args import (  # noqa: F401  (the parsers are part of this module's surface)
+from infer_compare.base.errors import InferCompareError
+from infer_compare.base.interrupts import Terminated, on_sigterm
+from infer_compare.cli.args import (
     build_diff_parser,
     build_env_parser,
     build_export_parser,
@@ -32,10 +35,11 @@ from .args import (  # noqa: F401  (the parsers are part of this module's surfac
     build_run_parser,
     build_soak_parser,
 )
-from .files import cmd_diff, cmd_env, cmd_merge, cmd_report
-from .flags import runner_options_from_args  # noqa: F401
-from .measure import cmd_compare, cmd_export, cmd_run, requested_not_run  # noqa: F401
-from .soak import cmd_soak
+from infer_compare.cli.compare import cmd_compare, cmd_export, cmd_run
+from infer_compare.cli.files import cmd_diff, cmd_env, cmd_merge, cmd_report
+from infer_compare.cli.flags import runner_options_from_args  # noqa: F401
+from infer_compare.cli.output import requested_not_run  # noqa: F401
+from infer_compare.cli.soak import cmd_soak
 
 SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge", "soak", "fleet")
 
@@ -60,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] == "soak":
             return cmd_soak(build_soak_parser().parse_args(argv[1:]), argv[1:])
         if argv and argv[0] == "fleet":
-            from .fleet import cmd_fleet
+            # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+            from infer_compare.cli.fleet import cmd_fleet
 
             return cmd_fleet(argv[1:])
         if argv and argv[0] == "compare":

@@ -6,16 +6,35 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import __version__
-from ..errors import UsageError
-from .flags import add_runner_option_flags
-from .gate_args import add_gate_args
+from infer_compare.base.errors import UsageError
+from infer_compare.base.version import __version__
+from infer_compare.catalog.formats import FORMATS, PRECISIONS, RUNNERS
+from infer_compare.cli.flags import add_runner_option_flags
+from infer_compare.cli.gate_args import add_gate_args
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2
         self.print_usage(sys.stderr)
         raise UsageError(message)
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, rest = super().parse_known_args(args, namespace)
+        for dest, flag in getattr(self, "required_outputs", ()):  # see add_output
+            if getattr(ns, dest, None) is None:
+                self.error(f"the following arguments are required: {flag}")
+        return ns, rest
+
+
+def add_output(p: _Parser, g, help: str, required: bool = False, file: bool = False) -> None:
+    """Where a subcommand writes: ``-o/--output-dir DIR`` in every subcommand (``-o/--output FILE`` for the
+    one that writes a single file, ``report``); the old spelling ``--out`` is still accepted, hidden."""
+    flag, dest = ("--output", "output") if file else ("--output-dir", "output_dir")
+    g.add_argument(flag, "-o", dest=dest, metavar="FILE" if file else "DIR",
+                   help=help + (" (required)" if required else ""))
+    g.add_argument("--out", dest=dest, help=argparse.SUPPRESS)  # the spelling before 0.2
+    if required:
+        p.required_outputs = (*getattr(p, "required_outputs", ()), (dest, f"-o/{flag}"))
 
 
 def _csv(s: str) -> list[str]:
@@ -85,8 +104,6 @@ def _add_how_to_measure(p: argparse.ArgumentParser):
 
 
 def _add_compare_args(p: argparse.ArgumentParser) -> None:
-    from ..formats import FORMATS, PRECISIONS, RUNNERS
-
     g = p.add_argument_group("what to measure")
     g.add_argument("--model", "-m", required=True,
                    help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, any torchvision classification model, "
@@ -120,8 +137,7 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
     add_runner_option_flags(p)
     o = p.add_argument_group("output and cache")
-    o.add_argument("--output-dir", "-o", metavar="DIR",
-                   help="where results.json, .md, .csv and .html go (default ./infer-compare-results/<model>-<time>/)")
+    add_output(p, o, "where results.json, .md, .csv and .html go (default ./infer-compare-results/<model>-<time>/)")
     o.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare or $INFER_COMPARE_CACHE)")
     o.add_argument("--no-cache", action="store_true",
                    help="rebuild every artifact privately for this run (the cache is neither read nor written)")
@@ -155,8 +171,9 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
 
 
 def data_options(args):
-    """The data flags as a prepare_user.DataOptions."""
-    from ..prepare_user import DataOptions
+    """The data flags as a DataOptions (prepare/inputs.py)."""
+    # deferred: the CLI's start (--help, env, report) stays light without it (+5 modules)
+    from infer_compare.prepare.inputs import DataOptions
 
     keys = ("resize", "crop", "mean", "std", "layout", "bgr", "scale", "letterbox")
     overrides = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
@@ -166,8 +183,6 @@ def data_options(args):
 
 def input_values(items: list[str]) -> dict[str, str]:
     """--input-value NAME=VALUE (repeatable) as {name: value text}; malformed: UsageError."""
-    from ..errors import UsageError
-
     out: dict[str, str] = {}
     for item in items:
         name, eq, value = str(item).partition("=")
@@ -210,7 +225,7 @@ def build_report_parser() -> argparse.ArgumentParser:
     p.add_argument("results", metavar="RESULTS.json")
     p.add_argument("--format", "-f", choices=("terminal", "html", "md", "csv", "json"), default="terminal",
                    help="output format (default: the terminal table; $COLUMNS sets its width when piped)")
-    p.add_argument("--out", "-o", metavar="FILE", help="write here instead of standard output")
+    add_output(p, p, "write here instead of standard output", file=True)
     return p
 
 
@@ -239,8 +254,6 @@ def build_diff_parser() -> argparse.ArgumentParser:
 
 def _add_measure_args(p: argparse.ArgumentParser) -> None:
     """What/how to measure, for `run` (the bundle fixes the model, weights and inputs)."""
-    from ..formats import FORMATS, PRECISIONS, RUNNERS
-
     g = p.add_argument_group("what to measure (default: everything the bundle carries, on every device present)")
     g.add_argument("--backends", type=_csv, metavar="LIST",
                    help=f"comma-separated runners: {', '.join(r for r in RUNNERS if r != 'null')}")
@@ -252,8 +265,8 @@ def _add_measure_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_export_parser() -> argparse.ArgumentParser:
-    from ..bundle import DEFAULT_MAX_BATCH
-    from ..formats import FORMATS, PRECISIONS
+    # deferred: the CLI's start (--help, env, report) stays light without it (+30 modules)
+    from infer_compare.bundle import DEFAULT_MAX_BATCH
 
     p = _Parser(prog="infer-compare export",
                 description="Export a model to a bundle for another machine (a Jetson, a Coral host): the artifacts, "
@@ -265,7 +278,7 @@ def build_export_parser() -> argparse.ArgumentParser:
     p.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats (default all): {', '.join(FORMATS)}")
     p.add_argument("--precisions", type=_csv, metavar="LIST",
                    help=f"comma-separated precisions (default all): {', '.join(PRECISIONS)}")
-    p.add_argument("--out", "-o", required=True, metavar="DIR", help="bundle directory (absent or empty)")
+    add_output(p, p, "bundle directory (absent or empty)", required=True)
     p.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH, metavar="N",
                    help=f"largest batch the artifacts must accept (default {DEFAULT_MAX_BATCH})")
     p.add_argument("--parity-samples", type=int, metavar="N",
@@ -298,8 +311,7 @@ def build_run_parser() -> argparse.ArgumentParser:
                    help="what output NAME means (default: what the bundle recorded at export, else inferred)")
 
     o = p.add_argument_group("output and cache")
-    o.add_argument("--output-dir", "-o", metavar="DIR",
-                   help="where the results go (default ./infer-compare-results/<bundle>-<time>/)")
+    add_output(p, o, "where the results go (default ./infer-compare-results/<bundle>-<time>/)")
     o.add_argument("--cache-dir", metavar="DIR", help="cache for artifacts built on this machine (TensorRT engines)")
     o.add_argument("--no-cache", action="store_true", help="rebuild what is built here")
     o.add_argument("--verify-only", action="store_true", help="verify the bundle and stop")
@@ -312,7 +324,7 @@ def build_merge_parser() -> argparse.ArgumentParser:
                 description="Merge results.json files of one model from several machines into one comparison "
                             "(results.json/.md/.csv/.html); each row's device is prefixed by a machine label.")
     p.add_argument("results", nargs="+", metavar="RESULTS.json")
-    p.add_argument("--out", "-o", required=True, metavar="DIR", help="output directory")
+    add_output(p, p, "where the merged results.json, .md, .csv and .html go", required=True)
     p.add_argument("--label", action="append", default=[], metavar="NAME",
                    help="machine label of each file, in order (repeatable; default: Jetson/Pi model, GPU name or "
                         "CPU model)")
@@ -320,8 +332,6 @@ def build_merge_parser() -> argparse.ArgumentParser:
 
 
 def build_soak_parser() -> argparse.ArgumentParser:
-    from ..formats import FORMATS, PRECISIONS, RUNNERS
-
     p = _Parser(prog="infer-compare soak",
                 description="Run one or more configurations for a long time, each in its own process, and record "
                             "per time window: throughput and latency (drift, thermal throttling), the process's RSS "
@@ -362,8 +372,7 @@ def build_soak_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
     add_runner_option_flags(p)
     o = p.add_argument_group("output and cache")
-    o.add_argument("--output-dir", "-o", metavar="DIR",
-                   help="where the results go (default ./infer-compare-results/<model>-soak-<time>/)")
+    add_output(p, o, "where the results go (default ./infer-compare-results/<model>-soak-<time>/)")
     o.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare)")
     o.add_argument("--no-cache", action="store_true", help="rebuild every artifact privately for this run")
     o.add_argument("--quiet", "-q", action="store_true", help="no progress display")

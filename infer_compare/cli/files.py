@@ -6,52 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import __version__
-from ..errors import UsageError
-
-
-def _probe(cls, device: str):
-    from ..records import Availability
-
-    try:
-        return cls.probe(device) if device else cls.probe()
-    except Exception as e:  # noqa: BLE001 - a broken backend is a row, not a crash
-        return Availability(False, f"{type(e).__name__}: {e}")
-
-
-def env_rows(present: dict[str, list[str]]) -> tuple[list[dict], list[dict]]:
-    """(runner rows, exporter rows) of `infer-compare env`: every backend, available or why not."""
-    from ..backends import load_impl
-    from ..device_kinds import DEVICE_KINDS
-    from ..formats import FORMATS, RUNNERS
-    from ..records import Availability
-
-    rows = []
-    for r in RUNNERS.values():
-        for kind in r.device_kinds:
-            devs = present.get(kind, [])
-            try:
-                av = _probe(load_impl(r.impl), devs[0] if devs else kind)
-            except (ImportError, AttributeError) as e:
-                av = Availability(False, f"{type(e).__name__}: {e}")
-            if not devs and av.available:
-                av = Availability(False, DEVICE_KINDS[kind].absent_reason, av.hint, av.version)
-            rows.append({"backend": r.name, "device": kind, "available": av.available, "version": av.version,
-                         "devices": list(devs) if av.available else [], "reason": av.reason, "hint": av.hint})
-    exporters = []
-    for f in FORMATS.values():
-        for prec in dict.fromkeys(f.artifact_for(p) for p in f.precisions):
-            try:
-                av = _probe(load_impl(f.exporter_for(prec)), "")
-            except (ImportError, AttributeError) as e:
-                av = Availability(False, f"{type(e).__name__}: {e}")
-            if any(x["format"] == f.name and x["exporter"] == f.exporter_for(prec) for x in exporters):
-                continue
-            exporters.append({"format": f.name, "exporter": f.exporter_for(prec), "available": av.available,
-                              "version": av.version, "reason": av.reason, "hint": av.hint,
-                              "precisions": [p for p in f.precisions if f.exporter_for(f.artifact_for(p)) ==
-                                             f.exporter_for(prec)]})
-    return rows, exporters
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import load_report
+from infer_compare.base.version import __version__
+from infer_compare.regress import check_regression, print_result
 
 
 def _env_table(title: str, first: tuple[str, str], items: list[dict], key: str, second) -> object:
@@ -79,9 +37,13 @@ def _print_hints(con, items: list[dict], key: str) -> None:
 
 
 def cmd_env(args) -> int:
-    from .. import device_kinds
-    from .. import env as envmod
-    from ..report.terminal import console_for_stdout
+    # deferred: the CLI's start (--help, report) stays light without them (+5 modules)
+    from infer_compare.catalog import device_kinds
+    from infer_compare.host import env as envmod
+    from infer_compare.host.probes import env_rows
+
+    # deferred: the CLI's start (--help, env, report) stays light without it (+5 modules)
+    from infer_compare.report.terminal import console_for_stdout
 
     environment = envmod.collect()
     present = device_kinds.present()
@@ -108,21 +70,22 @@ def cmd_env(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from ..records import load_report
-    from ..report import render
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.report import render
 
     if args.format == "terminal":
-        if args.out:
-            raise UsageError("--out writes a file: give --format html, md, csv or json with it")
-        from ..report.terminal import print_report
+        if args.output:
+            raise UsageError("--output writes a file: give --format html, md, csv or json with it")
+        # deferred: the CLI's start (--help, env, report) stays light without it (+5 modules)
+        from infer_compare.report.terminal import print_report
 
         print_report(load_report(args.results))
         return 0
     text = render(load_report(args.results), args.format)
-    if not args.out:
+    if not args.output:
         sys.stdout.write(text)
         return 0
-    out = Path(args.out)
+    out = Path(args.output)
     try:
         tmp = out.with_name(f".{out.name}.tmp")
         tmp.write_text(text, encoding="utf-8")
@@ -134,8 +97,6 @@ def cmd_report(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from ..regress import check_regression, print_result
-
     result = check_regression(args.current, args.baseline, args.fail_on,
                               allow_environment_change=args.allow_environment_change,
                               allow_incomplete=args.allow_incomplete, allow_missing=args.allow_missing,
@@ -151,18 +112,21 @@ def cmd_diff(args) -> int:
 
 
 def cmd_merge(args, argv: list[str]) -> int:
-    from ..merge import merge_reports
-    from ..records import load_report
-    from ..report import write_all
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.report import write_all
+
+    # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
+    from infer_compare.report.merge import merge_reports
 
     reps = [load_report(p) for p in args.results]
     merged = merge_reports(reps, labels=args.label, sources=args.results, command=["infer-compare", "merge", *argv])
-    out = Path(args.out)
+    out = Path(args.output_dir)
     try:
         paths = write_all(merged, out)
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
-    from ..report.terminal import print_report
+    # deferred: the CLI's start (--help, env, report) stays light without it (+5 modules)
+    from infer_compare.report.terminal import print_report
 
     print_report(merged)
     print(f"merged {len(reps)} results ({', '.join(merged.machines)}): "

@@ -14,8 +14,9 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
-from ..options import OptionField
+from infer_compare.base.errors import UsageError
+from infer_compare.catalog.options import OptionField
+from infer_compare.catalog.runtimes import options_class, runners, runtimes
 
 _TYPES = {"int": int, "float": float, "str": str}
 
@@ -40,8 +41,6 @@ def flag_name(runner: str, f: OptionField) -> str:
 
 def runner_flags() -> list[Flag]:
     """One Flag per distinct flag, over every listed runner, in table order."""
-    from ..backends import options_class, runners
-
     table: dict[str, list[tuple[str, OptionField]]] = {}
     for name, info in runners().items():
         if not info.listed:
@@ -59,8 +58,6 @@ def runner_flags() -> list[Flag]:
 
 
 def _runtime_titles() -> dict[str, str]:
-    from ..backends import runtimes
-
     return {r.name: rt.title for rt in runtimes() for r in rt.runners}
 
 
@@ -108,3 +105,36 @@ def refuse_build_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"{', '.join(given)} describe(s) how the bundle's artifacts are built, and this bundle "
                          "carries them built: give it to 'infer-compare export' (the bundle's manifest.json records "
                          "each artifact's recipe)")
+
+
+# flag dest -> MeasureOptions field (measure/options.py); a flag that a subcommand lacks keeps the default
+_MEASURE_FLAGS = {
+    "backends": "backends", "formats": "formats", "precisions": "precisions", "devices": "devices",
+    "batch_sizes": "batch_sizes", "threads": "threads", "warmup": "warmup_iters", "warmup_time": "warmup_time_s",
+    "min_iters": "min_iters", "min_time": "min_time_s", "max_time": "max_time_s", "target_ci": "target_ci",
+    "parity_every_batch": "parity_every_batch", "seed": "seed", "export_timeout": "export_timeout_s",
+    "cell_timeout": "cell_timeout_s", "cache_dir": "cache_dir", "scenario": "scenarios", "io": "io",
+    "concurrency": "concurrency", "artifact": "artifacts",
+}
+
+
+def measure_options(args: argparse.Namespace, **over: Any):
+    """The run's MeasureOptions from the parsed flags of any measuring subcommand (the comparison, ``run``,
+    ``soak``, ``fleet run``), ``over`` on top; a bad batch list is a UsageError before any work."""
+    # deferred: the CLI's start (--help, env, report) stays light without it (+4 modules)
+    from infer_compare.measure.options import MeasureOptions
+
+    # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
+    from infer_compare.measure.plan import parse_batch_sizes
+
+    kw: dict[str, Any] = {f: getattr(args, d) for d, f in _MEASURE_FLAGS.items() if getattr(args, d, None) is not None}
+    if "batch_sizes" in kw:
+        kw["batch_sizes"] = parse_batch_sizes(kw["batch_sizes"])
+    if "artifacts" in kw:
+        kw["artifacts"] = tuple(kw["artifacts"])
+    if "target_ci" in kw:
+        kw["target_ci"] = kw["target_ci"] or None  # --target-ci 0: no target
+    if hasattr(args, "no_cache"):
+        kw["use_cache"] = not args.no_cache
+    kw["runner_options"] = runner_options_from_args(args)
+    return MeasureOptions(**{**kw, **over})

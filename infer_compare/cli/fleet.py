@@ -1,7 +1,7 @@
 """``infer-compare fleet``: join a Ray cluster, or measure a bundle on every node of one (docs/fleet.md).
 
     infer-compare fleet join [--address HOST:PORT | --head] [--name N] [--ip IP]
-    infer-compare fleet run BUNDLE --address HOST:PORT [--targets a,b] --out DIR [measuring flags]
+    infer-compare fleet run BUNDLE --address HOST:PORT [--targets a,b] -o DIR [measuring flags]
 """
 
 from __future__ import annotations
@@ -10,8 +10,17 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import UsageError
-from .args import _add_measure_args, _csv, _Parser, _positive_float
+from infer_compare.base.errors import InferCompareError, UsageError
+from infer_compare.base.records import load_report
+from infer_compare.bundle import verify
+from infer_compare.cli.args import _add_measure_args, _csv, _Parser, _positive_float, add_output
+from infer_compare.cli.flags import measure_options
+from infer_compare.fleet.auth import enable
+from infer_compare.fleet.join import join, mismatch_line, require_ray
+from infer_compare.fleet.plan import jobs_for, nodes_of, select
+from infer_compare.fleet.ray_executor import RayExecutor
+from infer_compare.fleet.run import check_reachable, run_fleet
+from infer_compare.report import write_all
 
 
 def build_fleet_parser():
@@ -30,7 +39,7 @@ def build_fleet_parser():
     r.add_argument("bundle", metavar="DIR")
     r.add_argument("--address", required=True, metavar="HOST:PORT", help="the Ray head")
     r.add_argument("--targets", type=_csv, metavar="LIST", help="only these nodes (default: every node)")
-    r.add_argument("--out", "-o", required=True, metavar="DIR", help="where the merged results go")
+    add_output(r, r, "where the merged results go", required=True)
     r.add_argument("--node-timeout", type=_positive_float, default=3600.0, metavar="S",
                    help="a node without a result after S seconds is cancelled and its rows failed (default 3600)")
     r.add_argument("--with", dest="others", action="append", default=[], metavar="NAME=RESULTS.json",
@@ -41,15 +50,9 @@ def build_fleet_parser():
 
 
 def _run_kwargs(args) -> dict:
-    from ..api import parse_batch_sizes
-    from .flags import runner_options_from_args
-    from .measure import _loop_args
-
-    return dict(backends=args.backends, formats=args.formats, precisions=args.precisions, devices=args.devices,
-                batch_sizes=parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None,
-                threads=args.threads, warmup_iters=args.warmup, min_iters=args.min_iters, min_time_s=args.min_time,
-                cell_timeout_s=args.cell_timeout, parity_every_batch=args.parity_every_batch,
-                runner_options=runner_options_from_args(args), **_loop_args(args))
+    """The run's options as plain data for the nodes' run_bundle(); the cache is each node's own."""
+    opts = measure_options(args).to_dict()
+    return {k: v for k, v in opts.items() if k not in ("cache_dir", "use_cache", "artifacts")}
 
 
 def _event(t0: float):
@@ -64,7 +67,6 @@ def _connect(address: str):
     try:
         ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     except Exception as e:  # noqa: BLE001 - ConnectionError, AuthenticationError, version mismatch
-        from ..fleet.join import mismatch_line
 
         text = str(e)
         raise UsageError(mismatch_line(text) or f"cannot connect to the Ray cluster at {address}: "
@@ -75,9 +77,6 @@ def _connect(address: str):
 
 def _others(specs: list[str]) -> list[tuple[str, object]]:
     """--with NAME=RESULTS.json: (NAME, Report) each, loaded before anything is measured."""
-    from ..errors import InferCompareError
-    from ..records import load_report
-
     out = []
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -91,13 +90,6 @@ def _others(specs: list[str]) -> list[tuple[str, object]]:
 
 
 def _cmd_run(args, argv: list[str]) -> int:
-    from ..bundle import verify
-    from ..executors.ray_executor import RayExecutor
-    from ..fleet.auth import enable
-    from ..fleet.join import require_ray
-    from ..fleet.plan import jobs_for, nodes_of, select
-    from ..fleet.run import check_reachable, run_fleet
-
     require_ray(import_it=False)
     verify(args.bundle)
     others = _others(args.others)
@@ -112,12 +104,10 @@ def _cmd_run(args, argv: list[str]) -> int:
                                     _event(time.perf_counter()), ["infer-compare", "fleet", "run", *argv], others)
     finally:
         ray.shutdown()
-    return _save(merged, results, Path(args.out))
+    return _save(merged, results, Path(args.output_dir))
 
 
 def _save(merged, results, out: Path) -> int:
-    from ..report import write_all
-
     failed = [r for r in results if r.error]
     for r in failed:
         print(f"infer-compare: {r.error}", file=sys.stderr)
@@ -137,8 +127,6 @@ def _save(merged, results, out: Path) -> int:
 def cmd_fleet(argv: list[str]) -> int:
     args = build_fleet_parser().parse_args(argv)
     if args.action == "join":
-        from ..fleet.join import join
-
         if bool(args.address) == bool(args.head):
             raise UsageError("fleet join: give either --address HOST:PORT or --head")
         cmd, out = join(args.name, args.address, args.port, args.ip, dry_run=args.dry_run, block=args.block)

@@ -16,10 +16,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from infer_compare.cli.output import Saver
+from infer_compare.regress import check_regression, print_result
+from infer_compare.regress.results import BUSY
+from infer_compare.regress.rules import confirm_wait
+
 
 def _check(args, runs: list, baseline, rules):
-    from ..regress import check_regression
-
     return check_regression(runs, baseline, rules, allow_environment_change=args.allow_environment_change,
                             allow_incomplete=args.allow_incomplete, allow_missing=args.allow_missing,
                             allow_condition_change=args.allow_condition_change, timing=args.timing)
@@ -28,10 +31,6 @@ def _check(args, runs: list, baseline, rules):
 def judge_run(args, gate, rep, out: Path, measure: Callable) -> bool:
     """Print the gate's verdict on ``rep`` against ``gate`` (baselines, rules); True when it passed.
     ``measure(saver, only)`` runs the comparison again (only: a selection, broken_cells), into ``saver``'s folder."""
-    from ..regress import print_result
-    from ..regress.rules import confirm_wait
-    from .measure import Saver
-
     baseline, rules = gate
     runs = [rep]
     result = _check(args, runs, baseline, rules)
@@ -73,8 +72,6 @@ def _unsettled(result) -> bool:
 def _pending(result) -> set[str]:
     """The rows whose timings broke a rule, were slower on a busy host, or were within the rules only once
     normalized (what a confirming run measures)."""
-    from ..regress.results import BUSY
-
     return {d.label for d in result.rows if any(c.broken or c.provisional or c.verdict == BUSY for c in d.checks)}
 
 

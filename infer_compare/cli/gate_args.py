@@ -3,8 +3,8 @@ shared by the main command and ``diff``."""
 
 from __future__ import annotations
 
-from ..regress.judge import BEST, TIMINGS
-from ..regress.rules import CONFIRM, DEFAULT_RULES
+from infer_compare.regress.judge import BEST, TIMINGS
+from infer_compare.regress.rules import CONFIRM, DEFAULT_RULES
 
 
 def add_gate_args(g, with_baseline: bool) -> None:

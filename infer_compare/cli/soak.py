@@ -7,34 +7,37 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
-from .flags import runner_options_from_args
-from .measure import Saver, exit_code, keep_bytecode, output_dir
-from .progress import RichProgress
+from infer_compare.base.errors import UsageError
+from infer_compare.cli.args import input_values
+from infer_compare.cli.flags import measure_options
+from infer_compare.cli.output import Saver, exit_code, keep_bytecode, output_dir
+from infer_compare.cli.progress import RichProgress
 
 
 def _checked(args) -> dict:
     """Everything that can be refused before any work, as soak() keywords."""
-    from ..api import parse_batch_sizes
-    from ..prepare_user import DataOptions
-    from ..soak.run import check_times
-    from .args import input_values
+    # deferred: the CLI's start (--help, env, report) stays light without it (+5 modules)
+    from infer_compare.prepare.inputs import DataOptions
+
+    # deferred: the CLI's start (--help, env, report) stays light without it (+14 modules)
+    from infer_compare.soak.run import check_times
 
     duration, window = check_times(args.duration, args.window)
     if (args.model is None) == (args.bundle is None):
         raise UsageError("name a model (--model M) or a bundle (--bundle DIR), one of the two")
     if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
         raise UsageError(f"weights file not found: {args.weights}")
-    batch = parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None else None
     values = input_values(args.input_value or [])
     data = DataOptions(data=args.data, values=values) if (args.data or values) else None
     if args.bundle is not None and (data is not None or args.input_shape):
         raise UsageError("--input-shape, --input-value and --data are for --model; a bundle carries its inputs")
-    return dict(duration_s=duration, window_s=window, batch_sizes=batch, input_shape=args.input_shape, data=data)
+    return dict(duration_s=duration, window_s=window, options=measure_options(args), input_shape=args.input_shape,
+                data=data)
 
 
 def _growth_failures(rep, bound: float | None) -> int:
-    from ..soak import rss_growth_exceeds
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.soak import rss_growth_exceeds
 
     if bound is None:
         return 0
@@ -46,8 +49,11 @@ def _growth_failures(rep, bound: float | None) -> int:
 
 
 def cmd_soak(args, argv: list[str]) -> int:
-    from ..report.soak import print_soak
-    from ..soak import soak
+    # deferred: the CLI's start (--help, env, report) stays light without it (+6 modules)
+    from infer_compare.report.soak import print_soak
+
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.soak import soak
 
     kw = _checked(args)
     name = args.model or Path(args.bundle).resolve().name
@@ -55,13 +61,8 @@ def cmd_soak(args, argv: list[str]) -> int:
     keep_bytecode(args)
     try:
         with RichProgress(args.quiet) as prog:
-            rep = soak(args.model, bundle=args.bundle, weights=args.weights, backends=args.backends,
-                       formats=args.formats, precisions=args.precisions, devices=args.devices, threads=args.threads,
-                       warmup_iters=args.warmup, warmup_time_s=args.warmup_time, cell_timeout_s=args.cell_timeout,
-                       export_timeout_s=args.export_timeout,
-                       cache_dir=args.cache_dir, use_cache=not args.no_cache, seed=args.seed,
-                       command=["infer-compare", "soak", *argv], progress=prog, on_update=saver,
-                       runner_options=runner_options_from_args(args), **kw)
+            rep = soak(args.model, bundle=args.bundle, weights=args.weights,
+                       command=["infer-compare", "soak", *argv], progress=prog, on_update=saver, **kw)
     except KeyboardInterrupt:
         saver.interrupted()
         raise

@@ -1,9 +1,11 @@
 """A fleet on Ray: one bundle measured on every machine of a device lab (docs/fleet.md).
 
+May import: soak, regress, bundle and every layer below them (never cli or api).
+
 What enters: a bundle directory (``infer-compare export``) and the address of a Ray cluster whose
 nodes joined with ``infer-compare fleet join`` (join.py: devices and runtimes as custom resources and
 labels; auth.py: Ray's token authentication). What leaves: one merged Report, a machine per node
 (run.py through ``merge``), with failed rows naming any node that gave no result. The bundle travels
 as one archive whose hash is checked on arrival (pack.py); what runs on a node is task.py; which jobs
-run where is plan.py; the executors (``infer_compare.executors``) run them.
+run where is plan.py; the executors (``infer_compare.fleet.executor``) run them.
 """

@@ -9,7 +9,7 @@ import os
 import secrets
 from pathlib import Path
 
-from ..errors import UsageError
+from infer_compare.base.errors import UsageError
 
 
 def token_path() -> Path:

@@ -9,7 +9,10 @@ import re
 import subprocess
 import sys
 
-from ..errors import UsageError
+from infer_compare.base.errors import UsageError
+from infer_compare.catalog import device_kinds
+from infer_compare.fleet.auth import enable
+from infer_compare.host.probes import env_rows
 
 NODE = "ic-node:"  # ic-node:<name> = 1: the node itself (its CPU configurations, one at a time)
 DEVICE = "ic-device:"  # ic-device:<name>/cuda:0 = 1, ic-device:<name>/edgetpu:0 = 1
@@ -57,9 +60,6 @@ def advertised(name: str, present: dict[str, list[str]], backends: dict[str, str
 
 def local_facts() -> tuple[dict[str, list[str]], dict[str, str]]:
     """(devices present, runtime -> version) as `infer-compare env` finds them (no torch needed)."""
-    from .. import device_kinds
-    from ..cli.files import env_rows
-
     present = device_kinds.present()
     rows, _ = env_rows(present)
     return present, {r["backend"]: r["version"] for r in rows if r["available"] and r["version"]}
@@ -92,8 +92,6 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
          block: bool = False) -> tuple[list[str], str]:
     """Start this machine's Ray node with its resources; (argv, output). UsageError on a refusal."""
     import os
-
-    from .auth import enable
 
     require_ray(import_it=False)
     auth = "" if dry_run else enable(create=not address)  # a dry run writes no token

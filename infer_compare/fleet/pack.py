@@ -9,7 +9,7 @@ import os
 import tarfile
 from pathlib import Path
 
-from ..bundle import BundleError, verify
+from infer_compare.bundle import BundleError, verify
 
 
 def pack(bundle_dir: str | os.PathLike) -> tuple[bytes, str]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UsageError
-from ..executors import Job
-from .join import DEVICE, NODE
+from infer_compare.base.errors import UsageError
+from infer_compare.fleet.executor import Job
+from infer_compare.fleet.join import DEVICE, NODE
 
 
 def nodes_of(ray_nodes: list[dict]) -> dict[str, dict[str, Any]]:

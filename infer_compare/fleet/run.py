@@ -8,8 +8,10 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import UsageError
-from ..executors import Event, Job, JobResult
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import RUN_FAILED, Report, RunRecord
+from infer_compare.fleet.executor import Event, Job, JobResult
+from infer_compare.report.merge import merge_reports
 
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -32,8 +34,6 @@ def waves(jobs: list[Job]) -> list[list[Job]]:
 
 
 def _failed_row(res: JobResult):
-    from ..records import RUN_FAILED, RunRecord
-
     devs = ",".join(res.job.run_kwargs.get("devices") or ["all"])
     return RunRecord("fleet", "bundle", "-", devs, None, RUN_FAILED, reason=res.error,
                      notes=("timed work is never retried: measure again with `infer-compare fleet run`",))
@@ -42,8 +42,6 @@ def _failed_row(res: JobResult):
 def node_report(results: list[JobResult]):
     """One Report per node from its jobs' reports (several GPUs: one per GPU), with failed rows for
     jobs without a report and what ran concurrently recorded on each row; None if nothing came back."""
-    from ..records import Report
-
     reps = [(r, Report.from_dict(r.report)) for r in results if r.report is not None]
     if not reps:
         return None
@@ -78,8 +76,6 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
     """(merged Report or None, every JobResult). Ctrl-C: the executor cancels; what came back is kept.
     ``others``: (machine, Report) measured by the bundle route (`infer-compare run` on a board without
     Ray), merged beside the nodes."""
-    from ..merge import merge_reports
-
     results: list[JobResult] = []
     interrupted = False
     for wave in waves(jobs):

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import tempfile
 
-from ..executors import Job
-from ..executors.local import measure_job, node_facts
+from infer_compare.fleet.executor import Job
+from infer_compare.fleet.local import measure_job, node_facts
+from infer_compare.fleet.pack import unpack
 
 
 def run_on_node(data: bytes, sha256: str, job: Job) -> dict:
     """{"report": Report dict, "node": facts} or {"error": one line, "node": facts}; never raises for a
     bad bundle or a failed run, so the driver can tell those from a node that died."""
-    from .pack import unpack
-
     facts = node_facts()
     try:
         with tempfile.TemporaryDirectory(prefix="infer-compare-fleet-") as d:

@@ -1,4 +1,7 @@
 """Model registry: ResNet-50, MobileNet v2 / v3-large, LeNet-5, and any torchvision
+
+Enters: a model name, file or factory. Leaves: a torch module with its ModelInfo, or the description
+of the user's model (user.py). May import: data, parity, host, catalog, base (never a runtime).
 classification model by name. The user's own models (ONNX, TorchScript, ExportedProgram,
 factories, modules) are in ``user.py``; its public names are exported here.
 
@@ -18,23 +21,25 @@ input. Top-1 margins stay tiny, so top-1 agreement is not judged for such weight
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import deps
-from ..cache import Cache
-from ..data import DataSets, Preprocess
-from ..errors import UsageError
-from ..records import ModelInfo
-from .user import TensorSpec as TensorSpec  # the user's own models: see user.py
-from .user import UserModel as UserModel
-from .user import load_user_model as load_user_model
-from .user import looks_like_user_model as looks_like_user_model
-from .user import parse_input_shapes as parse_input_shapes
-from .user import reference_outputs as reference_outputs
+from infer_compare.base.cache import Cache
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import ModelInfo
+from infer_compare.catalog import deps
+from infer_compare.data.bundled import DataSets, Preprocess
+from infer_compare.models import lenet
+from infer_compare.models import torchvision_zoo as tvz
+from infer_compare.models.user import TensorSpec as TensorSpec  # the user's own models: see user.py
+from infer_compare.models.user import UserModel as UserModel
+from infer_compare.models.user import looks_like_user_model as looks_like_user_model
+from infer_compare.models.user import parse_input_shapes as parse_input_shapes
+from infer_compare.models.user import state_dict_hash as state_dict_hash  # the weights' hash in reports
+from infer_compare.models.user_torch import import_callable, load_weights
+from infer_compare.models.user_torchfile import load_exported_module
 
 BUILTIN = ("resnet50", "mobilenet_v2", "mobilenet_v3_large", "lenet5")
 ALIASES = {"lenet": "lenet5", "lenet-5": "lenet5", "lenet_5": "lenet5", "resnet-50": "resnet50",
@@ -64,7 +69,6 @@ def resolve(name: str) -> ModelSpec:
                                                                          mean=(0.0,), std=(1.0,), channels=1))
     if not deps.has("torchvision"):
         raise UsageError(f"model '{name}' needs torchvision: {deps.hint('torchvision')}")
-    from . import torchvision_zoo as tvz
 
     names = tvz.classification_names()
     if key not in names:
@@ -81,10 +85,7 @@ def build_architecture(spec: dict[str, Any] | ModelSpec):
     """An untrained module of the right architecture (used by the PyTorch runner too)."""
     s = spec.as_dict() if isinstance(spec, ModelSpec) else spec
     if s["family"] == "lenet":
-        from . import lenet
-
         return lenet.build()
-    from . import torchvision_zoo as tvz
 
     return tvz.build(s["name"], int(s.get("num_classes", 1000)))
 
@@ -103,13 +104,9 @@ def rebuild(spec: dict[str, Any], path: str):
     if kind == "torchscript":
         return torch.jit.load(path, map_location="cpu").eval()
     if kind == "exported_program":
-        from .user_torchfile import load_exported_module
-
         return load_exported_module(path)
     if kind == "factory":
         import sys
-
-        from .user_torch import import_callable, load_weights
 
         if spec.get("cwd") and spec["cwd"] not in sys.path:  # where the user's module was importable
             sys.path.insert(0, spec["cwd"])
@@ -118,16 +115,6 @@ def rebuild(spec: dict[str, Any], path: str):
         load_weights(model, path)
         return model.eval()
     raise UsageError(f"a {kind} model cannot be rebuilt from {path}")
-
-
-def state_dict_hash(sd) -> str:
-    h = hashlib.sha256()
-    for k in sorted(sd):
-        t = sd[k]
-        h.update(k.encode())
-        if hasattr(t, "detach"):
-            h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
 
 
 def _read_state_dict(path: str):
@@ -195,8 +182,6 @@ def _from_entry(spec: ModelSpec, entry, build):
 def _lenet_trained(spec: ModelSpec, data: DataSets, cache: Cache, seed: int, torch_mm: str, log):
     import torch
 
-    from . import lenet
-
     def build_trained(tmp):
         torch.manual_seed(seed)
         m = lenet.build()
@@ -230,8 +215,6 @@ def _lenet_random(spec: ModelSpec, cache: Cache, seed: int, torch_mm: str, warn)
 
 def _pretrained(spec: ModelSpec, warn, seed: int):
     """The torchvision weights already in the local hub cache, or None (after the loud warning)."""
-    from . import torchvision_zoo as tvz
-
     path, looked = tvz.cached_weights_file(spec.name)
     if path is None:
         warn(f"{spec.name}: no pretrained weights in the local cache ({looked}); using SEEDED RANDOM weights "

@@ -8,7 +8,7 @@ Public API
     dimensions; a dynamic batch is always the string ``"batch"``), or None where the model
     does not declare it (outputs only). ``dtype``: a numpy dtype name ("float32", "int64").
 ``UserModel(kind, source, sha256, inputs, outputs, static_batch, module, notes, weights_hash)``
-    ``kind``: "onnx" | "torchscript" | "exported_program" | "factory" | "module" | "tflite" (user_tflite.py).
+    ``kind``: "onnx" | "torchscript" | "exported_program" | "factory" | "module" | "tflite" (prepare/tflite_file.py).
     ``source``: the absolute path, the "package.module:callable" reference or "<python object>".
     ``sha256``: of the file: the ``.onnx`` file, the ``.pt``/``.pt2`` file, the ``--weights``
     file; "" for a Python object (a factory without ``--weights``, a module). An ONNX file
@@ -53,11 +53,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
+from infer_compare.base.errors import UsageError
+from infer_compare.base.layout import Layout, batch_axes, sample_shape, with_batch
 
 ONNX_SUFFIXES = (".onnx",)
 TORCH_SUFFIXES = (".pt", ".pth", ".pt2", ".ts", ".torchscript")
-TFLITE_SUFFIXES = (".tflite",)  # a TFLite file as the model: LiteRT on the CPU is its reference (user_tflite.py)
+TFLITE_SUFFIXES = (".tflite",)  # a TFLite file as the model: LiteRT on the CPU is its reference (prepare/tflite_file.py)
 SUFFIXES = ONNX_SUFFIXES + TORCH_SUFFIXES + TFLITE_SUFFIXES
 KINDS = ("onnx", "torchscript", "exported_program", "factory", "module", "tflite")
 _FACTORY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -71,7 +72,7 @@ class TensorSpec:
     name: str
     shape: tuple[Dim, ...] | None
     dtype: str
-    batch_axis: int | None = 0  # the axis that holds the batch (layout.py); None: fed as given, never stacked
+    batch_axis: int | None = 0  # the axis that holds the batch (base/layout.py); None: fed as given, never stacked
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype,
@@ -79,8 +80,6 @@ class TensorSpec:
 
     def sample(self) -> tuple[Dim, ...]:
         """The shape of one sample: the shape without its batch axis."""
-        from ..layout import sample_shape
-
         return sample_shape(tuple(self.shape or ()), self.batch_axis)
 
 
@@ -113,8 +112,6 @@ class UserModel:
 
     def layout(self) -> Any:
         """Each input's and output's batch axis (layout.Layout)."""
-        from ..layout import Layout
-
         return Layout({s.name: s.batch_axis for s in self.inputs}, {s.name: s.batch_axis for s in self.outputs})
 
     def as_dict(self) -> dict[str, Any]:
@@ -233,8 +230,6 @@ def resolve_inputs(declared: list[tuple[str, tuple[Any, ...] | None, str]],
     input's batch axis (layout.batch_axes, from the symbols the inputs and ``outputs`` share). A dynamic
     size that --input-shape does not give comes from ``data_shapes`` (one sample's shape per input,
     from --data) where its rank fits."""
-    from ..layout import batch_axes, with_batch
-
     shapes = match_names([d[0] for d in declared], given, what)
     axes, _ = batch_axes([(n, s) for n, s, _ in declared], outputs)
     for n, s, _ in declared:
@@ -269,115 +264,11 @@ def sha256_files(paths: list[str]) -> str:
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
-# ---------------------------------------------------------------- loading
-
-
-def load_user_model(ref: Any, *, weights: str | None = None, input_shapes: Mapping | None = None,
-                    example_input: Any = None, data_shapes: Mapping[str, tuple[int, ...]] | None = None) -> UserModel:
-    """The user's model (a path, "package.module:callable", or a torch.nn.Module), checked and
-    described; every problem is a one-line UsageError."""
-    if input_shapes is not None and not isinstance(input_shapes, Mapping):
-        input_shapes = parse_input_shapes(str(input_shapes))
-    if not isinstance(ref, str | os.PathLike):
-        from . import user_torch
-
-        return user_torch.from_module(ref, example_input, input_shapes, weights)
-    text = os.fspath(ref).strip()
-    path = os.path.expanduser(text)
-    if not text:
-        raise UsageError("--model is empty")
-    if _FACTORY.match(text) and not os.path.exists(path):
-        from . import user_torch
-
-        return user_torch.from_factory(text, weights, input_shapes, example_input)
-    if not os.path.exists(path):
-        raise UsageError(f"model file not found: {text}")
-    if not os.path.isfile(path):
-        raise UsageError(f"{text} is not a file (a model file is one of {', '.join(SUFFIXES)})")
-    suffix = Path(path).suffix.lower()
-    if suffix not in SUFFIXES:
-        raise UsageError(f"unsupported model file suffix '{suffix or '(none)'}' of {text}; supported: "
-                         f"{', '.join(SUFFIXES)}, or package.module:callable")
-    if weights is not None:
-        raise UsageError(f"--weights applies to a package.module:factory model; {text} carries its own weights")
-    if suffix in ONNX_SUFFIXES:
-        if example_input is not None:
-            raise UsageError("example_input applies to PyTorch models; an ONNX model's inputs come from its graph")
-        from . import user_onnx
-
-        return user_onnx.load_onnx(os.path.abspath(path), input_shapes, data_shapes)
-    if suffix in TFLITE_SUFFIXES:
-        if input_shapes or example_input is not None:
-            raise UsageError("a TFLite model's inputs come from the file: --input-shape and example_input do not apply")
-        from . import user_tflite
-
-        return user_tflite.load_tflite(os.path.abspath(path))
-    from . import user_torchfile
-
-    return user_torchfile.from_file(os.path.abspath(path), input_shapes, example_input)
-
-
-# ---------------------------------------------------------------- reference
-
-
-def _checked_inputs(model: UserModel, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The inputs as rows (first axis: the sample) of each input's sample shape and dtype."""
-    names = [s.name for s in model.inputs]
-    missing = [n for n in names if n not in inputs]
-    extra = [n for n in inputs if n not in names]
-    if missing or extra:
-        raise UsageError(f"{model.name}: inputs {', '.join(inputs) or '(none)'} do not match the model's "
-                         f"({', '.join(names)})")
-    out: dict[str, np.ndarray] = {}
-    for s in model.inputs:
-        a = np.asarray(inputs[s.name])
-        if a.dtype != np.dtype(s.dtype) and not np.can_cast(a.dtype, s.dtype, "same_kind"):
-            raise UsageError(f"{model.name}: input '{s.name}' is {a.dtype}; the model takes {s.dtype}")
-        want = s.sample()
-        ok = a.ndim == len(want) + 1 and all(d == "batch" or d == n for d, n in zip(want, a.shape[1:], strict=True))
-        if not ok:
-            raise UsageError(f"{model.name}: input '{s.name}' has samples of shape {fmt_shape(a.shape[1:])} "
-                             f"({len(a) if a.ndim else 0} of them); the model takes {fmt_shape(want)} per sample "
-                             f"(its input {fmt_shape(s.shape)}, batch axis {s.batch_axis})")
-        out[s.name] = np.ascontiguousarray(a, dtype=s.dtype)
-    counts = {len(a) for a in out.values()}
-    if len(counts) != 1 or 0 in counts:
-        raise UsageError(f"{model.name}: the inputs need the same, non-zero number of samples (got {sorted(counts)})")
-    return out
-
-
-def _pad(a: np.ndarray, rows: int) -> np.ndarray:
-    return np.concatenate([a, np.zeros((rows - len(a),) + a.shape[1:], a.dtype)]) if len(a) < rows else a
-
-
-def reference_outputs(model: UserModel, inputs: Mapping[str, Any], batch: int = 16) -> dict[str, np.ndarray]:
-    """FP32 reference outputs on ``inputs`` (rows, keyed by input name), as rows keyed by output name. Each
-    input is laid into the model along its batch axis (layout.py); the outputs' batch axes are confirmed on
-    the first chunk (an output whose graph names no sizes) and kept in ``model.outputs``."""
-    from ..layout import observed_output_axes
-
-    arrays = _checked_inputs(model, inputs)
-    n = len(next(iter(arrays.values())))
-    step = model.static_batch or max(1, int(batch))
-    if model.kind == "onnx":
-        from .user_onnx import onnx_runner as make
-    elif model.kind == "tflite":
-        from .user_tflite import tflite_runner as make  # type: ignore[assignment]
-    else:
-        from .user_torch import torch_runner as make
-    run = make(model)
-    parts: dict[str, list[np.ndarray]] = {}
-    for i in range(0, n, step):
-        chunk = {k: v[i:i + step] for k, v in arrays.items()}
-        rows = len(next(iter(chunk.values())))
-        fed = {k: _pad(v, step) for k, v in chunk.items()} if model.static_batch else chunk
-        fed_rows = len(next(iter(fed.values())))
-        got = run(model.layout().to_model(fed))
-        if i == 0:
-            axes = observed_output_axes(model.layout().outputs, got, fed_rows, set())
-            model.outputs = tuple(TensorSpec(o.name, o.shape, o.dtype, axes.get(o.name, o.batch_axis))
-                                  for o in model.outputs) or tuple(TensorSpec(k, None, "float32", a)
-                                                                  for k, a in axes.items())
-        for k, v in model.layout().from_model(got, fed_rows).items():
-            parts.setdefault(k, []).append(v[:rows])
-    return {k: np.concatenate(v) for k, v in parts.items()}
+def state_dict_hash(sd) -> str:
+    h = hashlib.sha256()
+    for k in sorted(sd):
+        t = sd[k]
+        h.update(k.encode())
+        if hasattr(t, "detach"):
+            h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import deps
-from ..errors import UsageError
-from ..layout import batch_axes
-from .user import (
+from infer_compare.base.errors import UsageError
+from infer_compare.base.layout import batch_axes
+from infer_compare.catalog import deps
+from infer_compare.models.user import (
     TensorSpec,
     UserModel,
     first_line,

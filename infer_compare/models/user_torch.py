@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import deps
-from ..errors import UsageError
-from .user import (
+from infer_compare.base.errors import UsageError
+from infer_compare.catalog import deps
+from infer_compare.models.user import (
     SHAPE_HELP,
     TensorSpec,
     UserModel,
@@ -30,6 +30,7 @@ from .user import (
     fmt_shape,
     match_names,
     sha256_files,
+    state_dict_hash,
 )
 
 SAVE_HINT = ("save a supported form instead: torch.jit.save(torch.jit.script(m), 'm.pt'), "
@@ -299,8 +300,6 @@ def output_specs(flat: list[tuple[str, Any]], batch: int | None, dynamic: bool) 
 
 
 def state_hash(module) -> str:
-    from . import state_dict_hash
-
     try:
         return state_dict_hash(module.state_dict())
     except Exception:  # a module whose state cannot be read as tensors has no content key

@@ -21,9 +21,9 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import UsageError
-from .user import UserModel, first_line, resolve_inputs, sha256_files, static_batch_of
-from .user_torch import (
+from infer_compare.base.errors import UsageError
+from infer_compare.models.user import UserModel, first_line, resolve_inputs, sha256_files, static_batch_of
+from infer_compare.models.user_torch import (
     SAVE_HINT,
     as_state_dict,
     as_tensors,

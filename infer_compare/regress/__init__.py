@@ -1,5 +1,8 @@
 """The regression gate: compare a run with a baseline, row by row, under rules.
 
+Enters: the current and baseline Reports and the rules. Leaves: a RegressionResult. May import:
+bundle, measure, report and every layer below them (never soak).
+
     from infer_compare import check_regression, load_report
     result = check_regression("current.json", "baseline.json", ["p50:+10%", "throughput:-5%", "accuracy:-0.5"])
     assert result.passed, result.summary()
@@ -34,13 +37,13 @@ Modules: ``metrics`` (what a rule can name), ``rules`` (parsing), ``environment`
 
 from __future__ import annotations
 
-from .check import check_complete, check_regression, key_rows
-from .environment import EnvironmentMismatch, check_environment, environment_differences
-from .metrics import METRICS, Metric, fmt_value
-from .noise import MAX_SAMPLES, N_BLOCKS, bootstrap_ratio_ci, sample_blocks, stat_fn
-from .printing import print_result
-from .results import NA, NOISE, PASS, REGRESSION, Check, RegressionResult, RowDiff
-from .rules import Rule, parse_rule, parse_rules, rules_help
+from infer_compare.regress.check import check_complete, check_regression, key_rows
+from infer_compare.regress.environment import EnvironmentMismatch, check_environment, environment_differences
+from infer_compare.regress.metrics import METRICS, Metric, fmt_value
+from infer_compare.regress.noise import MAX_SAMPLES, N_BLOCKS, bootstrap_ratio_ci, sample_blocks, stat_fn
+from infer_compare.regress.printing import print_result
+from infer_compare.regress.results import NA, NOISE, PASS, REGRESSION, Check, RegressionResult, RowDiff
+from infer_compare.regress.rules import Rule, parse_rule, parse_rules, rules_help
 
 __all__ = ["Rule", "parse_rule", "parse_rules", "check_regression", "RegressionResult", "RowDiff", "Check",
            "EnvironmentMismatch", "environment_differences", "METRICS", "Metric", "check_environment",

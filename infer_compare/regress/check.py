@@ -5,21 +5,28 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from ..errors import UsageError
-from ..records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
-from .environment import check_environment
-from .judge import BEST, CALIBRATED, DISTURBED_CORES, REFERENCE, TIMINGS, Stats, disturbance, judge
-from .metrics import METRICS
-from .results import NA, Check, RegressionResult, RowDiff
-from .rules import DEFAULT_RULES, Rule, parse_rules
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord, load_report
+from infer_compare.regress.environment import check_environment
+from infer_compare.regress.judge import (
+    BEST,
+    CALIBRATED,
+    DISTURBED_CORES,
+    REFERENCE,
+    TIMINGS,
+    Stats,
+    disturbance,
+    judge,
+)
+from infer_compare.regress.metrics import METRICS
+from infer_compare.regress.results import NA, Check, RegressionResult, RowDiff
+from infer_compare.regress.rules import DEFAULT_RULES, Rule, parse_rules
 
 
 def as_report(x, what: str) -> Report:
     if isinstance(x, Report):
         return x
     if isinstance(x, (str, os.PathLike)):
-        from ..records import load_report
-
         return load_report(x)
     raise UsageError(f"{what} must be a Report or the path of a results.json, got {type(x).__name__}")
 
@@ -163,7 +170,8 @@ def _reference_rows(reps: list[Report]) -> dict[int, RunRecord]:
 
 def _machine(keyed: list[dict[str, RunRecord]], cur_keyed: list[dict[str, RunRecord]]) -> tuple[float | None, str]:
     """The machine's own change between the baseline and the current runs (pooling.machine_factor)."""
-    from .pooling import machine_factor
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.regress.pooling import machine_factor
 
     def quiet(rows):
         return [r for r in rows if r.status == OK and r.latency and disturbance(r) <= DISTURBED_CORES]

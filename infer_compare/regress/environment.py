@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import UsageError
-from ..records import Environment
+from infer_compare.base.errors import UsageError
+from infer_compare.base.records import Environment
 
 
 class EnvironmentMismatch(UsageError):

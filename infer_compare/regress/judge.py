@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..records import RunRecord
-from .metrics import METRICS, Metric, fmt_value
-from .noise import bootstrap_ratio_ci, sample_blocks, stat_fn
-from .results import BUSY, DISTURBED, NA, NOISE, PASS, REGRESSION, Check
-from .rules import Rule
+from infer_compare.base.records import RunRecord
+from infer_compare.regress.metrics import METRICS, Metric, fmt_value
+from infer_compare.regress.noise import bootstrap_ratio_ci, sample_blocks, stat_fn
+from infer_compare.regress.results import BUSY, DISTURBED, NA, NOISE, PASS, REGRESSION, Check
+from infer_compare.regress.rules import Rule
 
 BEST = "best"
 CALIBRATED = "calibrated"
@@ -173,7 +173,8 @@ def _pairs(rule: Rule, m: Metric, bases: list[RunRecord], curs: list[RunRecord],
     """The pairs (baseline run, current run) compared, most favourable first: in ``best`` timing one
     pair, each side at its fastest level over its runs."""
     if m.samples and st.timing == BEST:
-        from .pooling import best
+        # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+        from infer_compare.regress.pooling import best
 
         a, b = best(bases, m), best(curs, m)
         p = compare(rule, a[0], b[0], st, (a[1], b[1])) if a is not None and b is not None else None
@@ -239,7 +240,8 @@ def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, 
         msg += f"; normalized {_fmt_change(mid.change, rule, m)}"
     msg += ")"
     if m.samples and st.timing == BEST:
-        from .pooling import FAST_METRICS
+        # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+        from infer_compare.regress.pooling import FAST_METRICS
 
         where = "fastest block" if rule.metric in FAST_METRICS else "best run"
         msg += (f"; {where} of {n_base} baseline run{'s' if n_base != 1 else ''} against {where} of {n_cur} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..records import RunRecord
+from infer_compare.base.records import RunRecord
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from infer_compare.catalog import deps
+
 MAX_SAMPLES = 4000  # per run, thinned evenly in time order beyond this (the bootstrap stays fast)
 N_BLOCKS = 20
 
@@ -58,7 +60,6 @@ def bootstrap_ratio_ci(base_blocks, cur_blocks, kind: str, confidence: float = 0
         return stat(xb) / stat(xa)
 
     ia0, ib0 = np.arange(ba.shape[0]), np.arange(bb.shape[0])
-    from .. import deps
 
     if deps.has("scipy"):
         import inspect

@@ -12,7 +12,7 @@ docs/reports-and-regression.md has the figures that chose it.
 
 A machine that is uniformly slower (or faster) today shows in two witnesses that do not depend on
 the code under test changing one runtime: the change three quarters of the run's rows share (their
-lower quartile), and the fixed calibration workload timed before each row (calibration.py). Only when
+lower quartile), and the fixed calibration workload timed before each row (measure/calibration.py). Only when
 both moved the same way by more than MACHINE_SHIFT are the timings divided by that shared change, and
 the result says so.
 """
@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..records import RunRecord
-from .metrics import Metric
+from infer_compare.base.records import RunRecord
+from infer_compare.regress.metrics import Metric
+from infer_compare.regress.noise import sample_blocks
 
 NBLOCKS = 20  # blocks of consecutive calls a row's samples are cut into (noise.sample_blocks)
 FAST_METRICS = ("p50", "mean", "throughput")  # judged at the fastest block; tail metrics as measured
@@ -39,8 +40,6 @@ def fast(r: RunRecord, m: Metric) -> float | None:
     if v is None or m.name not in FAST_METRICS or not r.samples_ns:
         return v
     import numpy as np
-
-    from .noise import sample_blocks
 
     blocks = sample_blocks(r.samples_ns)
     if blocks is None or blocks.shape[1] < 3:

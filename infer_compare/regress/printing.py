@@ -3,8 +3,18 @@ only rows that were measured, says how many were compared, which rules and which
 
 from __future__ import annotations
 
-from .metrics import METRICS, fmt_value
-from .results import BUSY, DISTURBED, NOISE, NOT_JUDGED, PASS, REGRESSION, Check, RegressionResult, RowDiff
+from infer_compare.regress.metrics import METRICS, fmt_value
+from infer_compare.regress.results import (
+    BUSY,
+    DISTURBED,
+    NOISE,
+    NOT_JUDGED,
+    PASS,
+    REGRESSION,
+    Check,
+    RegressionResult,
+    RowDiff,
+)
 
 _SHOWN = ("p50", "throughput", "accuracy")  # shown for every measured row, ruled or not
 
@@ -53,7 +63,8 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
     """Each measured row as a short block (label, then one line per metric), the notes, the verdict."""
     from rich.markup import escape
 
-    from ..report.terminal import console_for_stdout
+    # deferred: the CLI's start (--help, env, report) stays light without it (+5 modules)
+    from infer_compare.report.terminal import console_for_stdout
 
     con = console or console_for_stdout(80)
     n_b = result.n_baselines

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import EXPORT_FAILED, OK, PARITY_FAILED, RUN_FAILED, SKIPPED, RunRecord
-from .metrics import METRICS
-from .rules import Rule
+from infer_compare.base.records import EXPORT_FAILED, OK, PARITY_FAILED, RUN_FAILED, SKIPPED, RunRecord
+from infer_compare.regress.metrics import METRICS
+from infer_compare.regress.rules import Rule
 
 PASS = "pass"
 REGRESSION = "regression"
@@ -109,7 +109,8 @@ class RowDiff:
     def conditions_changed(self) -> str:
         """'' or what changed: the current row ran under other threads or runner options than every
         baseline run (pooling.CONDITION_KEYS)."""
-        from .pooling import conditions_changed
+        # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+        from infer_compare.regress.pooling import conditions_changed
 
         b = self.current
         if b is None or b.status not in MEASURED or not self.expected:

@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import UsageError
-from .metrics import _ALIASES, METRICS
+from infer_compare.base.errors import UsageError
+from infer_compare.regress.metrics import _ALIASES, METRICS
 
 # Applied when no rule is given (the gate's documented defaults; docs/reports-and-regression.md says how
 # they were chosen): each row's timings at its fastest sustained level on either side (--timing best).

@@ -1,10 +1,17 @@
-"""Renderers: each takes a Report and returns text (or writes a file)."""
+"""Renderers: each takes a Report and returns text (or writes a file).
+
+Enters: a Report. Leaves: text and files (terminal, JSON, Markdown, CSV, HTML), and merged Reports
+(report/merge.py). May import: prepare and every layer below it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..records import Report
+from infer_compare.base.records import Report
+from infer_compare.report.csv import render as csv_render
+from infer_compare.report.html import render as html_render
+from infer_compare.report.markdown import render as md
 
 RENDERERS = ("json", "md", "csv", "html")
 
@@ -15,16 +22,10 @@ def render(report: Report, fmt: str) -> str:
 
         return json.dumps(report.to_dict(), indent=1) + "\n"
     if fmt in ("md", "markdown"):
-        from .markdown import render as md
-
         return md(report)
     if fmt == "csv":
-        from .csv import render as csv_render
-
         return csv_render(report)
     if fmt == "html":
-        from .html import render as html_render
-
         return html_render(report)
     raise ValueError(f"unknown report format {fmt!r}")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from ..records import (
+from infer_compare.base.layout import named_io
+from infer_compare.base.records import (
     LATENCY,
     OK,
     PARITY_FAILED,
@@ -17,7 +18,7 @@ from ..records import (
     RunRecord,
     percentile_rule,
 )
-from ..timeline import summary as time_summary
+from infer_compare.base.timeline import summary as time_summary
 
 COLUMNS = ("backend", "format", "precision", "device", "batch", "n", "p50 ms", "±CI", "p99 ms", "img/s", "load s",
            "peak RSS MB", "size MB", "export s", "cos", "top-1", "acc", "status")
@@ -226,7 +227,6 @@ def scenario_text(s) -> str:
 
 def model_line(rep: Report) -> str:
     m = rep.model
-    from ..layout import named_io
 
     if named_io(m):  # several inputs or outputs: each one by name
         ins = ", ".join(_tensor_text(t) for t in m.inputs)

@@ -17,8 +17,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..flops import efficiency
-from ..records import PERCENTILE_MIN_SAMPLES, Report, RunRecord
+from infer_compare.base.records import PERCENTILE_MIN_SAMPLES, Report, RunRecord
+from infer_compare.report.efficiency import efficiency
 
 
 def _lat(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
@@ -115,7 +115,7 @@ COLUMNS: tuple[tuple[str, Callable[[Report, RunRecord, dict], Any]], ...] = (
     ("parity_output", _par("output")),
     ("parity_per_output", lambda rep, r, eff: _per_output(r)),
     # what the (worst) output means and the check that decided it (parity_detail.py): margin = share of the
-    # allowance left, < 0 failed; the first diverging node of a failed fp16/int8 ONNX row (divergence.py)
+    # allowance left, < 0 failed; the first diverging node of a failed fp16/int8 ONNX row (parity/divergence.py)
     ("parity_kind", _par("kind")),
     ("parity_metric", _par("metric")),
     ("parity_margin", _par("margin")),

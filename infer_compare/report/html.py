@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from html import escape
 
-from ..flops import efficiency
-from ..records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
-from . import common, parity_detail, plots
-from .verdict import verdict
+from infer_compare.base.records import OK, PARITY_FAILED, SKIPPED, Report, RunRecord
+from infer_compare.report import common, parity_detail, plots
+from infer_compare.report.efficiency import efficiency
+from infer_compare.report.soak import html_section
+from infer_compare.report.terminal import short_precision
+from infer_compare.report.verdict import verdict
 
 CSS = """
 :root { --fg:#1d232a; --muted:#5b6672; --line:#d9dee4; --bg:#fff; --head:#f3f5f8; --bad:#b3261e; --ok:#1e7b34;
@@ -91,8 +93,6 @@ def _txt(s: str, cls: str = "l") -> str:
 
 def _prec_cell(r: RunRecord) -> str:
     """The short label (asked→ran, N/M integer); the runtime's full words on hover and under the table."""
-    from .terminal import short_precision
-
     full = common.prec_label(r)
     return f'<td class="l" title="{escape(full)}">{escape(short_precision(r))}</td>'
 
@@ -212,7 +212,6 @@ def _label(r: RunRecord) -> str:
 def _notes(rep: Report) -> list[str]:
     notes = list(rep.notes)
     first_batch = {k: min(v) for k, v in rep.settings.batch_sizes.items() if v}
-    from .terminal import short_precision
 
     for r in rep.rows:
         if r.exec_precision and r.batch_size is not None and short_precision(r) != r.exec_precision:
@@ -287,8 +286,6 @@ def _results(rep: Report) -> list[str]:
         plot_notes.append("No measured rows to plot.")
     out += [f'<p class="warn">{escape(n)}</p>' for n in plot_notes]
     if rep.soak:
-        from .soak import html_section
-
         out.append(html_section(rep))
     pct = _percentiles_table(rep)
     if pct:

@@ -3,9 +3,10 @@ skips with their reasons and install hints, failures, notes."""
 
 from __future__ import annotations
 
-from ..records import Report
-from . import common
-from .verdict import verdict
+from infer_compare.base.records import Report
+from infer_compare.report import common, parity_detail
+from infer_compare.report.soak import markdown_section
+from infer_compare.report.verdict import verdict
 
 
 def _esc(s: str) -> str:
@@ -61,8 +62,6 @@ def _results(rep: Report) -> list[str]:
         out += ["**Verdict**", "", *[f"- {_esc(line)}" for line in v.lines()], ""]
     out += _percentiles(rep)
     if rep.soak:
-        from .soak import markdown_section
-
         out += markdown_section(rep)
     return out
 
@@ -93,8 +92,6 @@ def _notes(rep: Report) -> list[str]:
 
 
 def _parity_details(rep: Report) -> list[str]:
-    from . import parity_detail
-
     details = parity_detail.lines(rep)
     return ["## Parity by output", "", *[f"- {_esc(n)}" for n in details], ""] if details else []
 

@@ -1,10 +1,10 @@
 """Per-output parity details for the markdown and HTML reports: each output's kind, the metric that
 judged it and by how much it passed or failed, and for a failed precision row the first node whose
-output diverged from the fp32 graph (divergence.py)."""
+output diverged from the fp32 graph (parity/divergence.py)."""
 
 from __future__ import annotations
 
-from ..records import ParityResult, Report, RunRecord
+from infer_compare.base.records import ParityResult, Report, RunRecord
 
 
 def judged_text(p: ParityResult) -> str:

@@ -15,8 +15,9 @@ import math
 import re
 from typing import Any
 
-from .. import deps
-from ..records import OK, PARITY_FAILED, Report, RunRecord
+from infer_compare.base.records import OK, PARITY_FAILED, Report, RunRecord
+from infer_compare.catalog import deps
+from infer_compare.report.terminal import short_precision
 
 MEASURED = (OK, PARITY_FAILED)
 
@@ -34,8 +35,6 @@ def available() -> tuple[bool, str]:
 
 
 def _short(r: RunRecord) -> str:
-    from .terminal import short_precision
-
     p = short_precision(r)
     dev = "" if r.device == "cpu" else f" {r.device}"
     return f"{r.backend} {r.format} {p}{dev}{_scenario(r)}"

@@ -9,8 +9,9 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ..records import Report
-from . import common, plots
+from infer_compare.base.records import Report
+from infer_compare.report import common, plots
+from infer_compare.report.terminal import console_for_stdout
 
 SPARK = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 60
@@ -71,8 +72,6 @@ def print_soak(rep: Report, console: Any = None) -> None:
     """The terminal summary: per configuration, a headline, sparklines with min/max, the summary line."""
     from rich.markup import escape as esc
     from rich.table import Table
-
-    from .terminal import console_for_stdout
 
     con = console or console_for_stdout(160)
     con.print(f"[bold]{esc(common.model_line(rep))}[/]")

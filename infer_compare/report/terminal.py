@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..records import OK, SKIPPED, Report
-from . import common
+from infer_compare.base.records import OK, SKIPPED, Report
+from infer_compare.report import common
+from infer_compare.report.verdict import verdict
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "export_failed": "red", "run_failed": "red",
                 "parity_failed": "bold red"}
@@ -168,8 +169,6 @@ def _print_tail(rep: Report, con) -> None:
 def print_verdict(rep: Report, con) -> None:
     """The verdict under the table (report.verdict.verdict)."""
     from rich.markup import escape
-
-    from .verdict import verdict
 
     v = verdict(rep)
     if not v.picks and not v.notes:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..records import LATENCY, OK, PARITY_FAILED, Report, RunRecord
-from .common import fmt_num, prec_label
+from infer_compare.base.records import LATENCY, OK, PARITY_FAILED, Report, RunRecord
+from infer_compare.report.common import fmt_num, prec_label
 
 REFERENCE = ("pytorch", "pytorch", "fp32")  # backend, format, precision of the reference row (on the CPU)
 

@@ -1,22 +1,28 @@
 """The parent's side of one configuration's soak: the child process (own process group,
-killed on a timeout and on Ctrl-C/SIGTERM, as isolate.py does for a measured cell), its
+killed on a timeout and on Ctrl-C/SIGTERM, as measure/isolate.py does for a measured cell), its
 lines read as they come, and what they make: the report's row and the SoakResult."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..isolate import describe_exit, kill_group, tail
-from ..records import OK, PERCENTILE_MIN_SAMPLES, RUN_FAILED, SKIPPED, ExportRecord, LatencyStats, RunRecord
-from ..soak_child import SoakSpec, hist_value_ns
-from .records import SoakResult, SoakWindow
+from infer_compare.base.records import (
+    OK,
+    PERCENTILE_MIN_SAMPLES,
+    RUN_FAILED,
+    SKIPPED,
+    ExportRecord,
+    LatencyStats,
+    RunRecord,
+)
+from infer_compare.base.soak_records import SoakResult, SoakWindow
+from infer_compare.host.launch import ChildNotStarted, describe_exit, kill_group, popen, read_tail
+from infer_compare.soak.child import SoakSpec, hist_value_ns
 
 POLL_S = 0.1
 
@@ -101,7 +107,7 @@ class Collected:
 
 
 def hist_percentiles(hist: dict[int, int], qs: tuple[float, ...]) -> dict[float, float]:
-    """Nearest-rank percentiles (ns) of a soak_child histogram."""
+    """Nearest-rank percentiles (ns) of a soaking child's histogram."""
     total = sum(hist.values())
     if not total:
         return {}
@@ -143,12 +149,14 @@ def soak_one(spec: SoakSpec, workdir: Path, tag: str, timeout_s: float, got: Col
     err_path = workdir / f"{tag}.soak.stderr"
     result_path.unlink(missing_ok=True)
     spec_path.write_text(json.dumps(spec.to_dict()))
-    child_env = {**os.environ, **(env or {})}
-    child_env.setdefault("PYTHONUNBUFFERED", "1")
     lines = Lines(result_path)
-    cmd = [sys.executable, "-m", "infer_compare.soak_child", str(spec_path), str(result_path)]
     with open(err_path, "w+", errors="replace") as err:
-        proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
+        try:
+            proc = popen("infer_compare.soak.child", [str(spec_path), str(result_path)], env, stdout=err,
+                         stderr=subprocess.STDOUT)
+        except ChildNotStarted as e:  # a failed row that says why; the soak goes on
+            got.death = str(e)
+            return got
         try:
             _follow(proc, lines, got, spec, timeout_s, on_line)
         except BaseException:  # Ctrl-C, SIGTERM: no child survives its parent; keep what it finished
@@ -156,7 +164,7 @@ def soak_one(spec: SoakSpec, workdir: Path, tag: str, timeout_s: float, got: Col
             got.take(lines.read())
             raise
         finally:
-            got.stderr = tail(err_path.read_text(errors="replace"))
+            got.stderr = read_tail(err_path)
     got.take(lines.read(), on_line)
     if got.end is None and got.error is None and not got.death:
         last = got.stderr.splitlines()[-1] if got.stderr else ""

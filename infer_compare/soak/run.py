@@ -21,14 +21,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, interrupts
-from ..errors import UsageError
-from ..plan import make_selection
-from ..progress import Progress, Warnings
-from ..records import SCHEMA_VERSION, Report, RunRecord, cell_label
-from ..soak_child import SoakSpec
-from .process import Collected, row_of, soak_one, soak_result
-from .records import GROWTH_PER_CALLS, SoakResult
+from infer_compare.artifacts.chain import Unbuilt
+from infer_compare.base import interrupts
+from infer_compare.base.batches import is_multi, save
+from infer_compare.base.errors import UsageError
+from infer_compare.base.progress import Progress, Warnings
+from infer_compare.base.records import SCHEMA_VERSION, SKIPPED, Report, RunRecord, cell_label
+from infer_compare.base.soak_records import GROWTH_PER_CALLS, SoakResult
+from infer_compare.base.version import __version__
+from infer_compare.bundle import prepared_from_bundle, verify
+from infer_compare.catalog import device_kinds
+from infer_compare.catalog.formats import get_format
+from infer_compare.host import env
+from infer_compare.host.boards import measurement_warnings
+from infer_compare.measure.options import MeasureOptions
+from infer_compare.measure.plan import plan_cells, settings_for
+from infer_compare.measure.run import (  # the comparison's row base and probe (docs/soak.md)
+    cannot_run,
+    cell_spec,  # the comparison's cell spec (docs/soak.md); a soak needs no parity
+    chain_for,
+    row_base,
+)
+from infer_compare.prepare.model import check_model, prepare_any
+from infer_compare.soak.child import SoakSpec
+from infer_compare.soak.process import Collected, row_of, soak_one, soak_result
 
 UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 MIN_WINDOW_S = 0.05
@@ -146,63 +162,57 @@ def _notes(prep: Any, duration: float, window: float) -> list[str]:
 
 def _prepared(model: str | None, bundle: str | None, sel: Any, weights: str, seed: int, cache: Any,
               prog: Progress, warn: Callable[[str], None], input_shape: str | None = None, data: Any = None) -> Any:
-    """The comparison's Prepared (api.prepare_any: a built-in or the user's model, with the same inputs laid
+    """The comparison's Prepared (prepare.model.prepare_any: a built-in or the user's model, with the same inputs laid
     out by role: --input-shape, --input-value, --data), or a bundle's."""
     if bundle is not None:
-        from ..bundle import prepared_from_bundle, verify
-
         prog.task("verifying the bundle")
         v = verify(bundle)
         prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
         return prepared_from_bundle(v)
-    from ..api import prepare_any
-
     return prepare_any(str(model), weights=weights, input_shape=input_shape, example_input=None, data=data,
                        parity_samples=None, calibration_samples=None, seed=seed, cache=cache, threads=sel.threads,
                        prog=prog, warn=warn)
 
 
+# the options a soak does not take: it measures windows, not a loop stopped by a statistic
+NOT_FOR_SOAK = ("min_iters", "min_time_s", "max_time_s", "target_ci", "parity_every_batch", "scenarios", "io",
+                "concurrency", "artifacts")
+
+
 def soak(model: str | None = None, *, bundle: str | Path | None = None, duration_s: float | str = 600.0,
-         window_s: float | str = 10.0, weights: str = "auto", backends: Iterable[str] | None = None,
-         formats: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
-         devices: Iterable[str] | None = None, batch_sizes: Iterable[int] | str | None = None,
-         threads: int | None = None, warmup_iters: int = 2, warmup_time_s: float = 0.2,
-         cell_timeout_s: float = 600.0, export_timeout_s: float = 1800.0, cache_dir: str | Path | None = None, use_cache: bool = True, seed: int = 0,
+         window_s: float | str = 10.0, weights: str = "auto", options: MeasureOptions | None = None,
          command: Iterable[str] | None = None, progress: Progress | None = None,
-         on_update: Callable[[Report], None] | None = None, runner_options: dict[str, dict[str, Any]] | None = None,
-         sensors_root: str = "/", input_shape: str | None = None, data: Any = None) -> Report:
+         on_update: Callable[[Report], None] | None = None, sensors_root: str = "/", input_shape: str | None = None,
+         data: Any = None, **measure: Any) -> Report:
     """Soak each configuration of the selection (batch size 1 unless ``batch_sizes``) for ``duration_s``
     in windows of ``window_s`` (seconds, or text such as "10m"); the Report with ``Report.soak``.
 
-    ``on_update(partial_report)`` gets the report after each window (marked incomplete until the end)
-    so that a caller can save it. ``input_shape`` and ``data`` (a prepare_user.DataOptions: --data,
-    --input-value) size and feed the model's inputs as a comparison does. Raises UsageError for bad arguments; a configuration that fails is a
-    failed row with the windows it finished. On KeyboardInterrupt (Ctrl-C; SIGTERM through the CLI) the
-    child is killed, ``on_update`` gets the partial report (``complete`` False) and the interrupt goes on.
+    What to soak: ``options`` and/or its fields as keywords, as ``compare()`` (those in NOT_FOR_SOAK
+    aside). ``on_update(partial_report)`` gets the report after each window (marked incomplete until the
+    end) so that a caller can save it. ``input_shape`` and ``data`` (a DataOptions: --data, --input-value)
+    size and feed the model's inputs as a comparison does. Raises UsageError for bad arguments; a
+    configuration that fails is a failed row with the windows it finished. On KeyboardInterrupt (Ctrl-C;
+    SIGTERM through the CLI) the child is killed, ``on_update`` gets the partial report (``complete``
+    False) and the interrupt goes on.
     """
-    from .. import env
-    from ..cache import Cache
-
     t_start = time.perf_counter()
+    opts = MeasureOptions.of(options, measure, "soak")
+    if opts.differing(NOT_FOR_SOAK):
+        raise UsageError(f"a soak measures windows: {', '.join(opts.differing(NOT_FOR_SOAK))} do not apply")
     duration, window = check_times(duration_s, window_s)
     if (model is None) == (bundle is None):
         raise UsageError("name a model (--model) or a bundle (--bundle DIR), one of the two")
     prog = progress or Progress()
-    sel = make_selection(backends=backends, formats=formats, precisions=precisions, devices=devices,
-                         batch_sizes=batch_sizes if batch_sizes is not None else [1], threads=threads,
-                         warmup_iters=warmup_iters, min_iters=1, min_time_s=0.0, cell_timeout_s=cell_timeout_s,
-                         seed=seed, runner_options=runner_options, target_ci=None, warmup_time_s=warmup_time_s,
-                         export_timeout_s=export_timeout_s)
+    sel = opts.selection(batch_sizes=opts.batch_sizes if opts.batch_sizes is not None else [1], min_iters=1,
+                         min_time_s=0.0, target_ci=None)
     if model is not None:
-        from ..api import check_model
-
         check_model(model, None)  # an unknown built-in model is a usage error before any work
-    warn = warnings = Warnings(prog)
-    cache = Cache(cache_dir, enabled=use_cache, warn=warn, log=prog.log)
+    warnings = Warnings(prog)
+    cache = opts.cache(warn=warnings, log=prog.log)
     prog.task("probing the environment")
     environment = env.collect()
     sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
-    prep = _prepared(model, None if bundle is None else str(bundle), sel, weights, seed, cache, prog, warn,
+    prep = _prepared(model, None if bundle is None else str(bundle), sel, weights, opts.seed, cache, prog, warnings,
                      input_shape, data)
     run = _SoakRun(prep, environment, _notes(prep, duration, window), warnings, prog, command, on_update, t_start)
     _soak_all(run, sel, cache, duration, window, sensors_root)
@@ -216,12 +226,6 @@ def _labels(c: Any, batches: Iterable[int]) -> list[str]:
 
 def _soak_all(run: _SoakRun, sel: Any, cache: Any, duration: float, window: float, sensors_root: str) -> None:
     """Plan the cells, then soak each in turn; on an interrupt, the partial report goes to ``on_update``."""
-    from .. import device_kinds
-    from ..batches import is_multi, save
-    from ..devices import measurement_warnings
-    from ..measure import chain_for  # the comparison's chain of artifacts (docs/soak.md)
-    from ..plan import plan_cells, settings_for
-
     present = device_kinds.present()
     for w in measurement_warnings(run.environment.device_facts):
         run.warnings.append(w)
@@ -246,16 +250,11 @@ def _soak_all(run: _SoakRun, sel: Any, cache: Any, duration: float, window: floa
 def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path, cache: Any, duration: float,
                window: float, sensors_root: str) -> None:
     """One configuration: its skipped row, or a soak of each of its batch sizes."""
-    from ..artifacts import Unbuilt
-    from ..formats import get_format
-    from ..measure import cannot_run, row_base  # the comparison's row base and probe (docs/soak.md)
-    from ..records import SKIPPED
-
     base = row_base(c, run.settings.threads or 1)
     batches = tuple(sorted(run.settings.batch_sizes[c.kind]))
     labels = _labels(c, batches)
     _, skipped = cannot_run(c, base)
-    interrupts.check()  # a signal swallowed by a runtime's import (interrupts.py)
+    interrupts.check()  # a signal swallowed by a runtime's import (base/interrupts.py)
     if skipped is not None:
         more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner)) if c.device is None else ""
         run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped, labels=labels)
@@ -271,8 +270,6 @@ def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path
 
 def _soak_batch(run: _SoakRun, c: Any, b: int, art: Any, sel: Any, work: Path, tag: str, cache: Any,
                 duration: float, window: float, sensors_root: str, base: dict[str, Any]) -> None:
-    from ..measure import cell_spec  # the comparison's cell spec (docs/soak.md); a soak needs no parity
-
     cell = cell_spec(c, art, (b,), run.prep, sel, run.settings, work, tag, cache)
     spec = SoakSpec(cell.replace(parity_inputs=None, outputs="", parity_limit={}), duration, window, sensors_root)
     label = _labels(c, (b,))[0]

@@ -12,7 +12,7 @@ none raises: a file that is missing or unreadable is simply absent from the resu
 * clocks: cpufreq's ``scaling_cur_freq`` (kHz) as min/mean/max over the CPUs, devfreq's
   ``cur_freq`` (Hz) per node (a Jetson's GPU and memory controller).
 * NVML, on CUDA devices: memory used on the GPU and by this process, temperature, SM and
-  memory clocks (infer_compare.gpu.Nvml).
+  memory clocks (infer_compare.host.gpu.Nvml).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..gpu import Nvml, device_index
+from infer_compare.host.gpu import Nvml, device_index
 
 MAX_SENSORS = 24  # per kind: a big server has dozens of hwmon inputs; a soak wants the few that matter
 PLAUSIBLE_C = (-60.0, 250.0)  # disabled sensors report -273 or garbage
@@ -110,7 +110,7 @@ def devfreq_clocks(root: str | Path = "/") -> dict[str, float]:
 
 
 class GpuSensor(Nvml):
-    """NVML readings a soak takes each window, on top of :class:`~infer_compare.gpu.Nvml`."""
+    """NVML readings a soak takes each window, on top of :class:`~infer_compare.host.gpu.Nvml`."""
 
     def temperature_c(self) -> float | None:
         if not self.ok:

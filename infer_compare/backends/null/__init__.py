@@ -1,7 +1,7 @@
 """The null runtime: a runner that returns a constant, to measure the harness's own
 per-call overhead. It is also the smallest complete example of a runtime package."""
 
-from .. import RunnerInfo, Runtime
+from infer_compare.catalog.runtimes import RunnerInfo, Runtime
 
 RUNTIME = Runtime(
     name="null",

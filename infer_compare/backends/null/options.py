@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...options import Options, option
+from infer_compare.catalog.options import Options, option
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...records import Availability
-from ..runner import Runner
-from .options import NullOptions
+from infer_compare.backends.null.options import NullOptions
+from infer_compare.backends.runner import Runner
+from infer_compare.base.records import Availability
 
 
 class NullRunner(Runner):

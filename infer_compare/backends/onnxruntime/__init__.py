@@ -1,6 +1,6 @@
 """ONNX Runtime: the CPU and CUDA execution providers, and the TensorRT EP."""
 
-from .. import Library, RunnerInfo, Runtime
+from infer_compare.catalog.runtimes import Library, RunnerInfo, Runtime
 
 RUNTIME = Runtime(
     name="onnxruntime",

@@ -3,7 +3,7 @@ install hint, and whether TensorRT's library (for the TensorRT EP) loads."""
 
 from __future__ import annotations
 
-from ... import deps
+from infer_compare.catalog import deps
 
 GPU_HINT = "pip install onnxruntime-gpu  (its CUDA major must match the CUDA libraries: CUDA 12 or 13 wheels)"
 CUDA_PRECISIONS = ("fp32", "tf32", "fp16")

@@ -31,18 +31,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ... import deps
-from ...batches import count
-from ...cpu_int8 import describe as describe_cpu
-from ...cpu_int8 import reduce_range_for
-from ...errors import BackendUnavailable, ExportError
-from ...formats import TRT_INT8
-from ...records import Availability
-from ..exporter import ExportContext, Exporter, ExportResult
-from .graph import qdq_coverage, summarize
-from .int8_prep import excluded_nodes, fix_sizes
-from .options import OrtOptions
-from .subgraphs import sort_nodes
+from infer_compare.backends.exporter import ExportContext, Exporter, ExportResult
+from infer_compare.backends.onnxruntime.graph import qdq_coverage, summarize
+from infer_compare.backends.onnxruntime.int8_prep import excluded_nodes, fix_sizes
+from infer_compare.backends.onnxruntime.options import OrtOptions
+from infer_compare.backends.onnxruntime.subgraphs import sort_nodes
+from infer_compare.base.batches import count, is_multi
+from infer_compare.base.errors import BackendUnavailable, ExportError
+from infer_compare.base.layout import Layout
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
+from infer_compare.catalog.formats import ONNX_INPUT_NAME, TRT_INT8
+from infer_compare.host.cpu_int8 import describe as describe_cpu
+from infer_compare.host.cpu_int8 import reduce_range_for
 
 EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary directory
 FP16_REV = 2  # 2: the sort counts what If/Loop subgraphs read from outside (int8 files unchanged: not rebuilt)
@@ -279,10 +280,6 @@ def _calibrate(q, pre: Path, calib, method: str, tmp: Path, layout: dict | None 
     from onnxruntime.quantization.calibrate import create_calibrator
     from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
-    from ...batches import is_multi
-    from ...formats import ONNX_INPUT_NAME
-    from ...layout import Layout
-
     ops = sorted(set(QLinearOpsRegistry) | set(QDQRegistry))  # what quantize_static calibrates by default
     cal = create_calibrator(pre, ops, augmented_model_path=str(tmp / "augmented.onnx"),
                             calibrate_method=getattr(q.CalibrationMethod, method),
@@ -321,7 +318,7 @@ def _recipe(ctx: ExportContext, precision: str) -> OrtOptions:
 
 
 def _reduce_range(o: OrtOptions) -> tuple[bool, str]:
-    """7-bit weights or not, for the CPU this file is built on (cpu_int8.py), unless the option says."""
+    """7-bit weights or not, for the CPU this file is built on (host/cpu_int8.py), unless the option says."""
     return reduce_range_for(o.int8_reduce_range, o.int8_scheme, describe_cpu())
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...errors import ExportError
+from infer_compare.base.batches import is_multi
+from infer_compare.base.errors import ExportError
 
 PER_CHANNEL_OPSET = 13  # DequantizeLinear's axis (per-channel weights) exists from opset 13
 
@@ -39,8 +40,6 @@ def fix_sizes(src: str, calib, out: Path) -> tuple[str, dict[str, Any]]:
 
 def _set_sizes(m, calib) -> dict[str, str]:
     """Sets, in ``m``, every dynamic input dimension but the batch to the calibration inputs' size."""
-    from ...batches import is_multi
-
     arrays = calib if is_multi(calib) else {None: calib}
     weights = {t.name for t in m.graph.initializer}
     inputs = [vi for vi in m.graph.input if vi.name not in weights]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...options import Options, option
+from infer_compare.catalog.options import Options, option
 
 CONV_SEARCH = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 CALIBRATION = ("MinMax", "Entropy", "Percentile")
@@ -18,7 +18,7 @@ CALIBRATION = ("MinMax", "Entropy", "Percentile")
 #       fusions cover Conv, Add, Gemm... S8S8: int8 activations with zero point 0 (symmetric): what TensorRT
 #       accepts (it takes only signed, zero-point-0 Q/DQ).
 INT8_SCHEMES = ("U8S8", "S8S8")
-# reduce_range: 7-bit weights, so that x86 CPUs without VNNI cannot saturate their int16 pair sums (cpu_int8.py);
+# reduce_range: 7-bit weights, so that x86 CPUs without VNNI cannot saturate their int16 pair sums (host/cpu_int8.py);
 #   auto = on for U8S8 files built on such a CPU, off elsewhere.
 REDUCE_RANGE = ("auto", "on", "off")
 

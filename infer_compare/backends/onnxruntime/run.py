@@ -46,17 +46,20 @@ from typing import Any
 
 import numpy as np
 
-from ... import deps
-from ...batches import Batch
-from ...cpu_int8 import describe as describe_cpu
-from ...errors import BackendUnavailable, RunnerError
-from ...records import Availability
-from ..runner import Runner
-from .common import CUDA_PRECISIONS, GPU_HINT
-from .common import providers as ort_providers
-from .graph import GraphSummary, int8_recipe, summarize
-from .options import OrtSessionOptions
-from .run_multi import bind_all, feed_of, io_dtype
+from infer_compare.backends.onnxruntime.common import CUDA_PRECISIONS, GPU_HINT
+from infer_compare.backends.onnxruntime.common import providers as ort_providers
+from infer_compare.backends.onnxruntime.graph import GraphSummary, int8_recipe, summarize
+from infer_compare.backends.onnxruntime.onnx_wire import WireError, read_model
+from infer_compare.backends.onnxruntime.options import OrtSessionOptions
+from infer_compare.backends.onnxruntime.run_multi import bind_all, feed_of, io_dtype
+from infer_compare.backends.onnxruntime.run_throughput import cpu_throughput, cuda_throughput
+from infer_compare.backends.runner import Runner
+from infer_compare.base.batches import Batch
+from infer_compare.base.errors import BackendUnavailable, RunnerError
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
+from infer_compare.host.cpu_int8 import describe as describe_cpu
+from infer_compare.host.gpu import CallMeter, device_index
 
 # precisions whose executed graph is inspected on the CPU provider
 INSPECTED = ("fp16", "int8")
@@ -112,7 +115,6 @@ class OnnxRuntimeRunner(Runner):
         if not self._cuda:
             self._load_cpu(so)
             return
-        from ...gpu import CallMeter, device_index
 
         self.meter = CallMeter(self.device, self.options.batch_size)
         self.meter.start()
@@ -166,14 +168,13 @@ class OnnxRuntimeRunner(Runner):
             if self.options.precision == "int8":
                 self._recipe = int8_recipe(model)
             return summarize(model)
-        from ...onnx_wire import WireError, read_model
 
         try:
             wire = read_model(path)
         except (OSError, WireError) as e:
             self.notes.append(f"the executed graph was not inspected: {e}")
             return None
-        self.notes.append("the executed graph was read without the onnx package (infer_compare.onnx_wire): "
+        self.notes.append("the executed graph was read without the onnx package (infer_compare.backends.onnxruntime.onnx_wire): "
                           "node types only, not the int8 weights' range")
         return summarize(wire)
 
@@ -202,7 +203,7 @@ class OnnxRuntimeRunner(Runner):
                               f"{g.describe('cast')}")
 
     def _describe_cpu_int8(self, n_integer: int) -> None:
-        """The file's scheme and weight range, and what this CPU's integer kernels do with them (cpu_int8.py)."""
+        """The file's scheme and weight range, and what this CPU's integer kernels do with them (host/cpu_int8.py)."""
         r = getattr(self, "_recipe", None) or {}
         if not r or getattr(self, "_cuda", False):
             return
@@ -383,6 +384,4 @@ class OnnxRuntimeRunner(Runner):
         return {"onnxruntime": self._ort_version}
 
     def throughput(self, batch: np.ndarray, settings: Any) -> Any:
-        from .run_throughput import cpu_throughput, cuda_throughput
-
         return cuda_throughput(self, batch, settings) if self._cuda else cpu_throughput(self, batch, settings)

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ...batches import arrays_for, count
-from ...errors import RunnerError
+from infer_compare.base.batches import arrays_for, count
+from infer_compare.base.errors import RunnerError
 
 DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
           "tensor(bfloat16)": None, "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16,

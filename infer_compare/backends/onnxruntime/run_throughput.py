@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ...batches import count
-from ..throughput import (
+from infer_compare.backends.onnxruntime.run_multi import feed_of
+from infer_compare.backends.throughput import (
     CUDA_STREAMS,
     ThroughputResult,
     ThroughputSettings,
@@ -30,7 +30,7 @@ from ..throughput import (
     run_threads,
     split_threads,
 )
-from .run_multi import feed_of
+from infer_compare.base.batches import count
 
 
 def cpu_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> ThroughputResult:

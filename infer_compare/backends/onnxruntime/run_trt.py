@@ -27,12 +27,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ... import deps
-from ...records import Availability
-from .common import GPU_HINT, nvinfer_found
-from .common import providers as ort_providers
-from .options import OrtTensorRTOptions
-from .run import OnnxRuntimeRunner
+from infer_compare.backends.onnxruntime.common import GPU_HINT, nvinfer_found
+from infer_compare.backends.onnxruntime.common import providers as ort_providers
+from infer_compare.backends.onnxruntime.options import OrtTensorRTOptions
+from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
+from infer_compare.base.cache import default_root
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
+from infer_compare.catalog.formats import ONNX_INPUT_NAME as INPUT_NAME
 
 PRECISIONS = ("fp32", "tf32", "fp16", "int8")
 TF32_ENV = "NVIDIA_TF32_OVERRIDE"
@@ -90,8 +92,6 @@ class OnnxRuntimeTensorRTRunner(OnnxRuntimeRunner):
         return f"TensorRT's default ({TF32_ENV} {os.environ.get(TF32_ENV, 'unset')}) for the fp32 parts"
 
     def _gpu_providers(self) -> list:
-        from ...cache import default_root
-
         prec = self.options.precision
         root = self.options.cache_dir or str(default_root())
         cache_dir = os.path.join(root, "ort-trt-engines", _CACHE_SUB.get(prec, prec))
@@ -109,8 +109,6 @@ class OnnxRuntimeTensorRTRunner(OnnxRuntimeRunner):
             "trt_max_workspace_size": int(self.options.runner_as(OrtTensorRTOptions).workspace_mib) * 2**20,
         }
         if shape:
-            from ...formats import ONNX_INPUT_NAME as INPUT_NAME
-
             dims = f"{INPUT_NAME}:{b}x{shape}"
             trt_opts.update(trt_profile_min_shapes=dims, trt_profile_opt_shapes=dims, trt_profile_max_shapes=dims)
         self._cuda_opts = {"device_id": self._dev_id, "use_tf32": 1 if prec == "tf32" else 0}

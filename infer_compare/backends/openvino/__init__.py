@@ -1,7 +1,7 @@
 """OpenVINO: IR export from ONNX (fp32, fp16-compressed, NNCF int8) and the CPU runner,
 which also runs the ONNX int8 (QDQ) file as a second int8 route."""
 
-from .. import Library, RunnerInfo, Runtime
+from infer_compare.catalog.runtimes import Library, RunnerInfo, Runtime
 
 RUNTIME = Runtime(
     name="openvino",

@@ -14,11 +14,12 @@ import io
 import logging
 from pathlib import Path
 
-from ... import deps
-from ...batches import count, each, part
-from ...errors import BackendUnavailable, ExportError
-from ...records import Availability
-from ..exporter import ExportContext, Exporter, ExportResult
+from infer_compare.backends.exporter import ExportContext, Exporter, ExportResult
+from infer_compare.base.batches import count, each, part
+from infer_compare.base.errors import BackendUnavailable, ExportError
+from infer_compare.base.layout import Layout
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
 
 
 class OpenVinoExporter(Exporter):
@@ -67,10 +68,8 @@ class OpenVinoExporter(Exporter):
             nncf = deps.require("nncf", "OpenVINO int8 quantization")
             import numpy as np
 
-            from ...layout import Layout
-
             # one input: an array per item; several: {input name: array} per item, each in its own dtype, laid
-            # along its batch axis (a state [2, batch, 128], a scalar: layout.py)
+            # along its batch axis (a state [2, batch, 128], a scalar: base/layout.py)
             lay = Layout.from_dict(ctx.layout)
             calib = [lay.to_model(each(part(ctx.calibration, i, i + 1), np.ascontiguousarray))
                      for i in range(count(ctx.calibration))]

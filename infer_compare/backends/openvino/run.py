@@ -39,14 +39,16 @@ from typing import Any
 
 import numpy as np
 
-from ... import deps
-from ...batches import Batch
-from ...errors import RunnerError
-from ...gpu import summarize_ms
-from ...records import Availability
-from ..runner import Runner
-from .options import OpenVinoOptions
-from .run_multi import ports, reshape_inputs, set_all
+from infer_compare.backends.openvino.export import frontend_failure
+from infer_compare.backends.openvino.options import OpenVinoOptions
+from infer_compare.backends.openvino.run_multi import ports, reshape_inputs, set_all
+from infer_compare.backends.openvino.run_throughput import async_queue_throughput
+from infer_compare.backends.runner import Runner
+from infer_compare.base.batches import Batch
+from infer_compare.base.errors import RunnerError
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
+from infer_compare.host.gpu import summarize_ms
 
 HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 CAPS = {"bf16": "BF16", "fp16": "FP16", "int8": "INT8"}
@@ -154,8 +156,6 @@ class OpenVinoRunner(Runner):
         try:
             model = core.read_model(self.artifact)
         except Exception as e:
-            from .export import frontend_failure
-
             why = frontend_failure(e)
             if why is None:
                 raise
@@ -272,6 +272,4 @@ class OpenVinoRunner(Runner):
         return {"openvino": self._version}
 
     def throughput(self, batch: np.ndarray, settings: Any) -> Any:
-        from .run_throughput import async_queue_throughput
-
         return async_queue_throughput(self, batch, settings)

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ...batches import arrays_for
-from ...errors import RunnerError
+from infer_compare.base.batches import arrays_for
+from infer_compare.base.errors import RunnerError
 
 
 def _name(port: Any, what: str) -> str:

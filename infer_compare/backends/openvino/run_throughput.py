@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ...batches import count
-from ..throughput import ThroughputResult, ThroughputSettings, Window, result
+from infer_compare.backends.throughput import ThroughputResult, ThroughputSettings, Window, result
+from infer_compare.base.batches import count
 
 
 def _compile(r: Any) -> tuple[Any, float]:

@@ -1,14 +1,14 @@
 """PyTorch: the reference model, eager and torch.compile runners, the state-dict
 "export" and the ONNX export (torch.onnx is PyTorch's own exporter)."""
 
-from .. import Library, RunnerInfo, Runtime
+from infer_compare.catalog.runtimes import Library, RunnerInfo, Runtime
 
 _OPTS = "infer_compare.backends.pytorch.options"
 # imported once by a fork server, not by each configuration's process (4-10 s each on the H100 machine);
 # nothing here may initialise CUDA (the server checks: a forked child could not use it). Inductor's import
 # asks torch.cuda.is_available(), which the server answers from NVML (measured on the H100 machine, torch
 # 2.11: CUDA driver and torch both uninitialised after it); it saves 1-3 s per torch.compile configuration
-_PRELOAD = ("torch", "?torchvision", "infer_compare.backends.pytorch.run", "infer_compare.child", "infer_compare.bench")
+_PRELOAD = ("torch", "?torchvision", "infer_compare.backends.pytorch.run", "infer_compare.measure.child", "infer_compare.measure.bench")
 
 RUNTIME = Runtime(
     name="pytorch",

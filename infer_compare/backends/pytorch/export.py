@@ -4,9 +4,9 @@ this exporter only answers the probe."""
 
 from __future__ import annotations
 
-from ... import deps
-from ...records import Availability
-from ..exporter import Exporter
+from infer_compare.backends.exporter import Exporter
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
 
 
 class PyTorchExporter(Exporter):

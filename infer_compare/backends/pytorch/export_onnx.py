@@ -14,12 +14,13 @@ import io
 import warnings
 from pathlib import Path
 
-from ... import deps
-from ...errors import ExportError
-from ...formats import ONNX_INPUT_NAME as INPUT_NAME
-from ...formats import ONNX_OUTPUT_NAME as OUTPUT_NAME
-from ...records import Availability
-from ..exporter import ExportContext, Exporter, ExportResult
+from infer_compare.backends.exporter import ExportContext, Exporter, ExportResult
+from infer_compare.base.batches import is_multi
+from infer_compare.base.errors import ExportError
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
+from infer_compare.catalog.formats import ONNX_INPUT_NAME as INPUT_NAME
+from infer_compare.catalog.formats import ONNX_OUTPUT_NAME as OUTPUT_NAME
 
 OPSET = 18  # TorchScript fallback; the dynamo exporter picks its own (20 with torch 2.14)
 
@@ -108,8 +109,6 @@ def _examples(ctx: ExportContext) -> tuple[tuple, Names]:
     """(example inputs, (input names, output names)): one input "input" -> "logits", as always; a model with
     several inputs or outputs keeps its own names (ctx.input_names, ctx.output_names)."""
     import torch
-
-    from ...batches import is_multi
 
     if not ctx.input_names:
         return (_fresh(torch, ctx.calibration),), ([INPUT_NAME], [OUTPUT_NAME])

@@ -27,7 +27,7 @@ Throughput scenario: CPU rows run several threads with the intra-op threads spli
 among them; CUDA rows keep several streams busy (run_cuda.py).
 
 GPU figures in ``extra``: device time per call from CUDA events (``device_ms_*``),
-energy per image from NVML, peak memory of torch's allocator; see infer_compare/gpu.py.
+energy per image from NVML, peak memory of torch's allocator; see infer_compare/host/gpu.py.
 """
 
 from __future__ import annotations
@@ -36,20 +36,26 @@ from typing import Any
 
 import numpy as np
 
-from ... import deps
-from ...batches import Batch, count
-from ...errors import BackendUnavailable
-from ...records import Availability
-from ..runner import Runner
-from ..throughput import ThroughputResult, ThroughputSettings, result, run_threads, split_threads
-from .run_cuda import CUDA_PRECISIONS, CudaRows
-from .run_multi import host_tensors, outputs_numpy
+from infer_compare import models
+from infer_compare.backends.pytorch.run_cuda import CUDA_PRECISIONS, CudaRows
+from infer_compare.backends.pytorch.run_multi import host_tensors, outputs_numpy
+from infer_compare.backends.runner import Runner
+from infer_compare.backends.throughput import (
+    ThroughputResult,
+    ThroughputSettings,
+    result,
+    run_threads,
+    split_threads,
+)
+from infer_compare.base.batches import Batch, count
+from infer_compare.base.errors import BackendUnavailable
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
+from infer_compare.host.gpu import device_index
 
 
 def _probe_cuda(device: str) -> Availability:
     """Whether torch sees ``device``. Imports torch (the parent process has it already)."""
-    from ...gpu import device_index
-
     if not deps.has("torch"):
         return Availability(False, "PyTorch is not installed", deps.hint("torch"))
     v = deps.version("torch")
@@ -99,8 +105,6 @@ class PyTorchRunner(CudaRows, Runner):
             try:
                 import torch
 
-                from ...gpu import device_index
-
                 major, minor = torch.cuda.get_device_capability(device_index(device))
             except Exception as e:
                 return Availability(False, f"cannot read the GPU's compute capability: {e}")
@@ -113,14 +117,12 @@ class PyTorchRunner(CudaRows, Runner):
     def load(self) -> None:
         import torch
 
-        from ...models import rebuild
-
         self._torch = torch
         self._cuda = self.device.startswith("cuda")
         if self.options.threads:
             torch.set_num_threads(int(self.options.threads))
         torch.set_grad_enabled(False)
-        model = rebuild(self.options.model, self.artifact)  # a built-in architecture or the user's model
+        model = models.rebuild(self.options.model, self.artifact)  # a built-in architecture or the user's model
         self._multi = False  # set by prepare(): several inputs
         if not self._cuda:
             if self.compiled:

@@ -30,12 +30,20 @@ from typing import Any
 
 import numpy as np
 
-from ... import compile_caches, deps
-from ...batches import count
-from ...errors import BackendUnavailable, RunnerError
-from ..throughput import CUDA_STREAMS, ThroughputResult, ThroughputSettings, result, run_pipelined
-from .options import COMPILE_MODES, EagerOptions
-from .run_multi import host_tensors, on_device, to_host
+from infer_compare.backends.pytorch import compile_caches
+from infer_compare.backends.pytorch.options import COMPILE_MODES, EagerOptions
+from infer_compare.backends.pytorch.run_multi import host_tensors, on_device, to_host
+from infer_compare.backends.throughput import (
+    CUDA_STREAMS,
+    ThroughputResult,
+    ThroughputSettings,
+    result,
+    run_pipelined,
+)
+from infer_compare.base.batches import count
+from infer_compare.base.errors import BackendUnavailable, RunnerError
+from infer_compare.catalog import deps
+from infer_compare.host.gpu import CallMeter, cuda_facts_torch
 
 CUDA_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 RING_CALLS = 4096
@@ -88,8 +96,6 @@ class CudaRows:
         """Device, per-call meter and math settings of a CUDA row; the torch device."""
         import torch
 
-        from ...gpu import CallMeter
-
         if not torch.cuda.is_available():
             raise BackendUnavailable("PyTorch sees no CUDA device", "install a CUDA build of PyTorch")
         prec = self.options.precision
@@ -118,7 +124,7 @@ class CudaRows:
             raise BackendUnavailable(f"torch.compile needs PyTorch >= 2.0 (this is {torch.__version__})",
                                      deps.hint("torch"))
         # Inductor's and Triton's on-disk caches, reused across cells and runs: the comparison sets them for
-        # every process (compile_caches.py); this covers a runner used on its own
+        # every process (backends/pytorch/compile_caches.py); this covers a runner used on its own
         os.environ.update(compile_caches.env_for(self.options.cache_dir))
         model = torch.compile(model, mode=None if mode == "default" else mode)
         if mode in ("reduce-overhead", "max-autotune"):
@@ -168,8 +174,6 @@ class CudaRows:
 
     def _load_cuda(self, model) -> None:
         import torch
-
-        from ...gpu import cuda_facts_torch
 
         opts = self.options.runner_as(EagerOptions)
         dev = self._cuda_setup(opts)
@@ -231,8 +235,6 @@ class CudaRows:
         ring; torch.compile compiles for the new shape now (its load time). False (reload) for rows with
         CUDA graphs, which are captured per shape."""
         import torch
-
-        from ...gpu import CallMeter
 
         if self._graphs or self._mark_step is not None:
             return False

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ...batches import is_multi
+from infer_compare.base.batches import is_multi
+from infer_compare.models.user_torch import flatten_outputs
 
 
 def host_tensors(torch: Any, batch: Any) -> Any:
@@ -40,6 +41,4 @@ def to_host(out: Any) -> Any:
 
 def outputs_numpy(outputs: Any) -> dict[str, np.ndarray]:
     """{output name: float32 array}, the names models.user_torch.flatten_outputs gives the reference."""
-    from ...models.user_torch import flatten_outputs
-
     return {k: t.detach().float().cpu().numpy() for k, t in flatten_outputs(outputs)}

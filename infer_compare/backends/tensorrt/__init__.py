@@ -3,7 +3,7 @@ with tensorrt.Builder, run with the tensor API on memory and a stream from cuda-
 
 TensorRT itself has never run on the machines this code was written on (docs/gpu.md)."""
 
-from .. import Library, RunnerInfo, Runtime
+from infer_compare.catalog.runtimes import Library, RunnerInfo, Runtime
 
 RUNTIME = Runtime(
     name="tensorrt",

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import RunnerError
-from .device import CudaBuffers
+from infer_compare.backends.tensorrt.device import CudaBuffers
+from infer_compare.base.errors import RunnerError
 
 if TYPE_CHECKING:  # checked against tensorrt-stubs
     import tensorrt as trt

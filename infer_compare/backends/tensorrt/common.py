@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ... import deps
+from infer_compare.catalog import deps
+from infer_compare.catalog.device_kinds import gpus
 
 # Strongly typed networks built from the precision's ONNX file need TensorRT 10 (the
 # creation flag STRONGLY_TYPED exists since 9.x; 10.0 is the first release whose API we
@@ -51,8 +52,6 @@ def parse_version(v: str) -> tuple[int, int]:
 
 def first_gpu() -> dict[str, Any] | None:
     """The GPU TensorRT builds for (cuda:0 as NVML or the driver reports it)."""
-    from ...device_kinds import gpus
-
     try:
         g = gpus()
     except Exception:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import RunnerError
+from infer_compare.base.errors import RunnerError
 
 RING_CALLS = 4096
 HINT = ("pip install cuda-python  (cuda.bindings; its CUDA major must match the driver's: cuda-python 12.x "

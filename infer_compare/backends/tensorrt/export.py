@@ -41,12 +41,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ... import deps
-from ...errors import BackendUnavailable, ExportError
-from ...records import Availability
-from ..exporter import ExportContext, Exporter, ExportResult
-from .common import TrtLog, first_gpu, slug, trt_status
-from .options import TensorRTOptions
+from infer_compare.backends.exporter import ExportContext, Exporter, ExportResult
+from infer_compare.backends.tensorrt.common import TrtLog, first_gpu, slug, trt_status
+from infer_compare.backends.tensorrt.options import TensorRTOptions
+from infer_compare.base.batches import is_multi
+from infer_compare.base.cache import default_root
+from infer_compare.base.errors import BackendUnavailable, ExportError
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
 
 if TYPE_CHECKING:  # the annotations below are checked against tensorrt-stubs
     import tensorrt as trt
@@ -179,8 +181,6 @@ def input_dims(ctx: ExportContext, inputs: list[dict[str, Any]]) -> list[tuple[s
     """(name, the shape of one sample, whether its axis 0 is the batch) of every network input: the
     network's static sizes, its dynamic ones (``-1``) from the calibration inputs (one array per input name;
     the first input's from ``ctx.input_shape``); axis 0 is the batch where the network leaves it dynamic."""
-    from ...batches import is_multi
-
     calib = ctx.calibration if is_multi(ctx.calibration) else {}
     out = []
     for i, t in enumerate(inputs):
@@ -221,8 +221,6 @@ def add_profiles(builder: trt.Builder, config: trt.IBuilderConfig, ctx: ExportCo
 
 
 def timing_cache_path(ctx: ExportContext, trt_version: str) -> Path:
-    from ...cache import default_root
-
     root = Path(ctx.cache_root or default_root())
     gpu = first_gpu() or {}
     name = slug(f"trt{trt_version}-{gpu.get('name', 'gpu')}-sm{gpu.get('compute_capability', '')}")

@@ -42,18 +42,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import deps
-from ...batches import Batch, arrays_for, count
-from ...errors import BackendUnavailable, RunnerError
-from ...gpu import device_index
-from ...records import Availability
-from ..runner import Runner
-from ..throughput import CUDA_STREAMS, ThroughputResult, ThroughputSettings, result, run_pipelined
-from .bindings import Slot, bind, input_shapes, io_names, profile_ranges
-from .common import TrtLog, trt_status
-from .device import HINT as CUDA_HINT
-from .device import CudaBuffers, EventRing, cudart_status, device_facts
-from .layers import exec_precision, summarize
+from infer_compare.backends.runner import Runner
+from infer_compare.backends.tensorrt.bindings import Slot, bind, input_shapes, io_names, profile_ranges
+from infer_compare.backends.tensorrt.common import TrtLog, trt_status
+from infer_compare.backends.tensorrt.device import HINT as CUDA_HINT
+from infer_compare.backends.tensorrt.device import CudaBuffers, EventRing, cudart_status, device_facts
+from infer_compare.backends.tensorrt.layers import exec_precision, summarize
+from infer_compare.backends.throughput import (
+    CUDA_STREAMS,
+    ThroughputResult,
+    ThroughputSettings,
+    result,
+    run_pipelined,
+)
+from infer_compare.base.batches import Batch, arrays_for, count
+from infer_compare.base.errors import BackendUnavailable, RunnerError
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps
+from infer_compare.host.gpu import CallMeter, device_index
 
 if TYPE_CHECKING:  # the annotations below are checked against tensorrt-stubs
     import tensorrt as trt
@@ -99,8 +105,6 @@ class TensorRTRunner(Runner):
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
-        from ...gpu import CallMeter
-
         trt, why, v = trt_status()
         if trt is None:
             raise BackendUnavailable(why, deps.hint("tensorrt"))

@@ -2,7 +2,7 @@
 the Coral Edge TPU (a LiteRT delegate plus edgetpu_compiler), which shares the
 interpreter and the file inspection with the TFLite runner."""
 
-from .. import Library, RunnerInfo, Runtime
+from infer_compare.catalog.runtimes import Library, RunnerInfo, Runtime
 
 _OPTS = "infer_compare.backends.tflite.options"
 

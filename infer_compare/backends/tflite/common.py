@@ -15,8 +15,8 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from ... import deps
-from ...errors import BackendUnavailable
+from infer_compare.base.errors import BackendUnavailable
+from infer_compare.catalog import deps
 
 INTEGER_DTYPES = ("int8", "int32")
 

@@ -116,15 +116,18 @@ def _load_module(spec: dict[str, Any], shapes: dict[str, tuple[int, ...]] | None
     import torch
 
     if spec.get("onnx"):  # an ONNX root: onnx2torch's torch.fx module of the file, batch 1 (convert_onnx.py)
-        from .convert_onnx import onnx_module
+        # deferred: the conversion child's start stays light without it (+1 module)
+        from infer_compare.backends.tflite.convert_onnx import onnx_module
 
         return onnx_module(spec["onnx"], shapes)
     if spec.get("rebuild"):  # models.rebuild: the model spec and its root artifact (built-in or the user's)
-        from ...models import rebuild
+        # deferred: the conversion child's start stays light without it (+12 modules)
+        from infer_compare.models import rebuild
 
         return rebuild(spec["rebuild"]["spec"], spec["rebuild"]["path"])
     if spec.get("architecture"):
-        from ...models import build_architecture
+        # deferred: the conversion child's start stays light without it (+12 modules)
+        from infer_compare.models import build_architecture
 
         model = build_architecture(spec["architecture"])
         model.load_state_dict(torch.load(spec["module"], map_location="cpu"))
@@ -193,7 +196,8 @@ def _int8_file(wrapped, sample, feeds, observer: str, tmp: str, times: dict[str,
 def convert(spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
-    from .convert_onnx import io_map, load_inputs
+    # deferred: the conversion child's start stays light without it (+1 module)
+    from infer_compare.backends.tflite.convert_onnx import io_map, load_inputs
 
     times: dict[str, float] = {}
     t = time.perf_counter()
@@ -246,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         res = convert(spec)
     except Exception as e:  # the parent reads the one line: which op or feature stopped the converter
-        from .convert_onnx import UnsupportedModel
+        # deferred: the conversion child's start stays light without it (+1 module)
+        from infer_compare.backends.tflite.convert_onnx import UnsupportedModel
 
         line = (str(e).strip().splitlines() or [""])[0][:300]
         err = line if isinstance(e, UnsupportedModel) else f"{type(e).__name__}: {line}"

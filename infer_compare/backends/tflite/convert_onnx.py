@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from infer_compare.backends.tflite.bindings import match_outputs
+from infer_compare.backends.tflite.common import interpreter_module
+
 
 class UnsupportedModel(Exception):
     """The converter cannot take this model; the message says which op or feature, in one line."""
@@ -157,9 +160,6 @@ def io_map(module: Any, sample: tuple, path: str, input_names: list[str], output
     inputs in the module's argument order (litert-torch keeps it; shapes checked), outputs by name or by
     shape and order against the module's own outputs on ``sample``."""
     import torch
-
-    from .bindings import match_outputs
-    from .common import interpreter_module
 
     it = interpreter_module()[0].Interpreter(model_path=path)
     ins, outs = it.get_input_details(), it.get_output_details()

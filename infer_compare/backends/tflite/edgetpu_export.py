@@ -17,11 +17,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ...errors import ExportError
-from ...records import Availability
-from ..exporter import ExportContext, Exporter, ExportResult, run_tool
-from .edgetpu_precheck import compare_note, precheck, precheck_summary
-from .options import EdgeTpuOptions
+from infer_compare.backends.exporter import ExportContext, Exporter, ExportResult, run_tool
+from infer_compare.backends.tflite import common
+from infer_compare.backends.tflite.bindings import read_io_map, write_io_map
+from infer_compare.backends.tflite.edgetpu_precheck import compare_note, precheck, precheck_summary
+from infer_compare.backends.tflite.options import EdgeTpuOptions
+from infer_compare.base.errors import ExportError
+from infer_compare.base.records import Availability
 
 COMPILER = "edgetpu_compiler"
 HINT = ("x86-64 Linux only: add Coral's apt repository (echo 'deb https://packages.cloud.google.com/apt "
@@ -165,9 +167,8 @@ class EdgeTpuExporter(Exporter):
             raise ExportError(f"the Edge TPU runs full-integer int8 models only, not {precision}")
         if source is None:
             raise ExportError("the Edge TPU model is compiled from the int8 TFLite artifact, which is missing")
-        from .common import inspect_model
 
-        info = inspect_model(source)
+        info = common.inspect_model(source)
         if not info["full_integer"]:
             raise ExportError("edgetpu_compiler needs a full-integer TFLite file; the source has "
                               + "; ".join(info["problems"]) + _said(precheck_summary(source)))
@@ -192,7 +193,6 @@ class EdgeTpuExporter(Exporter):
         src.unlink()
         opts = {"compiler": compiler_version(), "args": ["-s"], "op_coverage": cov,
                 "precheck": pred if pred else {"error": pred_error}}
-        from .bindings import read_io_map, write_io_map
 
         io = read_io_map(str(source))  # the compiler keeps the tensors: the model's names travel with the file
         if io:

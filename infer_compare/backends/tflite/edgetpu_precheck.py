@@ -31,14 +31,14 @@ import collections
 from pathlib import Path
 from typing import Any
 
-from .edgetpu_rules import (
+from infer_compare.backends.tflite.edgetpu_rules import (
     RUNTIME,
     SUPPORTED,
     UNCHECKABLE,
     limit_problem,
     version_problem,
 )
-from .tflite_file import Operator, Tensor, TFLiteModel, read_model
+from infer_compare.backends.tflite.tflite_file import Operator, Tensor, TFLiteModel, read_model
 
 WHO = "edgetpu_compiler 16 as documented by Coral (no compiler ran)"
 AFTER_FIRST = "after the first operation that cannot map (one Edge TPU segment)"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .tflite_file import BUILTIN_OPS, Operator, Tensor, TFLiteModel
+from infer_compare.backends.tflite.tflite_file import BUILTIN_OPS, Operator, Tensor, TFLiteModel
 
 RUNTIME = 14  # the Edge TPU runtime version that compiler 16 compiles for by default
 

@@ -21,12 +21,13 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from ... import deps
-from ...errors import BackendUnavailable
-from ...records import Availability
-from .common import interpreter_module
-from .options import EdgeTpuOptions
-from .run import TFLiteRunner
+from infer_compare.backends.tflite.common import interpreter_module
+from infer_compare.backends.tflite.edgetpu_export import coverage_notes
+from infer_compare.backends.tflite.options import EdgeTpuOptions
+from infer_compare.backends.tflite.run import TFLiteRunner
+from infer_compare.base.errors import BackendUnavailable
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps, device_kinds
 
 LIB_HINT = ("install the Edge TPU runtime from Coral's apt repository: sudo apt-get install libedgetpu1-std "
             "(macOS/Windows: the runtime package from coral.ai/software); pycoral is optional")
@@ -67,9 +68,7 @@ class EdgeTpuRunner(TFLiteRunner):
 
     @classmethod
     def probe(cls, device: str = "edgetpu") -> Availability:
-        from ...device_kinds import edgetpu_devices
-
-        found = edgetpu_devices()
+        found = device_kinds.edgetpu_devices()
         if not found:
             return Availability(False, "no Coral Edge TPU found (USB 1a6e:089a / 18d1:9302, or /dev/apex_*)",
                                 LIB_HINT)
@@ -120,7 +119,6 @@ class EdgeTpuRunner(TFLiteRunner):
         self.settings["device"] = self.device
         self.settings.pop("num_threads", None)
         self.exec_precision = "int8"
-        from .edgetpu_export import coverage_notes
 
         self._coverage = read_coverage(self.artifact)
         self._precheck = read_precheck(self.artifact)

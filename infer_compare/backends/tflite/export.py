@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from ... import deps
-from ...errors import BackendUnavailable, ExportError
-from ...records import Availability
-from ..exporter import ExportContext, Exporter, ExportResult
-from .options import TFLiteOptions
+from infer_compare import models
+from infer_compare.backends.exporter import ExportContext, Exporter, ExportResult
+from infer_compare.backends.tflite import common
+from infer_compare.backends.tflite.bindings import write_io_map
+from infer_compare.backends.tflite.options import TFLiteOptions
+from infer_compare.base.batches import each, is_multi, save
+from infer_compare.base.errors import BackendUnavailable, ExportError
+from infer_compare.base.records import Availability
+from infer_compare.catalog import deps, device_kinds
+from infer_compare.host import launch
 
 CONVERTER_HINT = ("pip install litert-torch ai-edge-litert  (the TFLite converter; it needs torch and brings "
                   "ai-edge-quantizer)")
@@ -95,8 +98,6 @@ def _child_spec(ctx: ExportContext, source: str | None, work: Path, path: Path, 
     the calibration inputs (.npy for one input, .npz by name for several)."""
     import numpy as np
 
-    from ...batches import each, is_multi, save
-
     spec: dict = {"out": str(path), "precision": precision, "threads": ctx.threads,
                   "observer": ctx.options_as(TFLiteOptions).int8_observer, "module": str(work / "module.pt"),
                   "input_names": list(ctx.input_names), "output_names": list(ctx.output_names)}
@@ -134,22 +135,24 @@ def _convert_in_child(ctx: ExportContext, source: str | None, work: Path, path: 
         ctx.log(f"TFLite {precision}: converting with {how} in a child process"
                 + (f" ({len(ctx.calibration)} calibration inputs)" if precision == "int8" else ""))
         timeout = float(ctx.options_as(TFLiteOptions).convert_timeout_s)
+        log = work / "output.txt"
         try:
-            proc = subprocess.run([sys.executable, "-m", "infer_compare.backends.tflite.convert", str(work / "spec.json")],
-                                  capture_output=True, text=True, errors="replace", timeout=timeout, cwd=str(work),
-                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-        except subprocess.TimeoutExpired as e:
-            raise ExportError(f"TFLite {precision} conversion timed out after {timeout:.0f} s") from e
+            rc, timed_out = launch.run("infer_compare.backends.tflite.convert", [str(work / "spec.json")], timeout,
+                                       log, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=str(work))
+        except launch.ChildNotStarted as e:
+            raise ExportError(f"TFLite {precision} conversion: {e}") from None
+        if timed_out:
+            raise ExportError(f"TFLite {precision} conversion timed out after {timeout:.0f} s")
         result_file = Path(str(path) + ".json")
         res = json.loads(result_file.read_text()) if result_file.exists() else {}
         result_file.unlink(missing_ok=True)
         if res.get("ok") is False:
             raise ExportError(f"TFLite {precision} conversion failed: {res.get('error')}")
-        if proc.returncode != 0 or not res or not path.exists():
-            lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+        if rc != 0 or not res or not path.exists():
+            lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
             errs = [ln for ln in lines if "Error" in ln or "error" in ln]
             tail = "\n".join((errs[-3:] if errs else []) + lines[-8:])
-            raise ExportError(f"TFLite {precision} conversion failed (exit {proc.returncode}): {tail}")
+            raise ExportError(f"TFLite {precision} conversion failed ({launch.describe_exit(rc)}): {tail}")
         return res
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -157,15 +160,12 @@ def _convert_in_child(ctx: ExportContext, source: str | None, work: Path, path: 
 
 def _describe(path: Path, precision: str, res: dict) -> ExportResult:
     """The file's inspection in the manifest; int8 must be full-integer."""
-    from .common import inspect_model
-
-    info = inspect_model(str(path))
+    info = common.inspect_model(str(path))
     opts = dict(res.get("options", {}))
     opts.update(converter_times_s=res.get("times_s", {}), converter_wall_s=res.get("wall_s"),
                 converter_peak_rss_mb=res.get("peak_rss_mb"), ops=info["ops"],
                 tensor_dtypes=info["tensor_dtypes"], io=info["io"], full_integer=info["full_integer"])
     notes = [f"converter child: {res.get('wall_s')} s wall, peak RSS {res.get('peak_rss_mb')} MB"]
-    from .bindings import write_io_map
 
     write_io_map(str(path), opts.get("io_map") or {})
     if precision == "int8":
@@ -180,8 +180,6 @@ def _describe(path: Path, precision: str, res: dict) -> ExportResult:
 def _architecture(ctx: ExportContext) -> dict | None:
     """The registry spec of the model when it rebuilds ``ctx.model``'s architecture, else None."""
     try:
-        from ... import models
-
         spec = models.resolve(ctx.model_name).as_dict()
         keys = set(models.build_architecture(spec).state_dict())
     except Exception:
@@ -214,9 +212,8 @@ def _check_int8_opt_in(ctx: ExportContext, n: int | None = None) -> None:
         {"tflite", "edgetpu"} & set(req.get("formats") or ()))
     if asked or ctx.options_as(TFLiteOptions).int8 or os.environ.get(OPT_IN_ENV, "") not in ("", "0"):
         return
-    from ...device_kinds import edgetpu_devices
 
-    if edgetpu_devices():
+    if device_kinds.edgetpu_devices():
         return
     raise BackendUnavailable(
         f"full-integer int8 TFLite of {ctx.model_name} ({n / 1e6:.1f} M parameters) is built only on request: "

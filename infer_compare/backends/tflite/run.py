@@ -19,15 +19,24 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import BackendUnavailable, RunnerError
-from ...records import Availability
-from ..runner import Runner
-from .bindings import bind, feed, from_file, guess_channel_last, read_io_map, to_file
-from .bindings import dequantize as dequantize
-from .bindings import quantize as quantize
-from .common import inspect_model, interpreter_module
-from .delegation import delegation
-from .options import TFLiteOptions
+from infer_compare.backends.runner import Runner
+from infer_compare.backends.tflite import common
+from infer_compare.backends.tflite.bindings import (
+    bind,
+    feed,
+    from_file,
+    guess_channel_last,
+    read_io_map,
+    to_file,
+)
+from infer_compare.backends.tflite.bindings import dequantize as dequantize
+from infer_compare.backends.tflite.bindings import quantize as quantize
+from infer_compare.backends.tflite.common import interpreter_module
+from infer_compare.backends.tflite.delegation import delegation
+from infer_compare.backends.tflite.options import TFLiteOptions
+from infer_compare.backends.tflite.run_throughput import interpreters_throughput
+from infer_compare.base.errors import BackendUnavailable, RunnerError
+from infer_compare.base.records import Availability
 
 PRECISION_NAMES = {"float32": "fp32", "int8": "int8", "uint8": "uint8", "float16": "fp16"}
 
@@ -180,13 +189,11 @@ class TFLiteRunner(Runner):
 
     def throughput(self, batch: np.ndarray, settings: Any) -> Any:
         """Several interpreters in threads (run_throughput.py)."""
-        from .run_throughput import interpreters_throughput
-
         return interpreters_throughput(self, batch, settings)
 
     def extra_metrics(self) -> dict[str, Any]:
         try:
-            info = inspect_model(self.artifact, self._mod.Interpreter)
+            info = common.inspect_model(self.artifact, self._mod.Interpreter)
         except Exception as e:  # a report figure, never a failure
             return {"inspect_error": f"{type(e).__name__}: {e}"}
         return {"full_integer": info["full_integer"], "ops": info["ops"], "tensor_dtypes": info["tensor_dtypes"],

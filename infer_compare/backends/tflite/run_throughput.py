@@ -11,8 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from ...batches import count
-from ..throughput import ThroughputResult, ThroughputSettings, result, run_threads, split_threads
+from infer_compare.backends.throughput import (
+    ThroughputResult,
+    ThroughputSettings,
+    result,
+    run_threads,
+    split_threads,
+)
+from infer_compare.base.batches import count
 
 
 def _call(it: Any, ins: list[int], outs: list[int], xs: list[np.ndarray]):

@@ -1,0 +1,93 @@
+"""Latency statistics of one row: the summary of its raw per-call samples (records.LatencyStats)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infer_compare.base.serial import Record
+from infer_compare.base.statistics import ci_rel, median_ci
+
+# A percentile is reported only when n >= 1 / (1 - q): at least one sample is then expected beyond
+# it. Below that, the interpolated value is the maximum, or a blend towards it, under another name.
+PERCENTILE_MIN_SAMPLES: dict[str, int] = {"p90": 10, "p95": 20, "p99": 100}
+
+
+def percentile_rule() -> str:
+    """The rule above in words, for the reports' notes."""
+    need = ", ".join(f"{k} >= {v}" for k, v in PERCENTILE_MIN_SAMPLES.items())
+    return (f"a percentile is shown only where the row has enough samples for it ({need}: at least one call "
+            "expected beyond it); with fewer it would be the maximum under another name, so it shows –")
+
+
+@dataclass(frozen=True)
+class LatencyStats(Record):
+    """Summary of raw per-call latencies. No outlier clipping: tails matter.
+
+    ``p90_ms``/``p95_ms``/``p99_ms`` are None where ``count`` is below
+    :data:`PERCENTILE_MIN_SAMPLES`. The median's 95 % confidence interval is
+    distribution-free (order statistics, see ``statistics.median_ci``); None below 6 samples.
+    Files written before these rules keep their stored percentiles; :meth:`percentile`
+    applies the rule to them too.
+    """
+
+    count: int
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    p50_ms: float
+    p90_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    max_ms: float
+    median_ci_low_ms: float | None = None
+    median_ci_high_ms: float | None = None
+    target_ci: float | None = None  # the relative half-width the loop aimed at
+    stopped_by: str = ""  # how the measured loop ended: target, budget, max_iters, min (bench.STOP_*)
+
+    @classmethod
+    def from_samples_ns(cls, samples_ns, *, target_ci: float | None = None, stopped_by: str = "") -> LatencyStats:
+        import numpy as np
+
+        a = np.asarray(samples_ns, dtype=np.float64) / 1e6
+        if a.size == 0:
+            raise ValueError("no latency samples")
+        p = np.percentile(a, [90, 95, 99])
+        med, lo, hi = median_ci(a)
+        shown = {k: float(v) if a.size >= PERCENTILE_MIN_SAMPLES[k] else None
+                 for k, v in zip(("p90", "p95", "p99"), p, strict=True)}
+        return cls(
+            count=int(a.size),
+            mean_ms=float(a.mean()),
+            std_ms=float(a.std(ddof=1)) if a.size > 1 else 0.0,
+            min_ms=float(a.min()),
+            p50_ms=med,
+            p90_ms=shown["p90"],
+            p95_ms=shown["p95"],
+            p99_ms=shown["p99"],
+            max_ms=float(a.max()),
+            median_ci_low_ms=lo,
+            median_ci_high_ms=hi,
+            target_ci=target_ci,
+            stopped_by=stopped_by,
+        )
+
+    def percentile(self, name: str) -> float | None:
+        """``"p50"``, ``"p90"``, ``"p95"`` or ``"p99"`` in ms, None where ``count`` does not support it."""
+        if self.count < PERCENTILE_MIN_SAMPLES.get(name, 1):
+            return None
+        return getattr(self, f"{name}_ms")
+
+    @property
+    def omitted_percentiles(self) -> tuple[str, ...]:
+        return tuple(k for k in PERCENTILE_MIN_SAMPLES if self.percentile(k) is None)
+
+    @property
+    def median_ci_rel(self) -> float | None:
+        """Half-width of the median's 95 % CI relative to the median; None where not known."""
+        return ci_rel(self.p50_ms, self.median_ci_low_ms, self.median_ci_high_ms)
+
+    @property
+    def budget_ran_out(self) -> bool:
+        """The loop ended on its time budget with the CI still wider than its target."""
+        r = self.median_ci_rel
+        return self.stopped_by == "budget" and bool(self.target_ci) and (r is None or r > (self.target_ci or 0))

@@ -1,0 +1,150 @@
+"""The subcommands that measure: the comparison, ``export`` and ``run`` (bundles), and
+the exit-code rule they share."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from infer_compare.base.errors import UsageError
+from infer_compare.cli.args import data_options
+from infer_compare.cli.flags import measure_options, refuse_build_flags, runner_options_from_args
+from infer_compare.cli.output import (
+    Saver,
+    cleans_up,
+    finish,
+    keep_bytecode,
+    log_bytecode,
+    make_dir,
+    output_dir,
+)
+from infer_compare.cli.progress import RichProgress
+from infer_compare.regress import check_complete, check_environment, parse_rules
+from infer_compare.regress.check import load_baselines
+
+
+@cleans_up
+def cmd_compare(args, argv: list[str]) -> int:
+    from dataclasses import replace
+
+    # deferred: the CLI's start (--help, env, report) stays light without it (+34 modules)
+    from infer_compare.api import compare
+
+    opts = measure_options(args)  # a bad batch list fails before any work
+    if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
+        raise UsageError(f"weights file not found: {args.weights}")
+    gate = _gate_setup(args)  # a bad baseline, rule or environment fails before any work
+    saver = Saver(output_dir(args))
+    pyc = keep_bytecode(args)
+
+    def measure(into: Saver, only: dict | None = None):
+        with RichProgress(args.quiet) as prog:
+            log_bytecode(prog, pyc)
+            return compare(
+                args.model, options=replace(opts, **(only or {})), weights=args.weights,
+                parity_samples=args.parity_samples, input_shape=args.input_shape, data=data_options(args),
+                output_kinds=args.output_kind, command=["infer-compare", *argv], progress=prog, on_row=into)
+
+    try:
+        rep = measure(saver)
+    except KeyboardInterrupt:
+        saver.interrupted()
+        raise
+    code = finish(rep, saver)
+    if gate is not None:
+        # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+        from infer_compare.cli.gate import judge_run
+
+        if not judge_run(args, gate, rep, saver.out, measure):
+            code = 1
+    return code
+
+
+def _gate_setup(args):
+    """(baseline Reports, rules or None for the defaults) for --baseline, or None. Raises
+    UsageError/SchemaError/EnvironmentMismatch before anything is measured."""
+    if not args.baseline:
+        for flag, given in (("--fail-on", args.fail_on), ("--allow-missing", args.allow_missing),
+                            ("--allow-condition-change", args.allow_condition_change)):
+            if given:
+                raise UsageError(f"{flag} needs --baseline FILE (a results.json to compare with)")
+        return None
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.host import env as envmod
+
+    rules = None if args.fail_on is None else parse_rules(args.fail_on)
+    baselines = [rep for _, rep in load_baselines(args.baseline)]
+    here = envmod.collect()
+    for b in baselines:
+        check_complete(None, b, args.allow_incomplete)
+        check_environment(b.environment, here, args.allow_environment_change)
+    return baselines, rules
+
+
+@cleans_up
+def cmd_export(args, argv: list[str]) -> int:
+    # deferred: the CLI's start (--help, env, report) stays light without it (+30 modules)
+    from infer_compare.bundle import export_bundle
+
+    if args.weights not in ("auto", "random") and not os.path.isfile(args.weights):
+        raise UsageError(f"weights file not found: {args.weights}")
+    if args.calibration_samples is not None and args.calibration_samples < 1:
+        raise UsageError(f"--calibration-samples must be >= 1, got {args.calibration_samples}")
+    out = Path(args.output_dir)
+    try:  # an unusable bundle folder is one line before any work
+        make_dir(out)
+        probe = out.parent / f".{out.name}.write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"bundle directory {out} is not writable: {e.strerror or e}") from None
+    keep_bytecode(args)
+    try:
+        with RichProgress(args.quiet) as prog:
+            man = export_bundle(args.model, args.output_dir, weights=args.weights, formats=args.formats,
+                            precisions=args.precisions, parity_samples=args.parity_samples,
+                            calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
+                            cache_dir=args.cache_dir, use_cache=not args.no_cache,
+                            command=["infer-compare", "export", *argv], progress=prog,
+                            export_timeout_s=args.export_timeout, runner_options=runner_options_from_args(args),
+                            output_kinds=args.output_kind)
+    except OSError as e:  # disk full, permissions: one line, and the half-written bundle was removed
+        raise UsageError(f"cannot write the bundle {out}: {e.strerror or e}"
+                         + (f" ({e.filename})" if getattr(e, "filename", None) else "")) from None
+    size = sum(m["size"] for m in man["files"].values())
+    print(f"bundle {args.output_dir}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, {size / 2**20:.1f} MiB")
+    for a in man["artifacts"]:
+        print(f"  {a['format']} {a['precision']}: {a['path']}")
+    for d in man["deferred"]:
+        print(f"  {d['format']} {d['precision']}: built on the device from {' '.join(d['source'])}"
+              + (f" ({d['note']})" if d.get("note") else ""))
+    for d in man["not_built"]:
+        print(f"  {d['format']} {d['precision']}: not in the bundle ({d['reason']})")
+    print(f"on the device: infer-compare run {args.output_dir}")
+    return 0
+
+
+@cleans_up
+def cmd_run(args, argv: list[str]) -> int:
+    # deferred: the CLI's start (--help, env, report) stays light without it (+30 modules)
+    from infer_compare.bundle import run_bundle, verify
+
+    refuse_build_flags(args)
+    if args.verify_only:
+        v = verify(args.bundle)
+        print(f"bundle {args.bundle}: ok ({v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 verified; model "
+              f"{v.manifest['model'].get('name')})")
+        return 0
+    opts = measure_options(args)
+    args.model = f"{Path(args.bundle).resolve().name}"
+    saver = Saver(output_dir(args))
+    pyc = keep_bytecode(args)
+    try:
+        with RichProgress(args.quiet) as prog:
+            log_bytecode(prog, pyc)
+            rep = run_bundle(args.bundle, options=opts, output_kinds=args.output_kind,
+                             command=["infer-compare", "run", *argv], progress=prog, on_row=saver)
+    except KeyboardInterrupt:
+        saver.interrupted()
+        raise
+    return finish(rep, saver)

@@ -1,0 +1,182 @@
+"""Where a command's results go and what it exits with: the output folder (made and checked before any
+work, removed again when left empty), the saver called after each row, the final write in every format
+(to a temporary folder when the output folder fails), the exit status, and bytecode kept under the cache."""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import time
+from pathlib import Path
+
+from infer_compare.base.errors import UsageError
+
+
+def keep_bytecode(args) -> str | None:
+    """Before the heavy imports: bytecode under the tool's cache where the installation keeps none
+    (host/pycache.py; not with --no-cache); the folder, or None."""
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.base.cache import default_root
+
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.host.pycache import keep_bytecode as keep
+
+    if getattr(args, "no_cache", False):
+        return None
+    return keep(str(Path(args.cache_dir).expanduser() if args.cache_dir else default_root()))
+
+
+def log_bytecode(prog, prefix: str | None) -> None:
+    if prefix:
+        prog.log(f"the installation keeps no bytecode: Python's is kept in {prefix} (INFER_COMPARE_PYCACHE=0: off)")
+
+
+def output_dir(args) -> Path:
+    """The result folder, created (with its missing parents, which ``created_dirs`` remembers for
+    ``remove_if_empty``) and checked writable before any work."""
+    if args.output_dir:
+        out = Path(args.output_dir)
+    else:
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(args.model).split(":")[-1]).stem) or "model"
+        out = Path("infer-compare-results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        make_dir(out)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"output directory {out} is not writable: {e.strerror or e}") from None
+    return out
+
+
+_created: list[Path] = []
+
+
+def make_dir(out: Path) -> None:
+    """``out.mkdir(parents=True)``, remembering which folders it made."""
+    new = [p for p in (out, *out.parents) if not p.exists()]
+    out.mkdir(parents=True, exist_ok=True)
+    _created.extend(new)
+
+
+def remove_if_empty() -> None:
+    """The folders ``make_dir`` made that are still empty (a usage error, a crash before any row was
+    saved) are removed, deepest first: an error leaves no empty result or bundle folder behind."""
+    while _created:
+        p = _created.pop(0)
+        try:
+            p.rmdir()  # only an empty folder
+        except OSError:
+            pass
+
+
+def cleans_up(cmd):
+    """A subcommand that removes the folders it made and left empty, however it ends."""
+    @functools.wraps(cmd)
+    def wrapped(*a, **kw):
+        try:
+            return cmd(*a, **kw)
+        finally:
+            remove_if_empty()
+    return wrapped
+
+
+class Saver:
+    """Saves each partial report (``on_row``) and writes the final one: every format, atomically, to the
+    output directory, or to a fresh temporary one when that fails (nothing measured is lost)."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.last = None
+
+    def __call__(self, rep) -> None:
+        self.last = rep
+        try:
+            rep.save(self.out / "results.json")
+        except OSError:
+            pass  # write() says so at the end
+
+    def write(self, rep) -> dict:
+        import tempfile
+
+        # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+        from infer_compare.report import write_all
+
+        try:
+            return write_all(rep, self.out)
+        except OSError as e:
+            fallback = Path(tempfile.mkdtemp(prefix="infer-compare-results-"))
+            paths = write_all(rep, fallback)
+            print(f"infer-compare: could not write to {self.out} ({e.strerror or e}); results saved in {fallback}",
+                  file=sys.stderr)
+            return paths
+
+    def interrupted(self) -> None:
+        """On Ctrl-C/SIGTERM: the partial report (marked incomplete by the measuring code) in every format."""
+        if self.last is not None:
+            paths = self.write(self.last)
+            print(f"infer-compare: partial results ({len(self.last.rows)} rows, incomplete) saved: "
+                  f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+
+
+def finish(rep, saver: Saver) -> int:
+    # deferred: the CLI's start (--help, env, report) stays light without it (+5 modules)
+    from infer_compare.report.terminal import print_report
+
+    paths = saver.write(rep)
+    print_report(rep)
+    print(f"results: {', '.join(str(p) for p in paths.values())}")
+    return exit_code(rep)
+
+
+def _ran_elsewhere(rep, skipped) -> bool:
+    """The skipped row's backend measured the same precision and device (and batch size, where the skip has
+    one) in another format (OpenVINO's float rows run its own IR, not the ONNX file): nothing was left out."""
+    return any(r.backend == skipped.backend and r.precision == skipped.precision and r.device == skipped.device
+               and skipped.batch_size in (None, r.batch_size) and r.status in ("ok", "parity_failed")
+               for r in rep.rows)
+
+
+def requested_not_run(rep) -> list:
+    """Rows that count as failures because the user asked for that backend by name.
+
+    A skip is not a failure unless the user asked for that backend explicitly: then a
+    failed row, a skip for missing software, a skip for an absent device or an
+    unsupported precision that the user also named, or no measured row at all, is.
+    """
+    req = rep.settings.requested
+    asked = set(req.get("backends") or ())
+    if not asked:
+        return []
+    devs, precs = set(req.get("devices") or ()), set(req.get("precisions") or ())
+    bad = []
+    for r in rep.rows:
+        if r.backend not in asked:
+            continue
+        if r.status in ("run_failed", "export_failed"):
+            bad.append(r)
+        elif r.status == "skipped" and (
+            r.skip_kind == "unavailable"
+            or r.skip_kind == "no_device" and (r.device in devs or r.device.split(":")[0] in devs)
+            or r.skip_kind == "unsupported" and r.precision in precs and not _ran_elsewhere(rep, r)
+        ):
+            bad.append(r)
+    for name in asked:
+        if not any(r.backend == name and r.status in ("ok", "parity_failed") for r in rep.rows):
+            bad += [r for r in rep.rows if r.backend == name and r not in bad]
+    return bad
+
+
+def exit_code(rep) -> int:
+    code = 0
+    failed = [r for r in rep.rows if r.status == "parity_failed"]
+    if failed:
+        print(f"infer-compare: {len(failed)} row(s) outside parity tolerance", file=sys.stderr)
+        code = 1
+    bad = requested_not_run(rep)
+    if bad:
+        print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
+              f"({', '.join(sorted({r.backend for r in bad}))}): see the skipped/failed rows above", file=sys.stderr)
+        code = 1
+    return code

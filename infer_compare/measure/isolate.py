@@ -1,0 +1,167 @@
+"""One spawned process per configuration (runner, format, precision, device), with a
+timeout per batch size.
+
+The child is a fresh interpreter started with ``python -m infer_compare.measure.isolate SPEC
+RESULT`` (the equivalent of multiprocessing's *spawn* start method, with its stderr
+kept so that a crash says why). It imports only the runner's own runtime: no torch
+for ONNX Runtime, OpenVINO or TFLite cells. It loads the runtime once and measures
+each batch size in turn (child.py), appending one :class:`~infer_compare.measure.cells.CellResult`
+per batch size and scenario to RESULT as soon as it is done.
+
+A native crash or a hang becomes a failed result for the batch size in flight; the
+batch sizes after it run in a fresh process, so nothing already measured is lost. The
+child runs in its own process group: on a timeout, and when the parent is interrupted
+(Ctrl-C, SIGTERM), the whole group is killed, so no child keeps a GPU or an Edge TPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from infer_compare.host.launch import ChildNotStarted, describe_exit, kill_group, popen, read_tail
+from infer_compare.measure.cells import CellResult, CellSpec
+from infer_compare.measure.forkserver import ForkServer
+
+POLL_S = 0.05
+
+
+def _read_results(path: Path, process: int = 1) -> list[CellResult]:
+    """One result per batch size and scenario, in order; a later line for the same pair amends the earlier one."""
+    out: dict[tuple[int, str], CellResult] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                res = CellResult.from_dict(json.loads(line)).replace(process=process)
+            except (json.JSONDecodeError, ValueError, TypeError):
+                break  # a line cut short by a crash: that batch size did not finish
+            out[res.key] = res
+    return list(out.values())
+
+
+class _Progress:
+    """How many results the child has written so far, for the parent's poll. The file is parsed again only
+    when its size or mtime changed: parsing it on every poll (20 times a second) while the child measures took
+    a core from the child once a result with many samples was in it (a 130,000-sample latency result: 72 ms
+    per parse on the 2-core machine, more than the 50 ms between polls, during the throughput scenario and
+    every batch size after it)."""
+
+    def __init__(self, path: Path):
+        self.path, self.n = path, 0
+        self._seen: tuple[int, int] | None = None
+
+    def count(self) -> int:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return self.n
+        if (st.st_size, st.st_mtime_ns) != self._seen:
+            self._seen = (st.st_size, st.st_mtime_ns)
+            self.n = len(_read_results(self.path))
+        return self.n
+
+
+def _launch(args: list[str], env: dict[str, str], err: Any, err_path: Path, server: ForkServer | None) -> Any:
+    """The measuring child: forked by the runtime's fork server where there is one, else a fresh interpreter."""
+    if server is not None:
+        try:
+            return server.spawn("infer_compare.measure.isolate", args, env, str(err_path))
+        except OSError:
+            pass  # the server is gone: a fresh interpreter
+    return popen("infer_compare.measure.isolate", args, env, stdout=err, stderr=subprocess.STDOUT)
+
+
+def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env: dict[str, str],
+                 process: int, server: ForkServer | None = None) -> list[CellResult]:
+    """Run one child on ``spec``; the results it wrote, plus a failed one for the batch size in flight."""
+    spec_path, result_path = workdir / f"{tag}.p{process}.spec.json", workdir / f"{tag}.p{process}.result.jsonl"
+    err_path = workdir / f"{tag}.p{process}.stderr"
+    result_path.unlink(missing_ok=True)
+    spec_path.write_text(json.dumps(spec.to_dict()))
+    t0 = last = time.perf_counter()
+    seen, progress = 0, _Progress(result_path)
+    with open(err_path, "w+", errors="replace") as err:
+        try:
+            proc = _launch([str(spec_path), str(result_path)], env, err, err_path, server)
+        except ChildNotStarted as e:  # a failed row for each pair, and the run goes on
+            return _with_failure(spec, result_path, process, t0, err_path, str(e), every=True)
+        try:
+            while proc.poll() is None:
+                time.sleep(POLL_S)
+                n = progress.count()
+                if n > seen:
+                    seen, last = n, time.perf_counter()
+                if time.perf_counter() - last > timeout_s:
+                    kill_group(proc)
+                    return _with_failure(spec, result_path, process, t0, err_path,
+                                         f"timed out after {timeout_s:.0f} s (a hang, or raise --cell-timeout); killed")
+        except BaseException:  # Ctrl-C, SIGTERM: no child survives its parent
+            kill_group(proc)
+            raise
+    results = _read_results(result_path, process)
+    if len(results) < len(spec.pairs()):
+        detail = read_tail(err_path)
+        why = f"backend process crashed ({describe_exit(proc.returncode)})" + (f": {detail.splitlines()[-1]}" if detail else "")
+        return _with_failure(spec, result_path, process, t0, err_path, why)
+    return results
+
+
+def _with_failure(spec: CellSpec, result_path: Path, process: int, t0: float, err_path: Path,
+                  why: str, every: bool = False) -> list[CellResult]:
+    """The results written so far and a failed one for the batch size in flight (``every``: for every
+    pair not measured, when no process could be started to measure them)."""
+    results = _read_results(result_path, process)
+    have = {r.key for r in results}
+    todo = [p for p in spec.pairs() if p not in have]
+    if not todo:  # it finished every batch size, then hung or died on exit
+        return results
+    batch = todo[0][0]  # the batch size in flight: its scenarios not measured fail with it
+    stderr = read_tail(err_path)
+    return results + [CellResult.failed(b, "run_failed", why if i == 0 else f"not measured: {why}",
+                                        stderr_tail=stderr, wall_s=time.perf_counter() - t0, process=process,
+                                        scenario=scen)
+                      for i, (b, scen) in enumerate(p for p in todo if every or p[0] == batch)]
+
+
+def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, tag: str,
+             env: dict[str, str] | None = None, server: ForkServer | None = None) -> list[CellResult]:
+    """Measure ``spec`` at each of its batch sizes in child processes (forked by ``server`` when given,
+    see measure/forkserver.py): one CellResult per batch size and scenario, in order. Never raises for a
+    failure of a child (``ok`` False, ``error`` set)."""
+    spec = spec if isinstance(spec, CellSpec) else CellSpec.from_dict(spec)
+    workdir.mkdir(parents=True, exist_ok=True)
+    child_env = {**os.environ, **(env or {})}
+    child_env.setdefault("PYTHONUNBUFFERED", "1")
+    out: list[CellResult] = []
+    process = 1
+    todo = spec
+    while todo.batch_sizes:
+        got = _one_process(todo, timeout_s, workdir, tag, child_env, process, server)
+        out += got
+        have = {r.key for r in out}
+        todo = spec.remaining({b for b in spec.batch_sizes if all(p in have for p in spec.pairs() if p[0] == b)})
+        process += 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    # deferred: the measuring child's start stays light without it (+11 modules)
+    from infer_compare.measure.child import measure_all
+
+    argv = sys.argv[1:] if argv is None else argv
+    spec = CellSpec.from_dict(json.loads(Path(argv[0]).read_text()))
+    with open(argv[1], "a", buffering=1) as f:  # one line per batch size, written as it finishes
+        measure_all(spec, lambda res: (f.write(json.dumps(res.to_dict()) + "\n"), f.flush()))
+    sys.stdout.flush()
+    # Skip interpreter teardown: some runtimes crash in their atexit handlers, which
+    # would turn a good measurement into a failed row.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

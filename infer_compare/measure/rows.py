@@ -1,0 +1,140 @@
+"""A child's result for one batch size and scenario, made into the report's row: latency
+statistics from the raw samples, throughput, and parity of its outputs against the reference.
+
+A throughput-scenario result (``scenario="throughput"``) becomes a row of its own: its
+latency statistics are those of the requests under load, its throughput the images
+completed over the window's wall time, its settings the concurrency used. Its parity is
+the batch size's (the same runner ran the parity inputs) and, in addition, the outputs
+of the throughput path itself on the timed batch against the reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infer_compare.base import batches
+from infer_compare.base.records import (
+    OK,
+    PARITY_FAILED,
+    RUN_FAILED,
+    SKIPPED,
+    THROUGHPUT,
+    ExportRecord,
+    LatencyStats,
+    ParityResult,
+    RunRecord,
+    Settings,
+)
+from infer_compare.catalog.formats import Tolerance
+from infer_compare.measure.cells import CellResult
+from infer_compare.parity import divergence
+from infer_compare.parity import outputs as parity
+from infer_compare.prepare.prepared import Prepared
+
+
+def _failed(res: CellResult, common: dict[str, Any]) -> RunRecord:
+    status = res.status if res.status in (SKIPPED, RUN_FAILED) else RUN_FAILED
+    kind = ("unsupported" if "static batch" in res.error else "unavailable") if status == SKIPPED else ""
+    extra = {k: v for k, v in (("stderr_tail", res.stderr_tail), ("traceback", res.traceback)) if v}
+    return RunRecord(**common, status=status, skip_kind=kind, reason=res.error or "unknown failure", hint=res.hint,
+                     extra=extra)
+
+
+def _compare(prep: Prepared, out: Any, n: int, tol: Tolerance, judge: bool, note: str = "") -> ParityResult:
+    """The first ``n`` outputs against the reference: one output as always; a model with several (a dict
+    reference), output by output, the row's verdict its worst output's."""
+    minfo, labels = prep.minfo, prep.ds.eval_labels
+    lab = labels[:n] if labels is not None else None
+    kinds = getattr(prep, "output_kinds", None) or {}
+    if batches.is_multi(prep.ref):
+        return parity.compare_outputs(batches.head(prep.ref, n), out, tol, labels=lab, judge=judge,
+                                      judge_top1=minfo.meaningful_top1, note=note, kinds=kinds)
+    if batches.is_multi(out):  # a one-output model run from a file with more: its first output, as always
+        out = next(iter(out.values()))
+    return parity.compare_kind(prep.ref[:n], out, tol, next(iter(kinds.values()), ""), labels=lab, judge=judge,
+                               judge_top1=minfo.meaningful_top1, note=note)
+
+
+def _judged(prep: Prepared, precision: str) -> bool:
+    return not (precision == "int8" and not prep.minfo.meaningful_top1)
+
+
+def _parity(res: CellResult, out_path: Path, prep: Prepared, tol: Tolerance, precision: str):
+    out = batches.load(out_path)
+    judge = _judged(prep, precision)
+    note = "" if judge else "int8 with random weights: reported, not judged"
+    return _compare(prep, out, batches.count(out), tol, judge, note)
+
+
+def _throughput_path_parity(res: CellResult, prep: Prepared, tol: Tolerance, precision: str) -> ParityResult | None:
+    """The throughput path's own outputs of the timed batch (the first eval inputs, tiled) against the reference."""
+    if not res.tp_outputs or not Path(res.tp_outputs).exists():
+        return None
+    out = batches.load(res.tp_outputs)
+    n = min(batches.count(out), batches.count(prep.ref))
+    return _compare(prep, batches.head(out, n), n, tol, _judged(prep, precision))
+
+
+def _status(par: ParityResult | None, tp_par: ParityResult | None) -> tuple[str, str]:
+    if par is not None and not par.passed:
+        return PARITY_FAILED, par.reason or "; ".join(par.failures) or "non-finite outputs"
+    if tp_par is not None and not tp_par.passed:
+        return PARITY_FAILED, "the throughput path's outputs: " + (tp_par.reason or "; ".join(tp_par.failures))
+    return OK, ""
+
+
+def _throughput_fields(res: CellResult, tp_par: ParityResult | None) -> tuple[dict[str, Any], list[str]]:
+    """A throughput row's extra entries and notes."""
+    extra: dict[str, Any] = {"throughput_scenario": {"concurrency": res.settings.get("concurrency"),
+                                                     "unit": res.settings.get("concurrency_unit"),
+                                                     "api": res.settings.get("throughput_api"),
+                                                     "images": res.images, "requests": len(res.samples_ns)}}
+    notes = [f"throughput scenario: {res.settings.get('throughput_api', '?')}; latency = each request's time "
+             "under that load"]
+    if tp_par is not None:
+        extra["throughput_path_parity"] = tp_par.to_dict()
+        notes.append(f"throughput path checked on its own outputs of the timed batch ({tp_par.n} images): cosine "
+                     f"min {tp_par.cosine_min:.5f}, max abs {tp_par.max_abs:.3g}")
+    return extra, notes
+
+
+def record_from_result(res: CellResult, base: dict[str, Any], art: ExportRecord, prep: Prepared, tol: Tolerance,
+                       out_path: Path | None, settings: Settings) -> RunRecord:
+    b = res.batch_size
+    tput = res.scenario == THROUGHPUT
+    common = dict(base, batch_size=b, export=art, peak_rss_mb=res.peak_rss_mb, scenario=res.scenario)
+    if not res.ok:
+        return _failed(res, common)
+    samples = tuple(int(s) for s in res.samples_ns)
+    wall_s = res.wall_ns / 1e9
+    par = _parity(res, out_path, prep, tol, base["precision"]) if out_path is not None else None
+    tp_par = _throughput_path_parity(res, prep, tol, base["precision"]) if tput else None
+    status, reason = _status(par, tp_par)
+    reason, div = _explained(status, reason, art, prep, tol, base["precision"])
+    tp_extra, notes = _throughput_fields(res, tp_par) if tput else ({}, [])
+    notes = list(res.notes) + notes
+    prec = base["precision"]
+    if res.exec_precision and res.exec_precision != prec and prec != "int8":
+        notes.append(f"requested {prec}, the runtime executed {res.exec_precision}")
+    if res.process > 1:
+        notes.append(f"measured in a fresh process (#{res.process}) after the previous one failed")
+    images = res.images if tput else b * len(samples)
+    return RunRecord(
+        **common, status=status, reason=reason, exec_precision=res.exec_precision,
+        latency=LatencyStats.from_samples_ns(samples, target_ci=res.loop.get("target_ci"),
+                                             stopped_by=res.loop.get("stopped_by", "")) if samples else None,
+        throughput=images / wall_s if wall_s > 0 and images else None,
+        load_s=res.load_s, first_infer_ms=res.first_infer_ms, parity=par, samples_ns=samples, measured_wall_s=wall_s,
+        warmup_iters=settings.warmup_iters, versions=dict(res.versions), options=dict(res.settings),
+        notes=tuple(notes), extra={**res.extra, **tp_extra, **({"loop": res.loop} if res.loop else {}), **div})
+
+
+def _explained(status: str, reason: str, art: ExportRecord, prep: Prepared, tol: Tolerance,
+               precision: str) -> tuple[str, dict[str, Any]]:
+    """A failed fp16 or int8 ONNX row's reason with its first diverging node (parity/divergence.py), and the
+    row's extra entry for it; any other row as it is."""
+    if status != PARITY_FAILED or not divergence.eligible(art, precision):
+        return reason, {}
+    clause, d = divergence.explain(art, prep, precision, tol.max_rel_err)
+    sep = " " if clause.startswith("(") else "; "
+    return f"{reason}{sep}{clause}", {"first_divergence": d}

@@ -1,0 +1,321 @@
+"""Measuring: every cell of the plan through an isolated child, rows out.
+
+For each configuration (format, runner, precision, device) of the plan: probe the
+runner (a skipped row with the reason and the install hint when it cannot run), get
+the artifact from the chain (a skipped or export_failed row when it cannot be had),
+then measure all its batch sizes in one child process (measure/isolate.py) and check each
+batch size's outputs against the reference. Imports no torch itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from infer_compare.artifacts.chain import ArtifactChain, Unbuilt
+from infer_compare.backends.exporter import ExportContext, file_size
+from infer_compare.base import interrupts
+from infer_compare.base.batches import count, is_multi, save
+from infer_compare.base.cache import Cache
+from infer_compare.base.layout import of_model_info
+from infer_compare.base.progress import Progress
+from infer_compare.base.records import (
+    SCHEMA_VERSION,
+    SKIPPED,
+    THROUGHPUT,
+    Availability,
+    ExportRecord,
+    Report,
+    RunRecord,
+    Settings,
+    cell_label,
+)
+from infer_compare.base.timeline import ARTIFACT, CONFIGURATION, PREPARE, Timeline
+from infer_compare.base.version import __version__
+from infer_compare.catalog.device_kinds import DEVICE_KINDS
+from infer_compare.catalog.formats import RUNNERS, get_format
+from infer_compare.catalog.runtimes import load_impl
+from infer_compare.host.boards import measurement_warnings
+from infer_compare.measure.bench import LoopSettings
+from infer_compare.measure.cells import CellSpec
+from infer_compare.measure.forkserver import ForkServers, preloads
+from infer_compare.measure.isolate import run_cell
+from infer_compare.measure.plan import Cell, Selection, plan_cells, settings_for
+from infer_compare.measure.rows import record_from_result
+from infer_compare.prepare.prepared import Prepared
+
+MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
+PARTIAL = "the run had not finished when this file was saved (a partial report, saved after each row)"
+
+
+class _Run:
+    """The rows so far and the report they make; ``on_row`` sees each partial report."""
+
+    def __init__(self, prep: Prepared, environment: Any, settings: Settings, notes: list[str], warnings: list[str],
+                 prog: Progress, command: Iterable[str] | None, on_row: Callable[[Report], None] | None,
+                 t_start: float):
+        self.prep, self.environment, self.settings, self.notes = prep, environment, settings, notes
+        self.warnings, self.prog, self.command, self.on_row, self.t_start = warnings, prog, command, on_row, t_start
+        self.rows: list[RunRecord] = []
+        self.not_run: tuple[str, ...] = ()
+        self.incomplete_reason = ""
+        self.cells: list[Cell] = []  # the plan, once known: a partial report lists the cells still to run
+        self.finished = False  # set when measure() returns normally: only then is the report complete
+        self.servers = ForkServers(prog.log)
+        self.preload: dict[str, tuple[str, ...]] = {}  # runner -> the modules its runtime's fork server imports
+        self.timeline = Timeline(t_start)
+
+    def report(self) -> Report:
+        """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
+        killed after it leaves a file that can never pass for a finished run), listing the cells still to run."""
+        why, todo = self.incomplete_reason, self.not_run
+        if not why and not self.finished:
+            why, todo = PARTIAL, self.pending(self.cells)
+        return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                      tuple(self.command or sys.argv), self.prep.minfo, self.environment, self.settings,
+                      tuple(self.rows), tuple(self.warnings), tuple(self.notes),
+                      round(time.perf_counter() - self.t_start, 2), complete=not why,
+                      not_run=todo, incomplete_reason=why, timeline=self.timeline.spans())
+
+    def pending(self, cells: list[Cell]) -> tuple[str, ...]:
+        """The labels of every cell (and batch size) of ``cells`` that has no row yet."""
+        have = {r.label for r in self.rows}
+        todo = []
+        for c in cells:
+            for b in self.settings.batch_sizes[c.kind] if c.device is not None else (None,):
+                label = cell_label(c.runner, c.fmt, c.precision, c.device or c.kind, b)
+                if label not in have and not any(r.label.startswith(label.rsplit("/", 1)[0] + "/-") for r in self.rows):
+                    todo.append(label)
+        return tuple(todo)
+
+    def interrupted(self, cells: list[Cell], why: str) -> None:
+        """Mark the report incomplete, listing every cell (and batch size) that has no row, and hand
+        it to ``on_row`` so that the caller saves it."""
+        self.not_run, self.incomplete_reason = self.pending(cells), why
+        if self.on_row is not None:
+            self.on_row(self.report())
+
+    def add(self, rec: RunRecord) -> None:
+        self.rows.append(rec)
+        self.prog.row(rec)
+        if self.on_row is not None:
+            self.on_row(self.report())
+
+
+def _notes(prep: Prepared) -> list[str]:
+    notes = list(prep.notes)
+    if not prep.minfo.meaningful_top1:
+        notes.append("random weights: top-1 agreement is reported but not judged; int8 rows are reported, not judged "
+                     "(top-1 margins of random networks are tiny, so small quantization noise flips them)")
+    notes.append("latency: host clock (time.perf_counter_ns) around each blocking call, inputs prepared before "
+                 "timing; each sample includes the harness's per-call overhead (see benchmarks/harness.py)")
+    notes.append("each configuration runs in one child process that loads the runtime once and measures its batch "
+                 "sizes in turn; parity is checked in every batch size (all inputs at the largest, a subset of at "
+                 f"least {MIN_PARITY_SUBSET} at the others unless --parity-every-batch)")
+    return notes
+
+
+def _scenario_notes(settings: Settings) -> list[str]:
+    policy = ("the host->device and device->host copies inside each timed call" if settings.io == "host" else
+              "input and output device-resident, copied before and after the timed calls")
+    out = [f"GPU rows (every CUDA runner alike): {policy} (--io {settings.io})"]
+    if THROUGHPUT in settings.scenarios:
+        out.append("throughput scenario: each runtime's own concurrency (OpenVINO AsyncInferQueue with the THROUGHPUT "
+                   "hint and its optimal number of requests; ONNX Runtime and LiteRT: concurrent runs sharing the "
+                   "cores; CUDA: several streams) for the cell's time budget; img/s = images completed / wall time; "
+                   "its latency columns are those of each request under that load; the concurrency is in each "
+                   "row's settings")
+    return out
+
+
+def row_base(c: Cell, threads: int) -> dict[str, Any]:
+    return dict(backend=c.runner, format=c.fmt, precision=c.precision, device=c.device or c.kind,
+                threads=int(threads) if c.kind == "cpu" else None,
+                variant=f"user:{Path(c.artifact).name}" if c.artifact else "")
+
+
+def _given_artifact(c: Cell, sel: Selection) -> ExportRecord:
+    """The record of a pre-built artifact the user gave (--artifact): measured exactly as given."""
+    art = next(a for a in sel.artifacts if a.path == c.artifact)
+    return ExportRecord(c.fmt, c.precision, art.path, file_size(art.path), 0.0, True, key=art.sha256[:20],
+                        notes=(f"the user's pre-built artifact, measured as given ({art.how})",))
+
+
+def cannot_run(c: Cell, base: dict[str, Any]) -> tuple[Any, RunRecord | None]:
+    """The runner class, or the skipped row that says why this cell cannot run here."""
+    def skip(reason: str, kind: str, hint: str = "") -> tuple[Any, RunRecord]:
+        return None, RunRecord(**base, batch_size=None, status=SKIPPED, reason=reason, hint=hint, skip_kind=kind)
+
+    try:
+        rcls = load_impl(RUNNERS[c.runner].impl)
+    except (ImportError, AttributeError) as e:
+        return skip(f"the {c.runner} runner is not available in this build ({type(e).__name__}: {e})", "unavailable")
+    try:
+        av = rcls.probe(c.device or c.kind)
+    except Exception as e:  # a probe must never take the run down
+        av = Availability(False, f"probe failed: {type(e).__name__}: {e}")
+    if c.device is None:
+        return skip(DEVICE_KINDS[c.kind].absent_reason, "no_device", av.hint if not av.available else "")
+    if not av.available:
+        return skip(av.reason, "unavailable", av.hint)
+    sup = rcls.supports(c.fmt, c.precision, c.device)
+    if not sup.available:
+        return skip(sup.reason, "unsupported", sup.hint)
+    return rcls, None
+
+
+def _parity_limits(batches: tuple[int, ...], n: int, every_batch: bool) -> dict[str, int]:
+    """Images compared per batch size: all at the largest (or everywhere), a subset elsewhere."""
+    if every_batch:
+        return {}
+    top = max(batches)
+    return {str(b): min(n, max(MIN_PARITY_SUBSET, 4 * b)) for b in batches if b != top}
+
+
+def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepared, sel: Selection,
+               settings: Settings, work: Path, tag: str, cache: Cache) -> CellSpec:
+    inputs = "eval.npz" if is_multi(prep.ds.eval) else "eval.npy"  # several inputs: one array per name
+    out_suffix = "npz" if is_multi(prep.ref) else "npy"
+    return CellSpec(
+        runner=c.runner, impl=RUNNERS[c.runner].impl, artifact=art.path, device=c.device or c.kind, precision=c.precision, format=c.fmt,
+        threads=settings.threads if c.kind == "cpu" else None, batch_sizes=batches, model=dict(prep.model_spec),
+        cache_dir=str(cache.root), runner_options=sel.options_for(c.runner).to_dict(), inputs=str(work / inputs),
+        parity_inputs=str(work / inputs), outputs=str(work / f"{tag}-b{{batch}}.out.{out_suffix}"),
+        parity_limit=_parity_limits(batches, count(prep.ds.eval), sel.parity_every_batch),
+        loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
+                          min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
+                          target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0),
+        layout=_layout(prep), **_how_spec(settings))
+
+
+def _layout(prep: Any) -> dict[str, Any]:
+    """The model's batch axes, where any is not axis 0 (base/layout.py); {} otherwise."""
+    lay = of_model_info(prep.minfo)
+    return {} if lay.trivial() else lay.to_dict()
+
+
+def _how_spec(settings: Settings) -> dict[str, Any]:
+    """The CellSpec fields of the scenarios and the GPU timing policy."""
+    return {"scenarios": tuple(settings.scenarios), "io": settings.io, "concurrency": int(settings.concurrency or 0)}
+
+
+def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work: Path, tag: str,
+                    cache: Cache) -> None:
+    batches = tuple(sorted(run.settings.batch_sizes[c.kind]))
+    static = next(a.static_batch for a in sel.artifacts if a.path == c.artifact) if c.artifact else \
+        run.prep.static_batch
+    if static is not None:  # the model's static batch: the other batch sizes are skipped rows that say so
+        for b in batches:
+            if b != static:
+                run.add(RunRecord(**row_base(c, run.settings.threads or 1), batch_size=b, status=SKIPPED,
+                                  skip_kind="unsupported", export=art,
+                                  reason=f"the model has a static batch of {static}; batch {b} cannot run"))
+                run.prog.advance(None)
+        batches = tuple(b for b in batches if b == static)
+        if not batches:
+            return
+    spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
+    run.prog.step(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
+    server = run.servers.for_modules(run.preload.get(c.runner, ()))
+    results = run_cell(spec, run.settings.cell_timeout_s, work, tag, server=server)
+    for _ in batches:
+        run.prog.advance(None)
+    tol = get_format(c.fmt).tolerance(c.precision)
+    for res in results:
+        out = Path(spec.outputs_for(res.batch_size))
+        run.add(record_from_result(res, row_base(c, run.settings.threads or 1), art, run.prep, tol,
+                                   out if res.outputs_written and out.exists() else None, run.settings))
+
+
+def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
+            prog: Progress | None = None, warnings: list[str] | None = None, command: Iterable[str] | None = None,
+            on_row: Callable[[Report], None] | None = None, t_start: float | None = None,
+            servers: ForkServers | None = None, timeline: Timeline | None = None) -> Report:
+    """Plan the cells, probe the runners, get each artifact (carried, cached or built), measure
+    every configuration in an isolated child, check parity against ``prep.ref``; the Report."""
+    prog = prog or Progress()
+    warnings = [] if warnings is None else warnings
+    for w in measurement_warnings(environment.device_facts):
+        warnings.append(w)
+        prog.warn(w)
+    threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
+    cells = plan_cells(present, sel)
+    settings = settings_for(sel, present, threads, count(prep.ds.eval))
+    run = _Run(prep, environment, settings, _notes(prep) + _scenario_notes(settings), warnings, prog, command, on_row,
+               time.perf_counter() if t_start is None else t_start)
+    chain = chain_for(prep, sel, settings, cache, prog)
+    work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
+    run.cells = cells
+    run.preload = preloads(c.runner for c in cells if c.device is not None)
+    run.servers = servers or ForkServers(prog.log, str(cache.root))
+    run.timeline = timeline or run.timeline
+    try:
+        save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
+        prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
+        with interrupts.watch():
+            _measure_cells(run, cells, chain, sel, work, cache)
+            interrupts.check()
+        run.finished = True
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli): the children are killed by now (measure/isolate.py)
+        run.interrupted(cells, str(e) or "interrupted by SIGINT (Ctrl-C)")
+        raise
+    finally:
+        run.timeline.mark("closing", PREPARE)
+        run.servers.close()
+        shutil.rmtree(work, ignore_errors=True)
+        run.warnings.extend(m for m in cache.messages if m not in run.warnings)
+    return run.report()
+
+
+def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Selection, work: Path,
+                   cache: Cache) -> None:
+    for idx, c in enumerate(cells):
+        base = row_base(c, run.settings.threads or 1)
+        what = f"{c.runner} {c.fmt} {c.precision} {c.device or c.kind}"
+        run.timeline.mark(f"{what}: runner probe and artifact", ARTIFACT)
+        _, skipped = cannot_run(c, base)
+        interrupts.check()  # a signal during a runtime's import can come out of its probe as an ImportError
+        if skipped is not None:
+            more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner)) \
+                if c.device is None else ""
+            run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
+            _advance_skipped(run, c)
+            continue
+        art = _given_artifact(c, sel) if c.artifact else \
+            chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
+        if isinstance(art, Unbuilt):
+            run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
+                              skip_kind="unavailable" if art.status == SKIPPED else ""))
+            _advance_skipped(run, c)
+            continue
+        run.timeline.mark(what, CONFIGURATION)
+        _measure_config(run, c, art, sel, work, f"cell{idx}", cache)
+
+
+def _advance_skipped(run: _Run, c: Cell) -> None:
+    """A cell that will not be measured still counts in the progress total (its batch sizes, on a device)."""
+    for _ in run.settings.batch_sizes[c.kind] if c.device is not None else ():
+        run.prog.advance(None)
+
+
+def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, prog: Progress) -> ArtifactChain:
+    minfo = prep.minfo
+    bs = settings.batch_sizes
+    ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
+                        num_classes=minfo.num_classes, calibration=prep.ds.calibration, model_spec=dict(prep.model_spec),
+                        max_batch=max(max(v) for v in bs.values()), preprocessing=dict(prep.preprocessing),
+                        log=prog.log, requested=dict(settings.requested), threads=settings.threads,
+                        cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},
+                        option_sets=dict(sel.runner_options), input_names=tuple(i["name"] for i in minfo.inputs),
+                        output_names=tuple(o["name"] for o in minfo.outputs), layout=_layout(prep))
+    chain = ArtifactChain(ctx, cache, prep.source(), prog, export_timeout_s=sel.export_timeout_s)
+    for key, rec in prep.carried.items():
+        chain.carry(key, rec)
+    for key, why in prep.unbuilt.items():
+        chain.mark(key, why)
+    return chain

@@ -1,0 +1,104 @@
+"""What each output means, and so how parity judges it (parity/outputs.py).
+
+Four kinds, inferred from an output's shape and reference values, or given with
+``--output-kind NAME=KIND``:
+
+* ``scores``: class scores or logits, [N, classes]: cosine, top-1/top-5 (the classifier rules, unchanged);
+* ``map``: probabilities or a dense map, [N, H, W] (values in [0, 1]) or [N, C, H, W]: mask agreement
+  (IoU of the maps thresholded at 0.5, at 0 for logits, or of the per-pixel argmax over C > 1 channels),
+  errors relative to the map's scale (1 for probabilities), cosine only on samples whose reference is
+  not near zero;
+* ``regression``: values or boxes ([N], [N, 1], [N, boxes, 4], ...): errors relative to the output's
+  scale, cosine only where the reference is not near zero;
+* ``other``: judged as regression values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from infer_compare.base.errors import UsageError
+
+SCORES, MAP, REGRESSION, OTHER = "scores", "map", "regression", "other"
+KINDS = {SCORES: "class scores or logits [N, classes]", MAP: "probabilities or a dense map [N, H, W] or [N, C, H, W]",
+         REGRESSION: "regression values or boxes", OTHER: "anything else (judged as regression values)"}
+ALIASES = {"logits": SCORES, "classes": SCORES, "class-scores": SCORES, "probabilities": MAP, "mask": MAP,
+           "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION, "values": REGRESSION}
+MIN_SPATIAL = 4  # a [N, C, H, W] output is a dense map when H and W are at least this
+MIN_SPATIAL_3D = 8  # a [N, H, W] output is one when H, W >= this and its values are probabilities
+
+
+def is_probability(ref: Any) -> bool:
+    """Every reference value finite and in [0, 1]."""
+    a = np.asarray(ref)
+    return bool(a.size) and bool(np.isfinite(a).all()) and float(a.min()) >= 0.0 and float(a.max()) <= 1.0
+
+
+def infer_kind(ref: Any) -> str:
+    """The kind of an output from its reference (N first)."""
+    shape = np.shape(ref)
+    nd = len(shape)
+    if nd == 2 and shape[1] >= 2:
+        return SCORES
+    if nd == 4 and min(shape[2:]) >= MIN_SPATIAL:
+        return MAP
+    if nd == 3 and min(shape[1:]) >= MIN_SPATIAL_3D and is_probability(ref):
+        return MAP
+    return REGRESSION if nd <= 3 else OTHER
+
+
+def misfit(kind: str, shape: tuple[int, ...]) -> str:
+    """Why ``kind`` does not fit an output of ``shape`` (N first), or ""."""
+    sample = list(shape[1:])
+    if kind == SCORES and len(sample) != 1:
+        return f"class scores are [N, classes]; this output is [N, {', '.join(map(str, sample))}]"
+    if kind == MAP and len(sample) not in (2, 3):
+        return f"a dense map is [N, H, W] or [N, C, H, W]; this output is [N{''.join(f', {d}' for d in sample)}]"
+    return ""
+
+
+def parse_output_kinds(values: Iterable[str] | None) -> dict[str, str]:
+    """``--output-kind NAME=KIND`` flags as {name: kind}; a malformed one or an unknown kind is a UsageError."""
+    out: dict[str, str] = {}
+    for v in values or ():
+        name, eq, kind = str(v).partition("=")
+        kind = ALIASES.get(kind.strip().lower(), kind.strip().lower())
+        if not eq or not name.strip():
+            raise UsageError(f"--output-kind {v!r}: expected NAME=KIND, KIND one of {', '.join(KINDS)}")
+        if kind not in KINDS:
+            raise UsageError(f"--output-kind {v!r}: unknown kind {kind!r}; kinds: "
+                             + "; ".join(f"{k} ({d})" for k, d in KINDS.items()))
+        out[name.strip()] = kind
+    return out
+
+
+def check_output_kinds(kinds: dict[str, str], shapes: dict[str, tuple[int, ...]]) -> None:
+    """Each named output exists and its kind fits its shape ({name: reference shape}), else a UsageError."""
+    for name, kind in kinds.items():
+        if name not in shapes:
+            raise UsageError(f"--output-kind {name}={kind}: the model has no output {name!r}; "
+                             f"its outputs: {', '.join(shapes)}")
+        why = misfit(kind, tuple(shapes[name]))
+        if why:
+            raise UsageError(f"--output-kind {name}={kind}: does not fit: {why}")
+
+
+def output_shapes(prep: Any) -> dict[str, tuple[int, ...]]:
+    """{output name: reference shape} of a Prepared: a one-output model's output under its graph name
+    (an ONNX file's) and under "output"."""
+    ref = prep.ref
+    if isinstance(ref, dict):
+        return {k: tuple(np.shape(v)) for k, v in ref.items()}
+    names = [o["name"] for o in getattr(prep.minfo, "outputs", ()) if o.get("name")]
+    spec = getattr(prep, "model_spec", {}) or {}
+    if not names and spec.get("kind") == "onnx" and spec.get("source"):
+        try:
+            import onnx
+
+            names = [o.name for o in onnx.load(spec["source"], load_external_data=False).graph.output][:1]
+        except Exception:  # noqa: BLE001 - the name is a convenience; "output" always works
+            names = []
+    return {n: tuple(np.shape(ref)) for n in [*names, "output"]}

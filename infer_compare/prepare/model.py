@@ -1,0 +1,88 @@
+"""Any model to its Prepared: a built-in or torchvision name (prepared.py) or the user's own (user.py),
+checked before any work; the ``--output-kind`` choices checked and kept; ``compare(data=...)`` forms."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from infer_compare import models
+from infer_compare.base.errors import UsageError
+from infer_compare.base.progress import Progress
+from infer_compare.parity.kinds import (
+    KINDS,
+    SCORES,
+    check_output_kinds,
+    infer_kind,
+    output_shapes,
+    parse_output_kinds,
+)
+from infer_compare.prepare.inputs import DataOptions
+from infer_compare.prepare.prepared import prepare_model
+from infer_compare.prepare.user import prepare_user_model
+
+
+def check_model(model: Any, parity_samples: int | None) -> None:
+    """A built-in name must be known, before any work (the user's own model is checked when loaded)."""
+    if parity_samples is not None and parity_samples < 1:
+        raise UsageError(f"--parity-samples must be >= 1, got {parity_samples}")
+    if not models.looks_like_user_model(model):
+        models.resolve(model)
+
+
+def prepare_any(model: Any, *, weights: str, input_shape: str | None, example_input: Any, data: Any,
+                parity_samples: int | None, calibration_samples: int | None, seed: int, cache: Any, threads: int,
+                prog: Progress, warn: Callable[[str], None]):
+    """The Prepared of a built-in model (prepare/prepared.py) or of the user's own (prepare/user.py)."""
+    if models.looks_like_user_model(model):
+        return prepare_user_model(model, weights=None if weights in ("auto", "random") else weights,
+                                  input_shape=input_shape, example_input=example_input, data=data,
+                                  parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
+                                  cache=cache, prog=prog, warn=warn)
+
+    return prepare_model(model, weights=weights, parity_samples=parity_samples, data=data,
+                         calibration_samples=calibration_samples, seed=seed, cache=cache, threads=threads, prog=prog,
+                         warn=warn)
+def kind_options(kinds: dict[str, str] | Iterable[str] | None) -> dict[str, str]:
+    """``compare(output_kinds=...)`` as {name: kind}, each kind checked (UsageError) before any work."""
+    if isinstance(kinds, dict):
+        kinds = [f"{k}={v}" for k, v in kinds.items()]
+    return parse_output_kinds(kinds)
+
+
+def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
+    """The user's kinds checked against the model's outputs (UsageError) and kept on ``prep``, with a note."""
+    import numpy as np
+
+    if kinds:
+        check_output_kinds(kinds, output_shapes(prep))
+        prep.output_kinds = dict(kinds)
+        prep.notes.append("outputs judged as given by --output-kind: "
+                          + ", ".join(f"{k} as {v}" for k, v in kinds.items()))
+    refs = prep.ref if isinstance(prep.ref, dict) else {"": prep.ref}
+    for k, a in refs.items():
+        kind = kinds.get(k) or (next(iter(kinds.values())) if kinds and not k else "") or infer_kind(a)
+        if kind != SCORES:
+            prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as {kind} "
+                              f"({KINDS[kind]}; parity/kinds.py; --output-kind NAME=KIND to say otherwise)")
+
+
+def data_options(data: Any):
+    """``compare(data=...)`` as a DataOptions: None, a DataOptions, a path (str or os.PathLike) or a dict
+    of DataOptions' fields; anything else is a TypeError that names those forms."""
+    from dataclasses import fields
+
+    if data is None or isinstance(data, DataOptions):
+        return data
+    if isinstance(data, str | os.PathLike):
+        return DataOptions(data=os.fspath(data))
+    names = [f.name for f in fields(DataOptions)]
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise TypeError(f"compare(data={{...}}): unknown field(s) {', '.join(map(str, unknown))}; "
+                            f"DataOptions has {', '.join(names)}")
+        return DataOptions(**data)
+    raise TypeError(f"compare(data=...) takes a path (str or os.PathLike: an image folder, .npy or .npz) or "
+                    f"infer_compare.DataOptions({', '.join(names)}), not {type(data).__name__}")

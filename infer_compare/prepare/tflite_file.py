@@ -1,0 +1,117 @@
+"""A ``.tflite`` file as the model (issue 25 d): what many Coral users have, a model trained and converted
+elsewhere. Its inputs and outputs come from the file (LiteRT's interpreter), its reference outputs from
+LiteRT on the CPU running that file at its own precision (int8 for a quantized file, stated). Imported
+only for TFLite models; see ``user.py`` for the public API.
+
+The model's inputs are the file's *real* values: an int8/uint8 input with a scale is fed float32 values
+that the runner quantizes with that tensor's scale and zero point (as every TFLite row does), so the
+tool's data (images preprocessed with the file's own layout, H x W x C for an NHWC file; ``--mean``,
+``--std``, ``--scale`` where the model was trained otherwise) feed the file as they feed any model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from infer_compare.artifacts.chain import Unbuilt
+from infer_compare.backends.runner import RunOptions
+from infer_compare.backends.tflite import common
+from infer_compare.backends.tflite.common import interpreter_module
+from infer_compare.backends.tflite.edgetpu_precheck import precheck_summary
+from infer_compare.backends.tflite.run import TFLiteRunner
+from infer_compare.base.errors import BackendUnavailable, UsageError
+from infer_compare.base.records import SKIPPED, ExportRecord
+from infer_compare.models.user import TensorSpec, UserModel, sha256_files
+
+
+def _interpreter(path: str) -> Any:
+    try:
+        mod = interpreter_module()[0]
+    except BackendUnavailable as e:
+        raise UsageError(f"{path}: reading a TFLite model needs a TFLite interpreter: {e.reason} ({e.hint})") from None
+    try:
+        return mod.Interpreter(model_path=path)
+    except (ValueError, RuntimeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UsageError(f"{path} is not a TFLite model LiteRT can load: {first}") from None
+
+
+def _spec(d: dict, batched: bool) -> TensorSpec:
+    shape = [int(s) for s in d["shape"]]
+    q = d.get("quantization") or (0.0, 0)
+    dt = np.dtype(d["dtype"])
+    real = dt.kind == "f" or (dt.kind in "iu" and float(q[0]) > 0)  # quantized: fed and read as real values
+    dims: tuple[Any, ...] = ("batch", *shape[1:]) if batched and shape else tuple(shape)
+    return TensorSpec(str(d["name"]), dims, "float32" if real else dt.name, 0 if batched and shape else None)
+
+
+def file_precision(path: str) -> str:
+    """The file's own precision: int8 (every tensor integer, quantized I/O), fp16 (float16 weights), else fp32."""
+    info = common.inspect_model(path)
+    kinds = set(info["tensor_dtypes"])
+    if not any(k.startswith(("float", "bfloat")) for k in kinds):
+        return "int8"
+    return "fp16" if "float16" in kinds else "fp32"
+
+
+def load_tflite(path: str) -> UserModel:
+    it = _interpreter(path)
+    ins, outs = it.get_input_details(), it.get_output_details()
+    first = [int(s) for s in ins[0]["shape"]]
+    batch = first[0] if first else 1
+    inputs = tuple(_spec(d, bool(d["shape"].size) and int(d["shape"][0]) == batch) for d in ins)
+    outputs = tuple(_spec(d, bool(d["shape"].size) and int(d["shape"][0]) == batch) for d in outs)
+    prec = file_precision(path)
+    notes = [f"a TFLite file ({prec}): its reference is LiteRT on the CPU running this file at its own precision "
+             f"({prec}{', quantized inputs fed as real values through each tensor scale and zero point' if prec == 'int8' else ''})",
+             f"the file has batch {batch}: the reference runs it one sample at a time; rows resize it where its "
+             "graph allows"]
+    return UserModel("tflite", path, sha256_files([path]), inputs, outputs, None, None, notes)
+
+
+def tflite_runner(model: UserModel) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """LiteRT on the CPU (the TFLite runner's own binding: quantized per tensor), one sample at a time."""
+    r = TFLiteRunner(model.source, "cpu", RunOptions(precision=file_precision(model.source), batch_size=1))
+    r.load()
+
+    def run(feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        n = len(next(iter(feed.values())))
+        rows: dict[str, list[np.ndarray]] = {}
+        for i in range(n):
+            fixed = {s.name for s in model.inputs if s.batch_axis is None}
+            one = {k: v if k in fixed else v[i:i + 1] for k, v in feed.items()}
+            got = r.to_numpy(r.run(r.prepare(one if len(one) > 1 else next(iter(one.values())))))
+            for k, v in (got.items() if isinstance(got, dict) else [(model.outputs[0].name, got)]):
+                rows.setdefault(k, []).append(np.asarray(v))
+        return {k: np.concatenate(v) for k, v in rows.items()}
+
+    return run
+
+
+def root_artifacts(um: UserModel) -> tuple[dict[tuple[str, str], Any], dict[tuple[str, str], Any]]:
+    """(carried, unbuilt) of a TFLite root: the file is the ``tflite`` artifact of its own precision (its
+    int8 file feeds the Edge TPU compile and pre-check); the other formats and precisions are skipped rows
+    that say why (a float file: the pre-check's explanation of why the Edge TPU needs full-integer int8)."""
+    import os
+
+    prec = file_precision(um.source)
+    carried = {("tflite", prec): ExportRecord("tflite", prec, um.source, os.path.getsize(um.source), 0.0, True,
+                                              key=um.sha256[:20], notes=("the user's TFLite file, measured as given",))}
+    hint = "give the ONNX or PyTorch model to compare the other runtimes and precisions"
+    unbuilt = {("pytorch", "fp32"): Unbuilt(SKIPPED, "the model arrived as a TFLite file: PyTorch rows need the "
+                                                     "PyTorch model", hint),
+               ("onnx", "fp32"): Unbuilt(SKIPPED, "the model arrived as a TFLite file: ONNX Runtime, OpenVINO and "
+                                                  "TensorRT rows need an ONNX model (nothing converts TFLite back)", hint)}
+    for p in ("fp32", "fp16", "int8"):
+        if p != prec:
+            unbuilt[("tflite", p)] = Unbuilt(SKIPPED, f"the model is this TFLite file ({prec}): its rows run it at its "
+                                                      "own precision", hint)
+    if prec != "int8":
+        unbuilt[("tflite", "int8")] = Unbuilt(
+            SKIPPED, f"the Edge TPU runs full-integer int8 files only (int8 tensors with quantization parameters); "
+                     f"{os.path.basename(um.source)} is {prec}: {precheck_summary(um.source)}",
+            "convert the model with full-integer int8 quantization (a representative dataset, int8 input and output)")
+    return carried, unbuilt
