@@ -76,7 +76,8 @@ class ExportContext:
     def received(cls, plain: dict[str, Any], **rest: Any) -> ExportContext:
         """The context again from :meth:`sent`'s dict (types restored from the annotations) and ``rest``."""
         hints = typing.get_type_hints(cls)
-        return cls(**{k: decode(hints[k], v) for k, v in plain.items()}, **rest)
+        blank = {"model_name": "", "input_shape": (), "num_classes": 0}  # a spec that names no model
+        return cls(**{**blank, **{k: decode(hints[k], v) for k, v in plain.items()}}, **rest)
 
 
 # made again in the export child or sent apart: the module (rebuilt from ExportSpec.model_spec), the
