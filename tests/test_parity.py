@@ -107,3 +107,20 @@ def test_measured_worst_samples_pass_the_worst_sample_tolerance():
                 assert r.parity.cosine_min >= min_cosine_worst(TOLERANCES[r.precision]), (f, r.label)
                 seen += 1
     assert seen > 20
+
+
+def test_top1_is_judged_on_the_samples_that_are_not_near_ties():
+    """A 4-class output: one sample's top two differ by 0.0008; fp16's error (within its 5e-2 of max |ref|)
+    flips it. Judged on the other samples, the row passes and says so; a flip on a clear margin fails."""
+    from infer_compare.catalog.formats import TOLERANCES
+
+    ref = np.array([[2.0, 0.1, 0.2, 0.3], [0.5, 0.5008, 0.1, 0.0], [0.1, 2.5, 0.3, 0.2], [0.2, 0.1, 1.9, 0.0]] * 2)
+    out = ref.copy()
+    out[1, 0] += 0.005  # the near-tie flips
+    res = compare(ref, out, TOLERANCES["fp16"])
+    assert res.passed and res.top1_agreement == 1.0 and res.near_ties == 2
+    assert "2 near-ties" in res.note and "1 of them flipped" in res.note
+    clear = ref.copy()
+    clear[0, 1] = 2.5  # sample 0 (margin 1.7) flips: beyond any fp16 error
+    bad = compare(ref, clear, TOLERANCES["fp16"])
+    assert not bad.passed and bad.top1_agreement < 1.0

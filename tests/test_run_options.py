@@ -67,7 +67,12 @@ def _flags(p) -> set[str]:
 @pytest.mark.parametrize("which", ["compare", "export", "run", "merge", "soak", "fleet run"])
 def test_one_spelling_of_the_output_folder_with_the_old_one_hidden(which, capsys):
     from infer_compare.cli import build_parser
-    from infer_compare.cli.args import build_export_parser, build_merge_parser, build_run_parser, build_soak_parser
+    from infer_compare.cli.args import (
+        build_export_parser,
+        build_merge_parser,
+        build_run_parser,
+        build_soak_parser,
+    )
     from infer_compare.cli.fleet import build_fleet_parser
 
     parsers = {"compare": (build_parser, ["--model", "m"]), "export": (build_export_parser, ["--model", "m"]),

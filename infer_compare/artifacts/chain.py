@@ -38,6 +38,8 @@ class Unbuilt:
     status: str
     reason: str
     hint: str = ""
+    # a skip's kind in the row: "unavailable" (software missing) or "unsupported" (this model cannot have it)
+    skip_kind: str = "unavailable"
 
 
 Key = tuple[str, str]  # (format, artifact precision)

@@ -97,6 +97,9 @@ class ParityResult(Record):
     margin: float | None = None
     cosine_skipped: int = 0  # samples whose reference is near zero: left out of the cosine
     mask_iou: float | None = None  # dense maps: mean IoU of the thresholded (or argmax) masks
+    near_ties: int = 0  # class scores: samples whose top-two margin a flip within tolerance can cross (not judged)
+    # detections (parity/detections.py): reference, kept, lost, added, near_threshold counts; ious, score_errs means
+    detections: dict[str, Any] = field(default_factory=dict)
 
     @property
     def reason(self) -> str:

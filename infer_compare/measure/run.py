@@ -225,7 +225,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
     results = run_cell(spec, run.settings.cell_timeout_s, work, tag, server=server)
     for _ in batches:
         run.prog.advance(None)
-    tol = get_format(c.fmt).tolerance(c.precision)
+    # a file that is already int8 runs integer kernels whatever its row is called: judged as int8
+    tol = get_format(c.fmt).tolerance("int8" if run.prep.file_precision == "int8" else c.precision)
     for res in results:
         out = Path(spec.outputs_for(res.batch_size))
         run.add(record_from_result(res, row_base(c, run.settings.threads or 1), art, run.prep, tol,
@@ -290,7 +291,7 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
             chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
         if isinstance(art, Unbuilt):
             run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
-                              skip_kind="unavailable" if art.status == SKIPPED else ""))
+                              skip_kind=art.skip_kind if art.status == SKIPPED else ""))
             _advance_skipped(run, c)
             continue
         run.timeline.mark(what, CONFIGURATION)

@@ -165,3 +165,20 @@ def onnx_runner(model: UserModel) -> Callable[[dict[str, np.ndarray]], dict[str,
             raise UsageError(f"ONNX Runtime fails on {model.name}: {_ort_reason(e)}") from None
 
     return run
+
+
+# operators of a file that is already quantized: integer kernels, dynamic quantization, QDQ pairs
+QUANTIZED_OPS = ("ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul",
+                 "QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QuantizeLinear", "DequantizeLinear",
+                 "MatMulIntegerToFloat", "QAttention", "QGemm")
+
+
+def quantized_ops(path: str) -> dict[str, int]:
+    """{op type: count} of the quantization operators in the file's main graph (empty for a float file)."""
+    import onnx
+
+    counts: dict[str, int] = {}
+    for node in onnx.load(path, load_external_data=False).graph.node:
+        if node.op_type in QUANTIZED_OPS:
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

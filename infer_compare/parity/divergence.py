@@ -147,15 +147,17 @@ def run_child(fp32_path: str, cand_path: str, feed: dict[str, np.ndarray], thres
 
 def _feed(prep: Any, cand_path: str) -> dict[str, np.ndarray]:
     # deferred: the divergence child's start stays light without it (+1 module)
-    from infer_compare.base import batches
-
-    ev = batches.head(prep.ds.eval, min(SAMPLES, batches.count(prep.ds.eval)))
-    if isinstance(ev, dict):
-        return {k: np.ascontiguousarray(v) for k, v in ev.items()}
     import onnx
 
-    first = onnx.load(cand_path, load_external_data=False).graph.input[0].name
-    return {first: np.ascontiguousarray(ev)}
+    from infer_compare.base import batches
+
+    graph = onnx.load(cand_path, load_external_data=False).graph
+    dim0 = graph.input[0].type.tensor_type.shape.dim[:1]
+    static = int(dim0[0].dim_value) if dim0 and dim0[0].dim_value > 0 else 0  # a model of a fixed batch takes that
+    ev = batches.head(prep.ds.eval, min(static or SAMPLES, batches.count(prep.ds.eval)))
+    if isinstance(ev, dict):
+        return {k: np.ascontiguousarray(v) for k, v in ev.items()}
+    return {graph.input[0].name: np.ascontiguousarray(ev)}
 
 
 def eligible(art: Any, precision: str) -> bool:

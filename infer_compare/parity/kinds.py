@@ -21,12 +21,15 @@ from typing import Any
 import numpy as np
 
 from infer_compare.base.errors import UsageError
+from infer_compare.parity.detections import parse_head, recognize
 
-SCORES, MAP, REGRESSION, OTHER = "scores", "map", "regression", "other"
+SCORES, MAP, REGRESSION, OTHER, DETECTIONS = "scores", "map", "regression", "other", "detections"
 KINDS = {SCORES: "class scores or logits [N, classes]", MAP: "probabilities or a dense map [N, H, W] or [N, C, H, W]",
-         REGRESSION: "regression values or boxes", OTHER: "anything else (judged as regression values)"}
+         REGRESSION: "regression values or boxes", OTHER: "anything else (judged as regression values)",
+         DETECTIONS: "a YOLO-family detection head, decoded and judged by detections kept and added "
+                     "(detections:yolo|yolov8|yolo-noobj[+grid]; parity/detections.py)"}
 ALIASES = {"logits": SCORES, "classes": SCORES, "class-scores": SCORES, "probabilities": MAP, "mask": MAP,
-           "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION, "values": REGRESSION}
+           "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION, "values": REGRESSION, "yolo": DETECTIONS}
 MIN_SPATIAL = 4  # a [N, C, H, W] output is a dense map when H and W are at least this
 MIN_SPATIAL_3D = 8  # a [N, H, W] output is one when H, W >= this and its values are probabilities
 
@@ -45,6 +48,8 @@ def infer_kind(ref: Any) -> str:
         return SCORES
     if nd == 4 and min(shape[2:]) >= MIN_SPATIAL:
         return MAP
+    if nd == 3 and recognize(ref) is not None:
+        return DETECTIONS
     if nd == 3 and min(shape[1:]) >= MIN_SPATIAL_3D and is_probability(ref):
         return MAP
     return REGRESSION if nd <= 3 else OTHER
@@ -55,6 +60,8 @@ def misfit(kind: str, shape: tuple[int, ...]) -> str:
     sample = list(shape[1:])
     if kind == SCORES and len(sample) != 1:
         return f"class scores are [N, classes]; this output is [N, {', '.join(map(str, sample))}]"
+    if kind.split(":")[0] == DETECTIONS and len(sample) != 2:
+        return f"a detection head is [N, anchors, values] or [N, values, anchors]; this output is [N, {', '.join(map(str, sample))}]"
     if kind == MAP and len(sample) not in (2, 3):
         return f"a dense map is [N, H, W] or [N, C, H, W]; this output is [N{''.join(f', {d}' for d in sample)}]"
     return ""
@@ -65,10 +72,17 @@ def parse_output_kinds(values: Iterable[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for v in values or ():
         name, eq, kind = str(v).partition("=")
-        kind = ALIASES.get(kind.strip().lower(), kind.strip().lower())
+        kind, colon, fmt = kind.strip().lower().partition(":")
+        kind = ALIASES.get(kind, kind)
         if not eq or not name.strip():
             raise UsageError(f"--output-kind {v!r}: expected NAME=KIND, KIND one of {', '.join(KINDS)}")
-        if kind not in KINDS:
+        if colon and kind == DETECTIONS:
+            try:
+                parse_head(fmt, (1, 1))
+            except ValueError as e:
+                raise UsageError(f"--output-kind {v!r}: {e}") from None
+            kind = f"{DETECTIONS}:{fmt}"
+        elif kind not in KINDS:
             raise UsageError(f"--output-kind {v!r}: unknown kind {kind!r}; kinds: "
                              + "; ".join(f"{k} ({d})" for k, d in KINDS.items()))
         out[name.strip()] = kind

@@ -28,7 +28,8 @@ import numpy as np
 
 from infer_compare.base.records import ParityResult
 from infer_compare.catalog.formats import Tolerance
-from infer_compare.parity.kinds import SCORES, infer_kind
+from infer_compare.parity.detections import compare_detections, parse_head, recognize
+from infer_compare.parity.kinds import DETECTIONS, REGRESSION, SCORES, infer_kind
 from infer_compare.parity.scores import compare
 from infer_compare.parity.values import compare_values
 
@@ -63,6 +64,11 @@ def compare_kind(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str = "
     """One output judged by what it means (``kind``, parity/kinds.py; "" infers it): class scores by
     :func:`compare`, anything else by values.compare_values."""
     kind = kind or infer_kind(ref)
+    if kind.split(":")[0] == DETECTIONS:
+        head = parse_head(kind.partition(":")[2]) if ":" in kind else recognize(ref)
+        if head is not None:
+            return compare_detections(ref, out, tol, head, judge=judge, note=note)
+        kind = infer_kind(ref) if infer_kind(ref) != DETECTIONS else REGRESSION
     if kind == SCORES:
         return compare(ref, out, tol, labels=labels, judge=judge, judge_top1=judge_top1, note=note)
     return compare_values(ref, out, tol, kind, judge=judge, note=note)

@@ -18,6 +18,20 @@ from infer_compare.parity.checks import (
 )
 from infer_compare.parity.kinds import SCORES
 
+# int8 has no error limit of its own: a near-tie there is a top-two margin under this share of the largest score
+INT8_TIE_REL = 0.05
+
+
+def near_ties(ref: np.ndarray, tol: Tolerance) -> np.ndarray:
+    """The samples whose reference top-two margin is under twice the error the precision may make (its
+    ``max_rel_err`` of the largest reference score; int8: :data:`INT8_TIE_REL`): a flip there stays within
+    the tolerance, so top-1 agreement is not judged on them (reported, and counted in ``near_ties``)."""
+    if ref.shape[1] < 2:
+        return np.zeros(len(ref), dtype=bool)
+    top2 = -np.sort(-ref, axis=1)[:, :2]
+    allowed = (tol.max_rel_err if tol.max_rel_err is not None else INT8_TIE_REL) * (float(np.abs(ref).max()) or 1.0)
+    return (top2[:, 0] - top2[:, 1]) < 2.0 * allowed
+
 
 def _topk(a: np.ndarray, k: int) -> np.ndarray:
     k = min(k, a.shape[1])
@@ -61,7 +75,16 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
     cos = cosines(ref, out, diff)
     worst = int(np.argmin(np.where(np.isfinite(cos), cos, -np.inf)))
     cos_mean, cos_min = float(cos.mean()), float(cos[worst])
-    top1 = float((ref.argmax(1) == out.argmax(1)).mean())
+    agree = ref.argmax(1) == out.argmax(1)
+    ties = near_ties(ref, tol)
+    # margin-aware: judged on the samples that are not near-ties (all agreeing when every sample is one)
+    top1 = float(agree[~ties].mean()) if (~ties).any() else 1.0
+    if ties.any():
+        flipped = int((~agree[ties]).sum())
+        note = "; ".join(x for x in (note, f"top-1 judged on {int((~ties).sum())} of {len(ref)} samples: "
+                                           f"{int(ties.sum())} near-ties (reference top-two margin under twice the "
+                                           f"error {tol.as_dict().get('max_rel_err') or INT8_TIE_REL} x max |reference| "
+                                           f"allows), {flipped} of them flipped, not judged") if x)
     top5 = None
     if ref.shape[1] >= 5:
         r5, o5 = _topk(ref, 5), _topk(out, 5)
@@ -99,6 +122,7 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
         worst_index=worst,
         floor_failures=tuple(floor),
         kind=SCORES,
+        near_ties=int(ties.sum()),
         **decided,
     )
 

@@ -7,10 +7,14 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from infer_compare import models
 from infer_compare.base.errors import UsageError
 from infer_compare.base.progress import Progress
+from infer_compare.parity.detections import FORMATS, parse_head, recognize
 from infer_compare.parity.kinds import (
+    DETECTIONS,
     KINDS,
     SCORES,
     check_output_kinds,
@@ -52,9 +56,8 @@ def kind_options(kinds: dict[str, str] | Iterable[str] | None) -> dict[str, str]
 
 
 def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
-    """The user's kinds checked against the model's outputs (UsageError) and kept on ``prep``, with a note."""
-    import numpy as np
-
+    """The user's kinds checked against the model's outputs (UsageError) and kept on ``prep``, with a note;
+    a detection head (given or recognized) is resolved once, with the model's input size, and kept too."""
     if kinds:
         check_output_kinds(kinds, output_shapes(prep))
         prep.output_kinds = dict(kinds)
@@ -63,9 +66,37 @@ def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
     refs = prep.ref if isinstance(prep.ref, dict) else {"": prep.ref}
     for k, a in refs.items():
         kind = kinds.get(k) or (next(iter(kinds.values())) if kinds and not k else "") or infer_kind(a)
+        if kind.split(":")[0] == DETECTIONS:
+            kind = _detections(prep, k, kind, a)
         if kind != SCORES:
-            prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as {kind} "
-                              f"({KINDS[kind]}; parity/kinds.py; --output-kind NAME=KIND to say otherwise)")
+            what = _head_text(kind) or KINDS[kind]
+            prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as {kind.split(':')[0]} "
+                              f"({what}; parity/kinds.py; --output-kind NAME=KIND to say otherwise)")
+
+
+def _detections(prep: Any, name: str, kind: str, ref: Any) -> str:
+    """``detections:FORMAT`` with the grid's size filled in from the input (UsageError when it cannot be)."""
+    shape = tuple(getattr(prep.minfo, "input_shape", ()) or ())
+    hw = tuple(int(d) for d in shape[-2:]) if len(shape) >= 2 else None
+    try:
+        head = parse_head(kind.partition(":")[2], hw) if ":" in kind else recognize(ref, hw)
+    except ValueError as e:
+        raise UsageError(f"--output-kind {name or 'output'}={kind}: {e}") from None
+    if head is None:
+        raise UsageError(f"--output-kind {name or 'output'}={kind}: its values do not look like a YOLO head "
+                         f"(give the format: detections:{'|'.join(FORMATS)})")
+    full = f"{DETECTIONS}:{head.spec}"
+    prep.output_kinds = {**(prep.output_kinds or {}), (name or _only_output(prep)): full}
+    return full
+
+
+def _only_output(prep: Any) -> str:
+    names = list(output_shapes(prep))
+    return names[0] if names else "output"
+
+
+def _head_text(kind: str) -> str:
+    return parse_head(kind.partition(":")[2], (1, 1)).text() if kind.startswith(DETECTIONS + ":") else ""
 
 
 def data_options(data: Any):

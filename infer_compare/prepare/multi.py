@@ -247,7 +247,7 @@ def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | N
         outputs.append({**d, "judged_on": "top-1 and error metrics" if cls else "error metrics"})
         notes.append(f"output '{k}' {list(a.shape[1:])}: " + (
             "[N, classes]: top-1/top-5 agreement and the error metrics" if cls else
-            "not [N, classes]: judged on the error metrics only (cosine, max abs and relative error)"))
+            "not [N, classes]: judged by what it means (the note on its kind below)"))
     if len(ref) > 1:
         notes.append(f"{len(ref)} outputs: each compared with its own reference; a row's verdict is its worst "
                      "output's (named in the table's cosine column, every output's figures in the JSON)")
@@ -255,6 +255,6 @@ def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | N
     cls_out = [a for a in ref.values() if is_classifier(a)]
     return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
                      tuple(int(d) for d in um.inputs[0].sample()), int(cls_out[0].shape[1]) if cls_out else 0,
-                     spec.to_dict() if spec is not None else {}, False, bool(cls_out), tuple(notes),
+                     spec.to_dict() if spec is not None else {}, False, True, tuple(notes),
                      inputs=tuple({**tensor_info(s), "source": (sources or {}).get(s.name, "")} for s in um.inputs),
                      outputs=tuple(outputs))

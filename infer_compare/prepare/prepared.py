@@ -36,6 +36,8 @@ class Prepared:
     unbuilt: dict[Key, Unbuilt] = field(default_factory=dict)  # artifacts known to be unavailable
     static_batch: int | None = None  # the model requires this batch size (a user's static-batch model)
     output_kinds: dict[str, str] = field(default_factory=dict)  # --output-kind: {output: kind} (parity/kinds.py)
+    # "int8": the model file is already quantized; its rows are judged at that precision's tolerance
+    file_precision: str = ""
 
     def source(self) -> ModelSource:
         return ModelSource(self.minfo, self.weights_path, self.weights_build_s, self.ds.digest(), dict(self.model_spec))

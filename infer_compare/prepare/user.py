@@ -29,8 +29,10 @@ from infer_compare.base.cache import Cache
 from infer_compare.base.errors import UsageError
 from infer_compare.base.progress import Progress
 from infer_compare.base.records import SKIPPED, ExportRecord, ModelInfo
+from infer_compare.catalog.formats import TRT_INT8
 from infer_compare.data.bundled import DataSets
 from infer_compare.models import parse_input_shapes
+from infer_compare.models.user_onnx import quantized_ops
 from infer_compare.prepare import multi
 from infer_compare.prepare.inputs import DataOptions, _image_spec, bundled_photos, data_sets
 from infer_compare.prepare.multi import input_sources, several_inputs, tensor_info
@@ -137,13 +139,32 @@ def _model_info(um, ds: DataSets, ref: np.ndarray, spec, sources: dict[str, str]
     """The ModelInfo of a one-input, one-output model: its input listed with shape, batch axis and source."""
     classifier = ref.ndim == 2
     notes = list(um.notes) + [reference_note(um)]
-    if not classifier:
-        notes.append(f"output {um.outputs[0].name} {list(ref.shape[1:])} is not [N, classes]: judged on the "
-                     "error metrics (cosine, max abs and relative error), no top-1/top-5")
     return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
                      tuple(int(d) for d in um.inputs[0].sample()), int(ref.shape[1]) if classifier else 0,
-                     spec.to_dict() if spec is not None else {}, False, classifier, tuple(notes),
+                     spec.to_dict() if spec is not None else {}, False, True, tuple(notes),
                      inputs=tuple({**tensor_info(s), "source": sources.get(s.name, "")} for s in um.inputs))
+
+
+# the artifacts a quantized ONNX file is not converted to: its fp16 and int8 files (and those built from them)
+_FROM_QUANTIZED = (("onnx", "fp16"), ("onnx", "int8"), ("onnx", TRT_INT8), ("openvino", "fp16"), ("openvino", "int8"),
+                   ("tensorrt", "fp16"), ("tensorrt", "int8"), ("tflite", "fp32"), ("tflite", "fp16"), ("tflite", "int8"),
+                   ("edgetpu", "int8"))
+
+
+def _already_quantized(um, notes: list[str]) -> dict[Any, Unbuilt]:
+    """An ONNX file that is already quantized (integer or dynamic-quantization operators) is measured as it is;
+    converting it again to fp16 or int8 is refused in one line (skipped rows), and the notes say so."""
+    found = quantized_ops(um.source)
+    if not found:
+        return {}
+    ops = ", ".join(f"{op} x{n}" for op, n in found.items())
+    why = (f"the file is already quantized ({ops}): it is measured as it is (its onnx fp32 rows run its integer "
+           "kernels); converting it to fp16 or quantizing it again is refused")
+    notes.append(f"{os.path.basename(um.source)} is already quantized ({ops}): its 'fp32' rows run it as it is, "
+                 "integer kernels included, and are judged at the int8 tolerance (each runtime quantizes "
+                 "dynamically its own way); no fp16 or int8 file is made from it")
+    return {key: Unbuilt(SKIPPED, why, "give the float model to compare fp16 and int8 builds", "unsupported")
+            for key in _FROM_QUANTIZED}
 
 
 def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str | None = None,
@@ -173,10 +194,12 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
     if um.kind == "onnx":
         rec = ExportRecord("onnx", "fp32", um.source, file_size(um.source), 0.0, True, key=um.sha256[:20],
                            notes=("the user's ONNX file, measured as given",))
+        refused = _already_quantized(um, notes)
         return Prepared(minfo, {"name": um.name, "family": "user", "kind": "onnx", "source": um.source},
                         minfo.preprocessing, ds, out, notes=notes, carried={("onnx", "fp32"): rec},
-                        unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT), **several},
-                        static_batch=um.static_batch)
+                        unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT), **refused,
+                                 **several},
+                        static_batch=um.static_batch, file_precision="int8" if refused else "")
     if um.kind == "tflite":  # a TFLite file as the model: it is the tflite artifact of its own precision
 
         carried, unbuilt = root_artifacts(um)

@@ -234,9 +234,9 @@ def model_line(rep: Report) -> str:
         return (f"{m.name} ({m.family}), inputs {ins}; outputs {outs}; weights: {m.weights} ({m.weights_source}), "
                 f"hash {m.weights_hash}")
     src = (getattr(m, "inputs", ()) or ({},))[0].get("source")
+    classes = f"{m.num_classes} classes, " if m.num_classes else ""  # 0: no class-score output
     return (f"{m.name} ({m.family}), input {'x'.join(map(str, m.input_shape))}{f' ({src})' if src else ''}, "
-            f"{m.num_classes} classes, "
-            f"weights: {m.weights} ({m.weights_source}), hash {m.weights_hash}")
+            f"{classes}weights: {m.weights} ({m.weights_source}), hash {m.weights_hash}")
 
 
 def _tensor_text(t: dict[str, Any]) -> str:
