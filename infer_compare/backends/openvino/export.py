@@ -20,6 +20,7 @@ from infer_compare.base.errors import BackendUnavailable, ExportError
 from infer_compare.base.layout import Layout
 from infer_compare.base.records import Availability
 from infer_compare.catalog import deps
+from infer_compare.models.onnx_heads import output_tails
 
 
 class OpenVinoExporter(Exporter):
@@ -42,7 +43,7 @@ class OpenVinoExporter(Exporter):
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
-        extra = {"openvino": deps.version("openvino"), "exporter_rev": 1}
+        extra = {"openvino": deps.version("openvino"), "exporter_rev": 2}  # 2: a detector's tail left in float
         if precision == "int8":
             extra.update(nncf=deps.version("nncf"), calibration_n=int(count(ctx.calibration)),
                          subset_size=int(count(ctx.calibration)))
@@ -74,6 +75,14 @@ class OpenVinoExporter(Exporter):
             calib = [lay.to_model(each(part(ctx.calibration, i, i + 1), np.ascontiguousarray))
                      for i in range(count(ctx.calibration))]
             ctx.log(f"NNCF int8 post-training quantization on {len(calib)} calibration inputs")
+            # an output concatenating probabilities with other values (a detector's head): its tail stays float
+            tails, mixed = output_tails(source)
+            ignored = nncf.IgnoredScope(names=tails, validate=False) if tails else None
+            if tails:
+                notes.append(f"left in float so that one output's parts keep their own scales ({mixed}): "
+                             f"{len(tails)} node(s) of its decoding tail, {', '.join(tails[:4])}"
+                             + (" ..." if len(tails) > 4 else ""))
+                opts["mixed_scale_outputs"] = {"why": mixed, "nodes": tails}
             logging.getLogger("nncf").setLevel(logging.ERROR)
             # nncf imports torch, whose cpp_extension logs "No CUDA runtime is found" on CPU-only machines
             logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
@@ -81,7 +90,7 @@ class OpenVinoExporter(Exporter):
                 # overflow_fix FIRST_LAYER (NNCF's default, set explicitly so the record is true): half the weight
                 # range in the first layer, NNCF's advice for CPUs without VNNI (AVX2, AVX-512), whose 8-bit
                 # instructions can saturate; ENABLE (every layer) costs accuracy elsewhere.
-                q = nncf.quantize(model, nncf.Dataset(calib), subset_size=len(calib),
+                q = nncf.quantize(model, nncf.Dataset(calib), subset_size=len(calib), ignored_scope=ignored,
                                   advanced_parameters=nncf.AdvancedQuantizationParameters(
                                       overflow_fix=nncf.OverflowFix.FIRST_LAYER))
             ov.save_model(q, str(xml), compress_to_fp16=False)
