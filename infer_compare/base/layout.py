@@ -119,9 +119,12 @@ class Layout:
         return out
 
     def from_model(self, y: Any, rows: int) -> Any:
-        """The model's output arrays -> rows (``rows`` of them, for the outputs with no batch axis)."""
+        """The model's output arrays -> rows (``rows`` of them, for the outputs with no batch axis). A runner's
+        one array is the layout's one output, by its name."""
         if not isinstance(y, dict):
-            return y
+            if len(self.outputs) != 1:
+                return y
+            y = {next(iter(self.outputs)): y}
         out = {}
         for k, v in y.items():
             a = self.outputs.get(k, 0)
@@ -147,9 +150,15 @@ def observed_output_axes(declared: dict[str, Axis], got: dict[str, np.ndarray], 
     lacks the output), the one axis of size ``rows`` (rows > 1), else the declared guess."""
     out = dict(declared)
     for k, v in got.items():
-        if k in sure or rows < 2:
+        if k in sure:
             continue
-        hits = [i for i, n in enumerate(np.shape(v)) if n == rows]
+        shape = np.shape(v)
+        hits = [i for i, n in enumerate(shape) if n == rows]
+        if rows < 2:  # one row: the declared axis stands unless its size says it cannot be the batch's
+            guess = out.get(k, 0)
+            if guess is not None and (guess >= len(shape) or shape[guess] != rows) and len(hits) == 1:
+                out[k] = hits[0]  # e.g. a recognizer declared [1, seqlen] that returns [T, 1, classes]
+            continue
         out[k] = hits[0] if len(hits) == 1 else (None if not hits else out.get(k, 0))
     return out
 

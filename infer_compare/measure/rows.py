@@ -9,6 +9,7 @@ of the throughput path itself on the timed batch against the reference."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,14 @@ def _failed(res: CellResult, common: dict[str, Any]) -> RunRecord:
                      extra=extra)
 
 
-def _compare(prep: Prepared, out: Any, n: int, tol: Tolerance, judge: bool, note: str = "") -> ParityResult:
+def _compare(prep: Prepared, out: Any, n: int, tol: Tolerance, judge: bool, note: str = "",
+             batch: int | None = None) -> ParityResult:
     """The first ``n`` outputs against the reference: one output as always; a model with several (a dict
-    reference), output by output, the row's verdict its worst output's."""
+    reference), output by output, the row's verdict its worst output's. A stream model's reference is the one
+    computed in groups of the row's ``batch`` size."""
     minfo, labels = prep.minfo, prep.ds.eval_labels
+    if prep.stream is not None and batch is not None:
+        prep = replace(prep, ref=prep.stream(batch))
     lab = labels[:n] if labels is not None else None
     kinds = getattr(prep, "output_kinds", None) or {}
     if batches.is_multi(prep.ref):
@@ -65,7 +70,7 @@ def _parity(res: CellResult, out_path: Path, prep: Prepared, tol: Tolerance, pre
     out = batches.load(out_path)
     judge = _judged(prep, precision)
     note = "" if judge else "int8 with random weights: reported, not judged"
-    return _compare(prep, out, batches.count(out), tol, judge, note)
+    return _compare(prep, out, batches.count(out), tol, judge, note, batch=res.batch_size)
 
 
 def _throughput_path_parity(res: CellResult, prep: Prepared, tol: Tolerance, precision: str) -> ParityResult | None:

@@ -63,6 +63,9 @@ def compare_kind(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str = "
                  judge: bool = True, judge_top1: bool = True, note: str = "") -> ParityResult:
     """One output judged by what it means (``kind``, parity/kinds.py; "" infers it): class scores by
     :func:`compare`, anything else by values.compare_values."""
+    if np.shape(out) != np.shape(ref):  # a failed row that says so, never an exception out of the comparison
+        return _missing("", f"output shape {list(np.shape(out))} differs from the reference's {list(np.shape(ref))}",
+                        tol, judge, len(ref))
     kind = kind or infer_kind(ref)
     if kind.split(":")[0] == DETECTIONS:
         head = parse_head(kind.partition(":")[2]) if ":" in kind else recognize(ref)

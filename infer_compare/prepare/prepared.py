@@ -38,6 +38,8 @@ class Prepared:
     output_kinds: dict[str, str] = field(default_factory=dict)  # --output-kind: {output: kind} (parity/kinds.py)
     # "int8": the model file is already quantized; its rows are judged at that precision's tolerance
     file_precision: str = ""
+    # a stream model (prepare/user_model.py): batch size -> its reference computed in groups of that size
+    stream: Any = None
 
     def source(self) -> ModelSource:
         return ModelSource(self.minfo, self.weights_path, self.weights_build_s, self.ds.digest(), dict(self.model_spec))

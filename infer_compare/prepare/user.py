@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ from infer_compare.prepare.inputs import DataOptions, _image_spec, bundled_photo
 from infer_compare.prepare.multi import input_sources, several_inputs, tensor_info
 from infer_compare.prepare.prepared import Prepared
 from infer_compare.prepare.tflite_file import root_artifacts
-from infer_compare.prepare.user_model import load_user_model, reference_note
+from infer_compare.prepare.user_model import load_user_model, reference_note, stream_reference
 from infer_compare.prepare.user_model import reference_of as reference_outputs
 
 NEEDS_TORCH = ("the model arrived as ONNX: PyTorch rows need the PyTorch model "
@@ -94,10 +95,14 @@ def _reference(cache: Cache, um, ds: DataSets) -> np.ndarray:
     def build(tmp):
         out = reference_outputs(um, {um.inputs[0].name: ds.eval})
         np.save(tmp / "reference.npy", np.asarray(out[um.outputs[0].name], dtype=np.float32))
-        return {"n": int(len(ds.eval)), "output": um.outputs[0].name}
+        return {"n": int(len(ds.eval)), "output": um.outputs[0].name,
+                "output_batch_axes": {s.name: s.batch_axis for s in um.outputs}}
 
-    key = {"user_model": um.sha256 or um.weights_hash, "kind": um.kind, "data": ds.digest()}
-    return np.load(cache.get_or_build("reference", key, build).file("reference.npy"))
+    key = {"user_model": um.sha256 or um.weights_hash, "kind": um.kind, "data": ds.digest(), "axes": 1}
+    entry = cache.get_or_build("reference", key, build)
+    axes = entry.manifest.get("output_batch_axes") or {}  # as the reference run found them (base/layout.py)
+    um.outputs = tuple(replace(s, batch_axis=axes.get(s.name, s.batch_axis)) for s in um.outputs)
+    return np.load(entry.file("reference.npy"))
 
 
 def _torch_root(um, cache: Cache) -> tuple[str, dict[str, Any]]:
@@ -188,7 +193,11 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
     else:
         out = _reference(cache, um, ds)
         minfo = _model_info(um, ds, out, spec, input_sources(um, data, ds.description))
+        if not um.layout().trivial():  # the run found the output batched off axis 0: by name, as it really is
+            out = multi.reference(cache, um, ds)
+            minfo = multi.model_info(um, out, spec, multi.input_sources(um, data, ds.description))
     notes = list(minfo.notes) + [f"inputs: {ds.description}"]
+    stream = stream_reference(um, ds.eval if isinstance(ds.eval, dict) else {um.inputs[0].name: ds.eval}, out, notes)
     if um.static_batch:
         notes.append(f"the model has a static batch of {um.static_batch}: other batch sizes are skipped rows")
     if um.kind == "onnx":
@@ -199,7 +208,7 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
                         minfo.preprocessing, ds, out, notes=notes, carried={("onnx", "fp32"): rec},
                         unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT), **refused,
                                  **several},
-                        static_batch=um.static_batch, file_precision="int8" if refused else "")
+                        static_batch=um.static_batch, file_precision="int8" if refused else "", stream=stream)
     if um.kind == "tflite":  # a TFLite file as the model: it is the tflite artifact of its own precision
 
         carried, unbuilt = root_artifacts(um)
@@ -208,4 +217,4 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
                         static_batch=um.static_batch)
     root, model_spec = _torch_root(um, cache)
     return Prepared(minfo, model_spec, minfo.preprocessing, ds, out, model=um.module, weights_path=root,
-                    notes=notes, static_batch=um.static_batch, unbuilt=several)
+                    notes=notes, static_batch=um.static_batch, unbuilt=several, stream=stream)

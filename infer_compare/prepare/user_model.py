@@ -139,3 +139,38 @@ def reference_note(um) -> str:
     if um.kind == "tflite":
         return f"reference: LiteRT on the CPU running the user's TFLite file {um.source} at its own precision"
     return "reference: PyTorch FP32 on the user's model"
+
+
+STREAM_ROWS = 8  # rows computed one at a time and together to see whether grouping changes the outputs
+STREAM_REL = 1e-3  # beyond float rounding: the outputs depend on how rows are grouped
+
+
+def stream_reference(model: UserModel, inputs: Mapping[str, Any], ref: Any, notes: list[str]):
+    """For a model whose rows are consecutive windows of one stream (an LSTM over the batch axis: the outputs
+    of the first rows change when they are computed one at a time rather than together), a function giving
+    the reference computed in groups of the measured batch size, as each row runs; None for rows that are
+    independent. The notes say which."""
+    if model.static_batch or model.kind == "tflite":
+        return None
+    arrays = _checked_inputs(model, inputs)
+    n = min(STREAM_ROWS, len(next(iter(arrays.values()))))
+    if n < 2:
+        return None
+    head = {k: v[:n] for k, v in arrays.items()}
+    one, together = reference_of(model, head, batch=1), reference_of(model, head, batch=n)
+    scale = max((float(np.abs(v).max()) for v in together.values()), default=0.0) or 1.0
+    diff = max(float(np.abs(one[k] - together[k]).max()) for k in together)
+    if diff <= STREAM_REL * scale:
+        return None
+    notes.append(f"a stream: the outputs of the first {n} rows change by {diff / scale:.3g} of their scale when they "
+                 "are computed one at a time rather than together (rows are consecutive windows through a state), "
+                 "so each batch size is judged against the reference computed in groups of that size")
+    cache: dict[int, Any] = {}
+
+    def at(batch: int) -> Any:
+        if batch not in cache:
+            got = reference_of(model, arrays, batch=batch)
+            cache[batch] = got if isinstance(ref, dict) else got[model.outputs[0].name]
+        return cache[batch]
+
+    return at
