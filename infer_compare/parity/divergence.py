@@ -146,9 +146,9 @@ def run_child(fp32_path: str, cand_path: str, feed: dict[str, np.ndarray], thres
 
 
 def _feed(prep: Any, cand_path: str) -> dict[str, np.ndarray]:
-    # deferred: the divergence child's start stays light without it (+1 module)
     import onnx
 
+    # deferred: the divergence child's start stays light without it (+1 module)
     from infer_compare.base import batches
 
     graph = onnx.load(cand_path, load_external_data=False).graph
