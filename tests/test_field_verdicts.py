@@ -63,3 +63,27 @@ def test_independent_rows_are_not_a_stream(cache_dir):
                   batch_sizes=[1], cache_dir=cache_dir, **FAST, max_time_s=0.3)
     assert not any(n.startswith("a stream") for n in rep.notes)
     assert all(r.status == "ok" for r in rep.rows if r.device == "cpu" and r.batch_size)
+
+
+def test_a_row_whose_run_gave_no_outputs_is_not_ok():
+    """Measured but not judged (no outputs came back to compare): parity_failed with that reason, never ok."""
+    import numpy as np
+
+    from infer_compare.base.records import ExportRecord, Settings
+    from infer_compare.catalog.formats import TOLERANCES
+    from infer_compare.measure.cells import CellResult
+    from infer_compare.measure.rows import record_from_result
+    from infer_compare.prepare.prepared import Prepared
+
+    class _DS:
+        eval_labels = None
+
+    prep = Prepared(minfo=None, model_spec={}, preprocessing={}, ds=_DS(), ref=np.zeros((4, 10)), model=None,
+                    weights_path=None)
+    res = CellResult(batch_size=1, ok=True, samples_ns=(1000, 1100, 1200), wall_ns=3300)
+    base = dict(backend="onnxruntime", format="onnx", precision="fp32", device="cpu", threads=1)
+    art = ExportRecord("onnx", "fp32", "m.onnx", 1, 0.0, True)
+    settings = Settings(batch_sizes={"cpu": (1,)}, threads=1, warmup_iters=1, min_iters=3, min_time_s=0.0,
+                        parity_samples=4, cell_timeout_s=60.0)
+    row = record_from_result(res, base, art, prep, TOLERANCES["fp32"], None, settings)
+    assert row.status == "parity_failed" and row.reason.startswith("not judged: the run gave no outputs")

@@ -117,6 +117,9 @@ def record_from_result(res: CellResult, base: dict[str, Any], art: ExportRecord,
     par = _parity(res, out_path, prep, tol, base["precision"]) if out_path is not None else None
     tp_par = _throughput_path_parity(res, prep, tol, base["precision"]) if tput else None
     status, reason = _status(par, tp_par)
+    if par is None and prep.ref is not None and status == OK:  # measured, but nothing came back to judge
+        status, reason = PARITY_FAILED, ("not judged: the run gave no outputs to compare with the reference "
+                                         f"(batch {b}); a row that cannot be judged is not ok")
     reason, div = _explained(status, reason, art, prep, tol, base["precision"])
     tp_extra, notes = _throughput_fields(res, tp_par) if tput else ({}, [])
     notes = list(res.notes) + notes
