@@ -147,10 +147,12 @@ def test_silero_vad_state_on_axis_1_and_a_given_scalar(cache_dir):
     for b in (1, 4):  # the state laid along axis 1 at every batch size: the outputs agree with the reference
         r = rows[("onnxruntime", "onnx", "fp32", b)]
         assert r.status == "ok" and r.parity.passed, (r.label, r.reason)
-        assert rows[("onnxruntime", "onnx", "int8", b)].status in ("ok", "parity_failed")  # built and run
-        # the fp16 file of a graph with If subgraphs is built (the sort sees what the branches read) and judged
+        # as the README says: int8 runs fp32 kernels (said in the row) and passes; the fp16 file of a graph with
+        # If subgraphs is built (the sort sees what the branches read), judged, and passes
+        i8 = rows[("onnxruntime", "onnx", "int8", b)]
+        assert i8.status == "ok" and i8.parity.judged and i8.exec_precision.startswith("fp32"), (i8.label, i8.reason)
         f16 = rows[("onnxruntime", "onnx", "fp16", b)]
-        assert f16.status in ("ok", "parity_failed") and f16.parity is not None, (f16.label, f16.reason)
+        assert f16.status == "ok" and f16.parity is not None, (f16.label, f16.reason)
 
 
 @pytest.mark.slow
@@ -226,10 +228,11 @@ def test_ocr_detector_with_dynamic_hw_builds_int8_and_fp16(cache_dir):
     rows = rows_of(rep)
     for prec in ("fp32", "fp16", "int8"):
         r = rows[("onnxruntime", "onnx", prec, 1)]
-        # built and measured; whether a dense sigmoid map passes is judged by output kind (issue 24 c, the
-        # parity work): until that lands these rows may be parity_failed on cosine, so only that is allowed
-        assert r.status in ("ok", "parity_failed"), (r.label, r.reason)
-        assert r.latency is not None and r.parity is not None
+        # built, measured and judged as a map; fp32 passes. fp16 and int8 depend on the inputs: on these 4
+        # photos the reference map is nearly empty (no text), so a row may agree on them (int8 did: mask IoU
+        # 1.0) where the README's default 32 photos fail it; only fp32 is fixed here
+        assert r.latency is not None and r.parity is not None and r.parity.kind == "map"
+        assert r.status in (("ok",) if prec == "fp32" else ("ok", "parity_failed")), (r.label, r.reason)
     int8 = rows[("onnxruntime", "onnx", "int8", 1)]
     assert int8.export.options["before_quantizing"]["sizes"] == {"x": "Nx3x320x320"}
 
