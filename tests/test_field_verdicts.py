@@ -87,3 +87,26 @@ def test_a_row_whose_run_gave_no_outputs_is_not_ok():
                         parity_samples=4, cell_timeout_s=60.0)
     row = record_from_result(res, base, art, prep, TOLERANCES["fp32"], None, settings)
     assert row.status == "parity_failed" and row.reason.startswith("not judged: the run gave no outputs")
+
+
+def test_the_divergence_search_feeds_inputs_as_the_model_takes_them(tmp_path):
+    """A state batched on axis 1 and a scalar reach the search's graph in the model's own layout (it fed the
+    state with its rows first and failed on models with state)."""
+    import numpy as np
+
+    from infer_compare.base.records import ModelInfo
+    from infer_compare.parity.divergence import _feed
+
+    class _DS:
+        eval = {"input": np.zeros((5, 512), np.float32), "state": np.zeros((5, 2, 128), np.float32),
+                "sr": np.full((5,), 16000, np.int64)}
+
+    class _Prep:
+        ds = _DS()
+        minfo = ModelInfo("m", "user-onnx", "file", "m.onnx", "h", (512,), 0,
+                          inputs=({"name": "input", "batch_axis": 0}, {"name": "state", "batch_axis": 1},
+                                  {"name": "sr", "batch_axis": None}))
+
+    fed = _feed(_Prep(), str(_file("silero_vad", "data", "silero_vad.onnx")))
+    n = len(fed["input"])  # the search's SAMPLES rows
+    assert fed["input"].shape == (n, 512) and fed["state"].shape == (2, n, 128) and fed["sr"].shape == ()

@@ -148,15 +148,15 @@ def run_child(fp32_path: str, cand_path: str, feed: dict[str, np.ndarray], thres
 def _feed(prep: Any, cand_path: str) -> dict[str, np.ndarray]:
     import onnx
 
-    # deferred: the divergence child's start stays light without it (+1 module)
-    from infer_compare.base import batches
+    # deferred: the divergence child's start stays light without them (+2 modules)
+    from infer_compare.base import batches, layout
 
     graph = onnx.load(cand_path, load_external_data=False).graph
     dim0 = graph.input[0].type.tensor_type.shape.dim[:1]
     static = int(dim0[0].dim_value) if dim0 and dim0[0].dim_value > 0 else 0  # a model of a fixed batch takes that
     ev = batches.head(prep.ds.eval, min(static or SAMPLES, batches.count(prep.ds.eval)))
-    if isinstance(ev, dict):
-        return {k: np.ascontiguousarray(v) for k, v in ev.items()}
+    if isinstance(ev, dict):  # each input laid along the model's own batch axis (a state [2, batch, 128], a scalar)
+        return layout.of_model_info(prep.minfo).to_model(ev)  # contiguous, a scalar kept 0-d
     return {graph.input[0].name: np.ascontiguousarray(ev)}
 
 
