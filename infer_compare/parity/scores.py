@@ -33,6 +33,21 @@ def near_ties(ref: np.ndarray, tol: Tolerance) -> np.ndarray:
     return (top2[:, 0] - top2[:, 1]) < 2.0 * allowed
 
 
+def _top1(ref: np.ndarray, out: np.ndarray, tol: Tolerance, note: str) -> tuple[float, np.ndarray, str]:
+    """(top-1 agreement on the samples that are not near-ties, which samples are, the note saying so): all
+    agreeing when every sample is a near-tie."""
+    agree = ref.argmax(1) == out.argmax(1)
+    ties = near_ties(ref, tol)
+    top1 = float(agree[~ties].mean()) if (~ties).any() else 1.0
+    if ties.any():
+        flipped = int((~agree[ties]).sum())
+        note = "; ".join(x for x in (note, f"top-1 judged on {int((~ties).sum())} of {len(ref)} samples: "
+                                           f"{int(ties.sum())} near-ties (reference top-two margin under twice the "
+                                           f"error {tol.max_rel_err or INT8_TIE_REL} x max |reference| allows), "
+                                           f"{flipped} of them flipped, not judged") if x)
+    return top1, ties, note
+
+
 def _topk(a: np.ndarray, k: int) -> np.ndarray:
     k = min(k, a.shape[1])
     return np.argsort(-a, axis=1, kind="stable")[:, :k]
@@ -75,16 +90,7 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
     cos = cosines(ref, out, diff)
     worst = int(np.argmin(np.where(np.isfinite(cos), cos, -np.inf)))
     cos_mean, cos_min = float(cos.mean()), float(cos[worst])
-    agree = ref.argmax(1) == out.argmax(1)
-    ties = near_ties(ref, tol)
-    # margin-aware: judged on the samples that are not near-ties (all agreeing when every sample is one)
-    top1 = float(agree[~ties].mean()) if (~ties).any() else 1.0
-    if ties.any():
-        flipped = int((~agree[ties]).sum())
-        note = "; ".join(x for x in (note, f"top-1 judged on {int((~ties).sum())} of {len(ref)} samples: "
-                                           f"{int(ties.sum())} near-ties (reference top-two margin under twice the "
-                                           f"error {tol.as_dict().get('max_rel_err') or INT8_TIE_REL} x max |reference| "
-                                           f"allows), {flipped} of them flipped, not judged") if x)
+    top1, ties, note = _top1(ref, out, tol, note)
     top5 = None
     if ref.shape[1] >= 5:
         r5, o5 = _topk(ref, 5), _topk(out, 5)

@@ -219,10 +219,7 @@ class OnnxInt8Exporter(_FromOnnx):
         notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel {bits}-bit weights), "
                  f"{o.int8_calibration} calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
                  f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}", f"reduce_range {why}"]
-        if tails:
-            opts["mixed_scale_outputs"] = {"why": mixed, "nodes": tails}
-            notes.append(f"left in float so that one output's parts keep their own scales ({mixed}): {len(tails)} "
-                         f"node(s) of its decoding tail, {', '.join(tails[:4])}{' ...' if len(tails) > 4 else ''}")
+        notes += _tail_note(opts, tails, mixed)
         if excluded:
             notes.append(f"left unquantized (--onnx-int8-exclude {o.int8_exclude}): {len(excluded)} node(s), "
                          + ", ".join(excluded[:5]) + (" ..." if len(excluded) > 5 else ""))
@@ -300,6 +297,15 @@ def _calibrate(q, pre: Path, calib, method: str, tmp: Path, layout: dict | None 
             feed = {name: np.ascontiguousarray(calib[i:i + step], dtype=np.float32)}
         cal.collect_data(_Batches([feed]))
     return cal.compute_data()
+
+
+def _tail_note(opts: dict[str, Any], tails: list[str], mixed: str) -> list[str]:
+    """The record and the note of a decoding tail left in float (models/onnx_heads.py); [] without one."""
+    if not tails:
+        return []
+    opts["mixed_scale_outputs"] = {"why": mixed, "nodes": tails}
+    return [f"left in float so that one output's parts keep their own scales ({mixed}): {len(tails)} node(s) of "
+            f"its decoding tail, {', '.join(tails[:4])}{' ...' if len(tails) > 4 else ''}"]
 
 
 def _input_of(path: Path, default: str) -> tuple[str, int | None]:
