@@ -24,6 +24,13 @@ class Job:
     gpus: float = 0.0
     cores: tuple[int, ...] = ()  # CPU cores the measuring process is pinned to (() = no pinning)
     group: str = ""  # jobs of one group run at the same time on one host (several GPUs); recorded in the rows
+    share: tuple[int, ...] = ()  # (i, n): the job runs on the i-th of n slices of its node's cores (whole cores)
+
+    @property
+    def label(self) -> str:
+        """The job in progress lines: its node and devices (``srv cuda:1``)."""
+        devs = self.run_kwargs.get("devices") or ()
+        return f"{self.target} {','.join(devs)}" if devs else self.target
 
 
 @dataclass

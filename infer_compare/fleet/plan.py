@@ -1,6 +1,6 @@
 """Which jobs a fleet runs: the nodes of the cluster (found by their ``ic-node:`` resource), the
 ones named by ``--targets``, and per node one job per GPU (run at the same time, each pinned to its
-own CPU cores) then one job for everything else (CPU configurations never overlap one another)."""
+own share of the node's CPU cores, bound on the node to the GPU Ray assigns) then one job for everything else (CPU configurations never overlap one another)."""
 
 from __future__ import annotations
 
@@ -37,11 +37,6 @@ def select(nodes: dict[str, dict], targets: list[str] | None) -> dict[str, dict]
     return {t: nodes[t] for t in targets}
 
 
-def _slices(n_cores: int, parts: int) -> list[tuple[int, ...]]:
-    per = max(1, n_cores // parts)
-    return [tuple(range(i * per, min(n_cores, (i + 1) * per))) or (i % max(1, n_cores),) for i in range(parts)]
-
-
 def jobs_for(name: str, node: dict, run_kwargs: dict[str, Any]) -> list[Job]:
     """One job per CUDA device (concurrent, each with its own cores), then the rest of the node's devices."""
     asked = run_kwargs.get("devices")
@@ -49,12 +44,14 @@ def jobs_for(name: str, node: dict, run_kwargs: dict[str, Any]) -> list[Job]:
     jobs = []
     if len(gpus) > 1:
         group = f"{name}: " + ", ".join(gpus)
-        for d, cores in zip(gpus, _slices(node["cpus"], len(gpus)), strict=True):
+        for i, d in enumerate(gpus):  # each task takes the GPU Ray assigns it (fleet/bind.py)
             jobs.append(Job(name, {**run_kwargs, "devices": [d]}, {f"{DEVICE}{name}/{d}": 1.0}, gpus=1.0,
-                            cores=cores, group=group))
+                            share=(i, len(gpus)), group=group))
     rest = [d for d in (asked or ["cpu", *node["devices"]]) if not (len(gpus) > 1 and d in (*gpus, "cuda"))]
     if rest:
         res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"] if d in rest}}
         kw = {**run_kwargs, "devices": rest if (asked or len(gpus) > 1) else asked}
-        jobs.append(Job(name, kw, res))
+        cuda = [d for d in node["devices"] if d.startswith("cuda")]
+        covered = [d for d in cuda if d in rest] or cuda[:1] if "cuda" in rest else [d for d in cuda if d in rest]
+        jobs.append(Job(name, kw, res, gpus=float(len(covered))))  # Ray's GPU, which the task binds to
     return jobs
