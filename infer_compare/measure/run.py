@@ -47,8 +47,8 @@ from infer_compare.measure.bench import LoopSettings
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.forkserver import ForkServers, preloads
 from infer_compare.measure.gpus import Slot, assign, make_slots, spell_cores
-from infer_compare.measure.parallel import run_on_slots
 from infer_compare.measure.isolate import CORES_ENV, run_cell
+from infer_compare.measure.parallel import run_on_slots
 from infer_compare.measure.plan import Cell, Selection, plan_cells, settings_for
 from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.prepared import Prepared
