@@ -16,6 +16,8 @@ timed() {  # NAME LIMIT_S command...
 }
 IC="python3 -m infer_compare"
 timed export 200 $IC export --model resnet50 -o /tmp/bundle --cache-dir /tmp/c2
+# a fresh machine: one run first fills the cache (torch.compile's) that the timed runs below find warm
+[ -n "${PREWARM:-}" ] && timed bundle-prewarm 240 $IC run /tmp/bundle -o "$O/bundle-prewarm" --cache-dir /tmp/c2
 timed bundle-local 150 $IC run /tmp/bundle -o "$O/bundle-local" --cache-dir /tmp/c2
 cat > /tmp/fleet-ns.sh <<NSEOF
 set -u
@@ -31,12 +33,21 @@ export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/tmp/fleet-token RAY_TMPDIR=/tmp/
 t0=\$(date +%s.%N)
 $IC fleet join --head --name gpu2 --ip 127.0.0.1 > "$O/fleet-join.txt" 2>&1; echo "join rc=\$?" >> "$O/walls.txt"
 t1=\$(date +%s.%N)
+python3 -c "
+import socket, struct
+for ln in open('/proc/net/tcp').readlines()[1:]:
+    f = ln.split()
+    if f[3] == '0A':
+        a, p = f[1].split(':')
+        print(socket.inet_ntoa(struct.pack('<I', int(a, 16))), int(p, 16))
+" | sort -u > "$O/listening.txt"
 timeout 200 $IC fleet run /tmp/bundle --address 127.0.0.1:6379 -o "$O/fleet" > "$O/fleet-run.txt" 2>&1
 rc=\$?; t2=\$(date +%s.%N)
 echo "fleet-run rc=\$rc wall_s=\$(python3 -c "print(round(\$t2 - \$t1, 1))") join_s=\$(python3 -c "print(round(\$t1 - \$t0, 1))")" >> "$O/walls.txt"
 python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1
 NSEOF
 unshare -n bash /tmp/fleet-ns.sh
+[ -n "${AFTER:-}" ] && timed bundle-local-after 150 $IC run /tmp/bundle -o "$O/bundle-local-after" --cache-dir /tmp/c2
 tail -3 "$O/walls.txt"
 if [ -n "${SEQ_LIMIT:-}" ]; then
     timed two-gpus-sequential "$SEQ_LIMIT" $IC --model resnet50 --cache-dir /tmp/c2 --gpus sequential \

@@ -107,8 +107,9 @@ def test_planning_one_task_per_gpu_then_cpu_alone():
     assert set(nodes) == {"srv", "pi"} and nodes["srv"]["devices"] == ["cuda:0", "cuda:1"]
     jobs = [j for n, node in nodes.items() for j in plan.jobs_for(n, node, {"batch_sizes": [1]})]
     gpu = [j for j in jobs if j.gpus]
-    assert [j.run_kwargs["devices"] for j in gpu] == [["cuda:0"], ["cuda:1"]]
-    assert [j.share for j in gpu] == [(0, 2), (1, 2)] and gpu[0].group == gpu[1].group != ""
+    assert [j.run_kwargs["devices"] for j in gpu] == [["cuda:0", "cuda:1"]]  # one task: both GPUs at once
+    assert gpu[0].gpus == 2.0 and gpu[0].group != "" and set(gpu[0].resources) == {"ic-device:srv/cuda:0",
+                                                                                     "ic-device:srv/cuda:1"}
     srv_cpu = [j for j in jobs if j.target == "srv" and not j.gpus]
     assert srv_cpu[0].run_kwargs["devices"] == ["cpu"] and srv_cpu[0].resources == {"ic-node:srv": 1.0}
     first, second = waves(jobs)
@@ -212,7 +213,7 @@ def test_a_gpu_job_whose_device_the_task_cannot_see_fails_and_the_run_exits_1(bu
     monkeypatch.setattr(bind, "assigned_gpu_ids", lambda: [])
     monkeypatch.setattr("infer_compare.catalog.device_kinds.gpus", lambda: ())
     data, sha = pack.pack(bundle)
-    gpu_job = Job("srv", {**KW, "devices": ["cuda:1"]}, {"ic-device:srv/cuda:1": 1.0}, gpus=1.0, share=(1, 2))
+    gpu_job = Job("srv", {**KW, "devices": ["cuda:1"]}, {"ic-device:srv/cuda:1": 1.0}, gpus=1.0)
     out = run_on_node(data, sha, gpu_job)
     assert "report" not in out and "node srv: cuda:1 not visible to the task" in out["error"]
 

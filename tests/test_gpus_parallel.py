@@ -155,3 +155,11 @@ def test_auth_off_is_refused_unless_every_address_is_loopback(monkeypatch):
     for addrs in (("10.0.0.1",), ("127.0.0.1", "10.0.0.1:6379"), ("192.168.1.5:6379",), ()):
         with pytest.raises(UsageError, match="RAY_AUTH_MODE=disabled is refused"):
             enable(addresses=addrs)
+
+
+def test_fleet_task_holding_both_gpus_measures_both_named_physically():
+    seen = visible(GPUS, "1,0")  # Ray's order
+    kw, bound = bind({"devices": ["cuda:0", "cuda:1"]}, seen, ["1", "0"], "srv", "1,0")
+    assert kw["devices"] == ["cuda:0", "cuda:1"] and [bound[d]["index"] for d in kw["devices"]] == [1, 0]
+    out = relabel({"rows": [{"device": "cuda:0", "extra": {}}, {"device": "cuda:1", "extra": {}}]}, bound, "srv")
+    assert [r["device"] for r in out["rows"]] == ["cuda:1", "cuda:0"]

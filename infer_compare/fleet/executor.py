@@ -24,7 +24,6 @@ class Job:
     gpus: float = 0.0
     cores: tuple[int, ...] = ()  # CPU cores the measuring process is pinned to (() = no pinning)
     group: str = ""  # jobs of one group run at the same time on one host (several GPUs); recorded in the rows
-    share: tuple[int, ...] = ()  # (i, n): the job runs on the i-th of n slices of its node's cores (whole cores)
 
     @property
     def label(self) -> str:

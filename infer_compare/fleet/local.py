@@ -28,8 +28,8 @@ def node_facts() -> dict:
 def measure_job(bundle: str, job: Job) -> dict:
     """Run one job's part of a verified bundle directory here; the Report as a dict. Inside a Ray task the
     job's GPUs are the ones Ray assigned (fleet/bind.py) and Unbound is raised when the task cannot see
-    them; the process is pinned to the job's share of this host's cores for the job's length only (a Ray
-    worker runs later tasks too); Ray's OMP_NUM_THREADS for its workers is not passed on to the measuring
+    them; the process is pinned to the job's cores (if any) for the job's length only (a Ray worker runs
+    later tasks too); Ray's OMP_NUM_THREADS for its workers is not passed on to the measuring
     processes, which run as a local run's do."""
     import os
 
@@ -41,7 +41,7 @@ def measure_job(bundle: str, job: Job) -> dict:
     kwargs, bound = job.run_kwargs, {}
     if assigned is not None:
         kwargs, bound = bind(job.run_kwargs, list(gpus()), assigned, job.target, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    cores = job_cores(job)
+    cores = tuple(job.cores)
     before = os.sched_getaffinity(0) if cores and hasattr(os, "sched_setaffinity") else None
     omp = os.environ.pop("OMP_NUM_THREADS", None) if assigned is not None else None
     try:
@@ -54,18 +54,6 @@ def measure_job(bundle: str, job: Job) -> dict:
         if omp is not None:
             os.environ["OMP_NUM_THREADS"] = omp
     return relabel(rep, bound, job.target) if bound else rep
-
-
-def job_cores(job: Job) -> tuple[int, ...]:
-    """The job's cores: its share (i of n) of the cores this process may use, whole physical cores
-    (measure/gpus.py), else the cores the driver named."""
-    if job.share:
-        # deferred: the planning of cores is the measuring layer's (+1 module)
-        from infer_compare.measure.gpus import core_slices, usable_cpus
-
-        i, n = job.share
-        return core_slices(usable_cpus(), n)[i]
-    return tuple(job.cores)
 
 
 class LocalExecutor:

@@ -1,6 +1,7 @@
 """Which jobs a fleet runs: the nodes of the cluster (found by their ``ic-node:`` resource), the
-ones named by ``--targets``, and per node one job per GPU (run at the same time, each pinned to its
-own share of the node's CPU cores, bound on the node to the GPU Ray assigns) then one job for everything else (CPU configurations never overlap one another)."""
+ones named by ``--targets``, and per node one job for its GPUs (one task holding them all, bound on
+the node to the GPUs Ray assigns, measuring them at once as a local run does: measure/gpus.py) then
+one job for everything else (CPU configurations never overlap one another)."""
 
 from __future__ import annotations
 
@@ -38,15 +39,15 @@ def select(nodes: dict[str, dict], targets: list[str] | None) -> dict[str, dict]
 
 
 def jobs_for(name: str, node: dict, run_kwargs: dict[str, Any]) -> list[Job]:
-    """One job per CUDA device (concurrent, each with its own cores), then the rest of the node's devices."""
+    """Several GPUs: one job for all of them (the task binds to the GPUs Ray assigns and measures them at
+    once, measure/gpus.py: each GPU's process on its own cores), then the rest of the node's devices."""
     asked = run_kwargs.get("devices")
     gpus = [d for d in node["devices"] if d.startswith("cuda") and (not asked or d in asked or "cuda" in asked)]
     jobs = []
-    if len(gpus) > 1:
+    if len(gpus) > 1:  # one task holding every GPU: it measures them at once as a local run does (--gpus)
         group = f"{name}: " + ", ".join(gpus)
-        for i, d in enumerate(gpus):  # each task takes the GPU Ray assigns it (fleet/bind.py)
-            jobs.append(Job(name, {**run_kwargs, "devices": [d]}, {f"{DEVICE}{name}/{d}": 1.0}, gpus=1.0,
-                            share=(i, len(gpus)), group=group))
+        jobs.append(Job(name, {**run_kwargs, "devices": gpus}, {f"{DEVICE}{name}/{d}": 1.0 for d in gpus},
+                        gpus=float(len(gpus)), group=group))
     rest = [d for d in (asked or ["cpu", *node["devices"]]) if not (len(gpus) > 1 and d in (*gpus, "cuda"))]
     if rest:
         res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"] if d in rest}}
