@@ -346,7 +346,10 @@ def _concurrency_note(mode: str, used: list[Slot]) -> str:
            if mode == "spread" else "every configuration measured on every GPU")
     return (f"GPU configurations ran concurrently (--gpus {mode}: {how}) on " + "; ".join(s.describe() for s in used)
             + ". Each measuring process saw its GPU alone (CUDA_VISIBLE_DEVICES) and ran pinned to its own cores; "
-            "CPU configurations ran after them, one at a time, on every core. Each row names its GPU (extra.gpu_*)")
+            "CPU configurations ran after them, one at a time, on every core. Each row names its GPU (extra.gpu_*). "
+            "Rows of short calls (a CPU-bound launch loop: batch 1, small batches of fast configurations) are not "
+            "shown to match a row measured alone within 3 % (on the 2-GPU H200 machines their spread between two "
+            "runs, each row alone, was larger: reports/gpu-h200x2-fidelity.md); --gpus sequential measures each alone")
 
 
 def _one_cell(run: _Run, c: Cell, chain: ArtifactChain, sel: Selection, work: Path, cache: Cache, tag: str,
