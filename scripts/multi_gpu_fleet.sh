@@ -3,6 +3,7 @@
 # `export --model resnet50` run locally (both GPUs at once) and through `fleet run` on a one-node Ray cluster of
 # this host inside a network namespace of its own (loopback only, token authentication on); then, if
 # SEQ_LIMIT is set, the comparison with --gpus sequential (every row measured alone, on each GPU in turn).
+# EXPORT_FLAGS and RUN_FLAGS narrow the export and both runs (e.g. --formats pytorch,onnx / --backends ...).
 # Usage (repository root, ONNX Runtime GPU and Ray 2.60 under /tmp/site): scripts/multi_gpu_fleet.sh OUT
 set -u
 O=${1:?usage: multi_gpu_fleet.sh OUT}; mkdir -p "$O"
@@ -15,10 +16,10 @@ timed() {  # NAME LIMIT_S command...
     echo "$name rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))") $*" | tee -a "$O/walls.txt"
 }
 IC="python3 -m infer_compare"
-timed export 200 $IC export --model resnet50 -o /tmp/bundle --cache-dir /tmp/c2
+timed export 200 $IC export --model resnet50 -o /tmp/bundle --cache-dir /tmp/c2 ${EXPORT_FLAGS:-}
 # a fresh machine: one run first fills the cache (torch.compile's) that the timed runs below find warm
 [ -n "${PREWARM:-}" ] && timed bundle-prewarm 240 $IC run /tmp/bundle -o "$O/bundle-prewarm" --cache-dir /tmp/c2
-timed bundle-local 150 $IC run /tmp/bundle -o "$O/bundle-local" --cache-dir /tmp/c2
+timed bundle-local 150 $IC run /tmp/bundle -o "$O/bundle-local" --cache-dir /tmp/c2 ${RUN_FLAGS:-}
 cat > /tmp/fleet-ns.sh <<NSEOF
 set -u
 python3 - <<'PY' || exit 97
@@ -41,7 +42,7 @@ for ln in open('/proc/net/tcp').readlines()[1:]:
         a, p = f[1].split(':')
         print(socket.inet_ntoa(struct.pack('<I', int(a, 16))), int(p, 16))
 " | sort -u > "$O/listening.txt"
-timeout 200 $IC fleet run /tmp/bundle --address 127.0.0.1:6379 -o "$O/fleet" > "$O/fleet-run.txt" 2>&1
+timeout 200 $IC fleet run /tmp/bundle --address 127.0.0.1:6379 -o "$O/fleet" ${RUN_FLAGS:-} > "$O/fleet-run.txt" 2>&1
 rc=\$?; t2=\$(date +%s.%N)
 echo "fleet-run rc=\$rc wall_s=\$(python3 -c "print(round(\$t2 - \$t1, 1))") join_s=\$(python3 -c "print(round(\$t1 - \$t0, 1))")" >> "$O/walls.txt"
 python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1

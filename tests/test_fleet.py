@@ -106,14 +106,13 @@ def test_planning_one_task_per_gpu_then_cpu_alone():
         {"Alive": True, "Resources": {"CPU": 2}}])
     assert set(nodes) == {"srv", "pi"} and nodes["srv"]["devices"] == ["cuda:0", "cuda:1"]
     jobs = [j for n, node in nodes.items() for j in plan.jobs_for(n, node, {"batch_sizes": [1]})]
-    gpu = [j for j in jobs if j.gpus]
-    assert [j.run_kwargs["devices"] for j in gpu] == [["cuda:0", "cuda:1"]]  # one task: both GPUs at once
-    assert gpu[0].gpus == 2.0 and gpu[0].group != "" and set(gpu[0].resources) == {"ic-device:srv/cuda:0",
-                                                                                     "ic-device:srv/cuda:1"}
-    srv_cpu = [j for j in jobs if j.target == "srv" and not j.gpus]
-    assert srv_cpu[0].run_kwargs["devices"] == ["cpu"] and srv_cpu[0].resources == {"ic-node:srv": 1.0}
-    first, second = waves(jobs)
-    assert srv_cpu[0] in second and all(j in first for j in gpu) and any(j.target == "pi" for j in first)
+    srv, pi = jobs  # one task per node: it measures there as a local run does (both GPUs at once, then CPU)
+    assert srv.run_kwargs["devices"] == ["cpu", "cuda:0", "cuda:1"] and srv.gpus == 2.0
+    assert srv.resources == {"ic-node:srv": 1.0, "ic-device:srv/cuda:0": 1.0, "ic-device:srv/cuda:1": 1.0}
+    assert pi.run_kwargs["devices"] is None and pi.gpus == 0.0 and pi.resources == {"ic-node:pi": 1.0}
+    (one,) = plan.jobs_for("srv", nodes["srv"], {"devices": ["cuda:1"]})
+    assert one.gpus == 1.0 and one.resources == {"ic-node:srv": 1.0, "ic-device:srv/cuda:1": 1.0}
+    assert waves(jobs) == [jobs]
     with pytest.raises(UsageError, match="no node matches --targets x"):
         plan.select(nodes, ["pi", "x"])
     with pytest.raises(UsageError, match="no infer-compare node"):

@@ -1,7 +1,6 @@
 """Which jobs a fleet runs: the nodes of the cluster (found by their ``ic-node:`` resource), the
-ones named by ``--targets``, and per node one job for its GPUs (one task holding them all, bound on
-the node to the GPUs Ray assigns, measuring them at once as a local run does: measure/gpus.py) then
-one job for everything else (CPU configurations never overlap one another)."""
+ones named by ``--targets``, and one job per node that measures there as a local run does (several
+GPUs at once, bound to the GPUs Ray assigns; CPU configurations after them, never overlapping)."""
 
 from __future__ import annotations
 
@@ -39,20 +38,14 @@ def select(nodes: dict[str, dict], targets: list[str] | None) -> dict[str, dict]
 
 
 def jobs_for(name: str, node: dict, run_kwargs: dict[str, Any]) -> list[Job]:
-    """Several GPUs: one job for all of them (the task binds to the GPUs Ray assigns and measures them at
-    once, measure/gpus.py: each GPU's process on its own cores), then the rest of the node's devices."""
+    """One job per node: one Ray task holding the node (its ``ic-node``), each device it measures (its
+    ``ic-device``) and Ray's GPUs for them. On the node it measures as a local run does: several GPUs at once
+    (measure/gpus.py, each GPU's process on its own cores, bound to the GPUs Ray assigned: fleet/bind.py), then
+    the CPU configurations alone. One task, so the bundle is prepared once, as locally."""
     asked = run_kwargs.get("devices")
-    gpus = [d for d in node["devices"] if d.startswith("cuda") and (not asked or d in asked or "cuda" in asked)]
-    jobs = []
-    if len(gpus) > 1:  # one task holding every GPU: it measures them at once as a local run does (--gpus)
-        group = f"{name}: " + ", ".join(gpus)
-        jobs.append(Job(name, {**run_kwargs, "devices": gpus}, {f"{DEVICE}{name}/{d}": 1.0 for d in gpus},
-                        gpus=float(len(gpus)), group=group))
-    rest = [d for d in (asked or ["cpu", *node["devices"]]) if not (len(gpus) > 1 and d in (*gpus, "cuda"))]
-    if rest:
-        res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"] if d in rest}}
-        kw = {**run_kwargs, "devices": rest if (asked or len(gpus) > 1) else asked}
-        cuda = [d for d in node["devices"] if d.startswith("cuda")]
-        covered = [d for d in cuda if d in rest] or cuda[:1] if "cuda" in rest else [d for d in cuda if d in rest]
-        jobs.append(Job(name, kw, res, gpus=float(len(covered))))  # Ray's GPU, which the task binds to
-    return jobs
+    cuda = [d for d in node["devices"] if d.startswith("cuda")]
+    gpus = [d for d in cuda if not asked or d in asked] or (cuda[:1] if asked and "cuda" in asked else [])
+    devices = asked or (["cpu", *node["devices"]] if cuda else None)  # named: the task maps them to Ray's GPUs
+    res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"]
+                                    if d in gpus or not d.startswith("cuda") and (not asked or d in asked)}}
+    return [Job(name, {**run_kwargs, "devices": devices}, res, gpus=float(len(gpus)))]
