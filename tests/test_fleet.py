@@ -218,13 +218,14 @@ def test_a_gpu_job_whose_device_the_task_cannot_see_fails_and_the_run_exits_1(bu
 
     class _Replay:
         def run(self, bundle_, jobs, on_event):
-            return [JobResult(j, error=f"node {j.label}: {out['error']}") if j is gpu_job else JobResult(j, one_report)
-                    for j in jobs]
+            task = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "ray_gpu_ids": [], "cores": 2}
+            return [JobResult(j, error=f"node {j.label}: {out['error']}") if j is gpu_job else
+                    JobResult(j, one_report, node={"task": task}) for j in jobs]
 
     merged, results = run_fleet("B", _Replay(), [gpu_job, Job("srv", KW, {"ic-node:srv": 1})], lambda n, m: None,
                                 ["x"])
     failed = [r for r in merged.rows if r.status == "run_failed"]
     assert len(failed) == 1 and failed[0].device == "srv:cuda:1" and "cuda:1 not visible" in failed[0].reason
-    assert not merged.complete
+    assert not merged.complete and any("the Ray task of srv cpu saw CUDA_VISIBLE_DEVICES=''" in n for n in merged.notes)
     assert _save(merged, results, tmp_path / "o") == 1
     assert "node srv cuda:1: " in capsys.readouterr().err
