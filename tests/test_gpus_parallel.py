@@ -163,3 +163,26 @@ def test_fleet_task_holding_both_gpus_measures_both_named_physically():
     assert kw["devices"] == ["cuda:0", "cuda:1"] and [bound[d]["index"] for d in kw["devices"]] == [1, 0]
     out = relabel({"rows": [{"device": "cuda:0", "extra": {}}, {"device": "cuda:1", "extra": {}}]}, bound, "srv")
     assert [r["device"] for r in out["rows"]] == ["cuda:1", "cuda:0"]
+
+
+def test_a_comparison_on_two_stand_in_gpus_runs_them_at_once_and_names_each(monkeypatch, cache_dir):
+    """End to end through compare() with two stand-in GPUs (no GPU here): ONNX Runtime's CUDA rows run in
+    measuring children bound to each GPU (its UUID) and pinned to its cores, at the same time; without a CUDA
+    provider each child says so in a skipped row, which still names the GPU, and the report says what ran
+    concurrently."""
+    import infer_compare.catalog.device_kinds as dk
+    from infer_compare import compare
+    from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
+
+    monkeypatch.setattr(dk, "all_gpus", lambda: [dict(g) for g in GPUS])
+    probe = OnnxRuntimeRunner.probe.__func__
+    monkeypatch.setattr(OnnxRuntimeRunner, "probe", classmethod(lambda c, device="cpu": probe(c, "cpu")))
+    rep = compare("lenet5", backends=["onnxruntime"], precisions=["fp32", "fp16"], devices=["cuda:0", "cuda:1"],
+                  batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1, warmup_time_s=0.0,
+                  cache_dir=cache_dir)
+    rows = [r for r in rep.rows if r.device.startswith("cuda")]
+    assert [r.precision for r in rows] == ["fp32", "fp16"]  # each configuration once (identical GPUs), plan order
+    for r in rows:
+        assert r.extra["gpu_uuid"] == {"cuda:0": "GPU-aaaa-0000", "cuda:1": "GPU-bbbb-1111"}[r.device]
+        assert r.extra["concurrent_with"] == "cuda:0, cuda:1" and r.extra.get("cores") != ""
+    assert any("ran concurrently (--gpus spread" in n and "GPU-bbbb-1111" in n for n in rep.notes)

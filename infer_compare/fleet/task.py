@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 
+from infer_compare.fleet.bind import assigned_gpu_ids
 from infer_compare.fleet.executor import Job
 from infer_compare.fleet.local import measure_job, node_facts
 from infer_compare.fleet.pack import unpack
@@ -26,8 +27,6 @@ def task_facts() -> dict:
     CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS (Ray sets it for its workers; the measuring processes run
     without it, fleet/local.py) and how many cores the worker may use."""
     import os
-
-    from infer_compare.fleet.bind import assigned_gpu_ids
 
     out = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
     out["ray_gpu_ids"] = assigned_gpu_ids()

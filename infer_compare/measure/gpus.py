@@ -163,3 +163,15 @@ def assign(cells: list[Any], slots: list[Slot], mode: str) -> tuple[list[tuple[A
         seen[key] = len(work)
         work.append((c, tuple(s.device for s in slots if s.pool == slot.pool)))
     return work, rest
+
+
+def concurrency_note(mode: str, used: list[Slot]) -> str:
+    """The report's note on what ran concurrently on ``used`` (and what that does not show)."""
+    how = ("each configuration measured once per GPU model, on whichever GPU of that model was free"
+           if mode == "spread" else "every configuration measured on every GPU")
+    return (f"GPU configurations ran concurrently (--gpus {mode}: {how}) on " + "; ".join(s.describe() for s in used)
+            + ". Each measuring process saw its GPU alone (CUDA_VISIBLE_DEVICES) and ran pinned to its own cores; "
+            "CPU configurations ran after them, one at a time, on every core. Each row names its GPU (extra.gpu_*). "
+            "Rows of short calls (a CPU-bound launch loop: batch 1, small batches of fast configurations) are not "
+            "shown to match a row measured alone within 3 % (on the 2-GPU H200 machines their spread between two "
+            "runs, each row alone, was larger: reports/gpu-h200x2-fidelity.md); --gpus sequential measures each alone")

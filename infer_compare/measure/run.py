@@ -46,7 +46,7 @@ from infer_compare.host.boards import measurement_warnings
 from infer_compare.measure.bench import LoopSettings
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.forkserver import ForkServers, preloads
-from infer_compare.measure.gpus import Slot, assign, make_slots, spell_cores
+from infer_compare.measure.gpus import Slot, assign, concurrency_note, make_slots, spell_cores
 from infer_compare.measure.isolate import CORES_ENV, run_cell
 from infer_compare.measure.parallel import run_on_slots
 from infer_compare.measure.plan import Cell, Selection, plan_cells, settings_for
@@ -320,7 +320,7 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
     if work_:
         used = [s for s in slots if any(s.device in allowed for _, allowed in work_)]
         run.concurrent = {"concurrent_with": ", ".join(s.device for s in used)}
-        run.notes.append(_concurrency_note(sel.gpus, used))
+        run.notes.append(concurrency_note(sel.gpus, used))
         for s in used:
             run.servers_for(s)
         run_on_slots(work_, used, lambda c, s: _one_cell(run, c, chain, sel, work, cache,
@@ -339,17 +339,6 @@ def _slots(run: _Run, cells: list[Cell]) -> list[Slot]:
     """A slot per CUDA device the plan names (this process's numbering), with its GPU's facts."""
     devices = list(dict.fromkeys(c.device for c in cells if c.kind == "cuda" and c.device))
     return make_slots(list(getattr(run.environment, "gpus", ()) or ()), devices) if len(devices) > 1 else []
-
-
-def _concurrency_note(mode: str, used: list[Slot]) -> str:
-    how = ("each configuration measured once per GPU model, on whichever GPU of that model was free"
-           if mode == "spread" else "every configuration measured on every GPU")
-    return (f"GPU configurations ran concurrently (--gpus {mode}: {how}) on " + "; ".join(s.describe() for s in used)
-            + ". Each measuring process saw its GPU alone (CUDA_VISIBLE_DEVICES) and ran pinned to its own cores; "
-            "CPU configurations ran after them, one at a time, on every core. Each row names its GPU (extra.gpu_*). "
-            "Rows of short calls (a CPU-bound launch loop: batch 1, small batches of fast configurations) are not "
-            "shown to match a row measured alone within 3 % (on the 2-GPU H200 machines their spread between two "
-            "runs, each row alone, was larger: reports/gpu-h200x2-fidelity.md); --gpus sequential measures each alone")
 
 
 def _one_cell(run: _Run, c: Cell, chain: ArtifactChain, sel: Selection, work: Path, cache: Cache, tag: str,
