@@ -186,3 +186,16 @@ def test_a_comparison_on_two_stand_in_gpus_runs_them_at_once_and_names_each(monk
         assert r.extra["gpu_uuid"] == {"cuda:0": "GPU-aaaa-0000", "cuda:1": "GPU-bbbb-1111"}[r.device]
         assert r.extra["concurrent_with"] == "cuda:0, cuda:1" and r.extra.get("cores") != ""
     assert any("ran concurrently (--gpus spread" in n and "GPU-bbbb-1111" in n for n in rep.notes)
+
+
+def test_merge_label_as_a_comma_list_labels_each_file(tmp_path):
+    """docs/fleet.md's `merge fleet/results.json devboard/results.json --label fleet,devboard` form."""
+    import json
+    from pathlib import Path
+
+    from infer_compare.cli import main
+
+    src = str(Path(__file__).parent.parent / "reports" / "cpu-lenet5" / "results.json")
+    assert main(["merge", src, src, "--label", "fleet,devboard", "-o", str(tmp_path / "m")]) == 0
+    assert list(json.loads((tmp_path / "m" / "results.json").read_text())["machines"]) == ["fleet", "devboard"]
+    assert main(["merge", src, src, "--label", "fleet,", "-o", str(tmp_path / "n")]) == 2

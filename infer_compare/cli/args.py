@@ -330,8 +330,8 @@ def build_merge_parser() -> argparse.ArgumentParser:
     p.add_argument("results", nargs="+", metavar="RESULTS.json")
     add_output(p, p, "where the merged results.json, .md, .csv and .html go", required=True)
     p.add_argument("--label", action="append", default=[], metavar="NAME",
-                   help="machine label of each file, in order (repeatable; default: Jetson/Pi model, GPU name or "
-                        "CPU model)")
+                   help="machine label of each file, in order (repeatable, or comma-separated: --label a,b; default: "
+                        "Jetson/Pi model, GPU name or CPU model)")
     return p
 
 
