@@ -199,3 +199,11 @@ def test_merge_label_as_a_comma_list_labels_each_file(tmp_path):
     assert main(["merge", src, src, "--label", "fleet,devboard", "-o", str(tmp_path / "m")]) == 0
     assert list(json.loads((tmp_path / "m" / "results.json").read_text())["machines"]) == ["fleet", "devboard"]
     assert main(["merge", src, src, "--label", "fleet,", "-o", str(tmp_path / "n")]) == 2
+
+
+def test_two_nodes_on_one_host_are_warned_about():
+    from infer_compare.fleet.run import shared_hosts
+
+    w = shared_hosts({"a": {"host": "lab1"}, "b": {"host": "lab1"}, "c": {"host": "lab2"}})
+    assert len(w) == 1 and w[0].startswith("nodes a, b ran on one host (lab1)")
+    assert shared_hosts({"a": {"host": "lab1"}, "c": {"host": "lab2"}}) == []

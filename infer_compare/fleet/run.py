@@ -70,6 +70,16 @@ def _task_note(res: JobResult) -> str:
             f"processes) and {t.get('cores')} cores")
 
 
+def shared_hosts(facts: dict[str, dict[str, Any]]) -> list[str]:
+    """A warning per host that ran several nodes: their rows competed for that host's cores and memory."""
+    by: dict[str, list[str]] = {}
+    for n, f in facts.items():
+        if f.get("host"):
+            by.setdefault(f["host"], []).append(n)
+    return [f"nodes {', '.join(sorted(ns))} ran on one host ({h}): their measurements shared its CPU, memory "
+            "and devices, and may have run at the same time" for h, ns in sorted(by.items()) if len(ns) > 1]
+
+
 def skew(facts: dict[str, dict[str, Any]]) -> list[str]:
     """Per-node version differences (infer-compare, Python, Ray), one warning each."""
     out = []
@@ -113,7 +123,7 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
                                                        extra={"machine": r.job.target}) for r in lost)
     reasons = [merged.incomplete_reason] if merged.incomplete_reason else []
     reasons += [f"{r.job.target}: {r.error}" for r in lost]
-    return merged.replace(rows=rows, warnings=merged.warnings + tuple(skew(facts)),
+    return merged.replace(rows=rows, warnings=merged.warnings + tuple(skew(facts)) + tuple(shared_hosts(facts)),
                           complete=merged.complete and not lost and not interrupted,
                           incomplete_reason="; ".join(reasons + (["interrupted by Ctrl-C"] if interrupted else []))), \
         results
