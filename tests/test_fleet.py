@@ -76,7 +76,7 @@ def test_local_executor_measures_a_job(bundle):
     events = []
     (res,) = LocalExecutor().run(str(bundle), [Job("here", KW)], lambda n, m: events.append((n, m)))
     assert not res.error and res.report["rows"]
-    assert any(r["status"] == "ok" for r in res.report["rows"]) and events[-1] == ("here", "done")
+    assert any(r["status"] == "ok" for r in res.report["rows"]) and events[-1] == ("here cpu", "done")
 
 
 def test_advertised_resources_one_per_device():
@@ -106,13 +106,13 @@ def test_planning_one_task_per_gpu_then_cpu_alone():
         {"Alive": True, "Resources": {"CPU": 2}}])
     assert set(nodes) == {"srv", "pi"} and nodes["srv"]["devices"] == ["cuda:0", "cuda:1"]
     jobs = [j for n, node in nodes.items() for j in plan.jobs_for(n, node, {"batch_sizes": [1]})]
-    gpu = [j for j in jobs if j.gpus]
-    assert [j.run_kwargs["devices"] for j in gpu] == [["cuda:0"], ["cuda:1"]]
-    assert set(gpu[0].cores).isdisjoint(gpu[1].cores) and gpu[0].group == gpu[1].group != ""
-    srv_cpu = [j for j in jobs if j.target == "srv" and not j.gpus]
-    assert srv_cpu[0].run_kwargs["devices"] == ["cpu"] and srv_cpu[0].resources == {"ic-node:srv": 1.0}
-    first, second = waves(jobs)
-    assert srv_cpu[0] in second and all(j in first for j in gpu) and any(j.target == "pi" for j in first)
+    srv, pi = jobs  # one task per node: it measures there as a local run does (both GPUs at once, then CPU)
+    assert srv.run_kwargs["devices"] == ["cpu", "cuda:0", "cuda:1"] and srv.gpus == 2.0
+    assert srv.resources == {"ic-node:srv": 1.0, "ic-device:srv/cuda:0": 1.0, "ic-device:srv/cuda:1": 1.0}
+    assert pi.run_kwargs["devices"] is None and pi.gpus == 0.0 and pi.resources == {"ic-node:pi": 1.0}
+    (one,) = plan.jobs_for("srv", nodes["srv"], {"devices": ["cuda:1"]})
+    assert one.gpus == 1.0 and one.resources == {"ic-node:srv": 1.0, "ic-device:srv/cuda:1": 1.0}
+    assert waves(jobs) == [jobs]
     with pytest.raises(UsageError, match="no node matches --targets x"):
         plan.select(nodes, ["pi", "x"])
     with pytest.raises(UsageError, match="no infer-compare node"):
@@ -200,3 +200,32 @@ def test_unreachable_address_is_one_line_exit_2(capsys, bundle):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot reach the Ray head at 127.0.0.1:1" in err[0]
     assert main(["fleet", "run", str(bundle), "--address", "nohostport", "--out", "x"]) == 2
+
+
+def test_a_gpu_job_whose_device_the_task_cannot_see_fails_and_the_run_exits_1(bundle, one_report, monkeypatch,
+                                                                              tmp_path, capsys):
+    """Ray gave the task no GPU it can see (stand-in: no GPU here): a failed job naming node and device, never
+    a skipped row; the fleet run saves what came back and exits 1."""
+    from infer_compare.cli.fleet import _save
+    from infer_compare.fleet import bind
+
+    monkeypatch.setattr(bind, "assigned_gpu_ids", lambda: [])
+    monkeypatch.setattr("infer_compare.catalog.device_kinds.gpus", lambda: ())
+    data, sha = pack.pack(bundle)
+    gpu_job = Job("srv", {**KW, "devices": ["cuda:1"]}, {"ic-device:srv/cuda:1": 1.0}, gpus=1.0)
+    out = run_on_node(data, sha, gpu_job)
+    assert "report" not in out and "node srv: cuda:1 not visible to the task" in out["error"]
+
+    class _Replay:
+        def run(self, bundle_, jobs, on_event):
+            task = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "ray_gpu_ids": [], "cores": 2}
+            return [JobResult(j, error=f"node {j.label}: {out['error']}") if j is gpu_job else
+                    JobResult(j, one_report, node={"task": task}) for j in jobs]
+
+    merged, results = run_fleet("B", _Replay(), [gpu_job, Job("srv", KW, {"ic-node:srv": 1})], lambda n, m: None,
+                                ["x"])
+    failed = [r for r in merged.rows if r.status == "run_failed"]
+    assert len(failed) == 1 and failed[0].device == "srv:cuda:1" and "cuda:1 not visible" in failed[0].reason
+    assert not merged.complete and any("the Ray task of srv cpu saw CUDA_VISIBLE_DEVICES=''" in n for n in merged.notes)
+    assert _save(merged, results, tmp_path / "o") == 1
+    assert "node srv cuda:1: " in capsys.readouterr().err

@@ -30,8 +30,31 @@ def read_text(path: str) -> str | None:
         return None
 
 
+def visible(found: list[dict[str, Any]], cvd: str | None = None) -> list[dict[str, Any]]:
+    """The GPUs this process's CUDA sees, in CUDA's order: ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs,
+    as Ray and users set it) filters and orders NVML's list; each gets ``cuda`` (its ``cuda:N`` here)
+    beside ``index`` (NVML's, the physical GPU). Unset: every GPU, cuda = index."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES") if cvd is None else cvd
+    if cvd is None:
+        return [{**g, "cuda": g["index"]} for g in found]
+    out: list[dict[str, Any]] = []
+    for item in (v.strip() for v in cvd.split(",")):
+        hit = [g for g in found if item.isdigit() and g["index"] == int(item)
+               or item and not item.isdigit() and str(g.get("uuid", "")).startswith(item)]
+        if not hit or hit[0] in out:
+            break  # CUDA stops at the first entry it cannot use
+        out.append(hit[0])
+    return [{**g, "cuda": i} for i, g in enumerate(out)]
+
+
 def gpus() -> tuple[dict[str, Any], ...]:
-    """NVIDIA GPUs: name, memory, driver, compute capability when NVML gives them."""
+    """NVIDIA GPUs this process's CUDA sees (``visible``): name, UUID, memory, driver, compute
+    capability when NVML gives them; ``index`` is NVML's (physical), ``cuda`` the ``cuda:N`` here."""
+    return tuple(visible(all_gpus()))
+
+
+def all_gpus() -> list[dict[str, Any]]:
+    """Every NVIDIA GPU of the host (NVML, else the driver's /proc entries), whatever CUDA_VISIBLE_DEVICES says."""
     out: list[dict[str, Any]] = []
     if deps.has("pynvml"):
         try:
@@ -54,31 +77,39 @@ def gpus() -> tuple[dict[str, Any], ...]:
                     g: dict[str, Any] = {"index": i, "name": nm, "memory_mib": int(mem // 2**20), "driver": drv,
                                          "cuda_driver": cuda, "source": "nvml"}
                     try:
+                        uid = pynvml.nvmlDeviceGetUUID(h)
+                        g["uuid"] = uid.decode() if isinstance(uid, bytes) else uid
+                    except Exception:
+                        pass
+                    try:
                         g["compute_capability"] = "{}.{}".format(*pynvml.nvmlDeviceGetCudaComputeCapability(h))
                     except Exception:
                         pass
                     out.append(g)
             finally:
                 pynvml.nvmlShutdown()
-            return tuple(out)
+            return out
         except Exception:
             out = []
     for i, info in enumerate(sorted(glob.glob("/proc/driver/nvidia/gpus/*/information"))):
         text = read_text(info) or ""
         fields = dict((a.strip(), b.strip()) for a, _, b in (ln.partition(":") for ln in text.splitlines()))
-        out.append({"index": i, "name": fields.get("Model", "NVIDIA GPU"), "source": "/proc/driver/nvidia"})
+        g = {"index": i, "name": fields.get("Model", "NVIDIA GPU"), "source": "/proc/driver/nvidia"}
+        if fields.get("GPU UUID"):
+            g["uuid"] = fields["GPU UUID"]
+        out.append(g)
     ver = read_text("/proc/driver/nvidia/version")
     if ver and out:
         m = re.search(r"Kernel Module\s+([\d.]+)", ver)
         for g in out:
             g["driver"] = m.group(1) if m else None
-    return tuple(out)
+    return out
 
 
 def cuda_devices() -> list[str]:
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return []
-    return [f"cuda:{g['index']}" for g in gpus()]
+    return [f"cuda:{g['cuda']}" for g in gpus()]
 
 
 def edgetpu_devices() -> list[str]:

@@ -67,6 +67,10 @@ def _add_scenario_args(m) -> None:
     m.add_argument("--concurrency", type=int, default=0, metavar="N",
                    help="throughput scenario: requests in flight (default 0: each runtime's own choice: OpenVINO's "
                         "optimal number of requests, one per CPU thread elsewhere, 2 CUDA streams)")
+    m.add_argument("--gpus", choices=("spread", "every", "sequential"), default=None,
+                   help="several GPUs: spread (default): GPU configurations measured at the same time, each once per "
+                        "GPU model on whichever GPU of that model is free; every: each on every GPU, the GPUs at the "
+                        "same time; sequential: one after another on every GPU (docs/gpu.md)")
     m.add_argument("--io", choices=("device", "host"), default=None,
                    help="GPU rows, every runner alike: device (default): input and output stay on the GPU, copied "
                         "before and after timing; host: the host->device and device->host copies inside each timed "
@@ -326,8 +330,8 @@ def build_merge_parser() -> argparse.ArgumentParser:
     p.add_argument("results", nargs="+", metavar="RESULTS.json")
     add_output(p, p, "where the merged results.json, .md, .csv and .html go", required=True)
     p.add_argument("--label", action="append", default=[], metavar="NAME",
-                   help="machine label of each file, in order (repeatable; default: Jetson/Pi model, GPU name or "
-                        "CPU model)")
+                   help="machine label of each file, in order (repeatable, or comma-separated: --label a,b; default: "
+                        "Jetson/Pi model, GPU name or CPU model)")
     return p
 
 

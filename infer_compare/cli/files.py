@@ -118,8 +118,11 @@ def cmd_merge(args, argv: list[str]) -> int:
     # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
     from infer_compare.report.merge import merge_reports
 
+    labels = [x.strip() for lab in args.label for x in lab.split(",")]  # --label a,b as --label a --label b
+    if any(not x for x in labels):
+        raise UsageError(f"--label {','.join(args.label)}: an empty machine label")
     reps = [load_report(p) for p in args.results]
-    merged = merge_reports(reps, labels=args.label, sources=args.results, command=["infer-compare", "merge", *argv])
+    merged = merge_reports(reps, labels=labels, sources=args.results, command=["infer-compare", "merge", *argv])
     out = Path(args.output_dir)
     try:
         paths = write_all(merged, out)

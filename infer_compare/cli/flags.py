@@ -114,7 +114,7 @@ _MEASURE_FLAGS = {
     "min_iters": "min_iters", "min_time": "min_time_s", "max_time": "max_time_s", "target_ci": "target_ci",
     "parity_every_batch": "parity_every_batch", "seed": "seed", "export_timeout": "export_timeout_s",
     "cell_timeout": "cell_timeout_s", "cache_dir": "cache_dir", "scenario": "scenarios", "io": "io",
-    "concurrency": "concurrency", "artifact": "artifacts",
+    "concurrency": "concurrency", "artifact": "artifacts", "gpus": "gpus",
 }
 
 

@@ -94,7 +94,7 @@ def _cmd_run(args, argv: list[str]) -> int:
     verify(args.bundle)
     others = _others(args.others)
     check_reachable(args.address)
-    enable()  # before Ray is imported: it reads RAY_AUTH_MODE once
+    enable(addresses=(args.address,))  # before Ray is imported: it reads RAY_AUTH_MODE once
     kw = _run_kwargs(args)
     ray = _connect(args.address)
     try:

@@ -1,6 +1,6 @@
 """Ray's token authentication, on by default for every fleet command: without it anyone who can
 reach the cluster's ports runs code on every node. ``RAY_AUTH_MODE=disabled`` opts out (a one-host
-loopback cluster only); the token is Ray's own: ``RAY_AUTH_TOKEN``, the file ``RAY_AUTH_TOKEN_PATH``
+loopback cluster only: refused when any address involved is not loopback); the token is Ray's own: ``RAY_AUTH_TOKEN``, the file ``RAY_AUTH_TOKEN_PATH``
 or ``~/.ray/auth_token``, the same on every node."""
 
 from __future__ import annotations
@@ -20,12 +20,44 @@ def has_token() -> bool:
     return bool(os.environ.get("RAY_AUTH_TOKEN")) or token_path().is_file()
 
 
-def enable(create: bool = False) -> str:
+def is_loopback(host: str) -> bool:
+    """True when ``host`` (an address or a name) resolves to loopback addresses only."""
+    import ipaddress
+    import socket
+
+    h = host.strip().strip("[]")
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        pass
+    try:
+        found = {ai[4][0] for ai in socket.getaddrinfo(h, None)}
+    except OSError:
+        return False
+    return bool(found) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in found)
+
+
+def host_of(address: str) -> str:
+    """'10.0.0.1:6379' -> '10.0.0.1'; '[::1]:6379' -> '::1'; a bare host as is."""
+    a = address.strip()
+    if a.startswith("["):
+        return a[1:a.index("]")] if "]" in a else a
+    return a.rpartition(":")[0] if a.count(":") == 1 else a
+
+
+def enable(create: bool = False, addresses: tuple[str, ...] = ()) -> str:
     """Turn token authentication on in this process's environment (the Ray processes started from it
     inherit it); with ``create`` (the head) write a new 256-bit token if there is none. Returns a line
-    for the user, or "" when the user opted out."""
+    for the user, or "" when the user opted out, which is refused (UsageError) unless every address
+    involved (``addresses``: this node's --ip, the head's address) is loopback."""
     mode = os.environ.setdefault("RAY_AUTH_MODE", "token")
     if mode != "token":
+        off = [a for a in addresses if not is_loopback(host_of(a))]
+        if off or not addresses:
+            raise UsageError(f"RAY_AUTH_MODE={mode} is refused: " + (f"{', '.join(off)} is not a loopback address"
+                             if off else "no address to check") + "; authentication may be off only for a one-host "
+                             "loopback cluster (every address 127.0.0.1): unset RAY_AUTH_MODE and use the token "
+                             "(docs/fleet.md)")
         return ""
     if has_token():
         return f"token authentication on (token: {'RAY_AUTH_TOKEN' if os.environ.get('RAY_AUTH_TOKEN') else token_path()})"

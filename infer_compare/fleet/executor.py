@@ -25,6 +25,12 @@ class Job:
     cores: tuple[int, ...] = ()  # CPU cores the measuring process is pinned to (() = no pinning)
     group: str = ""  # jobs of one group run at the same time on one host (several GPUs); recorded in the rows
 
+    @property
+    def label(self) -> str:
+        """The job in progress lines: its node and devices (``srv cuda:1``)."""
+        devs = self.run_kwargs.get("devices") or ()
+        return f"{self.target} {','.join(devs)}" if devs else self.target
+
 
 @dataclass
 class JobResult:

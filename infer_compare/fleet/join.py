@@ -71,7 +71,8 @@ def ray_start_argv(name: str, address: str | None, port: int, resources: dict, l
             f"--resources={json.dumps(resources)}", f"--labels={json.dumps(labels)}", "--disable-usage-stats"]
     if address:
         return [*argv, f"--address={address}"]
-    # the head: no dashboard (its job server runs anyone's code), and Ray Client on loopback only
+    # the head: no dashboard (its job server runs anyone's code). Ray Client (port 10001) cannot be turned off
+    # from `ray start` (a port below 1024 is refused): it listens on --node-ip-address, behind the token
     return [*argv, "--head", f"--port={port}", "--include-dashboard=false", "--dashboard-host=127.0.0.1"]
 
 
@@ -94,7 +95,7 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
     import os
 
     require_ray(import_it=False)
-    auth = "" if dry_run else enable(create=not address)  # a dry run writes no token
+    auth = "" if dry_run else enable(create=not address, addresses=(ip, *([address] if address else [])))
     name = node_name(name)
     present, versions = local_facts()
     res, labels = advertised(name, present, versions)

@@ -26,13 +26,34 @@ def node_facts() -> dict:
 
 
 def measure_job(bundle: str, job: Job) -> dict:
-    """Run one job's part of a verified bundle directory here; the Report as a dict."""
+    """Run one job's part of a verified bundle directory here; the Report as a dict. Inside a Ray task the
+    job's GPUs are the ones Ray assigned (fleet/bind.py) and Unbound is raised when the task cannot see
+    them; the process is pinned to the job's cores (if any) for the job's length only (a Ray worker runs
+    later tasks too); Ray's OMP_NUM_THREADS for its workers is not passed on to the measuring
+    processes, which run as a local run's do."""
     import os
 
-    if job.cores and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, set(job.cores))  # the measuring children inherit it
-    rep = run_bundle(bundle, **job.run_kwargs)
-    return rep.to_dict()
+    # deferred: only a fleet task needs the binding and the device table (+2 modules)
+    from infer_compare.catalog.device_kinds import gpus
+    from infer_compare.fleet.bind import assigned_gpu_ids, bind, relabel
+
+    assigned = assigned_gpu_ids()
+    kwargs, bound = job.run_kwargs, {}
+    if assigned is not None:
+        kwargs, bound = bind(job.run_kwargs, list(gpus()), assigned, job.target, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    cores = tuple(job.cores)
+    before = os.sched_getaffinity(0) if cores and hasattr(os, "sched_setaffinity") else None
+    omp = os.environ.pop("OMP_NUM_THREADS", None) if assigned is not None else None
+    try:
+        if before is not None:
+            os.sched_setaffinity(0, set(cores))  # the measuring children inherit it
+        rep = run_bundle(bundle, **kwargs).to_dict()
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
+        if omp is not None:
+            os.environ["OMP_NUM_THREADS"] = omp
+    return relabel(rep, bound, job.target) if bound else rep
 
 
 class LocalExecutor:
@@ -40,7 +61,7 @@ class LocalExecutor:
         out: list[JobResult] = []
         for job in jobs:
             t0 = time.perf_counter()
-            on_event(job.target, "measuring")
+            on_event(job.label, "measuring")
             try:
                 out.append(JobResult(job, measure_job(bundle, job), node=node_facts(),
                                      elapsed_s=time.perf_counter() - t0))
@@ -50,5 +71,5 @@ class LocalExecutor:
             except Exception as e:  # noqa: BLE001 - a failed job is a row, not a crash
                 out.append(JobResult(job, error=f"{job.target}: {type(e).__name__}: {e}",
                                      elapsed_s=time.perf_counter() - t0))
-            on_event(job.target, out[-1].error or "done")
+            on_event(job.label, out[-1].error or "done")
         return out

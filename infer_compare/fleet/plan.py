@@ -1,6 +1,6 @@
 """Which jobs a fleet runs: the nodes of the cluster (found by their ``ic-node:`` resource), the
-ones named by ``--targets``, and per node one job per GPU (run at the same time, each pinned to its
-own CPU cores) then one job for everything else (CPU configurations never overlap one another)."""
+ones named by ``--targets``, and one job per node that measures there as a local run does (several
+GPUs at once, bound to the GPUs Ray assigns; CPU configurations after them, never overlapping)."""
 
 from __future__ import annotations
 
@@ -37,24 +37,15 @@ def select(nodes: dict[str, dict], targets: list[str] | None) -> dict[str, dict]
     return {t: nodes[t] for t in targets}
 
 
-def _slices(n_cores: int, parts: int) -> list[tuple[int, ...]]:
-    per = max(1, n_cores // parts)
-    return [tuple(range(i * per, min(n_cores, (i + 1) * per))) or (i % max(1, n_cores),) for i in range(parts)]
-
-
 def jobs_for(name: str, node: dict, run_kwargs: dict[str, Any]) -> list[Job]:
-    """One job per CUDA device (concurrent, each with its own cores), then the rest of the node's devices."""
+    """One job per node: one Ray task holding the node (its ``ic-node``), each device it measures (its
+    ``ic-device``) and Ray's GPUs for them. On the node it measures as a local run does: several GPUs at once
+    (measure/gpus.py, each GPU's process on its own cores, bound to the GPUs Ray assigned: fleet/bind.py), then
+    the CPU configurations alone. One task, so the bundle is prepared once, as locally."""
     asked = run_kwargs.get("devices")
-    gpus = [d for d in node["devices"] if d.startswith("cuda") and (not asked or d in asked or "cuda" in asked)]
-    jobs = []
-    if len(gpus) > 1:
-        group = f"{name}: " + ", ".join(gpus)
-        for d, cores in zip(gpus, _slices(node["cpus"], len(gpus)), strict=True):
-            jobs.append(Job(name, {**run_kwargs, "devices": [d]}, {f"{DEVICE}{name}/{d}": 1.0}, gpus=1.0,
-                            cores=cores, group=group))
-    rest = [d for d in (asked or ["cpu", *node["devices"]]) if not (len(gpus) > 1 and d in (*gpus, "cuda"))]
-    if rest:
-        res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"] if d in rest}}
-        kw = {**run_kwargs, "devices": rest if (asked or len(gpus) > 1) else asked}
-        jobs.append(Job(name, kw, res))
-    return jobs
+    cuda = [d for d in node["devices"] if d.startswith("cuda")]
+    gpus = [d for d in cuda if not asked or d in asked] or (cuda[:1] if asked and "cuda" in asked else [])
+    devices = asked or (["cpu", *node["devices"]] if cuda else None)  # named: the task maps them to Ray's GPUs
+    res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"]
+                                    if d in gpus or not d.startswith("cuda") and (not asked or d in asked)}}
+    return [Job(name, {**run_kwargs, "devices": devices}, res, gpus=float(len(gpus)))]

@@ -29,7 +29,7 @@ class RayExecutor:
         data, sha = pack(bundle)
         refs = self._submit(ray, ray.put(data), sha, jobs)
         for j in jobs:
-            on_event(j.target, f"submitted ({', '.join(sorted(j.resources))})")
+            on_event(j.label, f"submitted ({', '.join(sorted(j.resources))})")
         done: dict[Job, JobResult] = {}
         t0 = time.perf_counter()
         try:
@@ -44,7 +44,7 @@ class RayExecutor:
             ready, pending = ray.wait(pending, num_returns=1, timeout=self.poll_s)
             for ref in ready:
                 done[refs[ref]] = self._collect(ray, ref, refs[ref], time.perf_counter() - t0)
-                on_event(refs[ref].target, done[refs[ref]].error or "done")
+                on_event(refs[ref].label, done[refs[ref]].error or "done")
             now = time.perf_counter()
             if pending and now - t0 > self.timeout_s:
                 self._cancel(ray, {r: refs[r] for r in pending}, done,
@@ -53,7 +53,7 @@ class RayExecutor:
             if pending and now - last_beat >= self.heartbeat_s:
                 last_beat = now
                 for r in pending:
-                    on_event(refs[r].target, f"still measuring ({now - t0:.0f} s)")
+                    on_event(refs[r].label, f"still measuring ({now - t0:.0f} s)")
 
     @staticmethod
     def _collect(ray, ref, job: Job, elapsed: float) -> JobResult:
@@ -62,9 +62,9 @@ class RayExecutor:
         except Exception as e:  # noqa: BLE001 - node died, worker crashed, task cancelled
             text = str(e).strip()
             why = text.splitlines()[0].split(". ")[0] if text else ""
-            return JobResult(job, error=f"node {job.target}: {type(e).__name__}: {why}"[:400], elapsed_s=elapsed)
+            return JobResult(job, error=f"node {job.label}: {type(e).__name__}: {why}"[:400], elapsed_s=elapsed)
         if "error" in out:
-            return JobResult(job, error=f"node {job.target}: {out['error']}", node=out.get("node", {}),
+            return JobResult(job, error=f"node {job.label}: {out['error']}", node=out.get("node", {}),
                              elapsed_s=elapsed)
         return JobResult(job, out["report"], node=out.get("node", {}), elapsed_s=elapsed)
 
@@ -77,5 +77,5 @@ class RayExecutor:
                 ray.cancel(ref, force=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-            done[job] = JobResult(job, error=f"node {job.target}: {why}")
-            on_event(job.target, why)
+            done[job] = JobResult(job, error=f"node {job.label}: {why}")
+            on_event(job.label, why)

@@ -55,10 +55,29 @@ def node_report(results: list[JobResult]):
     notes = [n for _, rep in reps for n in rep.notes]
     notes += [f"ran concurrently: {g}, each process pinned to its own CPU cores"
               for g in dict.fromkeys(r.job.group for r in results if r.job.group)]
+    notes += [_task_note(r) for r in results if r.node.get("task")]
     return base.replace(rows=tuple(rows), notes=tuple(dict.fromkeys(notes)),
                         complete=base.complete and not failed and all(rep.complete for _, rep in reps),
                         incomplete_reason="; ".join([r.error for r in failed] + [rep.incomplete_reason for _, rep in reps
                                                                                 if rep.incomplete_reason]))
+
+
+def _task_note(res: JobResult) -> str:
+    """What the Ray task of a job saw (fleet/task.py), as a note of its node's report."""
+    t = res.node["task"]
+    return (f"the Ray task of {res.job.label} saw CUDA_VISIBLE_DEVICES={t.get('CUDA_VISIBLE_DEVICES')!r} (Ray's GPU ids "
+            f"{t.get('ray_gpu_ids')}), OMP_NUM_THREADS={t.get('OMP_NUM_THREADS')!r} (not passed on to the measuring "
+            f"processes) and {t.get('cores')} cores")
+
+
+def shared_hosts(facts: dict[str, dict[str, Any]]) -> list[str]:
+    """A warning per host that ran several nodes: their rows competed for that host's cores and memory."""
+    by: dict[str, list[str]] = {}
+    for n, f in facts.items():
+        if f.get("host"):
+            by.setdefault(f["host"], []).append(n)
+    return [f"nodes {', '.join(sorted(ns))} ran on one host ({h}): their measurements shared its CPU, memory "
+            "and devices, and may have run at the same time" for h, ns in sorted(by.items()) if len(ns) > 1]
 
 
 def skew(facts: dict[str, dict[str, Any]]) -> list[str]:
@@ -104,7 +123,7 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
                                                        extra={"machine": r.job.target}) for r in lost)
     reasons = [merged.incomplete_reason] if merged.incomplete_reason else []
     reasons += [f"{r.job.target}: {r.error}" for r in lost]
-    return merged.replace(rows=rows, warnings=merged.warnings + tuple(skew(facts)),
+    return merged.replace(rows=rows, warnings=merged.warnings + tuple(skew(facts)) + tuple(shared_hosts(facts)),
                           complete=merged.complete and not lost and not interrupted,
                           incomplete_reason="; ".join(reasons + (["interrupted by Ctrl-C"] if interrupted else []))), \
         results

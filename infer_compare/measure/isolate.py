@@ -27,8 +27,20 @@ from typing import Any
 from infer_compare.host.launch import ChildNotStarted, describe_exit, kill_group, popen, read_tail
 from infer_compare.measure.cells import CellResult, CellSpec
 from infer_compare.measure.forkserver import ForkServer
+from infer_compare.measure.gpus import parse_cores
 
 POLL_S = 0.05
+CORES_ENV = "INFER_COMPARE_CORES"  # the CPU cores a measuring child runs on ("0-7,16-23"), set by the GPU phase
+
+
+def pin_from_env() -> None:
+    """Pin this measuring child (and the threads it starts) to the cores of ``INFER_COMPARE_CORES``."""
+    text = os.environ.get(CORES_ENV, "")
+    if text and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, parse_cores(text))
+        except (ValueError, OSError) as e:
+            print(f"infer-compare: {CORES_ENV}={text!r} not applied: {e}", file=sys.stderr)
 
 
 def _read_results(path: Path, process: int = 1) -> list[CellResult]:
@@ -77,7 +89,7 @@ def _launch(args: list[str], env: dict[str, str], err: Any, err_path: Path, serv
 
 
 def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env: dict[str, str],
-                 process: int, server: ForkServer | None = None) -> list[CellResult]:
+                 process: int, server: ForkServer | None = None, cancel: Any = None) -> list[CellResult]:
     """Run one child on ``spec``; the results it wrote, plus a failed one for the batch size in flight."""
     spec_path, result_path = workdir / f"{tag}.p{process}.spec.json", workdir / f"{tag}.p{process}.result.jsonl"
     err_path = workdir / f"{tag}.p{process}.stderr"
@@ -93,6 +105,8 @@ def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env:
         try:
             while proc.poll() is None:
                 time.sleep(POLL_S)
+                if cancel is not None and cancel.is_set():  # another GPU's worker, or the main thread, stopped
+                    raise KeyboardInterrupt("cancelled")
                 n = progress.count()
                 if n > seen:
                     seen, last = n, time.perf_counter()
@@ -129,10 +143,12 @@ def _with_failure(spec: CellSpec, result_path: Path, process: int, t0: float, er
 
 
 def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, tag: str,
-             env: dict[str, str] | None = None, server: ForkServer | None = None) -> list[CellResult]:
+             env: dict[str, str] | None = None, server: ForkServer | None = None,
+             cancel: Any = None) -> list[CellResult]:
     """Measure ``spec`` at each of its batch sizes in child processes (forked by ``server`` when given,
     see measure/forkserver.py): one CellResult per batch size and scenario, in order. Never raises for a
-    failure of a child (``ok`` False, ``error`` set)."""
+    failure of a child (``ok`` False, ``error`` set); ``cancel`` (a threading.Event) set: the child is
+    killed and KeyboardInterrupt raised."""
     spec = spec if isinstance(spec, CellSpec) else CellSpec.from_dict(spec)
     workdir.mkdir(parents=True, exist_ok=True)
     child_env = {**os.environ, **(env or {})}
@@ -141,7 +157,7 @@ def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, t
     process = 1
     todo = spec
     while todo.batch_sizes:
-        got = _one_process(todo, timeout_s, workdir, tag, child_env, process, server)
+        got = _one_process(todo, timeout_s, workdir, tag, child_env, process, server, cancel)
         out += got
         have = {r.key for r in out}
         todo = spec.remaining({b for b in spec.batch_sizes if all(p in have for p in spec.pairs() if p[0] == b)})
@@ -154,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     from infer_compare.measure.child import measure_all
 
     argv = sys.argv[1:] if argv is None else argv
+    pin_from_env()
     spec = CellSpec.from_dict(json.loads(Path(argv[0]).read_text()))
     with open(argv[1], "a", buffering=1) as f:  # one line per batch size, written as it finishes
         measure_all(spec, lambda res: (f.write(json.dumps(res.to_dict()) + "\n"), f.flush()))

@@ -12,8 +12,10 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +39,16 @@ from infer_compare.base.records import (
 )
 from infer_compare.base.timeline import ARTIFACT, CONFIGURATION, PREPARE, Timeline
 from infer_compare.base.version import __version__
-from infer_compare.catalog.device_kinds import DEVICE_KINDS
+from infer_compare.catalog.device_kinds import DEVICE_KINDS, kind_of
 from infer_compare.catalog.formats import RUNNERS, get_format
 from infer_compare.catalog.runtimes import load_impl
 from infer_compare.host.boards import measurement_warnings
 from infer_compare.measure.bench import LoopSettings
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.forkserver import ForkServers, preloads
-from infer_compare.measure.isolate import run_cell
+from infer_compare.measure.gpus import Slot, assign, concurrency_note, make_slots, spell_cores
+from infer_compare.measure.isolate import CORES_ENV, run_cell
+from infer_compare.measure.parallel import run_on_slots
 from infer_compare.measure.plan import Cell, Selection, plan_cells, settings_for
 from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.prepared import Prepared
@@ -69,6 +73,10 @@ class _Run:
         self.servers = ForkServers(prog.log)
         self.preload: dict[str, tuple[str, ...]] = {}  # runner -> the modules its runtime's fork server imports
         self.timeline = Timeline(t_start)
+        self.lock = threading.RLock()  # rows, progress, timeline and the artifact chain, when GPUs measure at once
+        self.cancel = threading.Event()  # set on an interrupt: every GPU worker's child is killed
+        self.concurrent: dict[str, str] = {}  # recorded on each row measured while several GPUs measured
+        self.slot_servers: dict[str, ForkServers] = {}  # a GPU slot's own fork servers (one child at a time each)
 
     def report(self) -> Report:
         """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
@@ -101,10 +109,27 @@ class _Run:
             self.on_row(self.report())
 
     def add(self, rec: RunRecord) -> None:
-        self.rows.append(rec)
-        self.prog.row(rec)
-        if self.on_row is not None:
-            self.on_row(self.report())
+        with self.lock:
+            self.rows.append(rec)
+            self.prog.row(rec)
+            if self.on_row is not None:
+                self.on_row(self.report())
+
+    def servers_for(self, slot: Slot | None) -> ForkServers:
+        """The fork servers of ``slot`` (the run's own for the first: GPU and CPU phases never overlap)."""
+        if slot is None:
+            return self.servers
+        if slot.device not in self.slot_servers:
+            mine = self.servers if not self.slot_servers else ForkServers(self.prog.log, self.servers.cache_root)
+            self.slot_servers[slot.device] = mine
+            for mods in dict.fromkeys(self.preload.values()):
+                mine.launch(mods)  # the imports start now, beside the other slots' work
+        return self.slot_servers[slot.device]
+
+    def close_servers(self) -> None:
+        self.servers.close()
+        for s in self.slot_servers.values():
+            s.close()  # closing twice is harmless
 
 
 def _notes(prep: Prepared) -> list[str]:
@@ -205,14 +230,14 @@ def _how_spec(settings: Settings) -> dict[str, Any]:
 
 
 def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work: Path, tag: str,
-                    cache: Cache) -> None:
+                    cache: Cache, slot: Slot | None = None) -> None:
     batches = tuple(sorted(run.settings.batch_sizes[c.kind]))
     static = next(a.static_batch for a in sel.artifacts if a.path == c.artifact) if c.artifact else \
         run.prep.static_batch
     if static is not None:  # the model's static batch: the other batch sizes are skipped rows that say so
         for b in batches:
             if b != static:
-                run.add(RunRecord(**row_base(c, run.settings.threads or 1), batch_size=b, status=SKIPPED,
+                run.add(RunRecord(**_row_base(c, run, slot), batch_size=b, status=SKIPPED,
                                   skip_kind="unsupported", export=art,
                                   reason=f"the model has a static batch of {static}; batch {b} cannot run"))
                 run.prog.advance(None)
@@ -220,17 +245,29 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
         if not batches:
             return
     spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
-    run.prog.step(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
-    server = run.servers.for_modules(run.preload.get(c.runner, ()))
-    results = run_cell(spec, run.settings.cell_timeout_s, work, tag, server=server)
-    for _ in batches:
-        run.prog.advance(None)
+    env = None
+    if slot is not None:  # the child sees this GPU alone, as cuda:0, and runs on the slot's cores
+        spec = spec.replace(device="cuda:0")
+        env = {**slot.env(), **({CORES_ENV: spell_cores(slot.cores)} if slot.cores else {})}
+    with run.lock:
+        run.prog.step(f"{c.runner} {c.fmt} {c.precision} {slot.device if slot else c.device} batch "
+                      f"{','.join(map(str, batches))}")
+    server = run.servers_for(slot).for_modules(run.preload.get(c.runner, ()))  # a slot's servers: its worker's alone
+    results = run_cell(spec, run.settings.cell_timeout_s, work, tag, env=env, server=server, cancel=run.cancel)
+    with run.lock:
+        for _ in batches:
+            run.prog.advance(None)
     # a file that is already int8 runs integer kernels whatever its row is called: judged as int8
     tol = get_format(c.fmt).tolerance("int8" if run.prep.file_precision == "int8" else c.precision)
     for res in results:
         out = Path(spec.outputs_for(res.batch_size))
-        run.add(record_from_result(res, row_base(c, run.settings.threads or 1), art, run.prep, tol,
-                                   out if res.outputs_written and out.exists() else None, run.settings))
+        rec = record_from_result(res, _row_base(c, run, slot), art, run.prep, tol,
+                                 out if res.outputs_written and out.exists() else None, run.settings)
+        run.add(rec.replace(extra={**rec.extra, **slot.facts(), **run.concurrent}) if slot is not None else rec)
+
+
+def _row_base(c: Cell, run: _Run, slot: Slot | None) -> dict[str, Any]:
+    return row_base(c if slot is None else replace(c, device=slot.device), run.settings.threads or 1)
 
 
 def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
@@ -267,7 +304,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
         raise
     finally:
         run.timeline.mark("closing", PREPARE)
-        run.servers.close()
+        run.close_servers()
         shutil.rmtree(work, ignore_errors=True)
         run.warnings.extend(m for m in cache.messages if m not in run.warnings)
     return run.report()
@@ -275,9 +312,41 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
 
 def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Selection, work: Path,
                    cache: Cache) -> None:
-    for idx, c in enumerate(cells):
-        base = row_base(c, run.settings.threads or 1)
-        what = f"{c.runner} {c.fmt} {c.precision} {c.device or c.kind}"
+    """The GPU configurations on several GPUs at once (measure/gpus.py, parallel.py) where there are
+    several and ``--gpus`` is not sequential; then every other cell in turn."""
+    tags = {id(c): f"cell{i}" for i, c in enumerate(cells)}
+    slots = _slots(run, cells)
+    work_, rest = assign(cells, slots, sel.gpus) if len(slots) > 1 else ([], cells)
+    if work_:
+        used = [s for s in slots if any(s.device in allowed for _, allowed in work_)]
+        run.concurrent = {"concurrent_with": ", ".join(s.device for s in used)}
+        run.notes.append(concurrency_note(sel.gpus, used))
+        for s in used:
+            run.servers_for(s)
+        run_on_slots(work_, used, lambda c, s: _one_cell(run, c, chain, sel, work, cache,
+                                                         f"{tags[id(c)]}-{s.device.replace(':', '')}", s), run.cancel)
+        run.concurrent = {}
+    for c in rest:
+        _one_cell(run, c, chain, sel, work, cache, tags[id(c)])
+    if work_:  # the rows in plan order, whichever GPU finished first
+        order: dict[tuple, int] = {}
+        for i, c in enumerate(cells):
+            order.setdefault((c.runner, c.fmt, c.precision, c.kind), i)
+        run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
+
+
+def _slots(run: _Run, cells: list[Cell]) -> list[Slot]:
+    """A slot per CUDA device the plan names (this process's numbering), with its GPU's facts."""
+    devices = list(dict.fromkeys(c.device for c in cells if c.kind == "cuda" and c.device))
+    return make_slots(list(getattr(run.environment, "gpus", ()) or ()), devices) if len(devices) > 1 else []
+
+
+def _one_cell(run: _Run, c: Cell, chain: ArtifactChain, sel: Selection, work: Path, cache: Cache, tag: str,
+              slot: Slot | None = None) -> None:
+    """Probe, get the artifact (under the run's lock: the chain builds one artifact at a time), measure."""
+    with run.lock:
+        base = _row_base(c, run, slot)
+        what = f"{c.runner} {c.fmt} {c.precision} {base['device']}"
         run.timeline.mark(f"{what}: runner probe and artifact", ARTIFACT)
         _, skipped = cannot_run(c, base)
         interrupts.check()  # a signal during a runtime's import can come out of its probe as an ImportError
@@ -286,16 +355,16 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
                 if c.device is None else ""
             run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped)
             _advance_skipped(run, c)
-            continue
+            return
         art = _given_artifact(c, sel) if c.artifact else \
             chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
         if isinstance(art, Unbuilt):
             run.add(RunRecord(**base, batch_size=None, status=art.status, reason=art.reason, hint=art.hint,
                               skip_kind=art.skip_kind if art.status == SKIPPED else ""))
             _advance_skipped(run, c)
-            continue
+            return
         run.timeline.mark(what, CONFIGURATION)
-        _measure_config(run, c, art, sel, work, f"cell{idx}", cache)
+    _measure_config(run, c, art, sel, work, tag, cache, slot)
 
 
 def _advance_skipped(run: _Run, c: Cell) -> None:

@@ -1,0 +1,177 @@
+"""Several GPUs of one host, measured at the same time: which GPU measures which configuration, and on
+which CPU cores each measuring process runs. Pure planning, no process is started here (parallel.py
+runs the plan).
+
+* ``--gpus spread`` (the default): identical GPUs (the same model name) form a pool; each GPU
+  configuration is measured once, by whichever GPU of its pool is free first. GPUs of different
+  models are pools of their own, so each model is measured.
+* ``--gpus every``: every configuration on every GPU, the GPUs at the same time.
+* ``--gpus sequential``: one configuration after another, on every GPU in turn (no concurrency).
+
+Each GPU gets a slot: its logical device (``cuda:N`` as this process's CUDA numbers it), the GPU's
+facts (NVML index, name, UUID; the measuring child sees only that GPU, ``CUDA_VISIBLE_DEVICES`` set
+to its UUID) and a slice of the CPU cores, whole physical cores where the topology says which
+logical CPUs are siblings. GPU slots never share a core; CPU configurations run after the GPU
+phase, one at a time, on every core, so a GPU row and a CPU row never compete for cores.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+GPU_MODES = ("spread", "every", "sequential")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One GPU and the CPU cores of the process that measures on it."""
+
+    device: str  # cuda:N in this process
+    gpu: dict[str, Any] = field(default_factory=dict)  # index (NVML), name, uuid
+    cores: tuple[int, ...] = ()
+
+    @property
+    def pool(self) -> str:
+        """GPUs of one model are interchangeable: they share a pool."""
+        return str(self.gpu.get("name") or self.device)
+
+    def env(self) -> dict[str, str]:
+        """The measuring child's view: this GPU alone (by UUID when NVML gave one), as cuda:0."""
+        which = self.gpu.get("uuid") or self.gpu.get("index")
+        return {"CUDA_VISIBLE_DEVICES": str(which)} if which is not None else {}
+
+    def facts(self) -> dict[str, Any]:
+        """What each row measured on this slot records: the physical GPU and the cores."""
+        out = {f"gpu_{k}": self.gpu[k] for k in ("index", "name", "uuid") if self.gpu.get(k) is not None}
+        if self.cores:
+            out["cores"] = spell_cores(self.cores)
+        return out
+
+    def describe(self) -> str:
+        g = self.gpu
+        bits = [f"GPU {g['index']}" if g.get("index") is not None else "", str(g.get("name") or ""),
+                str(g.get("uuid") or ""), f"cores {spell_cores(self.cores)}" if self.cores else ""]
+        return f"{self.device} (" + ", ".join(b for b in bits if b) + ")"
+
+
+def spell_cores(cores: tuple[int, ...]) -> str:
+    """(0, 1, 2, 5) -> '0-2,5'."""
+    cs, out, i = sorted(set(cores)), [], 0
+    while i < len(cs):
+        j = i
+        while j + 1 < len(cs) and cs[j + 1] == cs[j] + 1:
+            j += 1
+        out.append(str(cs[i]) if i == j else f"{cs[i]}-{cs[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def parse_cores(text: str) -> set[int]:
+    """'0-2,5' -> {0, 1, 2, 5}; ValueError on anything else."""
+    out: set[int] = set()
+    for part in text.split(","):
+        a, _, b = part.strip().partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def siblings_of(cpu: int) -> tuple[int, ...]:
+    """The logical CPUs sharing ``cpu``'s physical core (sysfs), or just ``cpu``."""
+    try:
+        with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+            text = f.read().strip()
+    except OSError:
+        return (cpu,)
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        if a.isdigit():
+            out += range(int(a), int(b or a) + 1)
+    return tuple(out) or (cpu,)
+
+
+def physical_cores(cpus: list[int], siblings: Any = siblings_of) -> list[tuple[int, ...]]:
+    """``cpus`` grouped by physical core (siblings together), in order of their first CPU."""
+    seen: set[int] = set()
+    out: list[tuple[int, ...]] = []
+    for c in sorted(cpus):
+        if c in seen:
+            continue
+        group = tuple(x for x in siblings(c) if x in cpus) or (c,)
+        seen.update(group)
+        out.append(group)
+    return out
+
+
+def core_slices(cpus: list[int], parts: int, siblings: Any = siblings_of) -> list[tuple[int, ...]]:
+    """``cpus`` cut into ``parts`` disjoint slices of whole physical cores, as even as they go; fewer
+    physical cores than parts: slices of single logical CPUs; fewer CPUs than parts: () for the
+    slices that get none (that process is not pinned)."""
+    groups = physical_cores(cpus, siblings)
+    if len(groups) < parts:
+        groups = [(c,) for c in sorted(cpus)]
+    out: list[tuple[int, ...]] = []
+    for i in range(parts):
+        lo, hi = i * len(groups) // parts, (i + 1) * len(groups) // parts
+        out.append(tuple(sorted(c for g in groups[lo:hi] for c in g)))
+    return out
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity), else every CPU."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def make_slots(gpus: list[dict[str, Any]], devices: list[str], cpus: list[int] | None = None,
+               siblings: Any = siblings_of) -> list[Slot]:
+    """One slot per device of ``devices`` (cuda:N, in this process's numbering) with its GPU's facts
+    (``gpus``: device_kinds.gpus()) and its own slice of ``cpus``."""
+    by_cuda = {f"cuda:{g.get('cuda', g.get('index'))}": g for g in gpus}
+    slices = core_slices(usable_cpus() if cpus is None else cpus, len(devices), siblings) if devices else []
+    return [Slot(d, dict(by_cuda.get(d, {})), cores) for d, cores in zip(devices, slices, strict=True)]
+
+
+def assign(cells: list[Any], slots: list[Slot], mode: str) -> tuple[list[tuple[Any, tuple[str, ...]]], list[Any]]:
+    """(GPU work, the other cells): each GPU configuration with the devices that may measure it, in plan
+    order. ``spread``: the cells of one configuration on GPUs of one pool become one, measurable on any
+    GPU of the pool; ``every``: each cell on its own device; ``sequential``: no GPU work apart (every
+    cell is in the second list, measured in turn as before). A cell whose device has no slot is "other"
+    (its row says why it could not run)."""
+    if mode not in GPU_MODES:
+        raise ValueError(f"unknown GPU mode {mode!r}; known: {', '.join(GPU_MODES)}")
+    by_dev = {s.device: s for s in slots}
+    if mode == "sequential" or not slots:
+        return [], list(cells)
+    work: list[tuple[Any, tuple[str, ...]]] = []
+    seen: dict[tuple, int] = {}
+    rest = []
+    for c in cells:
+        slot = by_dev.get(c.device) if c.device else None
+        if slot is None:
+            rest.append(c)
+            continue
+        if mode == "every":
+            work.append((c, (c.device,)))
+            continue
+        key = (c.fmt, c.runner, c.precision, c.kind, c.artifact, slot.pool)
+        if key in seen:
+            continue
+        seen[key] = len(work)
+        work.append((c, tuple(s.device for s in slots if s.pool == slot.pool)))
+    return work, rest
+
+
+def concurrency_note(mode: str, used: list[Slot]) -> str:
+    """The report's note on what ran concurrently on ``used`` (and what that does not show)."""
+    how = ("each configuration measured once per GPU model, on whichever GPU of that model was free"
+           if mode == "spread" else "every configuration measured on every GPU")
+    return (f"GPU configurations ran concurrently (--gpus {mode}: {how}) on " + "; ".join(s.describe() for s in used)
+            + ". Each measuring process saw its GPU alone (CUDA_VISIBLE_DEVICES) and ran pinned to its own cores; "
+            "CPU configurations ran after them, one at a time, on every core. Each row names its GPU (extra.gpu_*). "
+            "Rows of short calls (a CPU-bound launch loop: batch 1, small batches of fast configurations) are not "
+            "shown to match a row measured alone within 3 % (on the 2-GPU H200 machines their spread between two "
+            "runs, each row alone, was larger: reports/gpu-h200x2-fidelity.md); --gpus sequential measures each alone")
