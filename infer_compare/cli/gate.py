@@ -59,7 +59,7 @@ def judge_run(args, gate, rep, out: Path, measure: Callable) -> bool:
         saver.write(runs[-1])
         result = _check(args, runs, baseline, rules)
     print_result(result)
-    _save(result, out / "gate.json")
+    save_verdict(result, out)
     return result.passed
 
 
@@ -85,11 +85,25 @@ def broken_cells(result) -> dict:
             "batch_sizes": sorted({r.batch_size for r in rows if r.batch_size})}
 
 
-def _save(result, path: Path) -> None:
-    """The verdict as JSON beside the results (what ``diff --json`` prints), for a CI job to read."""
+def save_verdict(result, out: Path, rep=None) -> None:
+    """The verdict beside the results: gate.json (what ``diff --json`` prints, for a CI job to read), gate.md,
+    and a section at the end of results.md and inside results.html (the report it judges)."""
     import json
 
+    # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
+    from infer_compare.regress.gate_text import to_html, to_markdown
+
+    md = to_markdown(result)
     try:
-        path.write_text(json.dumps(result.to_dict(), indent=1))
+        (out / "gate.json").write_text(json.dumps(result.to_dict(), indent=1))
+        (out / "gate.md").write_text(md)
+        if (out / "results.md").exists():
+            with open(out / "results.md", "a") as f:
+                f.write("\n" + md)
+        page = out / "results.html"
+        if page.exists():
+            text = page.read_text()
+            cut = text.rfind("</body>")
+            page.write_text(text[:cut] + to_html(result) + text[cut:] if cut >= 0 else text + to_html(result))
     except OSError as e:
-        print(f"infer-compare: could not write {path} ({e.strerror or e})", file=sys.stderr)
+        print(f"infer-compare: could not write the verdict into {out} ({e.strerror or e})", file=sys.stderr)

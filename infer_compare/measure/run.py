@@ -69,6 +69,8 @@ class _Run:
         self.servers = ForkServers(prog.log)
         self.preload: dict[str, tuple[str, ...]] = {}  # runner -> the modules its runtime's fork server imports
         self.timeline = Timeline(t_start)
+        # measures one configuration's spec: (spec, timeout_s, workdir, tag, server, settings) -> CellResults
+        self.cell_runner: Callable[..., list] = _isolated
 
     def report(self) -> Report:
         """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
@@ -222,7 +224,7 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
     spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
     run.prog.step(f"{c.runner} {c.fmt} {c.precision} {c.device} batch {','.join(map(str, batches))}")
     server = run.servers.for_modules(run.preload.get(c.runner, ()))
-    results = run_cell(spec, run.settings.cell_timeout_s, work, tag, server=server)
+    results = run.cell_runner(spec, run.settings.cell_timeout_s, work, tag, server, run.settings)
     for _ in batches:
         run.prog.advance(None)
     # a file that is already int8 runs integer kernels whatever its row is called: judged as int8
@@ -233,12 +235,18 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
                                    out if res.outputs_written and out.exists() else None, run.settings))
 
 
+def _isolated(spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Settings) -> list:
+    return run_cell(spec, timeout_s, work, tag, server=server)
+
+
 def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
             prog: Progress | None = None, warnings: list[str] | None = None, command: Iterable[str] | None = None,
             on_row: Callable[[Report], None] | None = None, t_start: float | None = None,
-            servers: ForkServers | None = None, timeline: Timeline | None = None) -> Report:
+            servers: ForkServers | None = None, timeline: Timeline | None = None,
+            cell_runner: Callable[..., list] | None = None) -> Report:
     """Plan the cells, probe the runners, get each artifact (carried, cached or built), measure
-    every configuration in an isolated child, check parity against ``prep.ref``; the Report."""
+    every configuration in an isolated child, check parity against ``prep.ref``; the Report.
+    ``cell_runner``: measures each configuration instead of one isolated child (the A/B gate: two)."""
     prog = prog or Progress()
     warnings = [] if warnings is None else warnings
     for w in measurement_warnings(environment.device_facts):
@@ -252,9 +260,11 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     chain = chain_for(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
     run.cells = cells
-    run.preload = preloads(c.runner for c in cells if c.device is not None)
+    # a cell_runner starts its own processes: no fork server
+    run.preload = {} if cell_runner else preloads(c.runner for c in cells if c.device is not None)
     run.servers = servers or ForkServers(prog.log, str(cache.root))
     run.timeline = timeline or run.timeline
+    run.cell_runner = cell_runner or run.cell_runner
     try:
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))

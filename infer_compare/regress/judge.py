@@ -235,7 +235,7 @@ def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], b: Run
 def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, st: Stats,
              counts: tuple[int, int]) -> str:
     n_base, n_cur = counts
-    msg = f"{m.title} {fmt_value(mid.va, m.unit)} -> {fmt_value(mid.vb, m.unit)} ({_fmt_change(mid.raw_change, rule, m)}"
+    msg = f"{m.title} {fmt_value(mid.va, m.value_unit)} -> {fmt_value(mid.vb, m.value_unit)} ({_fmt_change(mid.raw_change, rule, m)}"
     if judged.factor is not None:
         msg += f"; normalized {_fmt_change(mid.change, rule, m)}"
     msg += ")"

@@ -1,0 +1,208 @@
+"""Two sides of one configuration measured side by side (the A/B gate): each side's child loaded at the
+same time (measure/ab_child.py, under its own interpreter), then timed in alternating blocks, the order
+inside each pair drawn at random, so that whatever the machine does in those seconds falls on both.
+
+Per batch size: both children load (in parallel: not timed), a pilot block of each sets the calls per
+block (the block time divided by the slower side's call), then ``pairs`` pairs of blocks, then each side's
+parity outputs. Each side's result is a CellResult like a plain run's, its samples in time order, with the
+pairing in ``extra["ab"]`` (calls per block, which side went first in each pair), from which the gate
+takes the paired ratios (regress/paired.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import selectors
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infer_compare.host.launch import ChildNotStarted, describe_exit, kill_group, popen, read_tail
+from infer_compare.measure.ab_child import PROTOCOL
+from infer_compare.measure.cells import CellResult, CellSpec
+
+SIDES = ("a", "b")
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    pairs: int = 20  # pairs of blocks per row
+    side_time_s: float = 1.0  # each side's timed calls per row, in seconds, split into the blocks
+    seed: int = 0  # the draw of which side goes first in each pair
+    timeout_s: float = 300.0  # any one answer of a child (a load, a block, parity)
+
+
+class SideFailed(Exception):
+    pass
+
+
+class _Child:
+    """One side's child process and its JSON-lines channel."""
+
+    def __init__(self, name: str, spec_path: Path, python: str | None, env: dict[str, str], log: Path):
+        self.name, self.log_path = name, log
+        self.log = open(log, "w")
+        try:
+            self.proc = popen("infer_compare.measure.ab_child", [str(spec_path)], env, python=python,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
+        except ChildNotStarted as e:
+            self.log.close()
+            raise SideFailed(str(e)) from None
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self.hello: dict[str, Any] = {}
+
+    def ask(self, cmd: dict[str, Any] | None, timeout_s: float) -> dict[str, Any]:
+        if cmd is not None:
+            self.send(cmd)
+        return self.read(timeout_s)
+
+    def send(self, cmd: dict[str, Any]) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(cmd) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise SideFailed(self._gone()) from None
+
+    def read(self, timeout_s: float) -> dict[str, Any]:
+        if not self.sel.select(timeout_s):
+            kill_group(self.proc)
+            raise SideFailed(f"side {self.name.upper()} did not answer within {timeout_s:.0f} s (killed)")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SideFailed(self._gone())
+        return json.loads(line)
+
+    def _gone(self) -> str:
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            rc = None
+        self.log.flush()
+        return (f"side {self.name.upper()}'s process ended ({describe_exit(rc)}): "
+                f"{read_tail(self.log_path, 3).strip() or 'no output'}")
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None:
+                self.send({"op": "quit"})
+                self.proc.wait(timeout=10)
+        except (SideFailed, subprocess.TimeoutExpired):
+            pass
+        kill_group(self.proc)
+        self.sel.close()
+        self.log.close()
+
+
+def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
+           tag: str, plan: PairPlan) -> dict[str, _Child]:
+    kids: dict[str, _Child] = {}
+    try:
+        for s in SIDES:
+            path = work / f"{tag}-{s}.spec.json"
+            path.write_text(json.dumps(specs[s].to_dict()))
+            kids[s] = _Child(s, path, pythons.get(s), env, work / f"{tag}-{s}.log")
+        for s in SIDES:
+            kids[s].hello = kids[s].read(plan.timeout_s)
+            if kids[s].hello.get("hello") != PROTOCOL:
+                raise SideFailed(f"side {s.upper()}'s infer-compare {kids[s].hello.get('version', '?')} speaks the "
+                                 f"A/B protocol {kids[s].hello.get('hello')}, this one {PROTOCOL}: install the same "
+                                 "or a newer infer-compare there")
+    except SideFailed:
+        for k in kids.values():
+            k.close()
+        raise
+    return kids
+
+
+def _both(kids: dict[str, _Child], cmd: dict[str, Any], timeout_s: float) -> dict[str, dict[str, Any]]:
+    """The same command to both sides, at the same time (loads and parity: not timed)."""
+    for k in kids.values():
+        k.send(cmd)
+    return {s: k.read(timeout_s) for s, k in kids.items()}
+
+
+def _calls_per_block(kids: dict[str, _Child], plan: PairPlan) -> int:
+    pilot = {s: k.ask({"op": "block", "calls": 3}, plan.timeout_s) for s, k in kids.items()}
+    for s, r in pilot.items():
+        if not r.get("ok"):
+            raise SideFailed(f"side {s.upper()}: {r.get('error', 'failed')}")
+    slowest = max(sorted(r["ns"])[1] for r in pilot.values()) / 1e9
+    return max(1, min(100_000, round(plan.side_time_s / plan.pairs / max(slowest, 1e-7))))
+
+
+def _blocks(kids: dict[str, _Child], plan: PairPlan, calls: int, rng: random.Random) -> tuple[dict, list[str]]:
+    samples: dict[str, list[int]] = {s: [] for s in SIDES}
+    first: list[str] = []
+    for _ in range(plan.pairs):
+        order = list(SIDES) if rng.random() < 0.5 else list(reversed(SIDES))
+        first.append(order[0])
+        for s in order:
+            r = kids[s].ask({"op": "block", "calls": calls}, plan.timeout_s)
+            if not r.get("ok"):
+                raise SideFailed(f"side {s.upper()}: {r.get('error', 'failed')}")
+            samples[s] += r["ns"]
+    return samples, first
+
+
+def _batch(kids: dict[str, _Child], specs: dict[str, CellSpec], b: int, plan: PairPlan,
+           rng: random.Random) -> dict[str, CellResult]:
+    loaded = _both(kids, {"op": "load", "batch": b}, plan.timeout_s)
+    bad = {s: r for s, r in loaded.items() if not r.get("ok")}
+    if bad:
+        return {s: (CellResult.failed(b, bad[s].get("status", "run_failed"), bad[s].get("error", ""),
+                                      hint=bad[s].get("hint", ""), stage="load", traceback=bad[s].get("traceback", ""))
+                    if s in bad else CellResult.failed(b, "skipped", f"not measured: side {'/'.join(bad).upper()} "
+                                                       f"could not load it ({next(iter(bad.values())).get('error')})"))
+                for s in SIDES}
+    calls = _calls_per_block(kids, plan)
+    samples, first = _blocks(kids, plan, calls, rng)
+    par = _both(kids, {"op": "parity", "batch": b}, plan.timeout_s) if specs["a"].parity_inputs else {}
+    ab = {"calls_per_block": calls, "pairs": plan.pairs, "first": "".join(first), "seed": plan.seed}
+    out = {}
+    for s in SIDES:
+        r, p = loaded[s], par.get(s) or {}
+        out[s] = CellResult(
+            batch_size=b, ok=True, load_s=r.get("load_s"), first_infer_ms=r.get("first_ms"),
+            samples_ns=tuple(samples[s]), wall_ns=sum(samples[s]), exec_precision=r.get("exec_precision", ""),
+            settings=dict(r.get("settings") or {}), notes=tuple(r.get("notes") or ()),
+            versions=dict(r.get("versions") or {}), extra={"ab": {**ab, "side": s}},
+            outputs_written=bool(p.get("ok")), parity_n=p.get("n"),
+            loop={"n": len(samples[s]), "wall_ns": sum(samples[s]), "stopped_by": "ab_pairs",
+                  "warmup_calls": r.get("warmup_calls")})
+    return out
+
+
+def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
+                 tag: str, plan: PairPlan) -> dict[str, list[CellResult]]:
+    """Both sides of one configuration at each of its batch sizes (latency scenario); never raises for a
+    side's failure: its rows say why, and the other side's rows say they were not measured."""
+    rng = random.Random(f"{plan.seed}:{tag}")
+    out: dict[str, list[CellResult]] = {s: [] for s in SIDES}
+    todo = list(specs["b"].batch_sizes)
+    try:
+        kids = _start(specs, pythons, env, work, tag, plan)
+    except SideFailed as e:
+        return _all_failed(todo, str(e))
+    try:
+        while todo:
+            got = _batch(kids, specs, todo[0], plan, rng)
+            for s in SIDES:
+                out[s].append(got[s])
+            todo.pop(0)
+    except SideFailed as e:
+        for s, v in _all_failed(todo, str(e)).items():
+            out[s] += v
+    finally:
+        for k in kids.values():
+            k.close()
+    return out
+
+
+def _all_failed(batches: list[int], why: str) -> dict[str, list[CellResult]]:
+    side = why.split()[1].lower() if why.startswith("side ") else ""
+    return {s: [CellResult.failed(b, "run_failed" if s == side or not side else "skipped",
+                                  why if s == side or not side else f"not measured: {why}") for b in batches]
+            for s in SIDES}
