@@ -55,8 +55,7 @@ def cmd_compare(args, argv: list[str]) -> int:
         # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
         from infer_compare.cli.gate import judge_run
 
-        if not judge_run(args, gate, rep, saver.out, measure):
-            code = 1
+        code = max(code, judge_run(args, gate, rep, saver.out, measure))
     return code
 
 

@@ -12,12 +12,9 @@ from pathlib import Path
 
 from infer_compare.cli.args import _add_measure_args, _Parser, add_output
 from infer_compare.cli.flags import measure_options
-from infer_compare.cli.gate import save_verdict
+from infer_compare.cli.gate import gate_status, save_verdict
 from infer_compare.cli.output import Saver, output_dir
 from infer_compare.cli.progress import RichProgress
-
-NOT_JUDGED_EXIT = 3
-
 
 def build_gate_parser() -> _Parser:
     # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
@@ -91,20 +88,9 @@ def cmd_gate(argv: list[str]) -> int:
     save_verdict(got.result, out, got.b)
     print(f"results: {', '.join(str(p) for p in paths.values())}; side A in {out / 'baseline'}; verdict in "
           f"{out / 'gate.json'}")
-    return gate_exit(got.result, args.allow_unjudged)
+    return gate_status(got.result, args.allow_unjudged)
 
 
 def args_error(msg: str) -> None:
     print(f"infer-compare gate: error: {msg}", file=sys.stderr)
     raise SystemExit(2)
-
-
-def gate_exit(result, allow_unjudged: bool) -> int:
-    """0 pass, 1 regression, 3 rows not judged (unless allowed)."""
-    if not result.passed:
-        return 1
-    if result.unjudged and not allow_unjudged:
-        print(f"infer-compare: {len(result.unjudged)} row check(s) not judged (listed above): not a pass "
-              "(--allow-unjudged accepts it)", file=sys.stderr)
-        return NOT_JUDGED_EXIT
-    return 0

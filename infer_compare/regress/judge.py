@@ -2,10 +2,11 @@
 
 Timings (latency and throughput), by ``timing``:
 
-* ``best`` (the default): the row's fastest sustained level over the current runs against the same over
-  the baseline runs (pooling.py: the fastest block of consecutive calls of any run), as measured unless
-  the whole machine moved (both the change three quarters of the rows share and the calibration workload);
-  a row beyond a rule whose every current run was measured on a busy host (BUSY_HOST) is not judged;
+* ``best`` (the default): the row's fastest sustained level in each run (pooling.py: the fastest block of
+  consecutive calls), the median over each side's runs, as measured unless the whole machine moved (both the
+  change three quarters of the rows share and the calibration workload); current runs on a busy host
+  (BUSY_HOST) are left out while a run on a quiet one remains, and a row beyond a rule whose every current
+  run was measured on a busy host is not judged;
 * ``reference``: each row as a ratio to its run's PyTorch fp32 row (the reference row as measured);
 * ``calibrated``: as a ratio to the calibration workload each row's child timed before its loop;
 * ``absolute``: as measured.
@@ -190,6 +191,9 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
         bases, curs, not_judged = _quiet(rule, label, m, bases, curs)
         if not_judged is not None:
             return not_judged, ""
+        if st.timing == BEST:  # runs on a busy host say nothing of the code while a run on a quiet one does
+            calm = [b for b in curs if (h := host_slowdown(b, bases)) is None or h < BUSY_HOST]
+            curs = calm or curs
     pairs = _pairs(rule, m, bases, curs, st)
     if not pairs:
         va = next((v for v in (m.get(a) for a in bases) if v is not None), None)
@@ -243,8 +247,8 @@ def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, 
         # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
         from infer_compare.regress.pooling import FAST_METRICS
 
-        where = "fastest block" if rule.metric in FAST_METRICS else "best run"
-        msg += (f"; {where} of {n_base} baseline run{'s' if n_base != 1 else ''} against {where} of {n_cur} "
+        where = "fastest block" if rule.metric in FAST_METRICS else "figure"
+        msg += (f"; median run's {where}, {n_base} baseline run{'s' if n_base != 1 else ''} against {n_cur} "
                 f"current run{'s' if n_cur != 1 else ''}")
     elif len(pairs) > 1:
         msg += (f"; against the most favourable of {len(pairs)} pairs of runs "
