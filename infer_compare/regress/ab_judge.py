@@ -10,7 +10,15 @@ from typing import Any
 from infer_compare.base.records import Report, RunRecord
 from infer_compare.regress.check import check_regression
 from infer_compare.regress.metrics import METRICS
-from infer_compare.regress.paired import CONFIDENCE, MIN_PAIRS, PAIRED_METRICS, Paired, log_ratios, trimmed
+from infer_compare.regress.paired import (
+    CONFIDENCE,
+    MIN_PAIRS,
+    PAIRED_METRICS,
+    Paired,
+    crossover,
+    log_ratios,
+    trimmed,
+)
 from infer_compare.regress.results import FEW_PAIRS, NA, PASS, REGRESSION, TOO_NOISY, Check, RegressionResult, RowDiff
 from infer_compare.regress.rules import Rule, parse_rules
 
@@ -19,7 +27,7 @@ from infer_compare.regress.rules import Rule, parse_rules
 # another process that falls into it, and is judged only when asked for.
 AB_RULES = ("p50:+5%", "accuracy:-0.5")
 METHOD = ("paired blocks, A and B alternating in random order: 20 %-trimmed mean of the log ratios of adjacent "
-          "blocks, Tukey-McLaughlin standard error, Student's t")
+          "blocks within each order, averaged (a crossover), Tukey-McLaughlin standard error, Student's t")
 
 
 def _pct(x: float) -> str:
@@ -49,7 +57,8 @@ def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
     if len(ratios) < MIN_PAIRS:
         return Check(rule, label, va, vb, None, None, FEW_PAIRS,
                      f"{m.title}: {len(ratios)} pairs of blocks, at least {MIN_PAIRS} needed (--pairs)")
-    p = trimmed(ratios)
+    first = str(ab_b.get("first") or "")
+    p = crossover(ratios, [c == "a" for c in first]) if len(first) == len(ratios) else trimmed(ratios)
     return _verdict(rule, label, m, p, (va, vb), len(ratios), calls)
 
 

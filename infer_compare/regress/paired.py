@@ -4,7 +4,9 @@ Each pair i holds one block of A and one block of B timed back to back (measure/
 the machine that lasts longer than a pair (seconds to minutes on a shared VM) falls on both and cancels in
 r_i = log(stat(B_i) / stat(A_i)). The change is the 20 %-trimmed mean of the r_i (robust to a burst that
 hits one block of a pair), with its Tukey-McLaughlin standard error (winsorized variance) and Student's t
-on n - 2g - 1 degrees of freedom, as Wilcox describes it (Introduction to Robust Estimation, ch. 4).
+on n - 2g - 1 degrees of freedom, as Wilcox describes it (Introduction to Robust Estimation, ch. 4). The
+order inside each pair is drawn at random and the pairs of each order are averaged apart, then together
+(``crossover``): an advantage of going first or second cancels instead of widening the interval.
 
 Verdict for a rule of threshold T (relative, e.g. p50:+5%): a regression when the estimated change is beyond
 T and the 95 % interval excludes no change (the slowdown is real and it is material); a pass when the
@@ -95,6 +97,19 @@ def trimmed(xs: list[float], trim: float = TRIM) -> Paired:
     var_w = sum((x - mw) ** 2 for x in w) / (n - 1) if n > 1 else 0.0
     se = math.sqrt(var_w) / ((1 - 2 * g / n) * math.sqrt(n)) if n > 1 else float("inf")
     return Paired(n, est, se, max(1.0, n - 2 * g - 1))
+
+
+def crossover(xs: list[float], a_first: list[bool], trim: float = TRIM) -> Paired:
+    """The change from pairs measured in either order (A then B, or B then A), as a 2x2 crossover is analysed:
+    the trimmed mean within each order, averaged, so that an effect of going second (a runtime's threads of the
+    side that just ran still spinning, caches it left cold) cancels instead of adding to the spread. With
+    fewer than 3 pairs in either order, all pairs together."""
+    ab = [x for x, f in zip(xs, a_first, strict=True) if f]
+    ba = [x for x, f in zip(xs, a_first, strict=True) if not f]
+    if min(len(ab), len(ba)) < 3:
+        return trimmed(xs, trim)
+    p, q = trimmed(ab, trim), trimmed(ba, trim)
+    return Paired(len(xs), (p.est + q.est) / 2, math.sqrt(p.se ** 2 + q.se ** 2) / 2, p.df + q.df)
 
 
 def _median(v: list[int]) -> float:
