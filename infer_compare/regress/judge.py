@@ -161,11 +161,11 @@ def _quiet(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: list
     quiet_b = [b for b in curs if disturbance(b) <= DISTURBED_CORES]
     if not quiet_b:
         d = max(disturbance(b) for b in curs)
-        return bases, curs, _disturbed(rule, label, m, bases, curs[0], f"other processes took {d:.2f} cores "
+        return bases, curs, _disturbed(rule, label, m, bases, curs, f"other processes took {d:.2f} cores "
                                        "while the current run measured this row")
     quiet = [a for a in bases if disturbance(a) <= DISTURBED_CORES]
     if not quiet:
-        return bases, curs, _disturbed(rule, label, m, bases, curs[0], "other processes took more than "
+        return bases, curs, _disturbed(rule, label, m, bases, curs, "other processes took more than "
                                        f"{DISTURBED_CORES} cores while every baseline run measured this row")
     return quiet, quiet_b, None
 
@@ -230,9 +230,14 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
         judged.method
 
 
-def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], b: RunRecord, why: str) -> Check:
-    va = m.get(bases[0]) if bases else None
-    return Check(rule, label, va, m.get(b), None, None, DISTURBED,
+def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: list[RunRecord], why: str) -> Check:
+    """Not judged; the figures shown are the same statistic as a judged row's (each side's median run at its
+    fastest sustained level), so that a row reads the same whatever its verdict."""
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.regress.pooling import best
+
+    a, b = best(bases, m) if bases else None, best(curs, m)
+    return Check(rule, label, a[1] if a else None, b[1] if b else None, None, None, DISTURBED,
                  f"{m.title} not judged: {why} (a loaded machine, not the code: re-run when it is quiet)")
 
 

@@ -60,8 +60,15 @@ def _row_lines(d: RowDiff, result: RegressionResult, escape) -> list[str]:
             lines.append(f"  [dim]{metric:<10} {fmt_value(va, METRICS[metric].value_unit)} → {fmt_value(vb, METRICS[metric].value_unit)}[/]")
     lines += [f"  [red]{escape(v.split(': ', 1)[1])}[/]" for v in bad if not any(
         v.endswith(c.message) for c in d.checks)]
-    lines += [f"  [dim]{escape(n)}[/]" for n in d.notes]
+    lines += [f"  [dim]{escape(n)}[/]" for n in d.notes if not _said(n, bad)]
     return lines
+
+
+def _said(note: str, violations) -> bool:
+    """A note that repeats a changed condition a violation already names ('threads 2 -> 1', 'setting threads:
+    2 -> 1'): each changed condition is printed once."""
+    core = note.removeprefix("setting ").replace(":", "")
+    return "->" in core and any(core in v for v in violations)
 
 
 def print_result(result: RegressionResult, console=None, show_all: bool = False) -> None:
@@ -82,8 +89,8 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
                   f"-> {n_c} current run{'s' if n_c != 1 else ''} ({escape(result.current_created)})")
     con.print(f"rules: {escape(result.rules_text)}; always: a row ok in the baseline must be measured ok now, "
               f"executing the same precision under the same threads and runner options")
-    con.print("timings: " + {"best": "each side at its fastest sustained level (the fastest block of "
-                                      "consecutive calls over its runs)",
+    con.print("timings: " + {"best": "each side's median run at its fastest sustained level (the fastest "
+                                      "block of consecutive calls of a run): the figures shown",
                              "calibrated": "calibrated (each row's time over a fixed workload timed before it; "
                                             "the absolute change in brackets)",
                              "reference": "relative to the reference (each row's time over its run's PyTorch fp32 "
@@ -98,7 +105,8 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
     if hidden:
         con.print(f"[dim]{hidden} row(s) measured in neither run (skipped) not shown[/]")
     for n in result.notes:
-        con.print(f"[dim]note:[/] {escape(n)}")
+        if not _said(n, result.violations):
+            con.print(f"[dim]note:[/] {escape(n)}")
     if result.environment_differences:
         con.print(f"[yellow]environment changed (allowed):[/] {escape('; '.join(result.environment_differences))}")
     if result.disturbed:
