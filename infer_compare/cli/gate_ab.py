@@ -16,6 +16,7 @@ from infer_compare.cli.gate import gate_status, save_verdict
 from infer_compare.cli.output import Saver, output_dir
 from infer_compare.cli.progress import RichProgress
 
+
 def build_gate_parser() -> _Parser:
     # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
     from infer_compare.measure.ab import PairPlan

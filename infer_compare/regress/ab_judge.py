@@ -19,7 +19,16 @@ from infer_compare.regress.paired import (
     log_ratios,
     trimmed,
 )
-from infer_compare.regress.results import FEW_PAIRS, NA, PASS, REGRESSION, TOO_NOISY, Check, RegressionResult, RowDiff
+from infer_compare.regress.results import (
+    FEW_PAIRS,
+    NA,
+    PASS,
+    REGRESSION,
+    TOO_NOISY,
+    Check,
+    RegressionResult,
+    RowDiff,
+)
 from infer_compare.regress.rules import Rule, parse_rules
 
 # the A/B gate's default rules: both sides measured in one run, so a tighter threshold than across runs. The

@@ -12,10 +12,10 @@ from infer_compare.regress.results import (
     NOT_JUDGED,
     PASS,
     REGRESSION,
+    TOO_NOISY,
     Check,
     RegressionResult,
     RowDiff,
-    TOO_NOISY,
 )
 
 _SHOWN = ("p50", "throughput", "accuracy")  # shown for every measured row, ruled or not
