@@ -203,3 +203,19 @@ def test_a_bundle_of_another_model_is_refused_before_measuring(lenet_bundle, tmp
     assert g.returncode == 2 and "different models" in g.stderr and g.stderr.count("\n") == 1, g.stderr
     assert not (tmp_path / "g" / "results.json").exists()
     assert AB_RULES[0] == "p50:+5%"
+
+
+def test_pairs_timed_while_others_used_the_cpus_are_not_judged():
+    """The parent reads what else ran while the blocks were timed: other processes (or guests), or the waiting
+    side itself (a runtime whose threads spin after a call disturbs the side being timed)."""
+    s = simulate(0.3, np.random.default_rng(7))
+    for load, words in (({"other_cores": 1.2, "steal_cores": 0.0, "waiting_side_cores": 0.0}, "other processes took"),
+                        ({"other_cores": 0.0, "steal_cores": 0.0, "waiting_side_cores": 0.6}, "the waiting side kept")):
+        a, b = _row(s["a"], "a", s["first"]), _row(s["b"], "b", s["first"])
+        b = b.replace(extra={"ab": {**b.extra["ab"], "load": load}})
+        c = paired_check(P50, "row", a, b)
+        assert c.verdict == "disturbed" and words in c.message, c
+    quiet = {"other_cores": 0.05, "steal_cores": 0.0, "waiting_side_cores": 0.02}
+    b = _row(s["b"], "b", s["first"])
+    assert paired_check(P50, "row", _row(s["a"], "a", s["first"]),
+                        b.replace(extra={"ab": {**b.extra["ab"], "load": quiet}})).verdict == REGRESSION

@@ -12,15 +12,18 @@ takes the paired ratios (regress/paired.py).
 from __future__ import annotations
 
 import json
+import os
 import random
 import selectors
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infer_compare.host.launch import ChildNotStarted, describe_exit, kill_group, popen, read_tail
 from infer_compare.measure.ab_child import PROTOCOL
+from infer_compare.measure.calibration import cpu_ticks, process_ticks
 from infer_compare.measure.cells import CellResult, CellSpec
 
 SIDES = ("a", "b")
@@ -133,18 +136,53 @@ def _calls_per_block(kids: dict[str, _Child], plan: PairPlan) -> int:
     return max(1, min(100_000, round(plan.side_time_s / plan.pairs / max(slowest, 1e-7))))
 
 
-def _blocks(kids: dict[str, _Child], plan: PairPlan, calls: int, rng: random.Random) -> tuple[dict, list[str]]:
+class _Load:
+    """What else used the CPUs while the blocks ran: other processes (the machine's busy time minus both
+    sides' own), other guests (steal), and the waiting side itself while the other side was timed (a runtime's
+    threads that keep spinning after their call: the two sides then disturb each other). In cores."""
+
+    def __init__(self, kids: dict[str, _Child]):
+        self.pids = {s: k.proc.pid for s, k in kids.items()}
+        self.t0, self.own0 = cpu_ticks(), self._own()
+        self.start = time.perf_counter()
+        self.waiting = 0
+
+    def _own(self) -> int | None:
+        t = [process_ticks(p) for p in self.pids.values()]
+        return None if None in t else sum(t)  # type: ignore[arg-type]
+
+    def block(self, waiting_side: str, fn):
+        before = process_ticks(self.pids[waiting_side])
+        out = fn()
+        after = process_ticks(self.pids[waiting_side])
+        if before is not None and after is not None:
+            self.waiting += after - before
+        return out
+
+    def summary(self) -> dict[str, float]:
+        t1, own1, wall = cpu_ticks(), self._own(), time.perf_counter() - self.start
+        if self.t0 is None or t1 is None or self.own0 is None or own1 is None or wall <= 0:
+            return {}
+        hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        other = max(0, (t1[0] - self.t0[0]) - (t1[1] - self.t0[1]) - (own1 - self.own0) - (t1[2] - self.t0[2]))
+        return {"other_cores": round(other / hz / wall, 3), "steal_cores": round((t1[1] - self.t0[1]) / hz / wall, 3),
+                "waiting_side_cores": round(self.waiting / hz / wall, 3)}
+
+
+def _blocks(kids: dict[str, _Child], plan: PairPlan, calls: int, rng: random.Random) -> tuple[dict, list[str], dict]:
     samples: dict[str, list[int]] = {s: [] for s in SIDES}
     first: list[str] = []
+    load = _Load(kids)
     for _ in range(plan.pairs):
         order = list(SIDES) if rng.random() < 0.5 else list(reversed(SIDES))
         first.append(order[0])
         for s in order:
-            r = kids[s].ask({"op": "block", "calls": calls}, plan.timeout_s)
+            other = "b" if s == "a" else "a"
+            r = load.block(other, lambda s=s: kids[s].ask({"op": "block", "calls": calls}, plan.timeout_s))
             if not r.get("ok"):
                 raise SideFailed(f"side {s.upper()}: {r.get('error', 'failed')}")
             samples[s] += r["ns"]
-    return samples, first
+    return samples, first, load.summary()
 
 
 def _batch(kids: dict[str, _Child], specs: dict[str, CellSpec], b: int, plan: PairPlan,
@@ -158,9 +196,9 @@ def _batch(kids: dict[str, _Child], specs: dict[str, CellSpec], b: int, plan: Pa
                                                        f"could not load it ({next(iter(bad.values())).get('error')})"))
                 for s in SIDES}
     calls = _calls_per_block(kids, plan)
-    samples, first = _blocks(kids, plan, calls, rng)
+    samples, first, load = _blocks(kids, plan, calls, rng)
     par = _both(kids, {"op": "parity", "batch": b}, plan.timeout_s) if specs["a"].parity_inputs else {}
-    ab = {"calls_per_block": calls, "pairs": plan.pairs, "first": "".join(first), "seed": plan.seed}
+    ab = {"calls_per_block": calls, "pairs": plan.pairs, "first": "".join(first), "seed": plan.seed, "load": load}
     out = {}
     for s in SIDES:
         r, p = loaded[s], par.get(s) or {}

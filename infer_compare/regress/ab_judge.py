@@ -9,6 +9,7 @@ from typing import Any
 
 from infer_compare.base.records import Report, RunRecord
 from infer_compare.regress.check import check_regression
+from infer_compare.regress.judge import DISTURBED_CORES
 from infer_compare.regress.metrics import METRICS
 from infer_compare.regress.paired import (
     CONFIDENCE,
@@ -20,6 +21,7 @@ from infer_compare.regress.paired import (
     trimmed,
 )
 from infer_compare.regress.results import (
+    DISTURBED,
     FEW_PAIRS,
     NA,
     PASS,
@@ -62,6 +64,9 @@ def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
     if not calls or ab_a.get("calls_per_block") != calls or not (a.samples_ns and b.samples_ns):
         return Check(rule, label, va, vb, None, None, FEW_PAIRS, f"{m.title}: the two sides were not measured "
                      "in paired blocks (no A/B samples in one of them)")
+    busy = _disturbed(ab_b.get("load") or {})
+    if busy:
+        return Check(rule, label, va, vb, None, None, DISTURBED, f"{m.title} not judged: {busy}")
     ratios = log_ratios(rule.metric, list(a.samples_ns), list(b.samples_ns), calls)
     if len(ratios) < MIN_PAIRS:
         return Check(rule, label, va, vb, None, None, FEW_PAIRS,
@@ -69,6 +74,21 @@ def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
     first = str(ab_b.get("first") or "")
     p = crossover(ratios, [c == "a" for c in first]) if len(first) == len(ratios) else trimmed(ratios)
     return _verdict(rule, label, m, p, (va, vb), len(ratios), calls)
+
+
+def _disturbed(load: dict) -> str:
+    """Why the blocks say nothing of the code ('' when they do): other processes or guests took CPU time
+    while they ran, or the waiting side kept CPUs busy while the other side was timed."""
+    others = float(load.get("other_cores") or 0) + float(load.get("steal_cores") or 0)
+    if others > DISTURBED_CORES:
+        return (f"other processes took {others:.2f} cores while the pairs were timed (a loaded machine, not the "
+                "code: re-run when it is quiet)")
+    waiting = float(load.get("waiting_side_cores") or 0)
+    if waiting > DISTURBED_CORES:
+        return (f"the waiting side kept {waiting:.2f} cores busy while the other side was timed (its runtime's "
+                "threads spin after a call), so the two sides disturbed each other: fewer --threads, or make the "
+                "runtime's threads sleep when idle (e.g. OMP_WAIT_POLICY=PASSIVE)")
+    return ""
 
 
 def _verdict(rule: Rule, label: str, m: Any, p: Paired, values: tuple, n: int, calls: int) -> Check:
