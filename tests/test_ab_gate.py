@@ -219,3 +219,48 @@ def test_pairs_timed_while_others_used_the_cpus_are_not_judged():
     b = _row(s["b"], "b", s["first"])
     assert paired_check(P50, "row", _row(s["a"], "a", s["first"]),
                         b.replace(extra={"ab": {**b.extra["ab"], "load": quiet}})).verdict == REGRESSION
+
+
+CRASH = '''
+import os
+from infer_compare.backends.onnxruntime import run as _m
+_R = _m.OnnxRuntimeRunner
+_orig = _R.run
+_n = [0]
+def run(self, prepared):
+    _n[0] += 1
+    if _n[0] > 200:
+        os.abort()  # a native crash of side B's runtime in the middle of the pairs
+    return _orig(self, prepared)
+_R.run = run
+'''
+
+
+def test_a_side_that_crashes_is_a_failed_row_and_the_gate_goes_on(lenet_bundle, tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(CRASH)
+    py = tmp_path / "python-crash"
+    py.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" "$@"\n')
+    py.chmod(0o755)
+    g = _gate(lenet_bundle, tmp_path / "out", "--threads", "1", "--python-b", str(py))
+    assert g.returncode == 1, g.stdout[-3000:] + g.stderr[-2000:]  # ok in A, failed in B: a violation
+    import json
+
+    from infer_compare import load_report
+
+    b = next(r for r in load_report(tmp_path / "out" / "results.json").rows if r.label.endswith("/b1"))
+    a = next(r for r in load_report(tmp_path / "out" / "baseline" / "results.json").rows if r.label.endswith("/b1"))
+    assert b.status == "run_failed" and "side B's process ended" in b.reason and "SIGABRT" in b.reason, b.reason
+    assert a.status == "ok" and any("measured alone, not paired: side B's process ended" in str(v)
+                                    for v in a.extra["ab"].values()), a.extra  # the baseline's row stands
+    got = json.loads((tmp_path / "out" / "gate.json").read_text())
+    assert any("was ok, now run_failed" in v for v in got["violations"]), got
+    # an interpreter that cannot be started at all: side B's rows fail, A is measured alone, exit 1
+    bad = tmp_path / "python-missing"
+    bad.write_text("#!/nonexistent/interpreter\n")
+    bad.chmod(0o755)
+    g = _gate(lenet_bundle, tmp_path / "out2", "--threads", "1", "--python-b", str(bad))
+    assert g.returncode == 1, g.stdout[-3000:] + g.stderr[-2000:]
+    b = next(r for r in load_report(tmp_path / "out2" / "results.json").rows if r.label.endswith("/b1"))
+    assert b.status == "run_failed" and "could not start" in b.reason, b.reason

@@ -38,7 +38,16 @@ class PairPlan:
 
 
 class SideFailed(Exception):
-    pass
+    """Side ``side`` ('a' or 'b', '' when unknown) cannot go on; its rows get ``status`` and the message."""
+
+    def __init__(self, msg: str, side: str = "", status: str = "run_failed", hint: str = "", tb: str = ""):
+        super().__init__(msg)
+        self.side, self.status, self.hint, self.tb = side, status, hint, tb
+
+    @classmethod
+    def answered(cls, side: str, r: dict[str, Any]) -> SideFailed:
+        return cls(f"side {side.upper()}: {r.get('error', 'failed')}", side, r.get("status", "run_failed"),
+                   r.get("hint", ""), r.get("traceback", ""))
 
 
 class _Child:
@@ -52,7 +61,7 @@ class _Child:
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
         except ChildNotStarted as e:
             self.log.close()
-            raise SideFailed(str(e)) from None
+            raise SideFailed(str(e), name) from None
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)
         self.hello: dict[str, Any] = {}
@@ -67,15 +76,15 @@ class _Child:
             self.proc.stdin.write(json.dumps(cmd) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise SideFailed(self._gone()) from None
+            raise SideFailed(self._gone(), self.name) from None
 
     def read(self, timeout_s: float) -> dict[str, Any]:
         if not self.sel.select(timeout_s):
             kill_group(self.proc)
-            raise SideFailed(f"side {self.name.upper()} did not answer within {timeout_s:.0f} s (killed)")
+            raise SideFailed(f"side {self.name.upper()} did not answer within {timeout_s:.0f} s (killed)", self.name)
         line = self.proc.stdout.readline()
         if not line:
-            raise SideFailed(self._gone())
+            raise SideFailed(self._gone(), self.name)
         return json.loads(line)
 
     def _gone(self) -> str:
@@ -112,7 +121,7 @@ def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict
             if kids[s].hello.get("hello") != PROTOCOL:
                 raise SideFailed(f"side {s.upper()}'s infer-compare {kids[s].hello.get('version', '?')} speaks the "
                                  f"A/B protocol {kids[s].hello.get('hello')}, this one {PROTOCOL}: install the same "
-                                 "or a newer infer-compare there")
+                                 "or a newer infer-compare there", s)
     except SideFailed:
         for k in kids.values():
             k.close()
@@ -131,7 +140,7 @@ def _calls_per_block(kids: dict[str, _Child], plan: PairPlan) -> int:
     pilot = {s: k.ask({"op": "block", "calls": 3}, plan.timeout_s) for s, k in kids.items()}
     for s, r in pilot.items():
         if not r.get("ok"):
-            raise SideFailed(f"side {s.upper()}: {r.get('error', 'failed')}")
+            raise SideFailed.answered(s, r)
     slowest = max(sorted(r["ns"])[1] for r in pilot.values()) / 1e9
     return max(1, min(100_000, round(plan.side_time_s / plan.pairs / max(slowest, 1e-7))))
 
@@ -180,50 +189,66 @@ def _blocks(kids: dict[str, _Child], plan: PairPlan, calls: int, rng: random.Ran
             other = "b" if s == "a" else "a"
             r = load.block(other, lambda s=s: kids[s].ask({"op": "block", "calls": calls}, plan.timeout_s))
             if not r.get("ok"):
-                raise SideFailed(f"side {s.upper()}: {r.get('error', 'failed')}")
+                raise SideFailed.answered(s, r)
             samples[s] += r["ns"]
     return samples, first, load.summary()
+
+
+def _result(b: int, loaded: dict[str, Any], samples: list[int], par: dict[str, Any], ab: dict[str, Any]) -> CellResult:
+    return CellResult(
+        batch_size=b, ok=True, load_s=loaded.get("load_s"), first_infer_ms=loaded.get("first_ms"),
+        samples_ns=tuple(samples), wall_ns=sum(samples), exec_precision=loaded.get("exec_precision", ""),
+        settings=dict(loaded.get("settings") or {}), notes=tuple(loaded.get("notes") or ()),
+        versions=dict(loaded.get("versions") or {}), extra={"ab": ab}, outputs_written=bool(par.get("ok")),
+        parity_n=par.get("n"), loop={"n": len(samples), "wall_ns": sum(samples), "stopped_by": "ab_pairs",
+                                     "warmup_calls": loaded.get("warmup_calls")})
 
 
 def _batch(kids: dict[str, _Child], specs: dict[str, CellSpec], b: int, plan: PairPlan,
            rng: random.Random) -> dict[str, CellResult]:
     loaded = _both(kids, {"op": "load", "batch": b}, plan.timeout_s)
-    bad = {s: r for s, r in loaded.items() if not r.get("ok")}
-    if bad:
-        return {s: (CellResult.failed(b, bad[s].get("status", "run_failed"), bad[s].get("error", ""),
-                                      hint=bad[s].get("hint", ""), stage="load", traceback=bad[s].get("traceback", ""))
-                    if s in bad else CellResult.failed(b, "skipped", f"not measured: side {'/'.join(bad).upper()} "
-                                                       f"could not load it ({next(iter(bad.values())).get('error')})"))
-                for s in SIDES}
+    for s, r in loaded.items():
+        if not r.get("ok"):
+            raise SideFailed.answered(s, r)
     calls = _calls_per_block(kids, plan)
     samples, first, load = _blocks(kids, plan, calls, rng)
     par = _both(kids, {"op": "parity", "batch": b}, plan.timeout_s) if specs["a"].parity_inputs else {}
     ab = {"calls_per_block": calls, "pairs": plan.pairs, "first": "".join(first), "seed": plan.seed, "load": load}
-    out = {}
-    for s in SIDES:
-        r, p = loaded[s], par.get(s) or {}
-        out[s] = CellResult(
-            batch_size=b, ok=True, load_s=r.get("load_s"), first_infer_ms=r.get("first_ms"),
-            samples_ns=tuple(samples[s]), wall_ns=sum(samples[s]), exec_precision=r.get("exec_precision", ""),
-            settings=dict(r.get("settings") or {}), notes=tuple(r.get("notes") or ()),
-            versions=dict(r.get("versions") or {}), extra={"ab": {**ab, "side": s}},
-            outputs_written=bool(p.get("ok")), parity_n=p.get("n"),
-            loop={"n": len(samples[s]), "wall_ns": sum(samples[s]), "stopped_by": "ab_pairs",
-                  "warmup_calls": r.get("warmup_calls")})
-    return out
+    return {s: _result(b, loaded[s], samples[s], par.get(s) or {}, {**ab, "side": s}) for s in SIDES}
+
+
+def _solo(kid: _Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> CellResult:
+    """One side measured alone, blocks as the pairs would have had them, after the other side failed: its row
+    is measured (so that a candidate that crashes reads as a failure against a baseline that ran)."""
+    try:
+        loaded = kid.ask({"op": "load", "batch": b}, plan.timeout_s)
+        if not loaded.get("ok"):
+            raise SideFailed.answered(kid.name, loaded)
+        calls = _calls_per_block({kid.name: kid}, plan)
+        samples: list[int] = []
+        for _ in range(plan.pairs):
+            r = kid.ask({"op": "block", "calls": calls}, plan.timeout_s)
+            if not r.get("ok"):
+                raise SideFailed.answered(kid.name, r)
+            samples += r["ns"]
+        par = kid.ask({"op": "parity", "batch": b}, plan.timeout_s) if spec.parity_inputs else {}
+    except SideFailed as e:
+        return CellResult.failed(b, e.status, str(e), hint=e.hint, traceback=e.tb)
+    return _result(b, loaded, samples, par, {"calls_per_block": calls, "pairs": plan.pairs, "side": kid.name,
+                                             "alone": f"measured alone, not paired: {why}"})
 
 
 def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
                  tag: str, plan: PairPlan) -> dict[str, list[CellResult]]:
     """Both sides of one configuration at each of its batch sizes (latency scenario); never raises for a
-    side's failure: its rows say why, and the other side's rows say they were not measured."""
+    side's failure: its rows say why, and the other side is measured alone (its rows say so)."""
     rng = random.Random(f"{plan.seed}:{tag}")
     out: dict[str, list[CellResult]] = {s: [] for s in SIDES}
     todo = list(specs["b"].batch_sizes)
     try:
         kids = _start(specs, pythons, env, work, tag, plan)
     except SideFailed as e:
-        return _all_failed(todo, str(e))
+        return _one_side(specs, pythons, env, work, tag, plan, e)
     try:
         while todo:
             got = _batch(kids, specs, todo[0], plan, rng)
@@ -231,16 +256,39 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
                 out[s].append(got[s])
             todo.pop(0)
     except SideFailed as e:
-        for s, v in _all_failed(todo, str(e)).items():
-            out[s] += v
+        good = {"a": "b", "b": "a"}.get(e.side, "")
+        for b in todo:
+            out[e.side or "a"].append(CellResult.failed(b, e.status, str(e), hint=e.hint, traceback=e.tb))
+            if good:
+                out[good].append(_solo(kids[good], specs[good], b, plan, str(e)))
+            elif not e.side:
+                out["b"].append(CellResult.failed(b, "run_failed", str(e)))
     finally:
         for k in kids.values():
             k.close()
     return out
 
 
-def _all_failed(batches: list[int], why: str) -> dict[str, list[CellResult]]:
-    side = why.split()[1].lower() if why.startswith("side ") else ""
-    return {s: [CellResult.failed(b, "run_failed" if s == side or not side else "skipped",
-                                  why if s == side or not side else f"not measured: {why}") for b in batches]
-            for s in SIDES}
+def _one_side(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
+              tag: str, plan: PairPlan, e: SideFailed) -> dict[str, list[CellResult]]:
+    """A side could not be started: its rows say why; the other side is started alone and measured alone."""
+    todo = list(specs["b"].batch_sizes)
+    out = {s: [CellResult.failed(b, e.status, str(e), hint=e.hint) for b in todo] for s in SIDES}
+    good = {"a": "b", "b": "a"}.get(e.side, "")
+    if not good:
+        return out
+    path = work / f"{tag}-{good}.spec.json"
+    try:
+        path.write_text(json.dumps(specs[good].to_dict()))
+        kid = _Child(good, path, pythons.get(good), env, work / f"{tag}-{good}.log")
+    except (SideFailed, OSError) as e2:
+        out[good] = [CellResult.failed(b, "run_failed", str(e2)) for b in todo]
+        return out
+    try:
+        kid.hello = kid.read(plan.timeout_s)
+        out[good] = [_solo(kid, specs[good], b, plan, str(e)) for b in todo]
+    except SideFailed as e2:
+        out[good] = [CellResult.failed(b, e2.status, str(e2)) for b in todo]
+    finally:
+        kid.close()
+    return out
