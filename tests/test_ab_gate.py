@@ -168,9 +168,15 @@ def _slow_python(tmp: Path) -> str:
 
 
 def _gate(bundle: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    """The gate as a CI job runs it; run again once when it said the machine was loaded (exit 3, "other
+    processes took ... re-run when it is quiet": the documented remedy), never for any other verdict."""
     cmd = [sys.executable, "-m", "infer_compare", "gate", str(bundle), str(bundle), "--backends", "onnxruntime",
            "--precisions", "fp32", "--device", "cpu", "-b", "1", "-o", str(out), "-q", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
+    for _ in range(2):
+        g = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
+        if not (g.returncode == 3 and "re-run when it is quiet" in g.stdout):
+            break
+    return g
 
 
 def test_a_real_ab_run_unchanged_passes_and_twice_as_slow_fails(lenet_bundle, tmp_path):
