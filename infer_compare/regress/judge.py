@@ -209,7 +209,7 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
         verdict = REGRESSION
     else:
         verdict = REGRESSION if min(x * m.worse for x in judged.ci) > t else NOISE
-    msg = _message(rule, m, pairs, judged, mid, st, (len(bases), len(curs)))
+    msg = _message(rule, m, pairs, judged, mid, st, (len(bases), len(curs))) + _between_runs(m, bases, st)
     slow = [host_slowdown(b, bases) for b in curs] if verdict == REGRESSION and m.samples and st.timing == BEST else []
     if slow and all(x is not None and x >= BUSY_HOST for x in slow):
         verdict = BUSY
@@ -228,6 +228,21 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
                  calibrated=judged.factor is not None, judged_change=judged.change, n_baselines=len(bases),
                  provisional=provisional), \
         judged.method
+
+
+def _between_runs(m: Metric, bases: list[RunRecord], st: Stats) -> str:
+    """What the cross-run gate can see on this row: how far the baseline's own runs lie apart (its figure per
+    run), a change smaller than which it does not tell from the machine."""
+    if not (m.samples and st.timing == BEST and len(bases) >= 2):
+        return ""
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.regress.pooling import fast
+
+    vals = [v for v in (fast(a, m) for a in bases) if v]
+    if len(vals) < 2:
+        return ""
+    return (f"; the baseline's own runs differ by {(max(vals) / min(vals) - 1) * 100:.1f} %: a smaller change "
+            "is not told from the machine across runs (the A/B gate sees less)")
 
 
 def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: list[RunRecord], why: str) -> Check:
