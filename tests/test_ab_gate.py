@@ -270,3 +270,29 @@ def test_a_side_that_crashes_is_a_failed_row_and_the_gate_goes_on(lenet_bundle, 
     assert g.returncode == 1, g.stdout[-3000:] + g.stderr[-2000:]
     b = next(r for r in load_report(tmp_path / "out2" / "results.json").rows if r.label.endswith("/b1"))
     assert b.status == "run_failed" and "could not start" in b.reason, b.reason
+
+
+def test_two_bundles_of_one_model_each_side_measures_its_own_artifact(tmp_path):
+    """The candidate bundle made with another int8 recipe (the change a CI job gates): each side runs its own
+    file, both are judged against their own reference, and the rules given are the ones applied."""
+    bundles = {}
+    for side, calib in (("a", "MinMax"), ("b", "Percentile")):
+        bundles[side] = tmp_path / side
+        r = subprocess.run([sys.executable, "-m", "infer_compare", "export", "--model", "lenet5", "--formats", "onnx",
+                            "--precisions", "int8", "--onnx-int8-calibration", calib, "-o", str(bundles[side]), "-q"],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+    out = tmp_path / "g"
+    g = subprocess.run([sys.executable, "-m", "infer_compare", "gate", str(bundles["a"]), str(bundles["b"]),
+                        "--backends", "onnxruntime", "--precisions", "int8", "--device", "cpu", "-b", "1",
+                        "--threads", "1", "--fail-on", "accuracy:-5", "-o", str(out), "-q"],
+                       capture_output=True, text=True, timeout=600)
+    assert g.returncode == 0, g.stdout[-3000:] + g.stderr[-2000:]
+    from infer_compare import load_report
+
+    a = next(r for r in load_report(out / "baseline" / "results.json").rows if r.status == "ok")
+    b = next(r for r in load_report(out / "results.json").rows if r.status == "ok")
+    assert a.label == b.label == "onnxruntime/onnx/int8/cpu/b1"
+    assert a.export.key != b.export.key and str(bundles["a"]) in a.export.path and str(bundles["b"]) in b.export.path
+    assert a.parity.accuracy is not None and b.parity.accuracy is not None
+    assert "accuracy:-5" in (out / "gate.md").read_text()
