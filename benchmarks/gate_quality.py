@@ -186,7 +186,7 @@ def gate(base_dir: Path, results: Path, timing: str) -> dict:
         r = check_regression(results, base_dir, timing=timing)
     except UsageError as e:
         return {"exit": 2, "passed": False, "error": [str(e)]}
-    return {"exit": 0 if r.passed else 1, "passed": r.passed, "violations": list(r.violations),
+    return {"exit": 1 if not r.passed else 3 if r.unjudged else 0, "passed": r.passed, "violations": list(r.violations),
             "rows_compared": len(r.matched), "timings_not_judged": list(r.disturbed), "host_busy": list(r.busy)}
 
 
@@ -197,7 +197,8 @@ def recipe(base_dir: Path, out: Path) -> dict:
         js = json.loads((out / "gate.json").read_text())
     except (OSError, ValueError):
         return {**gate_cli(base_dir, out / "results.json"), "confirm_runs": 0}
-    return {"exit": 0 if js["passed"] else 1, "passed": js["passed"], "violations": js["violations"],
+    return {"exit": 1 if not js["passed"] else 3 if js.get("unjudged") else 0, "passed": js["passed"],
+            "violations": js["violations"],
             "rows_compared": js["rows_compared"], "timings_not_judged": js["timings_not_judged"],
             "host_busy": js.get("host_busy", []), "passed_once_normalized": js.get("passed_once_normalized", []),
             "timing_only": js["timing_only"], "n_currents": js["n_currents"],
@@ -230,15 +231,35 @@ def spreads(files: list[Path]) -> dict:
     return {lab: {k: round(max(v) / min(v) - 1, 4) for k, v in d.items() if len(v) > 1} for lab, d in per.items()}
 
 
+# What counts as catching each injected change: a violation that names the changed row and the right rule
+# (a failure on another row is a false failure, not a catch), and whether that is a timing or a metadata catch.
+EXPECTED = {
+    "slow": ("timing", lambda v: v.startswith("onnxruntime/") and (": p50 " in v or ": throughput " in v)),
+    "precision": ("metadata", lambda v: v.startswith("onnxruntime/") and "executed precision" in v),
+    "threads": ("metadata", lambda v: "measured under other conditions: threads" in v),
+    "killed": ("metadata", lambda v: "was ok, now" in v),
+}
+
+
+def _caught(kind: str, g: dict) -> bool:
+    if kind == "killed" and g.get("exit") == 2:  # an incomplete run refused: the kill was seen
+        return True
+    return any(EXPECTED[kind][1](v) for v in g.get("violations") or [])
+
+
 def _rates(outcomes: list[dict], kinds: tuple[str, ...]) -> dict:
     rates: dict = {}
     for t in (RECIPE, *TIMINGS):
         for kind in kinds:
             got = [o["gate"][t] for o in outcomes if o["kind"] == kind]
-            good = sum(g["passed"] for g in got) if kind in PASSING else sum(not g["passed"] for g in got)
-            # passed with rows slower beyond a rule on a busy host only (not judged): said, never hidden
-            rates.setdefault(t, {})[kind] = {"n": len(got), ("passed" if kind in PASSING else "caught"): good,
-                                             "host_busy": sum(bool(g.get("host_busy")) for g in got)}
+            r = {"n": len(got), "not_judged": sum(g.get("exit") == 3 for g in got),
+                 "host_busy": sum(bool(g.get("host_busy")) for g in got)}
+            if kind in PASSING:  # a pass is exit 0: rows not judged (exit 3) are no pass
+                r["passed"] = sum(g.get("exit") == 0 for g in got)
+            else:
+                r["caught_" + EXPECTED[kind][0]] = sum(_caught(kind, g) for g in got)
+                r["failed_on_something_else"] = sum(g.get("exit") == 1 and not _caught(kind, g) for g in got)
+            rates.setdefault(t, {})[kind] = r
     return rates
 
 

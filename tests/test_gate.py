@@ -192,3 +192,21 @@ def test_a_reference_row_measured_under_load_is_not_divided_by():
     assert res.passed, res.summary()
     o = next(d for d in res.rows if d.label.startswith("onnxruntime"))
     assert not any(c.calibrated for c in o.checks) and any("absolute terms" in n for n in o.notes)
+
+
+def test_a_baseline_of_another_model_or_selection_is_refused_before_measuring(tmp_path, capsys):
+    """The main command with --baseline checks the baseline's model and rows against what it is asked to
+    measure first: one line, exit 2, nothing measured, no results written."""
+    from infer_compare.cli import main
+
+    base = run()
+    path = tmp_path / "base.json"
+    base.save(path)
+    model = base.model.name
+    for args, words in ((["--model", "lenet5" if model != "lenet5" else "resnet18"], "is of model"),
+                        (["--model", model, "--backends", "openvino"], "measured none of the rows this run selects")):
+        out = tmp_path / "out"
+        assert main([*args, "-q", "-o", str(out), "--baseline", str(path), "--allow-environment-change"]) == 2
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1, err
+        assert not (out / "results.json").exists()

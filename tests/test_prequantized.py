@@ -32,15 +32,21 @@ def test_a_quantized_file_is_measured_as_it_is_and_not_converted_again(tmp_path,
     from infer_compare.cli import main
 
     code = main(["--model", str(_old_recognizer()), "--input-shape", "input1:1x1x64x256", "--backends",
-                 "onnxruntime", "--device", "cpu", "-b", "1", "--min-time", "0.05", "--max-time", "0.2",
+                 "onnxruntime,openvino" if importlib.util.find_spec("openvino") else "onnxruntime", "--device", "cpu", "-b", "1", "--min-time", "0.05", "--max-time", "0.2",
                  "--parity-samples", "4", "-o", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "-q"])
     out = capsys.readouterr().out
     assert code == 0, out
     from infer_compare import load_report
 
     rep = load_report(tmp_path / "out" / "results.json")
-    rows = {(r.format, r.precision): r for r in rep.rows if r.device == "cpu"}
+    rows = {(r.format, r.precision): r for r in rep.rows if r.device == "cpu" and r.backend == "onnxruntime"}
     assert rows[("onnx", "fp32")].status == "ok"
+    # the row is called fp32 (the file as it is) and says what ran: the file's integer kernels
+    assert rows[("onnx", "fp32")].exec_precision.startswith("int8: ")
+    assert rows[("onnx", "fp32")].exec_precision.endswith("nodes integer (quantized in the file itself)")
+    ov = [r for r in rep.rows if r.backend == "openvino" and r.format == "openvino" and r.precision == "fp32"]
+    if ov:  # OpenVINO keeps the file's dynamic quantization: int8 layers in its "fp32" row, said so
+        assert ov[0].status == "ok" and "layers int8 (quantized in the file itself)" in ov[0].exec_precision
     assert rows[("onnx", "fp32")].parity.tolerance["min_cosine"] == 0.95  # judged as the int8 file it is
     for prec in ("fp16", "int8"):
         skipped = rows[("onnx", prec)]

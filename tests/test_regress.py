@@ -222,10 +222,12 @@ def test_slowed_down_run_trips(runs, capsys):
     res = check_regression(runs["slow"], runs["base"], RULES, timing="absolute", allow_condition_change=True)
     capsys.readouterr()
     if res.disturbed:
-        # other processes took CPU time while a run measured the row (a busy machine): the gate must say
-        # it did not judge the timings, and must not call it a regression
+        # other processes took CPU time while a run measured the row (a busy machine): the gate says it did
+        # not judge the timings, and that is no pass: exit 3, never 0
         assert res.passed and {c.verdict for c in res.checks if c.rule.metric != "accuracy"} == {"disturbed"}
-        assert "not judged" in res.summary()
+        assert "not judged" in res.summary() and res.unjudged
+        assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--timing", "absolute",
+                     "--allow-condition-change", *[a for r in RULES for a in ("--fail-on", r)]]) == 3
         return
     assert not res.passed
     broken = {c.rule.metric for c in res.checks if c.verdict == REGRESSION}

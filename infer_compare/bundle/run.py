@@ -185,12 +185,14 @@ def _default_selection(sel: Selection, man: dict[str, Any]) -> None:
 
 def run_bundle(bundle_dir: str | os.PathLike, *, options: MeasureOptions | None = None,
                output_kinds: Any = None, command: Iterable[str] | None = None, progress: Progress | None = None,
-               on_row: Callable[[Report], None] | None = None, **measure: Any) -> Report:
+               on_row: Callable[[Report], None] | None = None, cell_runner: Callable[..., list] | None = None,
+               **measure: Any) -> Report:
     """Verify the bundle, build its deferred formats where possible, measure every
     backend present and check parity against the bundle's reference. No torch needed. What to measure
     and how: ``options`` and/or its fields as keywords, as ``compare()`` (``artifacts`` aside: a bundle
     carries its own). ``output_kinds``: as ``compare(output_kinds=...)``; by default what the bundle
-    recorded at export."""
+    recorded at export. ``cell_runner``: measures each configuration instead of one isolated child (the A/B
+    gate, regress/ab.py)."""
     opts = MeasureOptions.of(options, measure, "run_bundle")
     if opts.differing(["artifacts"]):
         raise UsageError("a bundle carries its own artifacts: --artifact applies to a comparison")
@@ -209,4 +211,4 @@ def run_bundle(bundle_dir: str | os.PathLike, *, options: MeasureOptions | None 
     warnings = Warnings(prog)
     return measure_all(prep, sel, environment=env.collect(), present=present,
                        cache=opts.cache(warn=warnings, log=prog.log), prog=prog, warnings=warnings,
-                       command=command, on_row=on_row, t_start=t_start)
+                       command=command, on_row=on_row, t_start=t_start, cell_runner=cell_runner)

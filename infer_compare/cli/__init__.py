@@ -41,7 +41,7 @@ from infer_compare.cli.flags import runner_options_from_args  # noqa: F401
 from infer_compare.cli.output import requested_not_run  # noqa: F401
 from infer_compare.cli.soak import cmd_soak
 
-SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "merge", "soak", "fleet")
+SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "gate", "merge", "soak", "fleet")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
             from infer_compare.cli.fleet import cmd_fleet
 
             return cmd_fleet(argv[1:])
+        if argv and argv[0] == "gate":
+            # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+            from infer_compare.cli.gate_ab import cmd_gate
+
+            return cmd_gate(argv[1:])
         if argv and argv[0] == "compare":
             argv = argv[1:]
         return cmd_compare(build_parser().parse_args(argv), argv)

@@ -55,8 +55,7 @@ def cmd_compare(args, argv: list[str]) -> int:
         # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
         from infer_compare.cli.gate import judge_run
 
-        if not judge_run(args, gate, rep, saver.out, measure):
-            code = 1
+        code = max(code, judge_run(args, gate, rep, saver.out, measure))
     return code
 
 
@@ -78,7 +77,28 @@ def _gate_setup(args):
     for b in baselines:
         check_complete(None, b, args.allow_incomplete)
         check_environment(b.environment, here, args.allow_environment_change)
+        _same_model_and_selection(args, b)
     return baselines, rules
+
+
+def _same_model_and_selection(args, base) -> None:
+    """A baseline of another model, or one that measured none of the rows this run selects, is one line
+    before anything is measured."""
+    names = {args.model, Path(args.model).name, Path(args.model).stem}
+    if base.model.name not in names:
+        raise UsageError(f"the baseline is of model {base.model.name!r} and this run of {args.model!r}: "
+                         "nothing to compare")
+    bs = str(getattr(args, "batch_sizes", None) or "").split(",")
+    batches = bs if all(b.strip().isdigit() for b in bs) else []  # per-device forms: not filtered here
+    picked = [r for r in base.rows if r.status in ("ok", "parity_failed")
+              and all(not want or have in want for have, want in (
+                  (r.backend, args.backends), (r.format, args.formats), (r.precision, args.precisions),
+                  (str(r.batch_size), [b.strip() for b in batches])))]
+    if base.rows and not picked:
+        had = sorted({f"{r.backend} {r.format} {r.precision} b{r.batch_size}" for r in base.rows
+                      if r.status in ("ok", "parity_failed")})
+        raise UsageError(f"the baseline measured none of the rows this run selects (it has: "
+                         f"{', '.join(had[:6]) or 'no measured row'}{' ...' if len(had) > 6 else ''})")
 
 
 @cleans_up

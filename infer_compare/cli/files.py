@@ -108,7 +108,10 @@ def cmd_diff(args) -> int:
         print(json.dumps(result.to_dict(), indent=1))
     else:
         print_result(result, show_all=args.all)
-    return 0 if result.passed else 1
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.cli.gate import gate_status
+
+    return gate_status(result, args.allow_unjudged)
 
 
 def cmd_merge(args, argv: list[str]) -> int:

@@ -13,9 +13,11 @@ def add_gate_args(g, with_baseline: bool) -> None:
                        help="results.json files of the baseline code (or directories of them) to compare this run "
                             "with after measuring; pool several runs (each row is judged at its fastest level over them)")
         g.add_argument("--confirm", type=int, default=CONFIRM, metavar="N",
-                       help="when only timings break the rules, measure the rows that broke them again, up to N "
-                            f"times, until they pass; the runs are judged pooled (default {CONFIRM}; 0: judge the "
-                            "one run); saved in OUTPUT_DIR/confirm-K")
+                       help="when the run cannot pass on timings alone (a timing beyond a rule, a row disturbed, on "
+                            "a busy host or within a rule only once normalized), measure those rows again N times, "
+                            "every time (no stopping at a pass), and judge each side's median run (default: as many "
+                            "as make the current runs as many as the baseline runs; 0: judge the one run); saved in "
+                            "OUTPUT_DIR/confirm-K. For small changes use 'infer-compare gate A B' (both sides in one run)")
     g.add_argument("--allow-incomplete", action="store_true",
                    help="compare even when a file is incomplete (an interrupted or killed run; refused by default: "
                         "its missing rows would pass unchecked); the rows that did not run are listed, not judged")
@@ -29,6 +31,9 @@ def add_gate_args(g, with_baseline: bool) -> None:
                         "machine in docs/reports-and-regression.md); as ratios to each run's PyTorch "
                         "fp32 row (reference); to a calibration workload timed before each row (calibrated); or "
                         "as measured, the most favourable pair of runs (absolute)")
+    g.add_argument("--allow-unjudged", action="store_true",
+                   help="exit 0 although rows could not be judged (disturbed, busy host, within a rule only once "
+                        "normalized, the baseline did not run them): listed with the reason, exit 3 by default")
     g.add_argument("--allow-condition-change", action="store_true",
                    help="accept rows measured under other threads or runner options than in the baseline (a "
                         "violation by default)")

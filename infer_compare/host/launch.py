@@ -64,11 +64,13 @@ def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
-def popen(module: str, args: list[str], env: dict[str, str] | None = None, **kw: Any) -> subprocess.Popen:
-    """Start ``python -m module *args`` in a new process group; ``kw`` as ``subprocess.Popen`` (stdout,
-    stderr, stdin, cwd, text...). Raises ChildNotStarted (one line) when the process cannot be started."""
+def popen(module: str, args: list[str], env: dict[str, str] | None = None, python: str | None = None,
+          **kw: Any) -> subprocess.Popen:
+    """Start ``python -m module *args`` in a new process group (``python``: another interpreter than this
+    one, e.g. the other side's environment of an A/B gate); ``kw`` as ``subprocess.Popen`` (stdout, stderr,
+    stdin, cwd, text...). Raises ChildNotStarted (one line) when the process cannot be started."""
     try:
-        return subprocess.Popen([sys.executable, "-m", module, *args], env=child_env(env),
+        return subprocess.Popen([python or sys.executable, "-m", module, *args], env=child_env(env),
                                 start_new_session=True, **kw)
     except OSError as e:
         raise ChildNotStarted(f"could not start the {module.rsplit('.', 1)[-1]} process: "

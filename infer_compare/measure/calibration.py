@@ -69,7 +69,7 @@ class Calibration:
         return times[len(times) // 2]
 
 
-def _cpu_ticks() -> tuple[int, int, int] | None:
+def cpu_ticks() -> tuple[int, int, int] | None:
     """(busy ticks of the CPUs this process may run on, of which steal, this process's own ticks) from
     /proc; None elsewhere. Other processes on CPUs outside this process's affinity do not compete."""
     try:
@@ -93,6 +93,16 @@ def _cpu_ticks() -> tuple[int, int, int] | None:
         return None
 
 
+def process_ticks(pid: int) -> int | None:
+    """CPU ticks (user + system) process ``pid`` has used so far, its threads included; None off Linux."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            own = f.read().rsplit(")", 1)[1].split()
+        return int(own[11]) + int(own[12])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def contention(t0: tuple[int, int, int] | None, t1: tuple[int, int, int] | None, wall_s: float) -> dict[str, float]:
     """Other processes' CPU use while a loop ran, in cores (busy time of the machine minus this process's
     own), and the time the hypervisor gave to other guests (steal), in cores."""
@@ -112,9 +122,9 @@ def around(fn, cal: Calibration | None) -> tuple[Any, dict[str, Any]]:
     compares that row in absolute terms and says so.
     """
     before = _safe(cal)
-    t0, c0 = time.perf_counter(), _cpu_ticks()
+    t0, c0 = time.perf_counter(), cpu_ticks()
     out = fn()
-    entry: dict[str, Any] = contention(c0, _cpu_ticks(), time.perf_counter() - t0)
+    entry: dict[str, Any] = contention(c0, cpu_ticks(), time.perf_counter() - t0)
     after = _safe(cal)
     if before is not None:
         entry.update({"ms": round(before, 6), "before_ms": round(before, 6), "workload": WORKLOAD})

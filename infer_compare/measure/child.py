@@ -103,7 +103,7 @@ class Session:
             self.runner, self.batch = None, None
 
 
-def _parity_outputs(runner: Any, spec: CellSpec, batch: int, every: bool = False) -> int:
+def parity_outputs(runner: Any, spec: CellSpec, batch: int, every: bool = False) -> int:
     """Run the parity inputs (all, or the spec's limit for this batch) at ``batch``; save the outputs."""
     pin = batches.load(spec.parity_inputs)
     total = batches.count(pin)
@@ -149,7 +149,7 @@ def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True)
         n_par = None
         if spec.parity_inputs and spec.outputs:
             stage = "parity"
-            n_par = _parity_outputs(runner, spec, batch)
+            n_par = parity_outputs(runner, spec, batch)
         first = lr.first_ns / 1e6 if lr is not None and lr.first_ns is not None else None
         return CellResult(
             batch_size=batch, ok=True, load_s=load_s, first_infer_ms=first,
@@ -224,7 +224,7 @@ def _full_parity_if_top_failed(sess: Session, done: dict[int, list[CellResult]],
     b = max(ok)
     try:
         runner, _ = sess.runner_for(b)
-        n = _parity_outputs(runner, spec, b, every=True)
+        n = parity_outputs(runner, spec, b, every=True)
     except Exception:  # keep the subset figures already emitted
         return
     for r in done[b]:

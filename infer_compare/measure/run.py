@@ -77,6 +77,8 @@ class _Run:
         self.cancel = threading.Event()  # set on an interrupt: every GPU worker's child is killed
         self.concurrent: dict[str, str] = {}  # recorded on each row measured while several GPUs measured
         self.slot_servers: dict[str, ForkServers] = {}  # a GPU slot's own fork servers (one child at a time each)
+        # measures one configuration's spec: (spec, timeout_s, workdir, tag, server, settings, env=, cancel=)
+        self.cell_runner: Callable[..., list] = _isolated
 
     def report(self) -> Report:
         """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
@@ -253,7 +255,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
         run.prog.step(f"{c.runner} {c.fmt} {c.precision} {slot.device if slot else c.device} batch "
                       f"{','.join(map(str, batches))}")
     server = run.servers_for(slot).for_modules(run.preload.get(c.runner, ()))  # a slot's servers: its worker's alone
-    results = run_cell(spec, run.settings.cell_timeout_s, work, tag, env=env, server=server, cancel=run.cancel)
+    results = run.cell_runner(spec, run.settings.cell_timeout_s, work, tag, server, run.settings, env=env,
+                              cancel=run.cancel)
     with run.lock:
         for _ in batches:
             run.prog.advance(None)
@@ -270,12 +273,19 @@ def _row_base(c: Cell, run: _Run, slot: Slot | None) -> dict[str, Any]:
     return row_base(c if slot is None else replace(c, device=slot.device), run.settings.threads or 1)
 
 
+def _isolated(spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Settings,
+              env: dict[str, str] | None = None, cancel: Any = None) -> list:
+    return run_cell(spec, timeout_s, work, tag, env=env, server=server, cancel=cancel)
+
+
 def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
             prog: Progress | None = None, warnings: list[str] | None = None, command: Iterable[str] | None = None,
             on_row: Callable[[Report], None] | None = None, t_start: float | None = None,
-            servers: ForkServers | None = None, timeline: Timeline | None = None) -> Report:
+            servers: ForkServers | None = None, timeline: Timeline | None = None,
+            cell_runner: Callable[..., list] | None = None) -> Report:
     """Plan the cells, probe the runners, get each artifact (carried, cached or built), measure
-    every configuration in an isolated child, check parity against ``prep.ref``; the Report."""
+    every configuration in an isolated child, check parity against ``prep.ref``; the Report.
+    ``cell_runner``: measures each configuration instead of one isolated child (the A/B gate: two)."""
     prog = prog or Progress()
     warnings = [] if warnings is None else warnings
     for w in measurement_warnings(environment.device_facts):
@@ -289,9 +299,11 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     chain = chain_for(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
     run.cells = cells
-    run.preload = preloads(c.runner for c in cells if c.device is not None)
+    # a cell_runner starts its own processes: no fork server
+    run.preload = {} if cell_runner else preloads(c.runner for c in cells if c.device is not None)
     run.servers = servers or ForkServers(prog.log, str(cache.root))
     run.timeline = timeline or run.timeline
+    run.cell_runner = cell_runner or run.cell_runner
     try:
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))

@@ -2,10 +2,11 @@
 
 Timings (latency and throughput), by ``timing``:
 
-* ``best`` (the default): the row's fastest sustained level over the current runs against the same over
-  the baseline runs (pooling.py: the fastest block of consecutive calls of any run), as measured unless
-  the whole machine moved (both the change three quarters of the rows share and the calibration workload);
-  a row beyond a rule whose every current run was measured on a busy host (BUSY_HOST) is not judged;
+* ``best`` (the default): the row's fastest sustained level in each run (pooling.py: the fastest block of
+  consecutive calls), the median over each side's runs, as measured unless the whole machine moved (both the
+  change three quarters of the rows share and the calibration workload); current runs on a busy host
+  (BUSY_HOST) are left out while a run on a quiet one remains, and a row beyond a rule whose every current
+  run was measured on a busy host is not judged;
 * ``reference``: each row as a ratio to its run's PyTorch fp32 row (the reference row as measured);
 * ``calibrated``: as a ratio to the calibration workload each row's child timed before its loop;
 * ``absolute``: as measured.
@@ -160,11 +161,11 @@ def _quiet(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: list
     quiet_b = [b for b in curs if disturbance(b) <= DISTURBED_CORES]
     if not quiet_b:
         d = max(disturbance(b) for b in curs)
-        return bases, curs, _disturbed(rule, label, m, bases, curs[0], f"other processes took {d:.2f} cores "
+        return bases, curs, _disturbed(rule, label, m, bases, curs, f"other processes took {d:.2f} cores "
                                        "while the current run measured this row")
     quiet = [a for a in bases if disturbance(a) <= DISTURBED_CORES]
     if not quiet:
-        return bases, curs, _disturbed(rule, label, m, bases, curs[0], "other processes took more than "
+        return bases, curs, _disturbed(rule, label, m, bases, curs, "other processes took more than "
                                        f"{DISTURBED_CORES} cores while every baseline run measured this row")
     return quiet, quiet_b, None
 
@@ -190,6 +191,9 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
         bases, curs, not_judged = _quiet(rule, label, m, bases, curs)
         if not_judged is not None:
             return not_judged, ""
+        if st.timing == BEST:  # runs on a busy host say nothing of the code while a run on a quiet one does
+            calm = [b for b in curs if (h := host_slowdown(b, bases)) is None or h < BUSY_HOST]
+            curs = calm or curs
     pairs = _pairs(rule, m, bases, curs, st)
     if not pairs:
         va = next((v for v in (m.get(a) for a in bases) if v is not None), None)
@@ -205,7 +209,7 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
         verdict = REGRESSION
     else:
         verdict = REGRESSION if min(x * m.worse for x in judged.ci) > t else NOISE
-    msg = _message(rule, m, pairs, judged, mid, st, (len(bases), len(curs)))
+    msg = _message(rule, m, pairs, judged, mid, st, (len(bases), len(curs))) + _between_runs(m, bases, st)
     slow = [host_slowdown(b, bases) for b in curs] if verdict == REGRESSION and m.samples and st.timing == BEST else []
     if slow and all(x is not None and x >= BUSY_HOST for x in slow):
         verdict = BUSY
@@ -226,16 +230,36 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
         judged.method
 
 
-def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], b: RunRecord, why: str) -> Check:
-    va = m.get(bases[0]) if bases else None
-    return Check(rule, label, va, m.get(b), None, None, DISTURBED,
+def _between_runs(m: Metric, bases: list[RunRecord], st: Stats) -> str:
+    """What the cross-run gate can see on this row: how far the baseline's own runs lie apart (its figure per
+    run), a change smaller than which it does not tell from the machine."""
+    if not (m.samples and st.timing == BEST and len(bases) >= 2):
+        return ""
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.regress.pooling import fast
+
+    vals = [v for v in (fast(a, m) for a in bases) if v]
+    if len(vals) < 2:
+        return ""
+    return (f"; the baseline's own runs differ by {(max(vals) / min(vals) - 1) * 100:.1f} %: a smaller change "
+            "is not told from the machine across runs (the A/B gate sees less)")
+
+
+def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: list[RunRecord], why: str) -> Check:
+    """Not judged; the figures shown are the same statistic as a judged row's (each side's median run at its
+    fastest sustained level), so that a row reads the same whatever its verdict."""
+    # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+    from infer_compare.regress.pooling import best
+
+    a, b = best(bases, m) if bases else None, best(curs, m)
+    return Check(rule, label, a[1] if a else None, b[1] if b else None, None, None, DISTURBED,
                  f"{m.title} not judged: {why} (a loaded machine, not the code: re-run when it is quiet)")
 
 
 def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, st: Stats,
              counts: tuple[int, int]) -> str:
     n_base, n_cur = counts
-    msg = f"{m.title} {fmt_value(mid.va, m.unit)} -> {fmt_value(mid.vb, m.unit)} ({_fmt_change(mid.raw_change, rule, m)}"
+    msg = f"{m.title} {fmt_value(mid.va, m.value_unit)} -> {fmt_value(mid.vb, m.value_unit)} ({_fmt_change(mid.raw_change, rule, m)}"
     if judged.factor is not None:
         msg += f"; normalized {_fmt_change(mid.change, rule, m)}"
     msg += ")"
@@ -243,8 +267,8 @@ def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, 
         # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
         from infer_compare.regress.pooling import FAST_METRICS
 
-        where = "fastest block" if rule.metric in FAST_METRICS else "best run"
-        msg += (f"; {where} of {n_base} baseline run{'s' if n_base != 1 else ''} against {where} of {n_cur} "
+        where = "fastest block" if rule.metric in FAST_METRICS else "figure"
+        msg += (f"; median run's {where}, {n_base} baseline run{'s' if n_base != 1 else ''} against {n_cur} "
                 f"current run{'s' if n_cur != 1 else ''}")
     elif len(pairs) > 1:
         msg += (f"; against the most favourable of {len(pairs)} pairs of runs "

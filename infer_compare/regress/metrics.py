@@ -17,6 +17,12 @@ class Metric:
     get: Callable[[RunRecord], float | None]
     samples: str = ""  # "quantile:<q>", "mean", "min", "max", "throughput": bootstrap statistic on raw samples
     aliases: tuple[str, ...] = ()
+    percent: bool = False  # a value in percent, whose changes and absolute thresholds are percentage points
+
+    @property
+    def value_unit(self) -> str:
+        """The unit of the metric's values (accuracy: %), where ``unit`` is that of its changes (pp)."""
+        return "%" if self.percent else self.unit
 
 
 def _lat(attr: str) -> Callable[[RunRecord], float | None]:
@@ -44,9 +50,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("min", "min latency", "ms", +1, _lat("min_ms"), "min"),
     Metric("max", "max latency", "ms", +1, _lat("max_ms"), "max"),
     Metric("throughput", "throughput", "img/s", -1, lambda r: r.throughput, "throughput", ("img/s", "thr", "ips")),
-    Metric("accuracy", "accuracy", "pp", -1, _par("accuracy", 100.0), "", ("acc",)),
-    Metric("top1", "top-1 agreement", "pp", -1, _par("top1_agreement", 100.0), "", ("top-1",)),
-    Metric("top5", "top-5 agreement", "pp", -1, _par("top5_agreement", 100.0), "", ("top-5",)),
+    Metric("accuracy", "accuracy", "pp", -1, _par("accuracy", 100.0), "", ("acc",), percent=True),
+    Metric("top1", "top-1 agreement", "pp", -1, _par("top1_agreement", 100.0), "", ("top-1",), percent=True),
+    Metric("top5", "top-5 agreement", "pp", -1, _par("top5_agreement", 100.0), "", ("top-5",), percent=True),
     Metric("cosine", "mean cosine similarity", "", -1, _par("cosine_mean"), "", ("cos", "parity")),
     Metric("rel_err", "max relative error", "", +1, _par("rel_max"), "", ("rel_max",)),
     Metric("load", "load time", "s", +1, lambda r: r.load_s, "", ("load_s",)),

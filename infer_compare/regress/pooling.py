@@ -5,9 +5,11 @@ and in one direction: other tenants, frequency and cache contention only ever sl
 2-core VM this project is tested on, the speed of a row switches between levels up to 2x apart, each
 lasting from a tenth of a second to several seconds, within a row and between runs. So the figure of a
 row that best says what the code can do is its fastest sustained level: the median (mean, throughput)
-of the fastest of NBLOCKS blocks of consecutive calls, over all runs of a side (``fast``). A slower
-runner is slower in every block of every run; a slow level is not in all of them. The current side can
-add runs (``--confirm``) until a row reaches its level or every run has said it is slower.
+of the fastest of NBLOCKS blocks of consecutive calls of a run (``fast``); a side's figure is the median of
+its runs' (``best``), the same statistic on both sides, which does not improve by adding runs. A slower
+runner is slower in every block of every run; a slow level is not in all of them. Runs made at different
+times still see different levels: the A/B gate (regress/ab.py), which measures both sides side by side, is
+the way to judge small changes.
 docs/reports-and-regression.md has the figures that chose it.
 
 A machine that is uniformly slower (or faster) today shows in two witnesses that do not depend on
@@ -53,10 +55,16 @@ def fast(r: RunRecord, m: Metric) -> float | None:
 
 
 def best(rows: Sequence[RunRecord], m: Metric) -> tuple[RunRecord, float] | None:
-    """(the run's row, its figure) most favourable on metric ``m`` at each run's fastest level (lowest
-    latency, highest throughput); None when no run has the metric."""
-    have = [(r, v) for r, v in ((r, fast(r, m)) for r in rows) if v is not None]
-    return min(have, key=lambda rv: rv[1] * m.worse) if have else None
+    """(a run's row, the figure) of metric ``m`` over the runs of one side: each run's fastest sustained level
+    (``fast``), then the median over the runs (the run nearest it, and the median itself); None when no run
+    has the metric. A median, not the most favourable run: a figure that can only improve as runs are added
+    would let a side measured more often (the current one, confirming) win by its number of draws."""
+    have = sorted(((r, v) for r, v in ((r, fast(r, m)) for r in rows) if v is not None), key=lambda rv: rv[1])
+    if not have:
+        return None
+    n = len(have)
+    mid = have[n // 2][1] if n % 2 else (have[n // 2 - 1][1] + have[n // 2][1]) / 2
+    return min(have, key=lambda rv: abs(rv[1] - mid))[0], mid
 
 
 def _calibration_ms(rows: Iterable[RunRecord]) -> float | None:

@@ -7,10 +7,12 @@ from infer_compare.regress.metrics import METRICS, fmt_value
 from infer_compare.regress.results import (
     BUSY,
     DISTURBED,
+    FEW_PAIRS,
     NOISE,
     NOT_JUDGED,
     PASS,
     REGRESSION,
+    TOO_NOISY,
     Check,
     RegressionResult,
     RowDiff,
@@ -25,9 +27,9 @@ def _change(c: Check) -> str:
     def f(x: float | None) -> str:
         if x is None:
             return "–"
-        return f"{x * 100:+.1f}%" if rule.relative else f"{x:+.3g}"
+        return f"{x * 100:+.1f}%" if rule.relative else f"{x:+.3g} {m.unit}".rstrip()
 
-    out = f"{fmt_value(c.baseline)} → {fmt_value(c.current, m.unit)} ({f(c.raw_change)})"
+    out = f"{fmt_value(c.baseline, m.value_unit)} → {fmt_value(c.current, m.value_unit)} ({f(c.raw_change)})"
     if c.calibrated:
         out += f", normalized {f(c.change)}"
     if c.n_baselines > 1 and c.judged_change is not None:
@@ -36,13 +38,16 @@ def _change(c: Check) -> str:
 
 
 _MARK = {REGRESSION: "[bold red]REGRESSION[/]", NOISE: "[yellow]noise[/]", PASS: "[green]ok[/]",
-         DISTURBED: "[yellow]not judged[/]", BUSY: "[yellow]not judged[/]"}
+         DISTURBED: "[yellow]not judged[/]", BUSY: "[yellow]not judged[/]", TOO_NOISY: "[yellow]not judged[/]",
+         FEW_PAIRS: "[yellow]not judged[/]"}
 
 
 def _row_lines(d: RowDiff, result: RegressionResult, escape) -> list[str]:
     status = d.status_change
     bad = [v for v in result.violations if v.startswith(d.label + ":")]
     head = f"[bold]{escape(d.label)}[/]  " + (f"[red]{escape(status)}[/]" if "->" in status or bad else escape(status))
+    if bad:
+        head += "  [bold red]VIOLATES[/]"
     lines = [head]
     ruled = {c.rule.metric for c in d.checks}
     for c in d.checks:
@@ -52,11 +57,18 @@ def _row_lines(d: RowDiff, result: RegressionResult, escape) -> list[str]:
     for metric in _SHOWN:
         va, vb = d.value(metric)
         if metric not in ruled and (va is not None or vb is not None):
-            lines.append(f"  [dim]{metric:<10} {fmt_value(va)} → {fmt_value(vb, METRICS[metric].unit)}[/]")
+            lines.append(f"  [dim]{metric:<10} {fmt_value(va, METRICS[metric].value_unit)} → {fmt_value(vb, METRICS[metric].value_unit)}[/]")
     lines += [f"  [red]{escape(v.split(': ', 1)[1])}[/]" for v in bad if not any(
         v.endswith(c.message) for c in d.checks)]
-    lines += [f"  [dim]{escape(n)}[/]" for n in d.notes]
+    lines += [f"  [dim]{escape(n)}[/]" for n in d.notes if not _said(n, bad)]
     return lines
+
+
+def _said(note: str, violations) -> bool:
+    """A note that repeats a changed condition a violation already names ('threads 2 -> 1', 'setting threads:
+    2 -> 1'): each changed condition is printed once."""
+    core = note.removeprefix("setting ").replace(":", "")
+    return "->" in core and any(core in v for v in violations)
 
 
 def print_result(result: RegressionResult, console=None, show_all: bool = False) -> None:
@@ -69,16 +81,22 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
     con = console or console_for_stdout(80)
     n_b = result.n_baselines
     n_c = result.n_currents
-    con.print(f"[bold]against {n_b} baseline run{'s' if n_b != 1 else ''}[/] ({escape(result.baseline_created)}) "
-              f"-> {n_c} current run{'s' if n_c != 1 else ''} ({escape(result.current_created)})")
+    if result.timing.startswith("paired"):
+        con.print(f"[bold]side B (candidate) against side A (baseline)[/], measured side by side "
+                  f"({escape(result.current_created)})")
+    else:
+        con.print(f"[bold]against {n_b} baseline run{'s' if n_b != 1 else ''}[/] ({escape(result.baseline_created)}) "
+                  f"-> {n_c} current run{'s' if n_c != 1 else ''} ({escape(result.current_created)})")
     con.print(f"rules: {escape(result.rules_text)}; always: a row ok in the baseline must be measured ok now, "
               f"executing the same precision under the same threads and runner options")
-    con.print("timings: " + {"best": "each side at its fastest sustained level (the fastest block of "
-                                      "consecutive calls over its runs)",
+    con.print("timings: " + {"best": "each side's median run at its fastest sustained level (the fastest "
+                                      "block of consecutive calls of a run): the figures shown",
                              "calibrated": "calibrated (each row's time over a fixed workload timed before it; "
                                             "the absolute change in brackets)",
                              "reference": "relative to the reference (each row's time over its run's PyTorch fp32 "
-                                          "row; the absolute change in brackets)"}.get(result.timing, "absolute"))
+                                          "row; the absolute change in brackets)",
+                             "paired (A/B)": "A and B measured side by side in one run, in alternating blocks; each "
+                                             "change is B over A on the paired blocks"}.get(result.timing, "absolute"))
     shown = [d for d in result.rows if show_all or d.measured_in_either]
     for d in shown:
         for line in _row_lines(d, result, escape):
@@ -87,7 +105,8 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
     if hidden:
         con.print(f"[dim]{hidden} row(s) measured in neither run (skipped) not shown[/]")
     for n in result.notes:
-        con.print(f"[dim]note:[/] {escape(n)}")
+        if not _said(n, result.violations):
+            con.print(f"[dim]note:[/] {escape(n)}")
     if result.environment_differences:
         con.print(f"[yellow]environment changed (allowed):[/] {escape('; '.join(result.environment_differences))}")
     if result.disturbed:
@@ -99,7 +118,13 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
                   "status, precision and accuracy were judged")
     if result.method:
         con.print(f"[dim]within-run intervals: {result.confidence:.0%} by {escape(result.method)}[/]")
-    if result.passed:
+    unjudged = result.unjudged
+    if result.passed and unjudged:
+        con.print(f"[bold yellow]NOT JUDGED[/] ({len(unjudged)}; no regression found in what was judged, "
+                  f"{len(result.matched)} rows compared): this is not a pass (exit 3 unless --allow-unjudged)")
+        for u in unjudged:
+            con.print(f"  [yellow]{escape(u)}[/]")
+    elif result.passed:
         con.print(f"[bold green]no regression[/] ({len(result.matched)} rows compared; rules: "
                   f"{escape(result.rules_text)})")
     else:

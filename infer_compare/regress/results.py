@@ -17,7 +17,11 @@ DISTURBED = "disturbed"  # timings not judged: other processes took CPU time whi
 # timings not judged: slower beyond the rule, but only in runs where the host itself ran slow (the calibration
 # workload BUSY_HOST times its baseline time or more): measured again by --confirm, like a broken timing
 BUSY = "host busy"
-NOT_JUDGED = (DISTURBED, BUSY)
+# A/B timings not judged: beyond the rule by the estimate, but the interval reaches no change (too noisy to
+# tell), or too few pairs of blocks measured
+TOO_NOISY = "too noisy"
+FEW_PAIRS = "too few pairs"
+NOT_JUDGED = (DISTURBED, BUSY, TOO_NOISY, FEW_PAIRS)
 
 
 @dataclass(frozen=True)
@@ -187,12 +191,26 @@ class RegressionResult:
     @property
     def disturbed(self) -> tuple[str, ...]:
         """Rows whose timings were not judged (measured while other processes took CPU time, or on a busy host)."""
-        return tuple(dict.fromkeys(c.label for c in self.checks if c.verdict in NOT_JUDGED))
+        return tuple(dict.fromkeys(c.label for c in self.checks if c.verdict in (DISTURBED, BUSY)))
 
     @property
     def provisional(self) -> tuple[str, ...]:
         """Rows within the timing rules only once normalized by the machine's change (--confirm measures them again)."""
         return tuple(dict.fromkeys(c.label for c in self.checks if c.provisional))
+
+    @property
+    def unjudged(self) -> tuple[str, ...]:
+        """One line per row (and rule) the gate could not judge and so did not pass: timings disturbed, on a
+        busy host, too noisy or too few pairs; within the rules only once normalized; a baseline row that
+        did not run while the current one did."""
+        out = [f"{c.label}: {c.rule.metric} {c.verdict}: {c.message}" for c in self.checks if c.verdict in NOT_JUDGED]
+        out += [f"{c.label}: {c.rule.metric} passed only once normalized by the machine's change: {c.message}"
+                for c in self.checks if c.provisional]
+        out += [f"{d.label}: the baseline did not run it ({d.baseline.status}: {d.baseline.reason}), the current "
+                "run did: nothing to judge it against" for d in self.rows
+                if d.baseline is not None and d.baseline.status not in (*MEASURED, SKIPPED)
+                and d.current is not None and d.current.status in MEASURED]
+        return tuple(out)
 
     @property
     def busy(self) -> tuple[str, ...]:
@@ -238,6 +256,7 @@ class RegressionResult:
             "timing": self.timing,
             "rows_compared": len(self.matched),
             "timings_not_judged": list(self.disturbed),
+            "unjudged": list(self.unjudged),
             "host_busy": list(self.busy),
             "passed_once_normalized": list(self.provisional),
             "violations": list(self.violations),

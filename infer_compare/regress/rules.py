@@ -13,9 +13,10 @@ from infer_compare.regress.metrics import _ALIASES, METRICS
 # Applied when no rule is given (the gate's documented defaults; docs/reports-and-regression.md says how
 # they were chosen): each row's timings at its fastest sustained level on either side (--timing best).
 DEFAULT_RULES = ("p50:+12%", "throughput:-12%", "accuracy:-0.5")
-# --confirm's default: how many more times the rows whose timings broke the rules are measured, until they
-# pass; a row slower in every one of 1 + CONFIRM runs is a regression (the figures: the same docs)
-CONFIRM = 7
+# --confirm's default: how many more times the rows the first run could not pass are measured, every time
+# (no stopping at a pass), judged on the median over the runs; None: as many as make the current side's
+# runs as many as the baseline's (equal draws)
+CONFIRM = None
 # seconds from the start of one run to the start of the first confirming run, each later gap CONFIRM_GROWTH
 # times the one before (8, 12, 18 ... 91 s: the seven reach 4.3 min). A speed level of a shared machine
 # lasts from a tenth of a second to minutes: a run right after the last one would often measure the same

@@ -63,6 +63,7 @@ from infer_compare.host.gpu import CallMeter, device_index
 
 # precisions whose executed graph is inspected on the CPU provider
 INSPECTED = ("fp16", "int8")
+QUANTIZED_SCAN_BYTES = 64 * 2**20  # float rows: files up to this size are scanned for integer kernels
 
 
 class OnnxRuntimeRunner(Runner):
@@ -150,9 +151,23 @@ class OnnxRuntimeRunner(Runner):
                 self._describe(self._read_graph(so.optimized_model_filepath), "the session's optimized graph")
                 self.settings["executed_graph"] = ("inspected: SessionOptions.optimized_model_filepath (written during "
                                                    "session creation, inside the load time)")
+            else:
+                self._quantized_in_file()
         finally:
             if tmp:
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    def _quantized_in_file(self) -> None:
+        """A float row of a file that is already quantized (ConvInteger, DynamicQuantizeLinear...) runs integer
+        kernels whatever it is called: its node types (read without the weights) say so."""
+        try:
+            if os.path.getsize(self.artifact) > QUANTIZED_SCAN_BYTES:
+                return  # a large file: not scanned (its int8 conversions would have said it is quantized)
+            g = summarize(read_model(self.artifact))
+        except (OSError, WireError, ValueError):
+            return
+        if g.count("integer"):
+            self._describe(g, "the file's graph")
 
     def _read_graph(self, path: str) -> GraphSummary | None:
         """The classified graph of the file at ``path``: read with the onnx package, or without it (a
@@ -193,6 +208,12 @@ class OnnxRuntimeRunner(Runner):
             self._describe_cpu_int8(n)
             return
         n16, n32 = g.count("fp16"), g.count("fp32")
+        if g.count("integer"):  # a file quantized before it came here: integer kernels whatever the row's name
+            n = g.count("integer")
+            self.exec_precision = f"int8: {n} of {g.total} nodes integer (quantized in the file itself)"
+            self.notes.append(f"{what}: the file is already quantized: integer {g.describe('integer')}; Q/DQ: "
+                              f"{g.describe('quantize')}; float: {self._floats(g)}")
+            return
         if not n16:
             self.exec_precision = "fp32"
             self.notes.append(f"{what}: no node computes in fp16 (the provider has no fp16 kernel for them: it "

@@ -196,8 +196,23 @@ class OpenVinoRunner(Runner):
         }
         if prec == "int8":
             self._describe_int8(executed)
+        else:
+            self._describe_float(executed)
         self._ov = ov
         self._version = ov.get_version()
+
+    def _describe_float(self, executed: str) -> None:
+        """A float row whose compiled model holds int8 layers anyway (a file quantized before it came here, whose
+        dynamic-quantization ops OpenVINO runs as int8): the row says what executed."""
+        try:
+            layers = runtime_layers(self.compiled, Counter())
+        except Exception:  # informative only; the int8 rows inspect (and say so) themselves
+            return
+        n8, total = sum(layers.get("int8", {}).values()), sum(sum(c.values()) for c in layers.values())
+        if n8:
+            self.exec_precision = f"int8+{executed}: {n8} of {total} layers int8 (quantized in the file itself)"
+            self.notes.append(f"the {self.options.precision} row runs int8 layers: {_fmt(layers['int8'])} (the file "
+                              "was quantized before it came here; OpenVINO keeps its integer ops)")
 
     def _describe_int8(self, executed: str) -> None:
         qdq = self.options.format == "onnx"

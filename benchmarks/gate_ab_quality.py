@@ -1,0 +1,228 @@
+"""Measured quality of the A/B gate (``infer-compare gate A B``) and, beside it, of the cross-run gate.
+
+For each model: one bundle (``infer-compare export``), then ``--pairs`` rounds. Each round runs, in an order
+drawn at random:
+
+* ``unchanged``: ``gate BUNDLE BUNDLE`` (the gate must pass: exit 0);
+* ``slow5``, ``slow10``, ``slow20``: the same with side B's interpreter made slower for one runtime's row only
+  (an injected ``sitecustomize`` that spins after each call of that runner for 5, 10 or 20 % of the call's own
+  time; the runtime changes from round to round: onnxruntime, openvino, in turn);
+* ``plain``: ``run BUNDLE`` of the same selection, once: the wall time a gate run is compared with;
+* ``cross``: the cross-run gate measured the same way: ``run`` of the bundle with the injection of the round's
+  ``slow10`` into its own folder, judged by ``diff`` against the ``--baselines`` plain runs made first (exit 0
+  pass, 1 regression, 3 not judged).
+
+A change counts as caught only when a violation names the changed row and the p50 rule; a failure on another
+row counts as a false failure. Saved after every gate run (``--out``), resumable (``--resume``). The figures
+are the conditions of the run: the machine, the threads, the selection below.
+
+    python benchmarks/gate_ab_quality.py --models lenet5,mobilenet_v2 --pairs 20 \\
+        --out benchmarks/results/gate-ab-quality-<machine>.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SELECTION = ["--backends", "onnxruntime,openvino", "--formats", "onnx,openvino", "--precisions", "fp32",
+             "--device", "cpu", "-b", "1", "-q"]
+KINDS = ("unchanged", "slow5", "slow10", "slow20")
+SLOW = {"slow5": 0.05, "slow10": 0.10, "slow20": 0.20}
+TARGETS = {"onnxruntime": ("onnxruntime.run", "OnnxRuntimeRunner", "onnxruntime/onnx/fp32/cpu/b1"),
+           "openvino": ("openvino.run", "OpenVinoRunner", "openvino/openvino/fp32/cpu/b1")}
+SITE = '''
+import os, time
+_t = os.environ.get("GATE_AB_INJECT", "")
+if _t:
+    import importlib
+    _mod, _cls, _f = _t.split(":")
+    _R = getattr(importlib.import_module("infer_compare.backends." + _mod), _cls)
+    _orig, _k = _R.run, float(_f)
+    def run(self, prepared):
+        t0 = time.perf_counter()
+        out = _orig(self, prepared)
+        end = t0 + (1 + _k) * (time.perf_counter() - t0)
+        while time.perf_counter() < end:
+            pass
+        return out
+    _R.run = run
+'''
+
+
+def _wrapper(root: Path) -> str:
+    """An interpreter for the changed side: this one, with the injecting sitecustomize on its path."""
+    site = root / "site"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text(SITE)
+    py = root / "python-b"
+    py.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
+    py.chmod(0o755)
+    return str(py)
+
+
+def _ic(*args: str, env: dict | None = None, timeout: int = 1800) -> tuple[int, float, str]:
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "infer_compare", *args], capture_output=True, text=True,
+                       timeout=timeout, env={**os.environ, **(env or {}), "COLUMNS": "200"})
+    return r.returncode, time.perf_counter() - t0, (r.stdout + r.stderr)[-4000:]
+
+
+def _judged(gate_json: Path, changed: str | None) -> dict:
+    g = json.loads(gate_json.read_text()) if gate_json.exists() else {}
+    viol = g.get("violations") or []
+    rows = {}
+    for r in g.get("rows") or []:
+        for c in r.get("checks") or []:
+            if c.get("rule", "").startswith("p50") and c.get("change") is not None:
+                rows[r["label"]] = {"change": c["change"], "ci": c.get("ci"), "verdict": c.get("verdict"),
+                                    "message": c.get("message", "")}
+    caught = bool(changed) and any(v.startswith(f"{changed}: p50") for v in viol)
+    other = [v for v in viol if not (changed and v.startswith(f"{changed}: p50"))]
+    return {"violations": viol, "caught": caught, "false_failures": other, "unjudged": g.get("unjudged") or [],
+            "rows": rows}
+
+
+def gate_round(model: str, bundle: Path, kind: str, target: str, work: Path, py_b: str, extra: list[str]) -> dict:
+    out = work / f"{kind}"
+    env = {}
+    changed = None
+    if kind in SLOW:
+        mod, cls, changed = TARGETS[target]
+        env["GATE_AB_INJECT"] = f"{mod}:{cls}:{SLOW[kind]}"
+    code, wall, tail = _ic("gate", str(bundle), str(bundle), *SELECTION, *extra, "-o", str(out),
+                           *(["--python-b", py_b] if kind in SLOW else []), env=env)
+    return {"kind": kind, "target": target if kind in SLOW else None, "exit": code, "wall_s": round(wall, 1),
+            **_judged(out / "gate.json", changed), **({"tail": tail} if code not in (0, 1, 3) else {})}
+
+
+def cross_round(bundle: Path, target: str, work: Path, bases: list[Path], extra: list[str], site: Path) -> dict:
+    """The round's +10 % change judged the cross-run way: a plain run of the changed code, then ``diff``."""
+    mod, cls, changed = TARGETS[target]
+    out = work / "cross"
+    _ic("run", str(bundle), *SELECTION, *extra, "-o", str(out),
+        env={"GATE_AB_INJECT": f"{mod}:{cls}:0.10", "PYTHONPATH": str(site)})
+    r = subprocess.run([sys.executable, "-m", "infer_compare", "diff", *map(str, bases), str(out / "results.json"),
+                        "--json"], capture_output=True, text=True)
+    (out / "gate.json").write_text(r.stdout if r.stdout.strip().startswith("{") else "{}")
+    return {"kind": "cross10", "target": target, "exit": r.returncode, **_judged(out / "gate.json", changed)}
+
+
+def _rates(outcomes: list[dict]) -> dict:
+    out = {}
+    for kind in (*KINDS, "cross10"):
+        xs = [o for o in outcomes if o["kind"] == kind]
+        if not xs:
+            continue
+        if kind == "unchanged":
+            out[kind] = {"n": len(xs), "passed": sum(o["exit"] == 0 for o in xs),
+                         "false_failures": sum(o["exit"] == 1 for o in xs),
+                         "not_judged": sum(o["exit"] == 3 for o in xs)}
+        else:
+            out[kind] = {"n": len(xs), "caught_on_changed_row": sum(o["caught"] for o in xs),
+                         "false_failures_other_rows": sum(bool(o["false_failures"]) for o in xs),
+                         "not_judged": sum(o["exit"] == 3 for o in xs)}
+    return out
+
+
+def _mdc(outcomes: list[dict]) -> dict:
+    """Per row, the detectable change the unchanged rounds printed (median over them)."""
+    per: dict[str, list[float]] = {}
+    for o in outcomes:
+        if o["kind"] != "unchanged":
+            continue
+        for label, r in o["rows"].items():
+            m = r["message"].split("sees a change of ")[-1].split(" %")[0]
+            try:
+                per.setdefault(label, []).append(float(m))
+            except ValueError:
+                pass
+    return {k: sorted(v)[len(v) // 2] for k, v in per.items()}
+
+
+def bench_model(model: str, args, root: Path, save) -> dict:
+    res = save.state.setdefault(model, {"outcomes": [], "plain_wall_s": []})
+    bundle = root / f"{model}-bundle"
+    if not (bundle / "manifest.json").exists():
+        code, _, tail = _ic("export", "--model", model, "--formats", "onnx,openvino", "--precisions", "fp32",
+                            "-o", str(bundle), "-q")
+        if code:
+            raise SystemExit(f"export of {model} failed: {tail}")
+    py_b = _wrapper(root)
+    extra = ["--threads", str(args.threads)] if args.threads else []
+    bases = []
+    for i in range(args.baselines):
+        b = root / f"{model}-base{i}"
+        if not (b / "results.json").exists():
+            _ic("run", str(bundle), *SELECTION, *extra, "-o", str(b))
+        bases.append(b / "results.json")
+    rng = random.Random(f"{model}:{args.seed}")
+    for k in range(len(res["plain_wall_s"]), args.pairs):
+        target = sorted(TARGETS)[k % len(TARGETS)]
+        work = root / model / f"round{k}"
+        kinds = list(KINDS) + ["plain", "cross"]
+        rng.shuffle(kinds)
+        for kind in kinds:
+            if kind == "plain":
+                _, wall, _ = _ic("run", str(bundle), *SELECTION, *extra, "-o", str(work / "plain"))
+                res["plain_wall_s"].append(round(wall, 1))
+            elif kind == "cross":
+                res["outcomes"].append({"round": k, **cross_round(bundle, target, work, bases, extra, root / "site")})
+            else:
+                res["outcomes"].append({"round": k, **gate_round(model, bundle, kind, target, work, py_b, extra)})
+            res["rates"], res["mdc_percent"] = _rates(res["outcomes"]), _mdc(res["outcomes"])
+            gates = [o["wall_s"] for o in res["outcomes"] if o["kind"] in KINDS]
+            if gates and res["plain_wall_s"]:
+                res["gate_over_plain_wall"] = round(sorted(gates)[len(gates) // 2] /
+                                                    sorted(res["plain_wall_s"])[len(res["plain_wall_s"]) // 2], 2)
+            save()
+        print(f"{model} round {k + 1}/{args.pairs}: {json.dumps(res['rates'])}", flush=True)
+    return res
+
+
+class _Saver:
+    def __init__(self, path: Path, state: dict):
+        self.path, self.state = path, state
+
+    def __call__(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1))
+        tmp.replace(self.path)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="lenet5,mobilenet_v2")
+    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--baselines", type=int, default=3, help="plain runs stored for the cross-run gate")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", default="", help="working folder (kept: bundles, runs); default a fresh temporary one")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--resume", action="store_true", help="continue the rounds already in --out")
+    args = ap.parse_args()
+    out = Path(args.out)
+    state = json.loads(out.read_text()) if args.resume and out.exists() else {}
+    state.setdefault("conditions", {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+                                    "python": platform.python_version(), "selection": SELECTION,
+                                    "threads": args.threads or "default", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                    "command": " ".join(sys.argv)})
+    root = Path(args.work or state.get("work") or tempfile.mkdtemp(prefix="gate-ab-quality-"))
+    state["work"] = str(root)
+    save = _Saver(out, state)
+    for model in args.models.split(","):
+        bench_model(model, args, root, save)
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

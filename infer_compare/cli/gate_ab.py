@@ -1,0 +1,97 @@
+"""``infer-compare gate A B``: the baseline and the candidate measured side by side in one run (the A/B
+gate, regress/ab.py), one report with both sides and the ratio per row.
+
+Exit codes: 0 pass, 1 regression, 3 rows not judged (too noisy, too few pairs, the baseline side did not
+run; unless --allow-unjudged), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from infer_compare.cli.args import _add_measure_args, _Parser, add_output
+from infer_compare.cli.flags import measure_options
+from infer_compare.cli.gate import gate_status, save_verdict
+from infer_compare.cli.output import Saver, output_dir
+from infer_compare.cli.progress import RichProgress
+
+
+def build_gate_parser() -> _Parser:
+    # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
+    from infer_compare.measure.ab import PairPlan
+    from infer_compare.regress.ab_judge import AB_RULES
+
+    d = PairPlan()
+    p = _Parser(prog="infer-compare gate",
+                description="The regression gate in one run: measure bundle A (the baseline, e.g. exported from main) "
+                            "and bundle B (the candidate) side by side on this machine, each configuration's two "
+                            "sides loaded at once and timed in alternating blocks, and judge B against A per row on "
+                            "the paired ratios of adjacent blocks. Each side may run under its own interpreter "
+                            "(another runtime version, another infer-compare checkout).",
+                epilog="Exit codes: 0 pass, 1 regression, 3 rows not judged (unless --allow-unjudged), 2 usage "
+                       "error. docs/reports-and-regression.md has the recipe and the measured error rates.")
+    p.add_argument("bundle_a", metavar="A", help="the baseline bundle (infer-compare export)")
+    p.add_argument("bundle_b", metavar="B", help="the candidate bundle (may be A itself when only the interpreter "
+                                                 "differs)")
+    g = p.add_argument_group("the two sides and the pairing")
+    g.add_argument("--python-a", metavar="PATH", help="interpreter of side A's processes (default: this one)")
+    g.add_argument("--python-b", metavar="PATH", help="interpreter of side B's processes (default: this one)")
+    g.add_argument("--pairs", type=int, default=d.pairs, metavar="N",
+                   help=f"pairs of blocks per row (default {d.pairs}; more pairs see smaller changes)")
+    g.add_argument("--side-time", type=float, default=d.side_time_s, metavar="S",
+                   help=f"seconds of timed calls per side and row, split into the blocks (default {d.side_time_s})")
+    g.add_argument("--seed", type=int, default=0, help="seed of the order of the sides in each pair (default 0)")
+    g.add_argument("--fail-on", action="append", default=None, metavar="RULE",
+                   help="exit 1 when B is worse than A beyond RULE (repeatable); default: "
+                        + ", ".join(AB_RULES).replace("%", "%%"))
+    g.add_argument("--allow-unjudged", action="store_true",
+                   help="exit 0 although rows could not be judged (listed with the reason)")
+    g.add_argument("--allow-missing", action="store_true", help="accept rows ok in A and skipped or missing in B")
+    g.add_argument("--allow-condition-change", action="store_true",
+                   help="accept rows measured under other threads or runner options in B than in A")
+    _add_measure_args(p)
+    o = p.add_argument_group("output")
+    add_output(p, o, "where B's results, A's (baseline/) and gate.json go (default ./infer-compare-results/"
+                     "gate-<B>-<time>/)")
+    o.add_argument("--cache-dir", metavar="DIR", help="cache for artifacts built on this machine")
+    o.add_argument("--no-cache", action="store_true", help="rebuild what is built here")
+    o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    return p
+
+
+def cmd_gate(argv: list[str]) -> int:
+    # deferred: the CLI's start (--help, env, report) stays light without it (+40 modules)
+    from infer_compare.measure.ab import PairPlan
+    from infer_compare.regress import print_result
+    from infer_compare.regress.ab import ab_gate
+
+    args = build_gate_parser().parse_args(argv)
+    if args.pairs < 6 or args.side_time <= 0:
+        args_error("--pairs must be 6 or more and --side-time above 0")
+    opts = measure_options(args)
+    args.model = f"gate-{Path(args.bundle_b).resolve().name}"
+    out = output_dir(args)
+    saver = Saver(out)
+    plan = PairPlan(pairs=args.pairs, side_time_s=args.side_time, seed=args.seed)
+    try:
+        with RichProgress(args.quiet) as prog:
+            got = ab_gate(args.bundle_a, args.bundle_b, rules=args.fail_on, python_a=args.python_a,
+                          python_b=args.python_b, plan=plan, options=opts, progress=prog,
+                          command=["infer-compare", "gate", *argv], on_row=saver,
+                          allow_missing=args.allow_missing, allow_condition_change=args.allow_condition_change)
+    except KeyboardInterrupt:
+        saver.interrupted()
+        raise
+    paths = saver.write(got.b)
+    Saver(out / "baseline").write(got.a)
+    print_result(got.result)
+    save_verdict(got.result, out, got.b)
+    print(f"results: {', '.join(str(p) for p in paths.values())}; side A in {out / 'baseline'}; verdict in "
+          f"{out / 'gate.json'}")
+    return gate_status(got.result, args.allow_unjudged)
+
+
+def args_error(msg: str) -> None:
+    print(f"infer-compare gate: error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
