@@ -156,8 +156,8 @@ class OnnxRuntimeRunner(Runner):
 
     def _read_graph(self, path: str) -> GraphSummary | None:
         """The classified graph of the file at ``path``: read with the onnx package, or without it (a
-        torch-free device) from the protobuf wire format (onnx_wire), which gives the node types but not
-        the int8 weights' range."""
+        torch-free device) from the protobuf wire format (onnx_wire): the same node types, zero-point
+        types and int8 weights' range."""
         if not os.path.exists(path):
             self.notes.append("ONNX Runtime wrote no optimized graph: the executed precision is not inspected")
             return None
@@ -174,8 +174,10 @@ class OnnxRuntimeRunner(Runner):
         except (OSError, WireError) as e:
             self.notes.append(f"the executed graph was not inspected: {e}")
             return None
-        self.notes.append("the executed graph was read without the onnx package (infer_compare.backends.onnxruntime.onnx_wire): "
-                          "node types only, not the int8 weights' range")
+        if self.options.precision == "int8":
+            self._recipe = int8_recipe(wire)
+        self.notes.append("the executed graph was read without the onnx package (infer_compare.backends.onnxruntime."
+                          "onnx_wire): node types, zero-point types and the int8 weights' range")
         return summarize(wire)
 
     def _describe(self, g: GraphSummary | None, what: str) -> None:
