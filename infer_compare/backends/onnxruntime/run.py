@@ -217,8 +217,9 @@ class OnnxRuntimeRunner(Runner):
         self._extra["int8_recipe"] = {**r, "cpu": cpu.to_dict()}
         if n_integer:
             self.exec_precision += f" ({r['scheme']}, {bits}-bit weights, {cpu.isa})"
+        x86 = "; on x86 ONNX Runtime runs an S8S8 file as U8S8" if cpu.arch == "x86_64" else ""
         self.notes.append(f"int8 on this CPU: executed as {r['scheme']} with {bits}-bit weights (read from the "
-                          f"session's optimized graph; on x86 ONNX Runtime runs an S8S8 file as U8S8); kernels: {kernel}")
+                          f"session's optimized graph{x86}); kernels: {kernel}")
 
     @staticmethod
     def _floats(g: GraphSummary) -> str:
