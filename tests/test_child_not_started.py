@@ -1,4 +1,4 @@
-"""A measuring child that cannot be started (qemu-user's vfork EFAULT, a board short of memory or
+"""A measuring child that cannot be started (qemu-user's EFAULT under proot, a board short of memory or
 processes) is a failed row that says why, and the run goes on to its report: checked end to end on a
 LeNet-5 bundle with a launcher that refuses on purpose. And a row measured under an emulator says so."""
 
@@ -10,8 +10,7 @@ import pytest
 
 from infer_compare.base.records import OK, RUN_FAILED
 
-from .conftest import FAST, python_env
-from .test_run_options import _spec
+from .conftest import FAST
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +40,6 @@ def test_every_configuration_whose_child_cannot_start_is_a_failed_row(onnx_bundl
     from infer_compare.report import write_all
 
     refused: list[str] = []
-    _keep_vfork_switches(monkeypatch)
     monkeypatch.setattr(subprocess, "Popen", _refusing(subprocess.Popen, refused))
     rep = run_bundle(onnx_bundle, batch_sizes=[1, 2], devices=["cpu"], cache_dir=cache_dir, **FAST)
     measured = [r for r in rep.rows if r.backend == "onnxruntime"]
@@ -52,48 +50,6 @@ def test_every_configuration_whose_child_cannot_start_is_a_failed_row(onnx_bundl
     assert not any(r.status == OK for r in measured)
     write_all(rep, tmp_path / "out")  # the run ended with its report, not a traceback
     assert (tmp_path / "out" / "results.json").exists()
-
-
-def _keep_vfork_switches(monkeypatch):
-    """The launcher turns vfork off after a failed start: restored after the test."""
-    monkeypatch.setattr(subprocess, "_USE_VFORK", getattr(subprocess, "_USE_VFORK", True), raising=False)
-    monkeypatch.setattr(subprocess, "_USE_POSIX_SPAWN", getattr(subprocess, "_USE_POSIX_SPAWN", True), raising=False)
-
-
-def test_a_start_that_fails_once_with_efault_is_tried_again_with_fork(tmp_path, monkeypatch, capfd):
-    """qemu-user under proot fails vfork now and then with EFAULT: one more try, with fork, and the row runs."""
-    from infer_compare.measure.isolate import run_cell
-
-    _keep_vfork_switches(monkeypatch)
-    real, calls = subprocess.Popen, []
-
-    def flaky(args, *a, **kw):
-        calls.append(subprocess._USE_VFORK)
-        if len(calls) == 1:
-            raise OSError(14, "Bad address")
-        return real(args, *a, **kw)
-
-    monkeypatch.setattr(subprocess, "Popen", flaky)
-    res = run_cell(_spec(tmp_path), 120, tmp_path, "flaky", env=python_env())
-    assert [r.ok for r in res] == [True, True], [r.error for r in res]
-    assert calls[:2] == [True, False] and subprocess._USE_VFORK is False
-    assert "trying once more with fork instead of vfork" in capfd.readouterr().err
-
-
-def test_a_start_that_fails_otherwise_is_not_retried(monkeypatch):
-    from infer_compare.host import launch
-
-    _keep_vfork_switches(monkeypatch)
-    calls = []
-
-    def refuse(*a, **kw):
-        calls.append(1)
-        raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr(subprocess, "Popen", refuse)
-    with pytest.raises(launch.ChildNotStarted, match="could not start the isolate process: PermissionError"):
-        launch.popen("infer_compare.measure.isolate", [])
-    assert calls == [1] and subprocess._USE_VFORK is not False
 
 
 def test_a_runner_under_an_emulator_notes_it(monkeypatch):

@@ -9,10 +9,8 @@ itself (measure/forkserver.py). What they share:
 * ``popen``: the command line, the environment (``PYTHONUNBUFFERED=1`` on top of the parent's) and
   ``start_new_session``, so that ``kill_group`` reaches the child and everything it started;
 * ``ChildNotStarted``: a child that cannot be started at all (a board short of memory or processes,
-  an emulator's vfork failure) is an error with its reason, which each caller turns into a failed
-  row or a failed export, never the end of the run. A start that fails with EFAULT, EAGAIN or ENOMEM
-  (qemu-user under proot fails vfork now and then with EFAULT) is tried once more with fork instead
-  of vfork, which this process then keeps using; the second failure is the one reported;
+  qemu-user's EFAULT under proot) is an error with its reason, which each caller turns into a failed
+  row or a failed export, never the end of the run;
 * ``run``: start, wait up to a timeout, kill the group on the timeout and when the parent is
   interrupted (Ctrl-C, SIGTERM: no child survives its parent);
 * ``tail`` and ``describe_exit``: the last lines of the child's output and how it ended, for the
@@ -21,7 +19,6 @@ itself (measure/forkserver.py). What they share:
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import subprocess
@@ -70,30 +67,12 @@ def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
 def popen(module: str, args: list[str], env: dict[str, str] | None = None, **kw: Any) -> subprocess.Popen:
     """Start ``python -m module *args`` in a new process group; ``kw`` as ``subprocess.Popen`` (stdout,
     stderr, stdin, cwd, text...). Raises ChildNotStarted (one line) when the process cannot be started."""
-    argv, name = [sys.executable, "-m", module, *args], module.rsplit(".", 1)[-1]
     try:
-        return subprocess.Popen(argv, env=child_env(env), start_new_session=True, **kw)
+        return subprocess.Popen([sys.executable, "-m", module, *args], env=child_env(env),
+                                start_new_session=True, **kw)
     except OSError as e:
-        first = e
-    if first.errno not in RETRY_ERRNOS:
-        raise ChildNotStarted(f"could not start the {name} process: {type(first).__name__}: {first}") from None
-    use_fork_not_vfork()
-    print(f"infer-compare: starting the {name} process failed ({type(first).__name__}: {first}); "
-          "trying once more with fork instead of vfork", file=sys.stderr)
-    try:
-        return subprocess.Popen(argv, env=child_env(env), start_new_session=True, **kw)
-    except OSError as e:
-        raise ChildNotStarted(f"could not start the {name} process: {type(e).__name__}: {e} (and before, "
-                              f"with vfork: {first})") from None
-
-
-RETRY_ERRNOS = (errno.EFAULT, errno.EAGAIN, errno.ENOMEM)
-
-
-def use_fork_not_vfork() -> None:
-    """From now on this process starts its children with fork (and not posix_spawn, which may vfork too)."""
-    subprocess._USE_VFORK = False  # type: ignore[attr-defined]  # CPython 3.10+'s switch
-    subprocess._USE_POSIX_SPAWN = False  # type: ignore[attr-defined]
+        raise ChildNotStarted(f"could not start the {module.rsplit('.', 1)[-1]} process: "
+                              f"{type(e).__name__}: {e}") from None
 
 
 def kill_group(proc: Any) -> None:
