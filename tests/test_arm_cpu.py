@@ -111,6 +111,10 @@ def test_hwcap_bits_are_named_as_proc_cpuinfo_names_them():
     cpu = arm.parse_cpuinfo(text)
     assert cpu.features == ("fp", "asimd", "asimddp", "sve", "sve2", "i8mm", "bf16") and len(cpu.cores) == 2
     assert describe("aarch64", cpu.features).isa == "NEON I8MM"
+    # with the MIDR qemu's cortex-a76 reports (r4p1), the guest's file names the core as a board's does
+    cpu = arm.parse_cpuinfo(arm.cpuinfo_text(("fp", "asimd", "asimddp"), 4, 0x414FD0B1))
+    assert cpu.name == "ARM Cortex-A76" and len(cpu.cores) == 4
+    assert "CPU variant\t: 0x4\nCPU part\t: 0xd0b\nCPU revision\t: 1" in arm.cpuinfo_text((), 1, 0x414FD0B1)
 
 
 def test_an_emulated_machine_warns_that_its_timings_are_not_a_boards():

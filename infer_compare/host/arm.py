@@ -151,10 +151,41 @@ def names_of(hwcap: int, hwcap2: int) -> tuple[str, ...]:
         tuple(n for i, n in enumerate(HWCAP2) if hwcap2 >> i & 1)
 
 
-def cpuinfo_text(features: tuple[str, ...], n: int) -> str:
-    """An arm64 /proc/cpuinfo of ``n`` processors with ``features`` and no MIDR (an emulator has no
-    real one): what scripts/arm64-check shows the guest, where the kernel's own file is the host's."""
-    return "".join(f"processor\t: {i}\nFeatures\t: {' '.join(features)}\nCPU architecture: 8\n\n" for i in range(n))
+def cpuinfo_text(features: tuple[str, ...], n: int, midr: int | None = None) -> str:
+    """An arm64 /proc/cpuinfo of ``n`` processors with ``features`` and, when given, the MIDR fields
+    the kernel prints: what scripts/arm64-check shows the guest, where the kernel's own file is the host's."""
+    ids = "CPU architecture: 8\n"
+    if midr is not None:
+        ids = (f"CPU implementer\t: 0x{midr >> 24 & 0xFF:02x}\nCPU architecture: 8\nCPU variant\t: 0x{midr >> 20 & 0xF:x}\n"
+               f"CPU part\t: 0x{midr >> 4 & 0xFFF:03x}\nCPU revision\t: {midr & 0xF}\n")
+    feats = " ".join(features)
+    return "".join(f"processor\t: {i}\nFeatures\t: {feats}\n{ids}\n" for i in range(n))
+
+
+def midr_el1() -> int | None:
+    """MIDR_EL1 as this CPU reports it to a user program (``mrs x0, midr_el1``, which Linux, and qemu-user
+    after it, emulate where the ``cpuid`` feature is listed); None elsewhere. For the guest of
+    scripts/arm64-check: on a board, /proc/cpuinfo has the MIDR fields already."""
+    if "cpuid" not in hwcap_features():
+        return None
+    try:
+        import ctypes
+        import mmap
+
+        page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    except (OSError, AttributeError, ValueError):  # W+X refused (a hardened kernel), not Linux
+        return None
+    page.write(bytes.fromhex("000038d5" "c0035fd6"))  # mrs x0, midr_el1; ret
+    cell = ctypes.c_char.from_buffer(page)
+    start = ctypes.addressof(cell)
+    try:  # the instruction cache sees the two words only after this (libgcc's __clear_cache)
+        ctypes.CDLL("libgcc_s.so.1").__clear_cache(ctypes.c_void_p(start), ctypes.c_void_p(start + 8))
+        return int(ctypes.CFUNCTYPE(ctypes.c_uint64)(start)())
+    except (OSError, AttributeError):
+        return None
+    finally:
+        del cell
+        page.close()
 
 
 def emulation(machine: str | None = None, cpuinfo: str | None = None, environ: dict | None = None,
