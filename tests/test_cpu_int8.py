@@ -88,11 +88,32 @@ def _tiny_qdq(tmp_path, scheme: str, reduce_range: bool):
 @pytest.mark.parametrize("scheme,reduce_range", [("U8S8", False), ("U8S8", True), ("S8S8", False)])
 def test_int8_recipe_is_read_from_the_file(tmp_path, scheme, reduce_range):
     from infer_compare.backends.onnxruntime.graph import int8_recipe
+    from infer_compare.backends.onnxruntime.onnx_wire import parse_model
 
-    r = int8_recipe(_tiny_qdq(tmp_path, scheme, reduce_range))
+    model = _tiny_qdq(tmp_path, scheme, reduce_range)
+    r = int8_recipe(model)
     assert r["scheme"] == scheme and r["int8_weight_tensors"] == 2
     assert r["weight_bits"] == (7 if reduce_range else 8)
     assert r["weight_peak"] == (64 if reduce_range else 127)
+    # a device without the onnx package reads the same from the wire format (raw_data)
+    assert int8_recipe(parse_model(model.SerializeToString())) == r
+
+
+def test_int8_recipe_from_the_wire_reads_int32_data_too():
+    """An int8 tensor stored in int32_data (helper.make_tensor without raw) gives the same range."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from infer_compare.backends.onnxruntime.graph import int8_recipe
+    from infer_compare.backends.onnxruntime.onnx_wire import parse_model
+
+    w = helper.make_tensor("w", TensorProto.INT8, [2, 2], [-100, 3, 64, -7])
+    zp = helper.make_tensor("zp", TensorProto.UINT8, [], [128])
+    node = helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["y"])
+    g = helper.make_graph([node], "g", [], [], [w, zp])
+    model = helper.make_model(g)
+    assert int8_recipe(parse_model(model.SerializeToString())) == int8_recipe(model) == {
+        "scheme": "U8S8", "weight_bits": 8, "weight_peak": 100, "int8_weight_tensors": 1}
 
 
 class _FakeInterpreter:

@@ -40,6 +40,7 @@ from infer_compare.backends.throughput import ThroughputResult, ThroughputSettin
 from infer_compare.base.batches import Batch, as_float32, count
 from infer_compare.base.records import Availability
 from infer_compare.catalog.options import NoOptions, Options
+from infer_compare.host.arm import row_note
 
 OptionsT = TypeVar("OptionsT", bound=Options)
 
@@ -73,7 +74,7 @@ class Runner:
         self.options = options or RunOptions()
         self.exec_precision = self.options.precision
         self.settings: dict[str, Any] = {}  # runtime settings actually applied (recorded in the row)
-        self.notes: list[str] = []
+        self.notes: list[str] = [n for n in (row_note(),) if n]  # "emulated aarch64: ..." under an emulator
 
     # --- capability -----------------------------------------------------------------
     @classmethod

@@ -6,7 +6,7 @@ and external commands go through ``run`` (argument list, timeout, never raises),
 tests feed the probes sample files and canned command output.
 
     collect()                     -> dict for Environment.device_facts
-    measurement_warnings(facts)   -> warnings for Report.warnings (unlocked Jetson clocks)
+    measurement_warnings(facts)   -> warnings for Report.warnings (unlocked Jetson clocks, an emulator)
 """
 
 from __future__ import annotations
@@ -282,6 +282,10 @@ def collect(root: Path = Path("/"), run: CommandRunner = run_command) -> dict[st
 def measurement_warnings(facts: dict[str, Any]) -> list[str]:
     """Warnings about the conditions of a measurement (for Report.warnings)."""
     out: list[str] = []
+    emulated = facts.get("emulated") if isinstance(facts, dict) else None
+    if emulated:
+        out.append(f"{emulated}. The timings are the emulator's on its host, not any Arm board's; the parity "
+                   "verdicts are real (the runtimes' own aarch64 kernels computed them).")
     j = facts.get("jetson") if isinstance(facts, dict) else None
     if isinstance(j, dict):
         name = j.get("model") or "this Jetson"

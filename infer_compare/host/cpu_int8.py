@@ -13,7 +13,10 @@ names its kernel in each layer's ``primitiveType``, which the OpenVINO runner re
 * x86-64 with AMX-INT8: ``TDPBUSD`` tiles, int32 accumulation: no saturation (ONNX Runtime's
   U8S8 GEMM uses AMX where the OS enables it).
 * AArch64: ``SDOT``/``UDOT`` (asimddp) or ``SMMLA`` (i8mm) accumulate into int32; plain NEON
-  widens to 16 bits before accumulating (no saturating pair sums).
+  widens to 16 bits before accumulating (no saturating pair sums). The flags are the ``Features``
+  of /proc/cpuinfo, or, where that file is not an Arm one (user-mode emulation shows the host's),
+  what the CPU reports through the auxiliary vector (host/arm.py).
+* 32-bit Arm (armv7l, e.g. Raspberry Pi OS armhf on a Pi 4): NEON (``neon``), widening multiplies.
 
 On x86 ONNX Runtime runs an S8S8 file as U8S8 too (its QDQ transformer shifts int8 activations
 to uint8 before fusing), so both schemes meet the saturating instruction there: measured on an
@@ -28,6 +31,7 @@ import platform
 from dataclasses import asdict, dataclass
 
 from infer_compare.catalog.device_kinds import read_text
+from infer_compare.host import arm
 
 # x86-64 int8 dot-product paths, best first: (flag, short name, instruction, saturates)
 _X86 = (
@@ -41,6 +45,10 @@ _ARM = (
     ("i8mm", "NEON I8MM", "SMMLA/UMMLA, int32 accumulation", False),
     ("asimddp", "NEON dot product", "SDOT/UDOT, int32 accumulation", False),
     ("asimd", "NEON", "widening multiplies, int32 accumulation", False),
+)
+_ARM32 = (
+    ("asimddp", "NEON dot product (AArch32)", "VSDOT/VUDOT, int32 accumulation", False),
+    ("neon", "NEON (AArch32)", "widening multiplies, int32 accumulation", False),
 )
 
 
@@ -76,8 +84,8 @@ def describe(machine: str | None = None, flags: tuple[str, ...] | set[str] | Non
         flags = _all_flags()
     machine = (machine or platform.machine()).lower()
     fl = set(flags)
-    arch = "x86_64" if machine in ("x86_64", "amd64") else "aarch64" if machine in ("aarch64", "arm64") else machine
-    table = _X86 if arch == "x86_64" else _ARM if arch == "aarch64" else ()
+    arch = _arch(machine)
+    table = {"x86_64": _X86, "aarch64": _ARM, "arm": _ARM32}.get(arch, ())
     for flag, name, instr, sat in table:
         if flag in fl:
             decided = tuple(f for f, *_ in table if f in fl)
@@ -100,8 +108,21 @@ def reduce_range_for(choice: str, scheme: str, cpu: CpuInt8) -> tuple[bool, str]
     return False, f"auto: off, built for {cpu.isa} ({why})"
 
 
+def _arch(machine: str) -> str:
+    if machine in ("x86_64", "amd64"):
+        return "x86_64"
+    if machine in ("aarch64", "arm64"):
+        return "aarch64"
+    return "arm" if machine.startswith("arm") else machine
+
+
 def _all_flags() -> set[str]:
+    """This CPU's flags: /proc/cpuinfo's; on Arm, where that file lists none of its own (under
+    user-mode emulation it is the host's), what the CPU reports through the auxiliary vector."""
     text = read_text("/proc/cpuinfo") or ""
+    if _arch(platform.machine().lower()) in ("aarch64", "arm"):
+        cpu = arm.parse_cpuinfo(text)
+        return set(cpu.features if cpu is not None and cpu.features else arm.hwcap_features())
     for line in text.splitlines():
         k, _, v = line.partition(":")
         if k.strip().lower() in ("flags", "features"):

@@ -8,6 +8,7 @@ import hashlib
 import platform
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from infer_compare.base.records import Environment
@@ -15,16 +16,22 @@ from infer_compare.base.version import __version__
 from infer_compare.catalog import deps
 from infer_compare.catalog.device_kinds import gpus
 from infer_compare.catalog.device_kinds import read_text as _read
+from infer_compare.host import arm
 from infer_compare.host import boards as devices
 from infer_compare.host.gpu import cuda_versions
 
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "avx512_vnni",
-                         "avx_vnni", "amx_bf16", "amx_int8", "amx_fp16", "neon", "asimd", "asimddp", "i8mm", "fp16", "asimdhp", "sve")
+                         "avx_vnni", "amx_bf16", "amx_int8", "amx_fp16", "neon", "asimd", "asimddp", "i8mm", "fp16",
+                         "fphp", "asimdhp", "asimdfhm", "bf16", "sve", "sve2", "svei8mm", "sme")
 
 
 def cpu_info() -> tuple[str, tuple[str, ...]]:
-    """(model name, flags of interest). /proc/cpuinfo first (fast); py-cpuinfo elsewhere."""
+    """(model name, flags of interest). /proc/cpuinfo first (fast); py-cpuinfo elsewhere. On Arm the
+    cores named from their MIDR (host/arm.py), the features from the auxiliary vector where the
+    file has none of its own (user-mode emulation), and "emulated <machine>" where it is an emulator."""
     text = _read("/proc/cpuinfo")
+    if platform.machine().lower() in arm.ARM_MACHINES:
+        return _arm_cpu_info(text or "")
     name, flags = "", set()
     if text:
         for line in text.splitlines():
@@ -48,6 +55,19 @@ def cpu_info() -> tuple[str, tuple[str, ...]]:
     return name, tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags)
 
 
+def _arm_cpu_info(text: str, machine: str | None = None, environ: dict | None = None,
+                  root: Path = Path("/")) -> tuple[str, tuple[str, ...]]:
+    """(name, flags of interest) of an Arm machine from its /proc/cpuinfo ``text``."""
+    machine = machine or platform.machine()
+    cpu = arm.parse_cpuinfo(text)
+    feats = set(cpu.features if cpu is not None and cpu.features else arm.hwcap_features())
+    name = arm.cpu_name(cpu, text)
+    emulated = arm.emulation(machine, text, environ, root)
+    if emulated:
+        name = f"emulated {machine} ({emulated})"
+    return name or machine, tuple(f for f in CPU_FLAGS_OF_INTEREST if f in feats)
+
+
 def collect(extra_facts: dict[str, Any] | None = None) -> Environment:
     import psutil
 
@@ -67,9 +87,15 @@ def collect(extra_facts: dict[str, Any] | None = None) -> Environment:
         tool_version=__version__,
         libraries=deps.library_versions(),
         gpus=(found_gpus := gpus()),
-        device_facts={**_device_facts(),
+        device_facts={**_device_facts(), **_emulation_facts(),
                       "executable": sys.executable, **_cuda_facts(found_gpus), **(extra_facts or {})},
     )
+
+
+def _emulation_facts() -> dict[str, Any]:
+    """{"emulated": why} on an Arm machine that is an emulator (host/arm.py); {} elsewhere."""
+    why = arm.emulation()
+    return {"emulated": f"emulated {platform.machine()}: {why}"} if why else {}
 
 
 def _cuda_facts(found: tuple[dict[str, Any], ...]) -> dict[str, Any]:

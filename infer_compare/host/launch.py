@@ -9,7 +9,7 @@ itself (measure/forkserver.py). What they share:
 * ``popen``: the command line, the environment (``PYTHONUNBUFFERED=1`` on top of the parent's) and
   ``start_new_session``, so that ``kill_group`` reaches the child and everything it started;
 * ``ChildNotStarted``: a child that cannot be started at all (a board short of memory or processes,
-  an emulator's vfork failure) is an error with its reason, which each caller turns into a failed
+  qemu-user's EFAULT under proot) is an error with its reason, which each caller turns into a failed
   row or a failed export, never the end of the run;
 * ``run``: start, wait up to a timeout, kill the group on the timeout and when the parent is
   interrupted (Ctrl-C, SIGTERM: no child survives its parent);

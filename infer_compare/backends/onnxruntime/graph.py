@@ -138,12 +138,22 @@ def qdq_coverage(model) -> tuple[Counter, Counter]:
     return wrapped, left
 
 
+def _int8_values(t):
+    """The values of an int8 initializer: of an onnx TensorProto, or of onnx_wire's (its ``raw`` bytes)."""
+    import numpy as np
+
+    if hasattr(t, "raw"):  # onnx_wire: no onnx package on this machine
+        return np.frombuffer(bytes(t.raw or b""), np.int8)
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(t)
+
+
 def int8_recipe(model) -> dict:
     """What an int8 ONNX graph (the QDQ file, or the session's optimized graph) carries: the activation scheme
     (uint8 zero points: U8S8; int8: S8S8) and the weights' range (all within [-64, 64]: 7-bit, as
-    ``reduce_range`` writes them; else 8-bit). Read from the file, so a file built elsewhere says the truth."""
-    from onnx import TensorProto, numpy_helper
-
+    ``reduce_range`` writes them; else 8-bit). Read from the file, so a file built elsewhere says the truth;
+    ``model`` is an onnx ModelProto or onnx_wire's reading of the file (a device without the onnx package)."""
     zp_types, peak, n_weights = set(), 0, 0
     inits = {t.name: t for t in model.graph.initializer}
     for node in model.graph.node:
@@ -152,9 +162,9 @@ def int8_recipe(model) -> dict:
             if zp is not None:
                 zp_types.add(zp.data_type)
     for t in model.graph.initializer:
-        if t.data_type == TensorProto.INT8 and len(t.dims) >= 2:
+        if t.data_type == INT8 and len(t.dims) >= 2:
             n_weights += 1
-            peak = max(peak, int(abs(numpy_helper.to_array(t).astype("int16")).max(initial=0)))
-    scheme = ("U8S8" if TensorProto.UINT8 in zp_types else "S8S8" if TensorProto.INT8 in zp_types else "unknown")
+            peak = max(peak, int(abs(_int8_values(t).astype("int16")).max(initial=0)))
+    scheme = ("U8S8" if UINT8 in zp_types else "S8S8" if INT8 in zp_types else "unknown")
     return {"scheme": scheme, "weight_bits": (7 if peak <= 64 else 8) if n_weights else None,
             "weight_peak": peak, "int8_weight_tensors": n_weights}

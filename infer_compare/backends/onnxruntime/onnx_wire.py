@@ -20,7 +20,8 @@ _MODEL_GRAPH = 7
 _GRAPH_NODE, _GRAPH_INITIALIZER, _GRAPH_INPUT = 1, 5, 11
 _NODE_INPUT, _NODE_OUTPUT, _NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 1, 2, 4, 5, 7
 _ATTR_NAME, _ATTR_I = 1, 3
-_TENSOR_DATA_TYPE, _TENSOR_NAME = 2, 8
+_TENSOR_DIMS, _TENSOR_DATA_TYPE, _TENSOR_INT32_DATA, _TENSOR_NAME, _TENSOR_RAW_DATA = 1, 2, 5, 8, 9
+_INT8_TYPES = (2, 3)  # TensorProto.UINT8, TensorProto.INT8
 _VALUE_NAME, _VALUE_TYPE, _TYPE_TENSOR, _TENSOR_ELEM_TYPE = 1, 2, 1, 1
 
 
@@ -88,13 +89,35 @@ def _node(buf: memoryview) -> SimpleNamespace:
     return n
 
 
+def _packed(v) -> list[int]:
+    """A repeated integer field: one varint, or a packed run of them."""
+    if isinstance(v, int):
+        return [v]
+    out, pos = [], 0
+    while pos < len(v):
+        x, pos = _varint(v, pos)
+        out.append(x)
+    return out
+
+
 def _initializer(buf: memoryview) -> SimpleNamespace:
-    t = SimpleNamespace(name="", data_type=0)
+    t = SimpleNamespace(name="", data_type=0, dims=[], raw=None)
+    ints: list[int] = []
     for num, v in fields(buf):
         if num == _TENSOR_DATA_TYPE:
             t.data_type = v
         elif num == _TENSOR_NAME:
             t.name = _text(v)
+        elif num == _TENSOR_DIMS:
+            t.dims.extend(_packed(v))
+        elif num == _TENSOR_RAW_DATA:
+            t.raw = v
+        elif num == _TENSOR_INT32_DATA:
+            ints.extend(_packed(v))
+    if t.data_type not in _INT8_TYPES:
+        t.raw = None  # only the int8 payloads are kept (views into the file's bytes, not copies)
+    elif t.raw is None and ints:
+        t.raw = bytes((x - (1 << 64) if x >= 1 << 63 else x) & 0xFF for x in ints)
     return t
 
 

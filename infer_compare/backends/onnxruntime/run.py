@@ -171,8 +171,8 @@ class OnnxRuntimeRunner(Runner):
 
     def _read_graph(self, path: str) -> GraphSummary | None:
         """The classified graph of the file at ``path``: read with the onnx package, or without it (a
-        torch-free device) from the protobuf wire format (onnx_wire), which gives the node types but not
-        the int8 weights' range."""
+        torch-free device) from the protobuf wire format (onnx_wire): the same node types, zero-point
+        types and int8 weights' range."""
         if not os.path.exists(path):
             self.notes.append("ONNX Runtime wrote no optimized graph: the executed precision is not inspected")
             return None
@@ -189,8 +189,10 @@ class OnnxRuntimeRunner(Runner):
         except (OSError, WireError) as e:
             self.notes.append(f"the executed graph was not inspected: {e}")
             return None
-        self.notes.append("the executed graph was read without the onnx package (infer_compare.backends.onnxruntime.onnx_wire): "
-                          "node types only, not the int8 weights' range")
+        if self.options.precision == "int8":
+            self._recipe = int8_recipe(wire)
+        self.notes.append("the executed graph was read without the onnx package (infer_compare.backends.onnxruntime."
+                          "onnx_wire): node types, zero-point types and the int8 weights' range")
         return summarize(wire)
 
     def _describe(self, g: GraphSummary | None, what: str) -> None:
@@ -236,8 +238,9 @@ class OnnxRuntimeRunner(Runner):
         self._extra["int8_recipe"] = {**r, "cpu": cpu.to_dict()}
         if n_integer:
             self.exec_precision += f" ({r['scheme']}, {bits}-bit weights, {cpu.isa})"
+        x86 = "; on x86 ONNX Runtime runs an S8S8 file as U8S8" if cpu.arch == "x86_64" else ""
         self.notes.append(f"int8 on this CPU: executed as {r['scheme']} with {bits}-bit weights (read from the "
-                          f"session's optimized graph; on x86 ONNX Runtime runs an S8S8 file as U8S8); kernels: {kernel}")
+                          f"session's optimized graph{x86}); kernels: {kernel}")
 
     @staticmethod
     def _floats(g: GraphSummary) -> str:
