@@ -120,7 +120,9 @@ def cmd_export(args, argv: list[str]) -> int:
                 print(f"      {note}")
     for d in man["deferred"]:
         if d.get("drop_in"):  # compiled off the device (the Edge TPU model): the step still to do, and what it maps
-            print(f"  {d['format']} {d['precision']}: still to compile, into {d['drop_in']}: {d['note']}")
+            step = d["note"].split("`")[1] if d["note"].count("`") >= 2 else d["note"]
+            print(f"  {d['format']} {d['precision']}: still to compile, into {d['drop_in']}: `{step}` in the "
+                  "bundle's folder on an x86-64 Linux host (the warning above says how)")
             if d.get("precheck"):
                 print(f"      {d['precheck']}")
             continue
