@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from infer_compare.artifacts.child import ExportSpec
+from infer_compare.artifacts.refusals import refusal, remember_refusal
 from infer_compare.backends.exporter import ExportContext, ExportResult, file_size
 from infer_compare.base.batches import each, is_multi, save
 from infer_compare.base.cache import Cache
@@ -164,7 +165,7 @@ class ArtifactChain:
 
         t0 = time.perf_counter()
         parts = self.cache_parts(f, prec, ecls, fctx, src)
-        refused = self.cache.refusal(f.name, parts)
+        refused = refusal(self.cache, f.name, parts)
         if refused:  # the same file and converter versions: the same refusal (--no-cache tries again)
             self.prog.log(f"{f.title} {prec}: refused before ({refused.get('created', '?')}), not converted again")
             return Unbuilt(EXPORT_FAILED, f"{refused['reason']} (remembered from {refused.get('created', '?')}; "
@@ -174,7 +175,7 @@ class ArtifactChain:
         except BackendUnavailable as e:
             return Unbuilt(SKIPPED, f"cannot build {f.title} {prec}: {e.reason}", e.hint)
         except ExportRefused as e:
-            self.cache.remember_refusal(f.name, parts, str(e))
+            remember_refusal(self.cache, f.name, parts, str(e))
             return Unbuilt(EXPORT_FAILED, str(e))
         except InferCompareError as e:
             return Unbuilt(EXPORT_FAILED, str(e))

@@ -287,32 +287,6 @@ class Cache:
                       f"{self.lock_timeout_s:.0f} s; building it privately")
         return self._private_build(kind, key, parts, build, why)
 
-    def refusal(self, kind: str, parts: dict[str, Any]) -> dict[str, Any] | None:
-        """A converter's refusal remembered for ``parts`` (``remember_refusal``): {"reason", "created"}; None."""
-        if not self.enabled:
-            return None
-        try:
-            rec = json.loads((self.root / kind / f"{key_of(parts)}.refused.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return rec if isinstance(rec, dict) and isinstance(rec.get("reason"), str) else None
-
-    def remember_refusal(self, kind: str, parts: dict[str, Any], reason: str) -> None:
-        """Keep a converter's refusal beside the entries (``<kind>/<key>.refused.json``): the same file and
-        converter versions give the same refusal, so a later run replays it instead of converting again.
-        Never fails the run: a cache that cannot be written just does not remember."""
-        if not self.enabled or self.unwritable:
-            return
-        path = self.root / kind / f"{key_of(parts)}.refused.json"
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"reason": reason, "parts": parts, "created": time.strftime(
-                "%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, default=str))
-            os.replace(tmp, path)
-        except OSError:
-            pass
-
     @contextlib.contextmanager
     def _lock(self, kind: str, key: str) -> Iterator[None]:
         parent = self.root / kind

@@ -190,7 +190,8 @@ class TFLiteRunner(Runner):
     def _fit(self, arrays: list[np.ndarray]) -> None:
         """Resize the file's inputs to the arrays' shapes where they differ (untimed, in prepare): a file with a
         dynamic signature ([-1, -1] allocated as [1, 1]) takes the shapes of the data it is given."""
-        if not self._pending and all(tuple(a.shape) == tuple(t.shape) for t, a in zip(self.ins, arrays, strict=True)):
+        same = all(tuple(a.shape) == tuple(t.shape) for t, a in zip(self.ins, arrays, strict=True))
+        if same and not getattr(self, "_pending", False):
             return
         it = self.interpreter
         try:
