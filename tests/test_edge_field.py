@@ -168,3 +168,71 @@ def test_an_int8_file_with_float_ends_is_labelled():
     assert _float_io("int8", [i8], [f32]) == ", float output"
     assert _float_io("int8", [f32], [f32]) == ", float input and output"
     assert _float_io("int8", [i8], [i8]) == "" and _float_io("fp32", [f32], [f32]) == ""
+
+
+def _resize_slice_onnx(computed_starts: bool = False):
+    """x [1, 3, 8, 8] -> Resize (constant scales x2) -> Slice (constant starts/ends/axes/steps, a negative step
+    on W) -> y; with ``computed_starts`` the Slice's starts come from the data (ArgMax), as no folding can fix."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+             numpy_helper.from_array(np.array([], np.float32), "roi"),
+             numpy_helper.from_array(np.array([1, 15], np.int64), "starts"),
+             numpy_helper.from_array(np.array([9, -100], np.int64), "ends"),
+             numpy_helper.from_array(np.array([2, 3], np.int64), "axes"),
+             numpy_helper.from_array(np.array([2, -3], np.int64), "steps")]
+    nodes = [helper.make_node("Resize", ["x", "roi", "scales"], ["r"], name="up/Resize", mode="nearest"),
+             helper.make_node("Slice", ["r", "s", "ends", "axes", "steps"], ["y"], name="cut/Slice")]
+    if computed_starts:
+        nodes.insert(1, helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0))
+        nodes.insert(2, helper.make_node("Cast", ["m"], ["mi"], to=TensorProto.INT64))
+        nodes.insert(3, helper.make_node("Concat", ["mi1", "mi1"], ["s"], axis=0))
+        nodes.insert(3, helper.make_node("Unsqueeze", ["mi", "zero"], ["mi1"]))
+        inits.append(numpy_helper.from_array(np.array([0], np.int64), "zero"))
+    else:
+        nodes.insert(1, helper.make_node("Identity", ["starts"], ["s"]))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_constant_inputs_are_folded_so_torch_export_traces_them(tmp_path):
+    """Resize reading its scales and Slice reading its starts at run time stopped torch.export (YOLOv8, YOLOX);
+    folded, the module exports and computes what ONNX Runtime computes."""
+    torch = pytest.importorskip("torch")
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx2torch")
+    ort = pytest.importorskip("onnxruntime")
+    from infer_compare.backends.tflite.convert_onnx import onnx_module
+
+    p = tmp_path / "m.onnx"
+    onnx.save(_resize_slice_onnx(), str(p))
+    gm = onnx_module(str(p))
+    assert gm.folded_constant_inputs == {"Resize": 1, "Slice": 1}
+    x = np.random.default_rng(0).random((1, 3, 8, 8), np.float32)
+    want = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = torch.export.export(gm, (torch.from_numpy(x),)).module()(torch.from_numpy(x)).numpy()
+    assert got.shape == want.shape and np.allclose(got, want)
+
+
+def test_a_node_torch_export_cannot_trace_is_named(tmp_path):
+    torch = pytest.importorskip("torch")
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx2torch")
+    from infer_compare.backends.tflite.convert_constants import stopped_at
+    from infer_compare.backends.tflite.convert_onnx import onnx_module
+
+    p = tmp_path / "m.onnx"
+    onnx.save(_resize_slice_onnx(computed_starts=True), str(p))
+    gm = onnx_module(str(p))
+    assert gm.folded_constant_inputs == {"Resize": 1}  # the Slice reads computed starts: left as it is
+    with pytest.raises(Exception) as e:
+        torch.export.export(gm, (torch.ones(1, 3, 8, 8),))
+    named = stopped_at(e.value, gm)
+    assert named is not None and named.endswith("(Slice)") and "cut" in named, (named, str(e.value)[:300])
+
+
+def test_the_tensorrt_hint_names_cuda_python():
+    from infer_compare.catalog import deps
+
+    assert "cuda-python" in deps.hint("tensorrt") and "python3-libnvinfer" in deps.hint("tensorrt")
