@@ -236,3 +236,19 @@ def test_the_tensorrt_hint_names_cuda_python():
     from infer_compare.catalog import deps
 
     assert "cuda-python" in deps.hint("tensorrt") and "python3-libnvinfer" in deps.hint("tensorrt")
+
+
+def test_a_stateful_file_is_said(tmp_path):
+    """A file with resource variables (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE) gets its one line; a file
+    without gets none."""
+    from infer_compare.backends.tflite.common import resource_variables
+
+    stateful = tmp_path / "state.tflite"
+    stateful.write_bytes(build([T("x", [1, 4], "float32"), T("h", [], "int32"), T("v", [1, 4], "float32"),
+                                T("y", [1, 4], "float32")],
+                               [("VAR_HANDLE", [], ["h"], None), ("READ_VARIABLE", ["h"], ["v"], None),
+                                ("ADD", ["x", "v"], ["y"], None), ("ASSIGN_VARIABLE", ["h", "y"], [], None)],
+                               ["x"], ["y"]))
+    line = resource_variables(str(stateful))
+    assert line.startswith("stateful file: resource variables (ASSIGN_VARIABLE, READ_VARIABLE, VAR_HANDLE)")
+    assert resource_variables(str(_dynamic_audio_file(tmp_path))) == ""
