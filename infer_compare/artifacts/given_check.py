@@ -158,7 +158,7 @@ def mismatch(path: str, fmt: str, model_ins: list[tuple[str, tuple[int, ...], st
     except Exception as e:  # a file this reader does not understand: the runner will say more
         return [], f"not checked against the model (its tensors could not be read: {type(e).__name__}: {e})"
     problems = _input_problems(ins, model_ins) if ins is not None else []
-    problems += _output_problems(outs, model_outs) if outs is not None else []
+    problems += _output_problems(outs, model_outs) if outs is not None and model_outs is not None else []
     unchecked = {(True, True): "", (True, False): "its outputs not checked (not readable without the runtime)",
                  (False, False): "its inputs and outputs not checked (not readable without the runtime)",
                  (False, True): "its inputs not checked"}[(ins is not None, outs is not None)]
@@ -195,7 +195,7 @@ def check_given(artifacts: Any, minfo: Any, eval_inputs: Any, ref: Any) -> list[
     first = (minfo.inputs[0].get("name") if minfo.inputs else None) or "input"
     ins = eval_inputs.items() if isinstance(eval_inputs, dict) else [(first, eval_inputs)]
     model_ins = [(n, tuple(a.shape[1:]) if axes.get(n, 0) == 0 else None, _kind(a.dtype)) for n, a in ins]
-    outs = ref.items() if isinstance(ref, dict) else [("output", ref)]
+    outs = ref.items() if isinstance(ref, dict) else [("output", ref)] if ref is not None else []
     model_outs = [(n, tuple(a.shape[1:]) if out_axes.get(n, 0) == 0 else None) for n, a in outs]
-    notes = check_artifacts(artifacts, model_ins, model_outs)
+    notes = check_artifacts(artifacts, model_ins, model_outs if outs else None)
     return [f"--artifact {Path(p).name}: {why}" for p, why in notes.items()]

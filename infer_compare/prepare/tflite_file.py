@@ -63,11 +63,12 @@ def _declared(d: dict, batched: bool) -> tuple[Any, ...]:
     return tuple("batch" if batched and i == 0 else "?" if v < 0 else v for i, v in enumerate(sig))
 
 
-def _spec(d: dict, batched: bool, given: tuple[int, ...] | None = None, sample: tuple[int, ...] | None = None) -> TensorSpec:
+def _spec(d: dict, batched: bool, given: tuple[int, ...] | None = None,
+          sample: tuple[int, ...] | None = None) -> TensorSpec:
     """An input's spec: dynamic dimensions sized by --input-shape (``given``) or one sample of --data
-    (``sample``, where its rank fits); an output's (no sizes given): dynamic dimensions stay symbolic."""
+    (``sample``, where its rank fits; a static file's data is checked later, in its own layout)."""
     name, declared = str(d["name"]), _declared(d, batched)
-    if given is None and sample is not None and len(sample) + batched == len(declared):
+    if given is None and sample is not None and "?" in declared and len(sample) + batched == len(declared):
         given = ((1,) if batched else ()) + tuple(int(v) for v in sample)
     dims = declared if given is None and "?" not in declared else resolve_shape(name, declared, given,
                                                                                 0 if batched else None)
