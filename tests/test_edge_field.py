@@ -108,6 +108,18 @@ def test_the_check_reads_onnx_and_accepts_nhwc_and_dynamic_sizes():
     assert "values per sample" in _output_problems([Side("y", (1, 5), "f")], [("o", (2,))])[0]
 
 
+def test_the_check_reads_an_ir_in_either_attribute_order(tmp_path):
+    from infer_compare.artifacts.given_check import Side, _ir
+
+    for data in ('shape="?,1,32,32" element_type="f32"', 'element_type="f32" shape="?,1,32,32"'):
+        p = tmp_path / "m.xml"
+        p.write_text(f'<net><layers><layer id="0" name="input" type="Parameter" version="opset1">\n<data {data} />'
+                     '</layer></layers></net>')
+        assert _ir(str(p)) == ([Side("", (None, 1, 32, 32), "f")], None)
+    p.write_text("<net><layers></layers></net>")
+    assert _ir(str(p)) == (None, None)  # nothing found: not checked, never "0 inputs"
+
+
 def test_a_refusal_is_remembered_and_replayed(tmp_path):
     from infer_compare.artifacts.chain import ArtifactChain, ModelSource, Unbuilt
     from infer_compare.backends.exporter import ExportContext

@@ -58,17 +58,24 @@ def _onnx(path: str) -> tuple[list[Side], list[Side]]:
     return [side(v) for v in g.input if v.name not in inits], [side(v) for v in g.output]
 
 
-_PARAM = re.compile(r'<layer[^>]*type="Parameter"[^>]*>\s*<data[^>]*element_type="([^"]*)"[^>]*shape="([^"]*)"')
+_PARAM = re.compile(r'<layer[^>]*type="Parameter"[^>]*>\s*<data([^>]*)>')
 
 
-def _ir(path: str) -> tuple[list[Side], None]:
-    """An OpenVINO IR's inputs (Parameter layers) from its XML; outputs are not read (None)."""
+def _attr(text: str, name: str) -> str:
+    m = re.search(rf'\b{name}="([^"]*)"', text)
+    return m.group(1) if m else ""
+
+
+def _ir(path: str) -> tuple[list[Side] | None, None]:
+    """An OpenVINO IR's inputs (Parameter layers: their data's shape and element_type, in either order) from its
+    XML; outputs are not read (None)."""
     text = Path(path).read_text(errors="replace")
     ins = []
-    for et, shape in _PARAM.findall(text):
+    for data in _PARAM.findall(text):
+        shape, et = _attr(data, "shape"), _attr(data, "element_type")
         dims = tuple(int(d) if d.strip().isdigit() else None for d in shape.split(",")) if shape.strip() else ()
         ins.append(Side("", dims, "f" if et.startswith(("f", "bf")) else "b" if et == "boolean" else "i"))
-    return ins, None
+    return (ins or None), None  # none found: a layout this reader does not know, not "no inputs"
 
 
 def declared_io(path: str, fmt: str) -> tuple[list[Side] | None, list[Side] | None]:
