@@ -162,3 +162,30 @@ def test_the_coral_export_and_run_say_the_precheck_and_the_step_still_due(cache_
     err = capsys.readouterr().err
     assert "found the compiled model artifacts/edgetpu-int8/model_edgetpu.tflite" in err
     assert "still to compile" not in err
+
+
+def test_a_bundle_written_before_compression_still_loads(deferred_bundle, tmp_path):
+    """Bundles written before issue 38 hold data/*.npy: the loader reads both forms, to the same arrays."""
+    import hashlib
+
+    import numpy as np
+
+    b = tmp_path / "old"
+    shutil.copytree(deferred_bundle, b)
+    man = json.loads((b / "manifest.json").read_text())
+    new = prepared_from_bundle(verify(deferred_bundle))
+    for name, d in man["data"].items():
+        if name == "description":
+            continue
+        arr = np.load(b / d["path"])[name]
+        (b / d["path"]).unlink()
+        del man["files"][d["path"]]
+        d["path"] = d["path"].replace(".npz", ".npy")
+        d.pop("compressed")
+        np.save(b / d["path"], arr)
+        man["files"][d["path"]] = {"sha256": hashlib.sha256((b / d["path"]).read_bytes()).hexdigest(),
+                                   "size": (b / d["path"]).stat().st_size}
+    (b / "manifest.json").write_text(json.dumps(man))
+    old = prepared_from_bundle(verify(b))
+    assert np.array_equal(old.ds.eval, new.ds.eval) and np.array_equal(old.ref, new.ref)
+    assert np.array_equal(old.ds.eval_labels, new.ds.eval_labels)
