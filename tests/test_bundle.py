@@ -207,9 +207,11 @@ def test_unknown_format_unlisted_file_and_pickled_array_are_refused(bundle, tmp_
 
     b = tmp_path / "pickle"
     shutil.copytree(bundle, b)
-    np.save(b / "data/labels.npy", np.array([{"x": 1}] * 450, dtype=object), allow_pickle=True)
-    p = b / "data/labels.npy"
-    _rewrite(b, lambda m: m["files"].__setitem__("data/labels.npy", {
+    rel = json.loads((b / "manifest.json").read_text())["data"]["labels"]["path"]  # data/labels.npz (compressed)
+    p = b / rel
+    with open(p, "wb") as f:
+        np.savez_compressed(f, labels=np.array([{"x": 1}] * 450, dtype=object))
+    _rewrite(b, lambda m: m["files"].__setitem__(rel, {
         "sha256": hashlib.sha256(p.read_bytes()).hexdigest(), "size": p.stat().st_size}))
     verify(b)  # consistent manifest: the hashes alone cannot catch it...
     with pytest.raises(BundleError, match="cannot be read as a numpy array"):

@@ -74,13 +74,13 @@ def test_without_the_compiler_the_bundle_says_in_one_line_what_to_do(deferred_bu
 
 def test_bundle_carries_no_calibration_data_nothing_needs(deferred_bundle):
     man = json.loads((deferred_bundle / "manifest.json").read_text())
-    assert "calibration" not in man["data"] and not (deferred_bundle / "data" / "calibration.npy").exists()
+    assert "calibration" not in man["data"] and not (deferred_bundle / "data" / "calibration.npz").exists()
     total = sum(m["size"] for m in man["files"].values())
     tfl = man["files"]["artifacts/tflite-int8/model.tflite"]["size"]
     io = man["files"]["artifacts/tflite-int8/model.tflite.io.json"]["size"]  # which model tensor each one is
     data = sum(m["size"] for rel, m in man["files"].items() if rel.startswith("data/"))
     assert set(man["files"]) == {"artifacts/tflite-int8/model.tflite", "artifacts/tflite-int8/model.tflite.io.json",
-                                 "data/eval.npy", "data/reference.npy", "data/labels.npy"}, sorted(man["files"])
+                                 "data/eval.npz", "data/reference.npz", "data/labels.npz"}, sorted(man["files"])
     assert total == tfl + io + data and io < 1000
 
 
@@ -125,3 +125,67 @@ def test_calibration_only_for_an_int8_built_from_a_float_source():
                                   {"format": "edgetpu", "precision": "int8", "source": ["tflite", "int8"]}])
     assert needs_calibration([{"format": "tensorrt", "precision": "int8", "source": ["onnx", "fp32"]}])
     assert not needs_calibration([{"format": "tensorrt", "precision": "fp16", "source": ["onnx", "fp32"]}])
+
+
+@pytest.mark.slow
+def test_the_coral_export_and_run_say_the_precheck_and_the_step_still_due(cache_dir, tmp_path, monkeypatch, capsys):
+    """issue 38: `export` lists the file that travels, the compile step and the Edge TPU pre-check of that file;
+    `run` repeats the step on the terminal while it is due, and says when a compiled model was found and used."""
+    from infer_compare.cli import main
+
+    monkeypatch.setenv("PATH", _no_compiler_path())
+    monkeypatch.setenv("COLUMNS", "400")  # the progress lines whole
+    out = tmp_path / "coral"
+    assert main(["export", "--model", "lenet5", "--formats", "tflite,edgetpu", "--precisions", "int8", "-q",
+                 "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "  tflite int8: artifacts/tflite-int8/model.tflite" in said
+    assert "  edgetpu int8: still to compile, into artifacts/edgetpu-int8/model_edgetpu.tflite" in said
+    assert "Edge TPU pre-check" in said and "ops would map to the Edge TPU" in said
+    man = json.loads((out / "manifest.json").read_text())
+    assert "ops would map" in man["deferred"][0]["precheck"]
+    assert set(man["data"]) >= {"eval", "reference"} and all(
+        man["data"][k]["path"].endswith(".npz") for k in ("eval", "reference"))  # stored compressed
+
+    run = ["run", str(out), "--max-time", "0.3", "--min-iters", "3", "-b", "1"]
+    assert main([*run, "-o", str(tmp_path / "r1")]) == 0
+    err = capsys.readouterr().err
+    assert "WARNING: edgetpu int8 still to compile" in err and "edgetpu_compiler -s -o artifacts/edgetpu-int8" in err
+    rep = json.loads((tmp_path / "r1" / "results.json").read_text())
+    assert any("still to compile" in w and "edgetpu_compiler -s -o artifacts/edgetpu-int8" in w for w in rep["warnings"])
+    assert any(r["backend"] == "tflite" and r["status"] == "ok" for r in rep["rows"])
+
+    cmd = man["deferred"][0]["note"].split("`")[1].split()
+    cmd[0] = str(_fake_compiler(tmp_path) / cmd[0])
+    subprocess.run(cmd, cwd=out, check=True, capture_output=True, timeout=60)
+    assert main([*run, "-o", str(tmp_path / "r2")]) == 0
+    err = capsys.readouterr().err
+    assert "found the compiled model artifacts/edgetpu-int8/model_edgetpu.tflite" in err
+    assert "still to compile" not in err
+
+
+def test_a_bundle_written_before_compression_still_loads(deferred_bundle, tmp_path):
+    """Bundles written before issue 38 hold data/*.npy: the loader reads both forms, to the same arrays."""
+    import hashlib
+
+    import numpy as np
+
+    b = tmp_path / "old"
+    shutil.copytree(deferred_bundle, b)
+    man = json.loads((b / "manifest.json").read_text())
+    new = prepared_from_bundle(verify(deferred_bundle))
+    for name, d in man["data"].items():
+        if name == "description":
+            continue
+        arr = np.load(b / d["path"])[name]
+        (b / d["path"]).unlink()
+        del man["files"][d["path"]]
+        d["path"] = d["path"].replace(".npz", ".npy")
+        d.pop("compressed")
+        np.save(b / d["path"], arr)
+        man["files"][d["path"]] = {"sha256": hashlib.sha256((b / d["path"]).read_bytes()).hexdigest(),
+                                   "size": (b / d["path"]).stat().st_size}
+    (b / "manifest.json").write_text(json.dumps(man))
+    old = prepared_from_bundle(verify(b))
+    assert np.array_equal(old.ds.eval, new.ds.eval) and np.array_equal(old.ref, new.ref)
+    assert np.array_equal(old.ds.eval_labels, new.ds.eval_labels)

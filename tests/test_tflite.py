@@ -151,6 +151,11 @@ def test_large_int8_is_opt_in(monkeypatch):
     assert "only on request" in e.value.reason and "--precisions int8" in e.value.hint
     ctx.requested = {"formats": ["tflite"], "precisions": ["int8"]}
     tfl._check_int8_opt_in(ctx)  # explicitly requested: allowed
+    ctx.requested = {"backends": ["onnxruntime", "tflite"], "precisions": ["fp32", "int8"]}
+    tfl._check_int8_opt_in(ctx)  # named by --backends as well (issue 38: it was skipped "only on request")
+    ctx.requested = {"backends": ["onnxruntime"], "precisions": ["int8"]}
+    with pytest.raises(BackendUnavailable):  # int8 asked for another backend only
+        tfl._check_int8_opt_in(ctx)
     ctx.requested = {}
     from infer_compare.backends.tflite.options import TFLiteOptions
 

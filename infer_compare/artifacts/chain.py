@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from infer_compare.artifacts.child import ExportSpec
+from infer_compare.artifacts.refusals import refusal, remember_refusal
 from infer_compare.backends.exporter import ExportContext, ExportResult, file_size
 from infer_compare.base.batches import each, is_multi, save
 from infer_compare.base.cache import Cache
-from infer_compare.base.errors import BackendUnavailable, ExportError, InferCompareError
+from infer_compare.base.errors import BackendUnavailable, ExportError, ExportRefused, InferCompareError
 from infer_compare.base.layout import named_io
 from infer_compare.base.progress import Progress, phase_of
 from infer_compare.base.records import EXPORT_FAILED, SKIPPED, Availability, ExportRecord, ModelInfo
@@ -163,10 +164,19 @@ class ArtifactChain:
                     "format": f.name, "precision": prec, "model": self.model.info.name, "source": src.path}
 
         t0 = time.perf_counter()
+        parts = self.cache_parts(f, prec, ecls, fctx, src)
+        refused = refusal(self.cache, f.name, parts)
+        if refused:  # the same file and converter versions: the same refusal (--no-cache tries again)
+            self.prog.log(f"{f.title} {prec}: refused before ({refused.get('created', '?')}), not converted again")
+            return Unbuilt(EXPORT_FAILED, f"{refused['reason']} (remembered from {refused.get('created', '?')}; "
+                                          "a new converter version or --no-cache tries again)")
         try:
-            entry = self.cache.get_or_build(f.name, self.cache_parts(f, prec, ecls, fctx, src), build)
+            entry = self.cache.get_or_build(f.name, parts, build)
         except BackendUnavailable as e:
             return Unbuilt(SKIPPED, f"cannot build {f.title} {prec}: {e.reason}", e.hint)
+        except ExportRefused as e:
+            remember_refusal(self.cache, f.name, parts, str(e))
+            return Unbuilt(EXPORT_FAILED, str(e))
         except InferCompareError as e:
             return Unbuilt(EXPORT_FAILED, str(e))
         except Exception as e:  # an exporter bug or converter crash is a failed row, not a crashed run
@@ -241,4 +251,6 @@ def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord,
         return ExportResult(res["path"], res.get("options") or {}, list(res.get("notes") or ()))
     if res["kind"] == "unavailable":
         raise BackendUnavailable(res["error"], res.get("hint", ""))
+    if res["kind"] == "refused":
+        raise ExportRefused(res["error"])
     raise ExportError(res["error"] if res["kind"] == "export" else f"{f.title} {prec} export failed: {res['error']}")

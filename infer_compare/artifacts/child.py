@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infer_compare.base.errors import BackendUnavailable, InferCompareError
+from infer_compare.base.errors import BackendUnavailable, ExportRefused, InferCompareError
 from infer_compare.base.records import Record
 
 
@@ -87,6 +87,8 @@ def build(spec: ExportSpec) -> dict[str, Any]:
         return {"ok": True, "path": os.path.abspath(res.path), "options": res.options, "notes": list(res.notes)}
     except BackendUnavailable as e:
         return {"ok": False, "kind": "unavailable", "error": e.reason, "hint": e.hint}
+    except ExportRefused as e:
+        return {"ok": False, "kind": "refused", "error": str(e)}
     except InferCompareError as e:
         return {"ok": False, "kind": "export", "error": str(e)}
     except Exception as e:

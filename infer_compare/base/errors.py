@@ -31,6 +31,11 @@ class ExportError(InferCompareError):
     """An exporter failed (converter error, compiler exit status...)."""
 
 
+class ExportRefused(ExportError):
+    """The converter refused this model: the same file and converter versions give the same refusal, so
+    the artifact cache remembers it (a timeout or a crash is not remembered)."""
+
+
 class RunnerError(InferCompareError):
     """A runner failed to load or run an artifact."""
 

@@ -7,11 +7,12 @@ bundle directory, or a Report. May import: measure and every layer below it.
 
     manifest.json                 model, weights hash, input spec and preprocessing,
                                   every file's sha256 and size, tool and library versions
-    data/eval.npy                 the reference inputs (preprocessed, N,C,H,W float32)
-    data/reference.npy            the PyTorch FP32 outputs on them
-    data/labels.npy               labels, where the model has them (LeNet digits)
-    data/calibration.npy          calibration inputs, only when an int8 artifact is quantized on the device
+    data/eval.npz                 the reference inputs (preprocessed, N,C,H,W float32), compressed
+    data/reference.npz            the PyTorch FP32 outputs on them, compressed
+    data/labels.npz               labels, where the model has them (LeNet digits)
+    data/calibration.npz          calibration inputs, only when an int8 artifact is quantized on the device
                                   (an int8 built from a source that is not int8)
+                                  (bundles written before issue 38 hold .npy files; they still run)
     artifacts/<format>-<prec>/    each artifact with its sidecar files
 
 Formats that cannot be built on the workstation but can on the device travel as their

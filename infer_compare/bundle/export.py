@@ -16,7 +16,7 @@ from typing import Any
 
 from infer_compare.artifacts.chain import ArtifactChain, Unbuilt
 from infer_compare.backends.exporter import ExportContext
-from infer_compare.base.batches import is_multi, save
+from infer_compare.base.batches import is_multi
 from infer_compare.base.cache import MANIFEST as CACHE_MANIFEST
 from infer_compare.base.cache import Cache, entry_dir
 from infer_compare.base.errors import UsageError
@@ -121,17 +121,18 @@ def _write_data(tmp: Path, prep: Prepared, plan: Plan) -> dict[str, Any]:
     if ds.eval_labels is not None:
         arrays["labels"] = ds.eval_labels
 
-    for name, a in arrays.items():
+    for name, a in arrays.items():  # compressed (deflate): the reference inputs were most of a Coral bundle
+        rel = f"data/{name}.npz"
         if is_multi(a):  # several inputs or outputs: one array per name, in the model's order
-            rel = f"data/{name}.npz"
-            save(tmp / rel, {k: np.ascontiguousarray(v) for k, v in a.items()})
+            with open(tmp / rel, "wb") as f:
+                np.savez_compressed(f, **{k: np.ascontiguousarray(v) for k, v in a.items()})
             data[name] = {"path": rel, "arrays": {k: {"shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype)}
                                                   for k, v in a.items()}}
             continue
         a = np.ascontiguousarray(a)
-        rel = f"data/{name}.npy"
-        np.save(tmp / rel, a, allow_pickle=False)
-        data[name] = {"path": rel, "shape": list(a.shape), "dtype": str(a.dtype)}
+        with open(tmp / rel, "wb") as f:
+            np.savez_compressed(f, **{name: a})
+        data[name] = {"path": rel, "shape": list(a.shape), "dtype": str(a.dtype), "compressed": "npz"}
     return data
 
 
@@ -183,15 +184,20 @@ def _offline_builds(tmp: Path, plan: Plan, artifacts: list[dict[str, Any]], warn
     for d in plan.deferred:
         f, src_rel = get_format(d["format"]), paths.get(tuple(d["source"]))
         try:
-            offline = getattr(load_impl(f.exporter_for(d["precision"])), "offline_build", None)
+            ecls = load_impl(f.exporter_for(d["precision"]))
         except (ImportError, AttributeError):
-            offline = None
+            ecls = None
+        offline = getattr(ecls, "offline_build", None)
         if offline is None or src_rel is None:
             continue
         out_rel = f"artifacts/{d['format']}-{d['precision']}"
         d["drop_in"], d["note"] = offline(src_rel, out_rel)
         (tmp / out_rel).mkdir(parents=True, exist_ok=True)
         warn(d["note"])
+        try:  # what the compile would map, said now (the Edge TPU pre-check of the file that travels)
+            d["precheck"] = ecls.explain_unavailable(None, str(tmp / src_rel), d["precision"])
+        except Exception as e:  # a prediction, never a failed export
+            d["precheck"] = f"(pre-check failed: {type(e).__name__}: {e})"
 
 
 def _manifest(prep: Prepared, plan: Plan, data: dict[str, Any], artifacts: list[dict[str, Any]], selection: dict,

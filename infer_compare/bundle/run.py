@@ -35,6 +35,11 @@ def _load_array(v: Verified, name: str):
     if d is None:
         return None
     try:
+        if d.get("compressed") == "npz" and "arrays" not in d:  # one array, compressed, named as its entry
+            got = load(v.path(d["path"]))
+            if not isinstance(got, dict) or list(got) != [name]:
+                raise ValueError(f"it holds {list(got) if isinstance(got, dict) else 'one unnamed array'}, not '{name}'")
+            return got[name]
         if str(d["path"]).endswith(".npz"):  # several inputs or outputs: {name: array} in the model's order
 
             got = load(v.path(d["path"]))
@@ -174,6 +179,20 @@ def prepared_from_bundle(v: Verified) -> Prepared:
                     weights_path=None, notes=notes, carried=carried, unbuilt=_unbuilt(man, carried, minfo.name))
 
 
+def _say_drop_ins(v: Verified, prog: Progress, warn: Callable[[str], None]) -> None:
+    """A model compiled off the device (the Edge TPU's): found and used, or the step still to do (a warning, so
+    the terminal and the report both say it)."""
+    for d in v.manifest.get("deferred", []):
+        if not d.get("drop_in"):
+            continue
+        key = (d["format"], d["precision"])
+        if key in v.placed:
+            prog.log(f"{d['format']} {d['precision']}: found the compiled model {v.placed[key]} (placed after the "
+                     "export); its rows use it")
+        else:
+            warn(f"{d['format']} {d['precision']} still to compile: {d.get('note', '')}")
+
+
 def _default_selection(sel: Selection, man: dict[str, Any]) -> None:
     """Without --formats/--precisions: what the bundle was exported for."""
     sel_man = man.get("selection") or {}
@@ -207,8 +226,9 @@ def run_bundle(bundle_dir: str | os.PathLike, *, options: MeasureOptions | None 
     prep = prepared_from_bundle(v)
     judge_outputs_as(prep, kind_options(output_kinds) or kind_options(v.manifest.get("output_kinds") or {}))
     _default_selection(sel, v.manifest)
-    prog.task("probing the environment")
     warnings = Warnings(prog)
+    _say_drop_ins(v, prog, warnings)
+    prog.task("probing the environment")
     return measure_all(prep, sel, environment=env.collect(), present=present,
                        cache=opts.cache(warn=warnings, log=prog.log), prog=prog, warnings=warnings,
                        command=command, on_row=on_row, t_start=t_start, cell_runner=cell_runner)

@@ -135,7 +135,17 @@ def cmd_export(args, argv: list[str]) -> int:
     print(f"bundle {args.output_dir}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, {size / 2**20:.1f} MiB")
     for a in man["artifacts"]:
         print(f"  {a['format']} {a['precision']}: {a['path']}")
+        for note in a["export"]["notes"]:
+            if note.startswith(("Edge TPU", "int8 with float parts", "MOSTLY ON THE CPU")):
+                print(f"      {note}")
     for d in man["deferred"]:
+        if d.get("drop_in"):  # compiled off the device (the Edge TPU model): the step still to do, and what it maps
+            step = d["note"].split("`")[1] if d["note"].count("`") >= 2 else d["note"]
+            print(f"  {d['format']} {d['precision']}: still to compile, into {d['drop_in']}: `{step}` in the "
+                  "bundle's folder on an x86-64 Linux host (the warning above says how)")
+            if d.get("precheck"):
+                print(f"      {d['precheck']}")
+            continue
         print(f"  {d['format']} {d['precision']}: built on the device from {' '.join(d['source'])}"
               + (f" ({d['note']})" if d.get("note") else ""))
     for d in man["not_built"]:

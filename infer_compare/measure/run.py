@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from infer_compare.artifacts.chain import ArtifactChain, Unbuilt
+from infer_compare.artifacts.given_check import check_given
 from infer_compare.backends.exporter import ExportContext, file_size
 from infer_compare.base import interrupts
 from infer_compare.base.batches import count, is_multi, save
@@ -293,8 +294,10 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
         prog.warn(w)
     threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
     cells = plan_cells(present, sel)
+    unchecked = check_given(sel.artifacts, prep.minfo, prep.ds.eval, prep.ref)  # a mismatch: one line, exit 2
     settings = settings_for(sel, present, threads, count(prep.ds.eval))
-    run = _Run(prep, environment, settings, _notes(prep) + _scenario_notes(settings), warnings, prog, command, on_row,
+    run = _Run(prep, environment, settings, _notes(prep) + _scenario_notes(settings) + unchecked, warnings, prog,
+               command, on_row,
                time.perf_counter() if t_start is None else t_start)
     chain = chain_for(prep, sel, settings, cache, prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))

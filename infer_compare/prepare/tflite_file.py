@@ -11,7 +11,8 @@ tool's data (images preprocessed with the file's own layout, H x W x C for an NH
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,14 @@ from infer_compare.backends.tflite.edgetpu_precheck import precheck_summary
 from infer_compare.backends.tflite.run import TFLiteRunner
 from infer_compare.base.errors import BackendUnavailable, UsageError
 from infer_compare.base.records import SKIPPED, ExportRecord
-from infer_compare.models.user import TensorSpec, UserModel, sha256_files
+from infer_compare.models.user import (
+    TensorSpec,
+    UserModel,
+    fmt_shape,
+    match_names,
+    resolve_shape,
+    sha256_files,
+)
 
 
 def _interpreter(path: str) -> Any:
@@ -39,13 +47,41 @@ def _interpreter(path: str) -> Any:
         raise UsageError(f"{path} is not a TFLite model LiteRT can load: {first}") from None
 
 
-def _spec(d: dict, batched: bool) -> TensorSpec:
-    shape = [int(s) for s in d["shape"]]
+def _real_dtype(d: dict) -> str:
     q = d.get("quantization") or (0.0, 0)
     dt = np.dtype(d["dtype"])
     real = dt.kind == "f" or (dt.kind in "iu" and float(q[0]) > 0)  # quantized: fed and read as real values
-    dims: tuple[Any, ...] = ("batch", *shape[1:]) if batched and shape else tuple(shape)
-    return TensorSpec(str(d["name"]), dims, "float32" if real else dt.name, 0 if batched and shape else None)
+    return "float32" if real else dt.name
+
+
+def _declared(d: dict, batched: bool) -> tuple[Any, ...]:
+    """The tensor's shape from its signature (-1: a dynamic dimension, "?"), the batch axis as "batch";
+    the allocated shape where the file has no signature."""
+    sig = [int(s) for s in d.get("shape_signature", [])] or [int(s) for s in d["shape"]]
+    if len(sig) != len(d["shape"]):
+        sig = [int(s) for s in d["shape"]]
+    return tuple("batch" if batched and i == 0 else "?" if v < 0 else v for i, v in enumerate(sig))
+
+
+def _spec(d: dict, batched: bool, given: tuple[int, ...] | None = None,
+          sample: tuple[int, ...] | None = None) -> TensorSpec:
+    """An input's spec: dynamic dimensions sized by --input-shape (``given``) or one sample of --data
+    (``sample``, where its rank fits; a static file's data is checked later, in its own layout)."""
+    name, declared = str(d["name"]), _declared(d, batched)
+    if given is None and sample is not None and "?" in declared and len(sample) + batched == len(declared):
+        given = ((1,) if batched else ()) + tuple(int(v) for v in sample)
+    dims = declared if given is None and "?" not in declared else resolve_shape(name, declared, given,
+                                                                                0 if batched else None)
+    return TensorSpec(name, dims, _real_dtype(d), 0 if batched else None)
+
+
+def _output_spec(d: dict, batched: bool) -> TensorSpec:
+    return TensorSpec(str(d["name"]), _declared(d, batched), _real_dtype(d), 0 if batched else None)
+
+
+def _batched(d: dict, batch: int) -> bool:
+    sig = [int(s) for s in d.get("shape_signature", [])]
+    return bool(d["shape"].size) and (int(d["shape"][0]) == batch or bool(sig) and sig[0] == -1)
 
 
 def file_precision(path: str) -> str:
@@ -57,18 +93,31 @@ def file_precision(path: str) -> str:
     return "fp16" if "float16" in kinds else "fp32"
 
 
-def load_tflite(path: str) -> UserModel:
+def load_tflite(path: str, input_shapes: Mapping | None = None, data_shapes: Mapping | None = None) -> UserModel:
+    """A .tflite file as the model. Dynamic dimensions (-1 in the file's shape signature; the allocated shape is
+    1 there) are sized by ``input_shapes`` (--input-shape) or by one sample of ``data_shapes`` (--data)."""
     it = _interpreter(path)
     ins, outs = it.get_input_details(), it.get_output_details()
     first = [int(s) for s in ins[0]["shape"]]
     batch = first[0] if first else 1
-    inputs = tuple(_spec(d, bool(d["shape"].size) and int(d["shape"][0]) == batch) for d in ins)
-    outputs = tuple(_spec(d, bool(d["shape"].size) and int(d["shape"][0]) == batch) for d in outs)
+    given = match_names([str(d["name"]) for d in ins], input_shapes, f"TFLite model {os.path.basename(path)}")
+    data = dict(data_shapes or {})
+    inputs = tuple(_spec(d, _batched(d, batch), given.get(str(d["name"])),
+                         data.get(str(d["name"]), data.get("") if len(ins) == 1 else None)) for d in ins)
+    outputs = tuple(_output_spec(d, _batched(d, batch)) for d in outs)
     prec = file_precision(path)
     notes = [f"a TFLite file ({prec}): its reference is LiteRT on the CPU running this file at its own precision "
              f"({prec}{', quantized inputs fed as real values through each tensor scale and zero point' if prec == 'int8' else ''})",
              f"the file has batch {batch}: the reference runs it one sample at a time; rows resize it where its "
              "graph allows"]
+    dynamic = [f"'{s.name}' {fmt_shape(_declared(d, False))} -> {fmt_shape(s.shape)}"
+               for s, d in zip(inputs, ins, strict=True) if "?" in _declared(d, False)[1:] or
+               ("?" in _declared(d, False) and not _batched(d, batch))]
+    if dynamic:
+        notes.append("dynamic inputs (shape signature), sized by --input-shape or --data: " + "; ".join(dynamic))
+    state = common.resource_variables(path)
+    if state:
+        notes.append(state)
     return UserModel("tflite", path, sha256_files([path]), inputs, outputs, None, None, notes)
 
 

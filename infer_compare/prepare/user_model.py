@@ -58,10 +58,10 @@ def load_user_model(ref: Any, *, weights: str | None = None, input_shapes: Mappi
 
         return user_onnx.load_onnx(os.path.abspath(path), input_shapes, data_shapes)
     if suffix in TFLITE_SUFFIXES:
-        if input_shapes or example_input is not None:
-            raise UsageError("a TFLite model's inputs come from the file: --input-shape and example_input do not apply")
+        if example_input is not None:
+            raise UsageError("example_input applies to PyTorch models; a TFLite model's inputs come from the file")
 
-        return tflite_file.load_tflite(os.path.abspath(path))
+        return tflite_file.load_tflite(os.path.abspath(path), input_shapes, data_shapes)
 
     return user_torchfile.from_file(os.path.abspath(path), input_shapes, example_input)
 

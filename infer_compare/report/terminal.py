@@ -39,11 +39,14 @@ def short_precision(r) -> str:
     ran = r.exec_precision or ""
     head = ran.split(":")[0].split(" (")[0].strip()
     out = r.precision
-    if head and head != r.precision and not head.startswith(r.precision + "+"):
+    qualifier = head[len(r.precision) + 2:] if head.startswith(r.precision + ", ") else ""  # "int8, float output"
+    if head and head != r.precision and not head.startswith(r.precision + "+") and not qualifier:
         out += f"→{head}"
     m = re.search(r"(\d+) of (\d+)", ran)
     if m and head.startswith(r.precision):
         out += f" {m[1]}/{m[2]}"
+    if qualifier:
+        out += ", " + qualifier.replace("output", "out").replace("input", "in")
     mode = common.mode_label(r).replace("throughput", "thr")
     return f"{out} · {mode}" if mode else out
 

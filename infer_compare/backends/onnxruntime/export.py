@@ -47,7 +47,8 @@ from infer_compare.host.cpu_int8 import reduce_range_for
 
 EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary directory
 FP16_REV = 2  # 2: the sort counts what If/Loop subgraphs read from outside (int8 files unchanged: not rebuilt)
-INT8_REV = 2  # 2: an output concatenating parts of different scales keeps its decoding tail in float
+INT8_REV = 3  # 2: an output concatenating parts of different scales keeps its decoding tail in float
+# 3: If/Loop subgraphs' outer reads sorted as in fp16 (issue 38)
 CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
 FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
 ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
@@ -201,6 +202,7 @@ class OnnxInt8Exporter(_FromOnnx):
                 excluded = excluded_nodes(pre, _csv(o.int8_exclude))
                 tails, mixed = mixed_scale_tails(pre, ranges)  # a detector's head: its parts keep their scales
                 _quantize(q, pre, path, ranges, o, Path(tmp), reduce, [*excluded, *(t for t in tails if t not in excluded)])
+        _sort_subgraph_reads(path)
         _check(path, "int8")
         model = onnx.load(str(path))
         wrapped, left = qdq_coverage(model)
@@ -230,6 +232,20 @@ class OnnxInt8Exporter(_FromOnnx):
             notes.append(f"opset converted {fixed[1]['opset']} before quantizing (per-channel int8 weights need "
                          "DequantizeLinear's axis)")
         return ExportResult(str(path), opts, notes)
+
+
+def _sort_subgraph_reads(path: Path) -> None:
+    """The quantizer inserts its Q/DQ pairs where If/Loop branches read a tensor from outside without ordering
+    the If after them (silero's op15 decoder: "Nodes in a graph must be topologically sorted"): the same
+    subgraph-aware sort as the fp16 file. A file without subgraphs is left as written."""
+    import onnx
+
+    model = onnx.load(str(path))
+    if not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in model.graph.node
+               for a in n.attribute):
+        return
+    sort_nodes(model.graph)
+    onnx.save(model, str(path))
 
 
 def _pre_process(q, src: str, pre: Path) -> str:

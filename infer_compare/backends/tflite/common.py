@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+from infer_compare.backends.tflite.tflite_file import read_model
 from infer_compare.base.errors import BackendUnavailable
 from infer_compare.catalog import deps
 
@@ -111,3 +112,22 @@ def inspect_model(path: str, interpreter_cls: Any = None) -> dict[str, Any]:
         "full_integer": not problems,
         "problems": problems,
     }
+
+
+STATE_OPS = ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE")
+
+
+def resource_variables(path: str) -> str:
+    """One line naming the file's resource variables (a stateful file: VAR_HANDLE / READ_VARIABLE /
+    ASSIGN_VARIABLE ops), "" when it has none or cannot be read."""
+    try:
+        model = read_model(path)
+    except (OSError, ValueError):
+        return ""
+    ops = sorted({oc.name for oc in model.opcodes} & set(STATE_OPS))
+    resources = sum(1 for t in model.tensors if t.type == "resource")
+    if not ops and not resources:
+        return ""
+    return (f"stateful file: resource variables ({', '.join(ops) or f'{resources} resource tensors'}): each call "
+            "reads and updates state kept in the interpreter, so an output depends on the calls before it; every "
+            "row's interpreter starts from the file's initial state")

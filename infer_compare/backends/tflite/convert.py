@@ -193,6 +193,21 @@ def _int8_file(wrapped, sample, feeds, observer: str, tmp: str, times: dict[str,
             "calibration_inputs": int(len(feeds[0]))}
 
 
+def _name_the_node(error: Exception, model: Any, spec: dict[str, Any]) -> None:
+    """Raise UnsupportedModel naming the ONNX node (and op) the trace stopped at, where the error names one;
+    return otherwise (the caller re-raises the error as it is)."""
+    if not spec.get("onnx"):
+        return
+    # deferred: the conversion child's start stays light without it (+2 modules)
+    from infer_compare.backends.tflite.convert_constants import stopped_at
+    from infer_compare.backends.tflite.convert_onnx import UnsupportedModel
+
+    node = stopped_at(error, model)
+    if node:
+        first = (str(error).strip().splitlines() or [""])[0][:160]
+        raise UnsupportedModel(f"torch.export stopped at ONNX node {node}: {type(error).__name__}: {first}") from None
+
+
 def convert(spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
@@ -228,13 +243,19 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
     applied: dict[str, Any] = {"route": "onnx2torch + litert-torch" if spec.get("onnx") else "litert-torch",
                                "batch": 1, "layout": "NHWC" if idx else "as given",
                                "litert_torch": getattr(litert_torch, "__version__", None), "torch": torch.__version__}
+    if getattr(model, "folded_constant_inputs", None):
+        applied["constant_inputs_folded"] = model.folded_constant_inputs
     tmp = out + ".part"
-    if precision in ("fp32", "fp16"):
-        applied.update(_float_file(lambda: litert_torch.convert(wrapped, sample), precision, tmp, out, times))
-    elif precision == "int8":
-        applied.update(_int8_file(wrapped, sample, feeds, spec.get("observer") or "minmax", tmp, times))
-    else:
-        raise ValueError(f"TFLite precisions are fp32, fp16 and int8, not {precision}")
+    try:
+        if precision in ("fp32", "fp16"):
+            applied.update(_float_file(lambda: litert_torch.convert(wrapped, sample), precision, tmp, out, times))
+        elif precision == "int8":
+            applied.update(_int8_file(wrapped, sample, feeds, spec.get("observer") or "minmax", tmp, times))
+        else:
+            raise ValueError(f"TFLite precisions are fp32, fp16 and int8, not {precision}")
+    except Exception as e:
+        _name_the_node(e, model, spec)
+        raise
     applied["io_map"] = io_map(wrapped, sample, tmp, names, spec.get("output_names") or [], channel_last)
     os.replace(tmp, out)
     return {"ok": True, "options": applied, "times_s": {k: round(v, 2) for k, v in times.items()}}

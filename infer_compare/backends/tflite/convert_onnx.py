@@ -16,6 +16,7 @@ from typing import Any
 
 from infer_compare.backends.tflite.bindings import match_outputs
 from infer_compare.backends.tflite.common import interpreter_module
+from infer_compare.backends.tflite.convert_constants import constant_inputs
 
 
 class UnsupportedModel(Exception):
@@ -73,36 +74,6 @@ def static_onnx(path: str, shapes: dict[str, tuple[int, ...]], out: str) -> str:
     return out
 
 
-def static_reshape(x: Any, shape: tuple[int, ...]) -> Any:
-    """ONNX Reshape with a constant target (0: keep that input dimension), as plain Python ints."""
-    return x.reshape([int(x.shape[i]) if d == 0 else d for i, d in enumerate(shape)])
-
-
-def constant_reshapes(gm: Any) -> int:
-    """onnx2torch's Reshape modules whose target shape is a constant, replaced by :func:`static_reshape`
-    with the shape as Python ints: onnx2torch tests ``torch.any(shape == 0)`` on the tensor, a
-    data-dependent branch torch.export cannot trace. How many were replaced."""
-    from onnx2torch.node_converters.reshape import OnnxReshape
-
-    n = 0
-    for node in list(gm.graph.nodes):
-        if node.op != "call_module" or not isinstance(gm.get_submodule(node.target), OnnxReshape):
-            continue
-        if len(node.args) != 2 or getattr(node.args[1], "op", "") != "get_attr":
-            continue
-        value = gm
-        for part in node.args[1].target.split("."):
-            value = getattr(value, part)
-        with gm.graph.inserting_before(node):
-            new = gm.graph.call_function(static_reshape, (node.args[0], tuple(int(v) for v in value.tolist())))
-        node.replace_all_uses_with(new)
-        gm.graph.erase_node(node)
-        n += 1
-    gm.graph.eliminate_dead_code()
-    gm.recompile()
-    return n
-
-
 def onnx_module(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> Any:
     """The ONNX file as a torch module (onnx2torch), or UnsupportedModel naming the op that stopped it.
     With ``shapes`` (one sample per input, batch 1) the graph is made static first (:func:`static_onnx`)."""
@@ -117,7 +88,7 @@ def onnx_module(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> 
     fold_constants(model)
     try:
         gm = convert(model).eval()
-        constant_reshapes(gm)
+        gm.folded_constant_inputs = constant_inputs(gm)  # Reshape/Slice/Resize reading constants (issue 38)
         return gm
     except NotImplementedError as e:
         text = str(e)

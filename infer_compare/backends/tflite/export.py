@@ -4,10 +4,11 @@ The conversion runs in a child process (``tflite_convert``: litert-torch, PT2E i
 with full-integer annotations, ai-edge-quantizer for fp16 weights); see that module
 for the route and docs/tflite-edgetpu.md for why it was chosen over onnx2tf.
 
-The int8 file must be *full-integer* (int8 input/output, only int8/int32 tensors,
+The int8 file is meant to be *full-integer* (int8 input/output, only int8/int32 tensors,
 no DEQUANTIZE, no float op): that is what ``edgetpu_compiler`` accepts. After the
-conversion the file is inspected (:func:`.common.inspect_model`) and
-an int8 file that is not full-integer is an ExportError, never a silent artifact.
+conversion the file is inspected (:func:`.common.inspect_model`); a file the converter
+left with float parts (a final Softmax, a Dequantize) is kept for the LiteRT CPU rows and
+said so in its notes and its ``full_integer`` record; the Edge TPU exporter refuses it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from infer_compare.backends.tflite import common
 from infer_compare.backends.tflite.bindings import write_io_map
 from infer_compare.backends.tflite.options import TFLiteOptions
 from infer_compare.base.batches import each, is_multi, save
-from infer_compare.base.errors import BackendUnavailable, ExportError
+from infer_compare.base.errors import BackendUnavailable, ExportError, ExportRefused
 from infer_compare.base.records import Availability
 from infer_compare.catalog import deps, device_kinds
 from infer_compare.host import launch
@@ -30,7 +31,8 @@ from infer_compare.host import launch
 CONVERTER_HINT = ("pip install litert-torch ai-edge-litert  (the TFLite converter; it needs torch and brings "
                   "ai-edge-quantizer)")
 ONNX_HINT = "pip install 'infer-compare[tflite-onnx]'  (onnx2torch: ONNX -> PyTorch, then litert-torch)"
-EXPORTER_REV = 4  # 2: io_map (several inputs and outputs), the ONNX route; 3: ONNX made static first; 4: <file>.io.json
+EXPORTER_REV = 5  # 2: io_map (several inputs and outputs), the ONNX route; 3: ONNX made static first; 4: <file>.io.json
+# 5: constant inputs of Reshape/Slice/Resize folded (convert_constants.py); int8 files with float parts kept
 # Full-integer int8 of models above this size is built only on request (or for an Edge TPU):
 # ResNet-50 (25.6 M parameters) took 339 s wall, 1.5 GB peak here (2 shared cores, load ~5).
 LARGE_INT8_PARAMS = 10_000_000
@@ -146,8 +148,8 @@ def _convert_in_child(ctx: ExportContext, source: str | None, work: Path, path: 
         result_file = Path(str(path) + ".json")
         res = json.loads(result_file.read_text()) if result_file.exists() else {}
         result_file.unlink(missing_ok=True)
-        if res.get("ok") is False:
-            raise ExportError(f"TFLite {precision} conversion failed: {res.get('error')}")
+        if res.get("ok") is False:  # the converter's own refusal: the same for this file and these versions
+            raise ExportRefused(f"TFLite {precision} conversion failed: {res.get('error')}")
         if rc != 0 or not res or not path.exists():
             lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
             errs = [ln for ln in lines if "Error" in ln or "error" in ln]
@@ -169,12 +171,21 @@ def _describe(path: Path, precision: str, res: dict) -> ExportResult:
 
     write_io_map(str(path), opts.get("io_map") or {})
     if precision == "int8":
-        if not info["full_integer"]:
-            raise ExportError("the int8 TFLite file is not full-integer: " + "; ".join(info["problems"]))
-        notes.append("full-integer: int8 in/out, only int8/int32 tensors, no DEQUANTIZE, no float op")
+        notes.append(_int8_note(info))
     if precision == "fp16":
         notes.append("fp16 weights, dequantized to fp32 when the interpreter loads the file; compute is fp32")
     return ExportResult(str(path), opts, notes)
+
+
+def _int8_note(info: dict) -> str:
+    """What the int8 file is: full-integer (what the Edge TPU compiler takes), or int8 with float parts (the
+    converter left a Softmax, a Dequantize... in float), which LiteRT runs on the CPU and the Edge TPU refuses."""
+    if info["full_integer"]:
+        return "full-integer: int8 in/out, only int8/int32 tensors, no DEQUANTIZE, no float op"
+    io = info.get("io") or {}
+    side = [f"{k} {', '.join(sorted({d['dtype'] for d in io.get(k, [])}))}" for k in ("inputs", "outputs")]
+    return ("int8 with float parts, not full-integer (" + "; ".join(info["problems"]) + f"; {', '.join(side)}): "
+            "LiteRT runs it on the CPU as it is; the Edge TPU needs a full-integer file and is not built from it")
 
 
 def _architecture(ctx: ExportContext) -> dict | None:
@@ -208,8 +219,8 @@ def _check_int8_opt_in(ctx: ExportContext, n: int | None = None) -> None:
     if n <= LARGE_INT8_PARAMS:
         return
     req = ctx.requested or {}
-    asked = "int8" in (req.get("precisions") or ()) and bool(
-        {"tflite", "edgetpu"} & set(req.get("formats") or ()))
+    named = set(req.get("formats") or ()) | set(req.get("backends") or ())  # --formats tflite or --backends tflite
+    asked = "int8" in (req.get("precisions") or ()) and bool({"tflite", "edgetpu"} & named)
     if asked or ctx.options_as(TFLiteOptions).int8 or os.environ.get(OPT_IN_ENV, "") not in ("", "0"):
         return
 
@@ -218,5 +229,5 @@ def _check_int8_opt_in(ctx: ExportContext, n: int | None = None) -> None:
     raise BackendUnavailable(
         f"full-integer int8 TFLite of {ctx.model_name} ({n / 1e6:.1f} M parameters) is built only on request: "
         "it takes minutes (ResNet-50: 339 s, 1.5 GB peak on 2 shared cores)",
-        f"ask for it: --formats tflite --precisions int8 (or set {OPT_IN_ENV}=1); "
+        f"ask for it: --backends tflite --precisions int8 (or --formats tflite, or set {OPT_IN_ENV}=1); "
         "it is built automatically when a Coral Edge TPU is present")

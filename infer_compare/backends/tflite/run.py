@@ -70,10 +70,12 @@ class TFLiteRunner(Runner):
         if self._fixed is None and self.ins[0].shape and self.ins[0].shape[0] != b:
             raise RunnerError(f"the interpreter did not accept batch {b} (input shape {list(self.ins[0].shape)})")
         self.interpreter = it
-        kinds = {t.dtype.name for t in self.ins}
-        kind = "int8" if "int8" in kinds else "uint8" if "uint8" in kinds else "fp32"
-        self.exec_precision = kind
+        kind = self._integer_kind()
+        self.exec_precision = kind + _float_io(kind, self.ins, self.outs)
         split = self._kernels(it)
+        state = common.resource_variables(self.artifact)
+        if state:
+            self.notes.append(state)
         if self.options.precision == "fp16":
             self.notes.append("fp16 file: float16 weights are dequantized to fp32 at load; XNNPACK computes in fp32")
         self.settings = {
@@ -90,6 +92,14 @@ class TFLiteRunner(Runner):
                 n = sum(split.delegated.values())
                 self.exec_precision += f" (XNNPACK {n} of {split.total} ops)" if n else " (built-in kernels)"
                 self.notes.append(f"int8 kernels: {split.summary()}")
+
+    def _integer_kind(self) -> str:
+        """int8 / uint8 where the file's inputs are (or, with float inputs, where the file is an int8 file
+        the converter left float at its ends); else fp32."""
+        kinds = {t.dtype.name for t in self.ins}
+        if "int8" in kinds or "uint8" in kinds:
+            return "int8" if "int8" in kinds else "uint8"
+        return "int8" if self.options.precision == "int8" else "fp32"
 
     def _bind(self, it: Any) -> None:
         """Every input and output of the file, bound by index with its own dtype and quantization, and
@@ -131,14 +141,18 @@ class TFLiteRunner(Runner):
         shapes = [[int(s) for s in d["shape"]] for d in details]
         self.file_batch = shapes[0][0] if shapes[0] else 1
         self._fixed: int | None = None
+        # a dynamic signature beyond the batch ([-1, -1], allocated as [1, 1]): sized by the data in prepare()
+        self._pending = any(int(v) < 0 for d in details for v in list(d.get("shape_signature", []))[1:])
         if self.file_batch == b:
-            it.allocate_tensors()
+            if not self._pending:
+                it.allocate_tensors()
             return it
         try:
             for d, shape in zip(details, shapes, strict=True):
                 if shape and shape[0] == self.file_batch:
                     it.resize_tensor_input(d["index"], [b] + shape[1:], strict=False)
-            it.allocate_tensors()
+            if not self._pending:
+                it.allocate_tensors()
         except (RuntimeError, ValueError) as e:
             # e.g. a RESHAPE with the batch baked into its shape: XNNPACK cannot re-plan it
             self._fixed = self.file_batch
@@ -169,7 +183,31 @@ class TFLiteRunner(Runner):
         if by_position and "inputs fed by position" not in self.in_match:
             self.in_match += "; inputs fed by position (the file's names are not the model's)"
             self.settings["inputs_matched"] = self.in_match
-        return [to_file(t, a) for t, a in zip(self.ins, arrays, strict=True)]
+        out = [to_file(t, a) for t, a in zip(self.ins, arrays, strict=True)]
+        self._fit(out)
+        return out
+
+    def _fit(self, arrays: list[np.ndarray]) -> None:
+        """Resize the file's inputs to the arrays' shapes where they differ (untimed, in prepare): a file with a
+        dynamic signature ([-1, -1] allocated as [1, 1]) takes the shapes of the data it is given."""
+        same = all(tuple(a.shape) == tuple(t.shape) for t, a in zip(self.ins, arrays, strict=True))
+        if same and not getattr(self, "_pending", False):
+            return
+        it = self.interpreter
+        try:
+            for t, a in zip(self.ins, arrays, strict=True):
+                if tuple(a.shape) != tuple(t.shape):
+                    it.resize_tensor_input(t.index, list(a.shape), strict=True)
+            it.allocate_tensors()
+        except (RuntimeError, ValueError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            want = ", ".join(f"{t.name} {list(a.shape)}" for t, a in zip(self.ins, arrays, strict=True))
+            raise RunnerError(f"the file's inputs cannot take {want} (its signature fixes them): {first}") from None
+        rec = read_io_map(self.artifact)
+        self.ins, _ = bind(it.get_input_details(), rec.get("inputs"), [t.channel_last for t in self.ins])
+        self.outs, _ = bind(it.get_output_details(), rec.get("outputs"), None)
+        self._pending = False
+        self.settings["input_resized"] = [f"{t.name} {list(t.shape)}" for t in self.ins]
 
     def run(self, prepared: Any) -> Any:
         it = self.interpreter
@@ -198,3 +236,12 @@ class TFLiteRunner(Runner):
             return {"inspect_error": f"{type(e).__name__}: {e}"}
         return {"full_integer": info["full_integer"], "ops": info["ops"], "tensor_dtypes": info["tensor_dtypes"],
                 **({"float_ops": info["float_ops"]} if info["float_ops"] else {}), **getattr(self, "_extra", {})}
+
+
+def _float_io(kind: str, ins: list, outs: list) -> str:
+    """', float input and output' where an integer file takes or gives float tensors (the converter left a
+    Quantize at its start or a Softmax/Dequantize at its end in float): the CPU runs it; the Edge TPU cannot."""
+    if kind not in ("int8", "uint8"):
+        return ""
+    sides = [side for side, ts in (("input", ins), ("output", outs)) if any(t.dtype.kind == "f" for t in ts)]
+    return f", float {' and '.join(sides)}" if sides else ""
