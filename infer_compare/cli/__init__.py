@@ -6,7 +6,8 @@ it (api, fleet, soak, regress, bundle, ...); nothing imports it.
     infer-compare --model resnet50 [options]     compare every backend present
     infer-compare env                            list every backend: available or why not
     infer-compare report RESULTS.json --format html|md|csv|json [-o FILE]       re-render saved results
-    infer-compare diff BASELINE.json CURRENT.json [--fail-on RULE ...]       the regression gate
+    infer-compare gate A_BUNDLE B_BUNDLE [--python-b PY]   the A/B gate: both measured side by side, B judged
+    infer-compare diff BASELINE.json CURRENT.json [--fail-on RULE ...]       the regression gate across runs
     infer-compare export --model M -o DIR        a bundle to measure on another machine (docs/edge.md)
     infer-compare run DIR                         measure a bundle here (no torch needed)
     infer-compare merge R1.json R2.json -o DIR   one comparison across machines
@@ -14,7 +15,7 @@ it (api, fleet, soak, regress, bundle, ...); nothing imports it.
     infer-compare fleet run DIR --address H:P     a bundle on every node of a Ray cluster (docs/fleet.md)
 
 Exit codes: 0 ok, 1 parity failure or regression (or an explicitly requested backend
-skipped or failed), 2 usage error.
+skipped or failed), 2 usage error, 3 (the gates) rows not judged.
 """
 
 from __future__ import annotations

@@ -205,11 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "runtime, measure latency and throughput, and check every output against PyTorch.",
         epilog="Subcommands (each has --help): 'infer-compare env' lists every backend, why it is (un)available "
                "and how to install it; 'report RESULTS.json' prints a saved result as the terminal table "
-               "(--format html|md|csv|json re-renders it); 'diff BASELINE... CURRENT' is the regression gate; "
+               "(--format html|md|csv|json re-renders it); 'gate A B' measures two bundles (baseline, candidate) side by side and judges B; 'diff BASELINE... CURRENT' is "
+               "the regression gate across runs; "
                "'export' writes a bundle for another device; 'run BUNDLE' measures a bundle on the device; "
                "'merge A.json B.json -o DIR' joins results of several machines; 'fleet' measures a bundle on every "
-               "machine of a Ray cluster and merges it; 'soak' runs one configuration for hours. Exit codes: 0 ok, 1 parity failure, regression, or a requested backend did not run, "
-               "2 usage error.",
+               "machine of a Ray cluster and merges it; 'soak' runs one configuration for hours. Exit codes: 0 ok, "
+               "1 parity failure, regression, or a requested backend did not run, 2 usage error, 3 (gates) rows "
+               "not judged.",
     )
     p.add_argument("--version", action="version", version=f"infer-compare {__version__}")
     _add_compare_args(p)
