@@ -15,6 +15,7 @@ import json
 import os
 import random
 import selectors
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -35,6 +36,10 @@ class PairPlan:
     side_time_s: float = 1.0  # each side's timed calls per row, in seconds, split into the blocks
     seed: int = 0  # the draw of which side goes first in each pair
     timeout_s: float = 300.0  # any one answer of a child (a load, a block, parity)
+    # the waiting side is stopped (SIGSTOP to its process group) while the other side is timed, and continued
+    # (SIGCONT) for its own block: a runtime's threads spin after a call for a while (ONNX Runtime's pool took
+    # 0.59 cores of the other side's blocks on the 2-core VM); stopped, they take none
+    freeze: bool = True
 
 
 class SideFailed(Exception):
@@ -96,7 +101,15 @@ class _Child:
         return (f"side {self.name.upper()}'s process ended ({describe_exit(rc)}): "
                 f"{read_tail(self.log_path, 3).strip() or 'no output'}")
 
+    def signal(self, sig: int) -> None:
+        """``sig`` to the child's process group (its own session: the child and whatever it started)."""
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def close(self) -> None:
+        self.signal(signal.SIGCONT)
         try:
             if self.proc.poll() is None:
                 self.send({"op": "quit"})
@@ -132,12 +145,16 @@ def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict
 def _both(kids: dict[str, _Child], cmd: dict[str, Any], timeout_s: float) -> dict[str, dict[str, Any]]:
     """The same command to both sides, at the same time (loads and parity: not timed)."""
     for k in kids.values():
+        k.signal(signal.SIGCONT)
         k.send(cmd)
     return {s: k.read(timeout_s) for s, k in kids.items()}
 
 
 def _calls_per_block(kids: dict[str, _Child], plan: PairPlan) -> int:
-    pilot = {s: k.ask({"op": "block", "calls": 3}, plan.timeout_s) for s, k in kids.items()}
+    if plan.freeze:  # both stopped: from here on only the side being timed runs
+        for k in kids.values():
+            k.signal(signal.SIGSTOP)
+    pilot = {s: _timed(k, 3, plan) for s, k in kids.items()}
     for s, r in pilot.items():
         if not r.get("ok"):
             raise SideFailed.answered(s, r)
@@ -178,6 +195,17 @@ class _Load:
                 "waiting_side_cores": round(self.waiting / hz / wall, 3)}
 
 
+def _timed(kid: _Child, calls: int, plan: PairPlan) -> dict[str, Any]:
+    """One block of ``kid``: continued for it, stopped again after it (``plan.freeze``)."""
+    if plan.freeze:
+        kid.signal(signal.SIGCONT)
+    try:
+        return kid.ask({"op": "block", "calls": calls}, plan.timeout_s)
+    finally:
+        if plan.freeze:
+            kid.signal(signal.SIGSTOP)
+
+
 def _blocks(kids: dict[str, _Child], plan: PairPlan, calls: int, rng: random.Random) -> tuple[dict, list[str], dict]:
     samples: dict[str, list[int]] = {s: [] for s in SIDES}
     first: list[str] = []
@@ -187,7 +215,7 @@ def _blocks(kids: dict[str, _Child], plan: PairPlan, calls: int, rng: random.Ran
         first.append(order[0])
         for s in order:
             other = "b" if s == "a" else "a"
-            r = load.block(other, lambda s=s: kids[s].ask({"op": "block", "calls": calls}, plan.timeout_s))
+            r = load.block(other, lambda s=s: _timed(kids[s], calls, plan))
             if not r.get("ok"):
                 raise SideFailed.answered(s, r)
             samples[s] += r["ns"]
