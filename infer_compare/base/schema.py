@@ -83,7 +83,7 @@ def validate(tp: type, obj: Any, *, where: str, fields: dict[str, Any] | None = 
 
     adapter = _adapter(tp, tuple(sorted((fields or {}).items(), key=lambda kv: kv[0])))
     try:
-        adapter.validate_python(obj)
+        adapter.validate_python(obj, strict=True)
     except ValidationError as e:
         raise error(describe(e, where)) from None
     except RecursionError:
@@ -92,12 +92,21 @@ def validate(tp: type, obj: Any, *, where: str, fields: dict[str, Any] | None = 
 
 def check_type(tp: Any, obj: Any, *, where: str, error: type[Exception] = SchemaError) -> None:
     """Check ``obj`` against a plain type (a TypedDict, ``list[int]``...) in pydantic's strict mode."""
-    from pydantic import ConfigDict, TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
     try:
-        TypeAdapter(tp, config=ConfigDict(strict=True)).validate_python(obj)
+        _plain_adapter(tp).validate_python(obj, strict=True)
     except ValidationError as e:
         raise error(describe(e, where)) from None
+    except RecursionError:
+        raise error(f"{where}: nested too deeply; refused") from None
+
+
+@functools.lru_cache(maxsize=32)
+def _plain_adapter(tp: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(tp)
 
 
 @functools.lru_cache(maxsize=32)

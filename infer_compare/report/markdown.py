@@ -81,7 +81,7 @@ def _notes(rep: Report) -> list[str]:
     notes = list(rep.notes)
     for r in rep.rows:
         notes += [f"{r.label}: {n}" for n in r.notes]
-        first = min(rep.settings.batch_sizes.get(r.device.split(":")[0], (1,)))
+        first = min(rep.settings.batch_sizes.get(r.device.split(":")[0]) or (1,))
         if r.export is not None and r.export.notes and r.batch_size in (None, first):
             notes += [f"{r.format} {r.export.precision} artifact: {n}" for n in r.export.notes]
     if not notes:
