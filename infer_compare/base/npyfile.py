@@ -34,6 +34,11 @@ def _header(f: BinaryIO, where: str) -> tuple[tuple[int, ...], Any]:
         raise ValueError(f"{where}: holds Python objects (refused: only numeric arrays, loaded without pickle)")
     if any(not isinstance(d, int) or d < 0 for d in shape):
         raise ValueError(f"{where}: header has a bad shape {shape!r}")
+    span = dtype.itemsize
+    for d in shape:
+        span *= max(d, 1)
+    if span > np.iinfo(np.intp).max:  # numpy refuses even an empty array whose other axes overflow
+        raise ValueError(f"{where}: header shape {tuple(shape)} is larger than an array can be")
     return tuple(shape), np.dtype(dtype)
 
 
@@ -97,4 +102,7 @@ def load(path: str | os.PathLike) -> Any:
     import numpy as np
 
     check(path)
-    return np.load(path, allow_pickle=False)
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:  # what the header check cannot see (a bad dtype, a short read)
+        raise ValueError(f"{os.fspath(path)}: {' '.join(str(e).split())[:200]}") from None
