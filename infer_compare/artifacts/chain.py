@@ -24,7 +24,7 @@ from infer_compare.backends.exporter import ExportContext, ExportResult, file_si
 from infer_compare.base import diskfull
 from infer_compare.base.batches import each, is_multi, save
 from infer_compare.base.cache import Cache
-from infer_compare.base.errors import BackendUnavailable, ExportError, InferCompareError
+from infer_compare.base.errors import BackendUnavailable, DiskFullError, ExportError, InferCompareError
 from infer_compare.base.layout import named_io
 from infer_compare.base.progress import Progress, phase_of
 from infer_compare.base.records import EXPORT_FAILED, SKIPPED, Availability, ExportRecord, ModelInfo
@@ -155,6 +155,8 @@ class ArtifactChain:
 
     def _full(self, e: BaseException, f: Format, prec: str) -> str:
         """The row's reason when the build failed for lack of space (whatever the exporter's words), else ''."""
+        if isinstance(e, DiskFullError):  # the cache said it: where, and the library's words
+            return f"{f.title} {prec} export failed: {e}"
         full = diskfull.reason(e, (getattr(self.cache, "root", None), tempfile.gettempdir()))
         if not full:
             return ""
