@@ -330,7 +330,8 @@ class Cache:
             # the cache's disk is full (an OSError, or a library's own words for it): retry outside it
             full = diskfull.reason(e, (parent,)) if isinstance(e, Exception) else ""
             if full:
-                raise _Unwritable(parent, OSError(errno.ENOSPC, full)) from e
+                said = e if isinstance(e, OSError) else OSError(errno.ENOSPC, f"{full}: {' '.join(str(e).split())[:200]}")
+                raise _Unwritable(parent, said) from e
             raise
         try:
             return self._install(tmp, parent / key, manifest, why)

@@ -24,12 +24,12 @@ def _header(f: BinaryIO, where: str) -> tuple[tuple[int, ...], Any]:
         version = npformat.read_magic(f)
         if version == (1, 0):
             shape, _, dtype = npformat.read_array_header_1_0(f, max_header_size=MAX_HEADER_BYTES)
-        elif version == (2, 0):
+        elif version in ((2, 0), (3, 0)):  # 3.0: 2.0's layout, a UTF-8 header (its keys are ASCII)
             shape, _, dtype = npformat.read_array_header_2_0(f, max_header_size=MAX_HEADER_BYTES)
         else:
-            shape, _, dtype = npformat._read_array_header(f, version, max_header_size=MAX_HEADER_BYTES)
+            raise ValueError(f"format version {version[0]}.{version[1]} is not one numpy writes")
     except (ValueError, OSError, SyntaxError, TypeError, EOFError) as e:
-        raise ValueError(f"{where}: not a readable .npy header ({' '.join(str(e).split())[:160]})") from None
+        raise ValueError(f"{where}: not a valid .npy file (its header: {' '.join(str(e).split())[:160]})") from None
     if dtype.hasobject:
         raise ValueError(f"{where}: holds Python objects (refused: only numeric arrays, loaded without pickle)")
     if any(not isinstance(d, int) or d < 0 for d in shape):
