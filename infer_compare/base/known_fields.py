@@ -88,6 +88,8 @@ def report_fields(statuses: tuple[str, ...], scenarios: tuple[str, ...]) -> dict
         "RunRecord.status": Literal[statuses],
         "RunRecord.scenario": Literal[scenarios],
         "RunRecord.skip_kind": Literal["", "no_device", "unsupported", "unavailable"],
+        "Settings.scenarios": list[Literal[scenarios]],
+        "Settings.io": Literal["device", "host"],
         "RunRecord.extra": Extra,
         "RunRecord.options": RowOptions,
         "Environment.gpus": list[Gpu],
