@@ -1,6 +1,6 @@
 """`infer-compare --help` and `infer-compare env` work with only the core installed:
-a fresh virtual environment with the package and its three core dependencies, no
-torch, no runtime. Needs pip to reach PyPI (as CI does); skipped offline."""
+a fresh virtual environment with the package and its core dependencies (pydantic among them), no
+torch, no runtime; `report` reads and checks a results file there. Needs pip to reach PyPI (as CI does); skipped offline."""
 
 import json
 import os
@@ -43,4 +43,13 @@ def test_help_and_env_in_bare_venv(tmp_path):
     r = subprocess.run([exe, "--model", "lenet5", "-o", str(tmp_path / "o")], capture_output=True, text=True,
                        env=env, cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "pip install" in r.stderr, r.stderr
+    # results files are read and checked with the core alone (the schema library is a core dependency)
+    res = ROOT / "reports" / "cpu-lenet5" / "results.json"
+    md = subprocess.run([exe, "report", str(res), "--format", "md"], capture_output=True, text=True, env=env,
+                        cwd=tmp_path)
+    assert md.returncode == 0 and "| onnxruntime |" in md.stdout, md.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(res.read_text().replace('"status": "ok"', '"status": "great"', 1))
+    b = subprocess.run([exe, "report", str(bad)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert b.returncode == 2 and "Traceback" not in b.stderr and "status" in b.stderr, b.stderr
     assert sys.version_info >= (3, 10)

@@ -13,6 +13,7 @@ from ``Format.exporter_for``. A bundle seeds the chain with the artifacts it car
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +22,16 @@ from typing import Any
 from infer_compare.artifacts.child import ExportSpec
 from infer_compare.artifacts.refusals import refusal, remember_refusal
 from infer_compare.backends.exporter import ExportContext, ExportResult, file_size
+from infer_compare.base import diskfull
 from infer_compare.base.batches import each, is_multi, save
 from infer_compare.base.cache import Cache
-from infer_compare.base.errors import BackendUnavailable, ExportError, ExportRefused, InferCompareError
+from infer_compare.base.errors import (
+    BackendUnavailable,
+    DiskFullError,
+    ExportError,
+    ExportRefused,
+    InferCompareError,
+)
 from infer_compare.base.layout import named_io
 from infer_compare.base.progress import Progress, phase_of
 from infer_compare.base.records import EXPORT_FAILED, SKIPPED, Availability, ExportRecord, ModelInfo
@@ -152,6 +160,16 @@ class ArtifactChain:
             parts["io"] = {"inputs": [dict(i) for i in info.inputs], "outputs": [dict(o) for o in info.outputs]}
         return parts
 
+    def _full(self, e: BaseException, f: Format, prec: str) -> str:
+        """The row's reason when the build failed for lack of space (whatever the exporter's words), else ''."""
+        if isinstance(e, DiskFullError):  # the cache said it: where, and the library's words
+            return f"{f.title} {prec} export failed: {e}"
+        full = diskfull.reason(e, (getattr(self.cache, "root", None), tempfile.gettempdir()))
+        if not full:
+            return ""
+        said = " ".join(str(e).split())[:200]
+        return f"{f.title} {prec} export failed: {full}" + (f" (the exporter said: {said})" if said else "")
+
     def _build(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> ExportRecord | Unbuilt:
         def build(tmp: Path) -> dict:
             self.prog.log(f"exporting {f.title} {prec} ...")
@@ -178,10 +196,11 @@ class ArtifactChain:
             remember_refusal(self.cache, f.name, parts, str(e))
             return Unbuilt(EXPORT_FAILED, str(e))
         except InferCompareError as e:
-            return Unbuilt(EXPORT_FAILED, str(e))
+            return Unbuilt(EXPORT_FAILED, self._full(e, f, prec) or str(e))
         except Exception as e:  # an exporter bug or converter crash is a failed row, not a crashed run
             msg = (str(e).strip().splitlines() or [""])[0]
-            return Unbuilt(EXPORT_FAILED, f"{f.title} {prec} export failed: {type(e).__name__}: {msg[:300]}")
+            return Unbuilt(EXPORT_FAILED, self._full(e, f, prec)
+                           or f"{f.title} {prec} export failed: {type(e).__name__}: {msg[:300]}")
         path = str(entry.path / entry.manifest["file"])
         self.prog.log(f"{f.title} {prec}: reused from the cache ({entry.path})" if entry.hit
                       else f"{f.title} {prec}: exported in {time.perf_counter() - t0:.1f} s")

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from infer_compare.base import npyfile
+
 Batch = np.ndarray | dict[str, np.ndarray]
 
 
@@ -74,8 +76,9 @@ def save(path: Any, x: Batch) -> None:
 
 
 def load(path: Any) -> Batch:
-    """What :func:`save` wrote: an array, or {name: array} in the order written."""
-    got = np.load(path, allow_pickle=False)
+    """What :func:`save` wrote: an array, or {name: array} in the order written; every header is
+    checked against the file before anything is allocated (base/npyfile.py: ValueError, one line)."""
+    got = npyfile.load(path)
     if isinstance(got, np.ndarray):
         return got
     try:

@@ -49,10 +49,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infer_compare.base import diskfull
+from infer_compare.base.errors import DiskFullError
+
 MANIFEST = "manifest.json"
 FULL_HASH_BELOW = 1 << 20  # files smaller than this are hashed on every lookup
 _CHUNK = 1 << 20
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _log = logging.getLogger(__name__)
 
 
@@ -323,13 +325,13 @@ class Cache:
             raise _Unwritable(parent, e) from e
         try:
             manifest = _build_into(tmp, kind, key, parts, build)
-        except OSError as e:
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
-            if e.errno in _FULL_ERRNOS:  # the cache's disk is full: retry outside it
-                raise _Unwritable(parent, e) from e
-            raise
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            # the cache's disk is full (an OSError, or a library's own words for it): retry outside it
+            full = diskfull.reason(e, (parent,)) if isinstance(e, Exception) else ""
+            if full:
+                said = e if isinstance(e, OSError) else OSError(errno.ENOSPC, f"{full}: {' '.join(str(e).split())[:200]}")
+                raise _Unwritable(parent, said) from e
             raise
         try:
             return self._install(tmp, parent / key, manifest, why)
@@ -359,16 +361,23 @@ class Cache:
         prev = self._private.get((kind, key))
         if prev is not None and not verify_files(prev.path, prev.manifest, self.verify == "full"):
             return prev
-        if self._private_root is None:
-            self._private_root = Path(tempfile.mkdtemp(prefix="infer-compare-private-"))
-            self._scratch.append(str(self._private_root))
-        parent = self._private_root / kind
-        parent.mkdir(exist_ok=True)
-        d = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=parent))
+        d = None
         try:
+            if self._private_root is None:
+                self._private_root = Path(tempfile.mkdtemp(prefix="infer-compare-private-"))
+                self._scratch.append(str(self._private_root))
+            parent = self._private_root / kind
+            parent.mkdir(exist_ok=True)
+            d = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=parent))
             manifest = _build_into(d, kind, key, parts, build)
-        except BaseException:
-            shutil.rmtree(d, ignore_errors=True)
+        except BaseException as e:
+            if d is not None:
+                shutil.rmtree(d, ignore_errors=True)
+            full = diskfull.reason(e, (self._private_root, tempfile.gettempdir())) if isinstance(e, Exception) else ""
+            if full:  # nowhere left to write it: one line that says so, whatever the library's words
+                said = " ".join(str(e).split())[:200]
+                raise DiskFullError(f"cannot build {kind} entry {key[:12]}: {full}"
+                                    + (f" (the library said: {said})" if said else "")) from None
             raise
         entry = Entry(d, manifest, False, why, private=True)
         self._private[(kind, key)] = entry

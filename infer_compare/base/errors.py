@@ -42,3 +42,8 @@ class RunnerError(InferCompareError):
 
 class SchemaError(InferCompareError):
     """A results file cannot be read (unknown or newer schema, not a results file)."""
+
+
+class DiskFullError(InferCompareError):
+    """A file the run needs could not be written for lack of space: the message says "disk full (ENOSPC)"
+    and where, whatever words the failing library used (base/diskfull.py)."""

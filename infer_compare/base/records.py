@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infer_compare.base.errors import SchemaError
+from infer_compare.base.known_fields import report_fields
 from infer_compare.base.latency import PERCENTILE_MIN_SAMPLES, LatencyStats, percentile_rule  # noqa: F401  (re-exported)
+from infer_compare.base.schema import read_json, validate
 from infer_compare.base.serial import Record, decode  # noqa: F401  (Record is re-exported)
 from infer_compare.base.soak_records import SoakResult, SoakWindow  # noqa: F401  (Report.soak; re-exported)
 
@@ -264,15 +266,18 @@ class Report(Record):
     timeline: tuple[dict[str, Any], ...] = ()  # where the wall time went (base/timeline.py); () in older files
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Report:
+    def from_dict(cls, d: dict[str, Any], where: str = "results") -> Report:
+        """The report of a parsed results file, checked in full first (base/schema.py): every field's
+        type, the known keys of the free-form dicts, the row statuses; ``where`` names it in errors."""
         if not isinstance(d, dict) or "schema_version" not in d:
-            raise SchemaError("not an infer-compare results file (no schema_version)")
+            raise SchemaError(f"{where}: not an infer-compare results file (no schema_version)")
         v = d["schema_version"]
-        if not isinstance(v, int) or v > SCHEMA_VERSION or v < 1:
+        if not isinstance(v, int) or isinstance(v, bool) or v > SCHEMA_VERSION or v < 1:
             raise SchemaError(
-                f"results file has schema_version {v!r}; this infer-compare reads 1..{SCHEMA_VERSION} "
+                f"{where}: results file has schema_version {v!r}; this infer-compare reads 1..{SCHEMA_VERSION} "
                 "(upgrade infer-compare to read newer files)"
             )
+        validate(cls, d, where=where, fields=report_fields(STATUSES, SCENARIOS))
         return decode(cls, d)
 
     def save(self, path) -> None:
@@ -313,13 +318,5 @@ def cell_label(backend: str, fmt: str, precision: str, device: str, batch_size: 
 
 
 def load_report(path) -> Report:
-    import json
-
-    try:
-        with open(path) as f:
-            d = json.load(f)
-    except FileNotFoundError as e:
-        raise SchemaError(f"results file not found: {path}") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SchemaError(f"{path} is not a JSON results file: {e}") from e
-    return Report.from_dict(d)
+    """A results file, parsed with bounded nesting and size and checked in full (SchemaError, one line)."""
+    return Report.from_dict(read_json(path, what="results file"), where=str(path))

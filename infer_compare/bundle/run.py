@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from infer_compare.artifacts.chain import Key, Unbuilt
+from infer_compare.base import npyfile
 from infer_compare.base.batches import count, load
 from infer_compare.base.errors import UsageError
 from infer_compare.base.progress import Progress, Warnings
@@ -29,7 +30,6 @@ from infer_compare.prepare.prepared import Prepared
 
 
 def _load_array(v: Verified, name: str):
-    import numpy as np
 
     d = v.manifest["data"].get(name)
     if d is None:
@@ -46,7 +46,7 @@ def _load_array(v: Verified, name: str):
             if not isinstance(got, dict) or list(got) != list(d.get("arrays") or got):
                 raise ValueError(f"its arrays {list(got)} are not the manifest's {list(d.get('arrays') or ())}")
             return got
-        return np.load(v.path(d["path"]), allow_pickle=False)
+        return npyfile.load(v.path(d["path"]))
     except (ValueError, OSError) as e:
         raise BundleError(f"bundle: data/{name} cannot be read as a numpy array: {e}") from None
 

@@ -3,12 +3,14 @@ and sha256, no path that leaves the bundle, no unlisted file."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infer_compare.base.known_fields import report_fields
+from infer_compare.base.records import SCENARIOS, STATUSES, ModelInfo
+from infer_compare.base.schema import check_type, read_json, validate
 from infer_compare.base.version import __version__
 from infer_compare.bundle.common import (
     BUNDLE_KIND,
@@ -18,6 +20,7 @@ from infer_compare.bundle.common import (
     BundleError,
     sha256_file,
 )
+from infer_compare.bundle.manifest_schema import Manifest
 from infer_compare.catalog.formats import FORMATS, PRECISIONS
 
 
@@ -66,16 +69,17 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         raise BundleError(f"{root} is not an infer-compare bundle (no {MANIFEST})")
     if mpath.stat().st_size > MAX_MANIFEST_BYTES:
         raise BundleError(f"bundle: {MANIFEST} is larger than {MAX_MANIFEST_BYTES >> 20} MiB; refused")
-    try:
-        man = json.loads(mpath.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BundleError(f"bundle: {MANIFEST} is not valid JSON: {e}") from None
+    man = read_json(mpath, what="bundle manifest", max_bytes=MAX_MANIFEST_BYTES, error=BundleError)
     if not isinstance(man, dict) or man.get("kind") != BUNDLE_KIND:
         raise BundleError(f"bundle: {MANIFEST} is not an infer-compare bundle manifest")
     v = man.get("bundle_version")
-    if not isinstance(v, int) or not 1 <= v <= BUNDLE_VERSION:
+    if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= BUNDLE_VERSION:
         raise BundleError(f"bundle version {v!r} is not readable by infer-compare {__version__} (reads 1.."
                           f"{BUNDLE_VERSION}; upgrade infer-compare)")
+    where = f"bundle {mpath}"
+    check_type(Manifest, man, where=where, error=BundleError)
+    validate(ModelInfo, man["model"], where=f"{where}: model", fields=report_fields(STATUSES, SCENARIOS),
+             error=BundleError)
     return man
 
 

@@ -20,6 +20,7 @@ skipped or failed), 2 usage error, 3 (the gates) rows not judged.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -50,33 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        if argv and argv[0] == "env":
-            return cmd_env(build_env_parser().parse_args(argv[1:]))
-        if argv and argv[0] == "report":
-            return cmd_report(build_report_parser().parse_args(argv[1:]))
-        if argv and argv[0] == "diff":
-            return cmd_diff(build_diff_parser().parse_args(argv[1:]))
-        if argv and argv[0] == "export":
-            return cmd_export(build_export_parser().parse_args(argv[1:]), argv[1:])
-        if argv and argv[0] == "run":
-            return cmd_run(build_run_parser().parse_args(argv[1:]), argv[1:])
-        if argv and argv[0] == "merge":
-            return cmd_merge(build_merge_parser().parse_args(argv[1:]), argv[1:])
-        if argv and argv[0] == "soak":
-            return cmd_soak(build_soak_parser().parse_args(argv[1:]), argv[1:])
-        if argv and argv[0] == "fleet":
-            # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
-            from infer_compare.cli.fleet import cmd_fleet
-
-            return cmd_fleet(argv[1:])
-        if argv and argv[0] == "gate":
-            # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
-            from infer_compare.cli.gate_ab import cmd_gate
-
-            return cmd_gate(argv[1:])
-        if argv and argv[0] == "compare":
-            argv = argv[1:]
-        return cmd_compare(build_parser().parse_args(argv), argv)
+        code = _dispatch(argv)
+        sys.stdout.flush()  # a reader that closed the pipe early is seen here, not at the interpreter's exit
+        return code
     except InferCompareError as e:
         hint = getattr(e, "hint", "")
         print(f"infer-compare: error: {e}" + (f" (install: {hint})" if hint else ""), file=sys.stderr)
@@ -85,6 +62,49 @@ def main(argv: list[str] | None = None) -> int:
         term = isinstance(e, Terminated)
         print(f"infer-compare: {'terminated (SIGTERM)' if term else 'interrupted'}", file=sys.stderr)
         return 143 if term else 130
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+def _pipe_closed() -> int:
+    """The reader of stdout went away (``diff --json | head``): end quietly, as a program killed by
+    SIGPIPE would (status 141), with no traceback at the interpreter's exit either."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (a test's capture)
+        pass
+    return 141
+
+
+def _dispatch(argv: list[str]) -> int:
+    if argv and argv[0] == "env":
+        return cmd_env(build_env_parser().parse_args(argv[1:]))
+    if argv and argv[0] == "report":
+        return cmd_report(build_report_parser().parse_args(argv[1:]))
+    if argv and argv[0] == "diff":
+        return cmd_diff(build_diff_parser().parse_args(argv[1:]))
+    if argv and argv[0] == "export":
+        return cmd_export(build_export_parser().parse_args(argv[1:]), argv[1:])
+    if argv and argv[0] == "run":
+        return cmd_run(build_run_parser().parse_args(argv[1:]), argv[1:])
+    if argv and argv[0] == "gate":
+        # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+        from infer_compare.cli.gate_ab import cmd_gate
+
+        return cmd_gate(argv[1:])
+    if argv and argv[0] == "merge":
+        return cmd_merge(build_merge_parser().parse_args(argv[1:]), argv[1:])
+    if argv and argv[0] == "soak":
+        return cmd_soak(build_soak_parser().parse_args(argv[1:]), argv[1:])
+    if argv and argv[0] == "fleet":
+        # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
+        from infer_compare.cli.fleet import cmd_fleet
+
+        return cmd_fleet(argv[1:])
+    if argv and argv[0] == "compare":
+        argv = argv[1:]
+    return cmd_compare(build_parser().parse_args(argv), argv)
 
 
 if __name__ == "__main__":

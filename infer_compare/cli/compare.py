@@ -4,8 +4,10 @@ the exit-code rule they share."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+from infer_compare.base.diskfull import DISK_FULL, is_disk_full
 from infer_compare.base.errors import UsageError
 from infer_compare.cli.args import data_options
 from infer_compare.cli.flags import measure_options, refuse_build_flags, runner_options_from_args
@@ -151,6 +153,11 @@ def cmd_export(args, argv: list[str]) -> int:
     for d in man["not_built"]:
         print(f"  {d['format']} {d['precision']}: not in the bundle ({d['reason']})")
     print(f"on the device: infer-compare run {args.output_dir}")
+    full = [d for d in man["not_built"] if is_disk_full(d.get("reason", ""))]
+    if full:
+        print(f"infer-compare: {len(full)} artifact(s) could not be built: {DISK_FULL}; free space and export again",
+              file=sys.stderr)
+        return 1
     return 0
 
 

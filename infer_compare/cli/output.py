@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from infer_compare.base.diskfull import DISK_FULL, is_disk_full
 from infer_compare.base.errors import UsageError
 
 
@@ -173,6 +174,11 @@ def exit_code(rep) -> int:
     failed = [r for r in rep.rows if r.status == "parity_failed"]
     if failed:
         print(f"infer-compare: {len(failed)} row(s) outside parity tolerance", file=sys.stderr)
+        code = 1
+    full = [r for r in rep.rows if r.status == "export_failed" and is_disk_full(r.reason)]
+    if full:
+        print(f"infer-compare: {len(full)} row(s) could not be built: {DISK_FULL}; free space and run again",
+              file=sys.stderr)
         code = 1
     bad = requested_not_run(rep)
     if bad:

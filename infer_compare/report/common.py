@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from typing import Any
 
@@ -268,3 +269,18 @@ def incomplete_banner(rep: Report, max_cells: int = 12) -> str:
 def is_parity_failure(r: RunRecord) -> bool:
     return r.status == PARITY_FAILED
 
+
+def md_escape(s: object) -> str:
+    """Text from the results (model names, reasons, notes: whatever the input carried) made inert for
+    Markdown viewers that render HTML: no tag, comment or autolink can open (``<`` as ``&lt;``), no link or
+    image (``[`` ``]`` escaped), no table cell split (``|``) and no line break."""
+    s = " ".join(str(s).splitlines()) if s is not None else ""
+    return (s.replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
+            .replace("[", "\\[").replace("]", "\\]").replace("`", "\\`"))
+
+
+def md_code(s: str) -> str:
+    """``s`` as a code span, the fence longer than any run of backticks in it (CommonMark)."""
+    s = " ".join(s.splitlines())
+    fence = "`" * (max((len(run) for run in re.findall("`+", s)), default=0) + 1)
+    return f"{fence} {s} {fence}"

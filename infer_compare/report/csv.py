@@ -6,7 +6,9 @@
 Numbers are written in full precision with '.' as decimal point; a missing value
 is an empty field. Latency is in milliseconds, throughput in images per second,
 sizes in bytes, accuracy and agreement as fractions (0..1). New columns are only
-ever appended at the end; existing names never change meaning.
+ever appended at the end; existing names never change meaning. A text cell that begins
+with ``= + - @``, a tab or a carriage return (a model name, a reason from the input) is
+written with a leading ``'`` so that a spreadsheet shows it instead of running it.
 """
 
 from __future__ import annotations
@@ -124,18 +126,34 @@ COLUMNS: tuple[tuple[str, Callable[[Report, RunRecord, dict], Any]], ...] = (
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 
 
+_FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, float):
+    if isinstance(v, (int, float)):
         return repr(v)
-    return str(v)
+    return safe_text(str(v))
+
+
+def safe_text(s: str) -> str:
+    """A text cell a spreadsheet will not run: one that begins with ``= + - @``, a tab or a carriage return
+    (OWASP's CSV injection) gets a leading ``'``, unless it is a plain number ("-1.5")."""
+    if not s.startswith(_FORMULA_LEAD):
+        return s
+    try:
+        float(s)
+        return s
+    except ValueError:
+        return "'" + s
 
 
 def rows(rep: Report) -> list[dict[str, str]]:
-    """The CSV lines as dicts (column name -> text)."""
+    """The CSV lines as dicts (column name -> text; text that a spreadsheet would take for a formula is
+    neutralized, see ``safe_text``)."""
     out = []
     for r in rep.rows:
         eff = efficiency(rep, r)
@@ -152,7 +170,7 @@ def _not_run_line(rep: Report, label: str) -> dict[str, str]:
                 batch_size=batch[1:] if batch.startswith("b") else "", status="not_run",
                 reason=rep.incomplete_reason or "the run stopped early", created=rep.created,
                 report_complete="false")
-    return line
+    return {k: safe_text(v) for k, v in line.items()}
 
 
 def render(rep: Report) -> str:

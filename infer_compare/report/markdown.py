@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from infer_compare.base.records import Report
 from infer_compare.report import common, parity_detail
+from infer_compare.report.common import md_code as _code
+from infer_compare.report.common import md_escape as _esc
 from infer_compare.report.soak import markdown_section
 from infer_compare.report.verdict import verdict
-
-
-def _esc(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
 
 
 def _percentiles(rep: Report) -> list[str]:
@@ -26,7 +24,7 @@ def _percentiles(rep: Report) -> list[str]:
             continue
         vals = (lat.mean_ms, lat.std_ms, lat.min_ms, lat.p50_ms)
         tail = (lat.percentile("p90"), lat.percentile("p95"), lat.percentile("p99"), lat.max_ms)
-        out.append(f"| {r.backend} | {r.format} | {_esc(common.prec_label(r))} | {r.device} | {r.batch_size} | "
+        out.append(f"| {_esc(r.backend)} | {_esc(r.format)} | {_esc(common.prec_label(r))} | {_esc(r.device)} | {r.batch_size} | "
                    f"{lat.count} | " + " | ".join(common.fmt_num(x) for x in vals) + f" | {common.ci_range(lat)} | "
                    + " | ".join(common.fmt_num(x) for x in tail) + " |")
     out.append("")
@@ -34,14 +32,14 @@ def _percentiles(rep: Report) -> list[str]:
 
 
 def _header(rep: Report) -> list[str]:
-    out = [f"# infer-compare: {rep.model.name}", "", f"**Model:** {_esc(common.model_line(rep))}", ""]
+    out = [f"# infer-compare: {_esc(rep.model.name)}", "", f"**Model:** {_esc(common.model_line(rep))}", ""]
     if common.incomplete_banner(rep):
         out += [f"> **{_esc(common.incomplete_banner(rep))}**", ""]
     for w in rep.warnings:
         out += [f"> **WARNING:** {_esc(w)}", ""]
     out += ["## Environment", ""]
     out += [f"- {_esc(line)}" for line in common.env_lines(rep)]
-    return out + [f"- command: `{' '.join(rep.command)}`", ""]
+    return out + [f"- command: {_code(' '.join(rep.command))}", ""]
 
 
 def _results(rep: Report) -> list[str]:
@@ -70,7 +68,7 @@ def _failures_and_skips(rep: Report) -> list[str]:
     out: list[str] = []
     fails = common.failures(rep)
     if fails:
-        out += ["## Failures", "", *[f"- **{r.label}** `{r.status}`: {_esc(r.reason)}" for r in fails], ""]
+        out += ["## Failures", "", *[f"- **{_esc(r.label)}** {_code(r.status)}: {_esc(r.reason)}" for r in fails], ""]
     skips = common.grouped_skips(rep)
     if skips:
         out += ["## Skipped", "", "| what | reason | how to get it |", "|---|---|---|"]
@@ -83,7 +81,7 @@ def _notes(rep: Report) -> list[str]:
     notes = list(rep.notes)
     for r in rep.rows:
         notes += [f"{r.label}: {n}" for n in r.notes]
-        first = min(rep.settings.batch_sizes.get(r.device.split(":")[0], (1,)))
+        first = min(rep.settings.batch_sizes.get(r.device.split(":")[0]) or (1,))
         if r.export is not None and r.export.notes and r.batch_size in (None, first):
             notes += [f"{r.format} {r.export.precision} artifact: {n}" for n in r.export.notes]
     if not notes:

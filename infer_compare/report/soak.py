@@ -11,6 +11,7 @@ from typing import Any
 
 from infer_compare.base.records import Report
 from infer_compare.report import common, plots
+from infer_compare.report.common import md_escape
 from infer_compare.report.terminal import console_for_stdout
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -111,10 +112,11 @@ def window_cells(w: Any) -> list[str]:
 def markdown_section(rep: Report) -> list[str]:
     out = ["## Soak", ""]
     for res in rep.soak:
-        out += [f"### {res.label}", "", f"{headline(res)}.", "", f"{summary_line(res)}.", ""]
-        out += [f"Sensors: {'; '.join(res.sensors)}.", ""] if res.sensors else []
+        out += [f"### {md_escape(res.label)}", "", f"{md_escape(headline(res))}.", "",
+                f"{md_escape(summary_line(res))}.", ""]
+        out += [f"Sensors: {md_escape('; '.join(res.sensors))}.", ""] if res.sensors else []
         out += ["| " + " | ".join(WINDOW_COLUMNS) + " |", "|" + "---|" * len(WINDOW_COLUMNS)]
-        out += ["| " + " | ".join(window_cells(w)) + " |" for w in res.windows]
+        out += ["| " + " | ".join(md_escape(c) for c in window_cells(w)) + " |" for w in res.windows]
         out.append("")
     return out
 

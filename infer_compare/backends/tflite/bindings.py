@@ -20,6 +20,12 @@ from typing import Any
 
 import numpy as np
 
+# pydantic reads typing.TypedDict only from Python 3.12 on; typing_extensions comes with pydantic
+from typing_extensions import TypedDict
+
+from infer_compare.base.errors import RunnerError
+from infer_compare.base.schema import check_type, read_json
+
 
 @dataclass
 class Tensor:
@@ -69,14 +75,28 @@ def read_io_map(artifact: str) -> dict[str, Any]:
     if here.name.endswith("_edgetpu.tflite"):  # a bundle's drop-in: artifacts/edgetpu-int8 beside tflite-int8
         candidates.append(here.parent.parent / "tflite-int8" / "model.tflite.io.json")
     for man in candidates:
-        try:
-            data = json.loads(man.read_text())
-        except (OSError, ValueError):
+        if not man.is_file():
             continue
-        got = data.get("options", data).get("io_map") if isinstance(data, dict) else None
-        if isinstance(got, dict):
+        # bounded parse; a record that is there but malformed is refused (RunnerError naming the field),
+        # never silently replaced by a guess that could bind the wrong tensors
+        data = read_json(man, what="TFLite io map", max_bytes=16 << 20, error=RunnerError)
+        holder = data.get("options", data) if isinstance(data, dict) else None
+        got = holder.get("io_map") if isinstance(holder, dict) else None
+        if got is not None:
+            check_type(IoMap, got, where=f"{man}: io_map", error=RunnerError)
             return got
     return {}
+
+
+class IoMap(TypedDict, total=False):
+    """``<file>.io.json``'s record (convert_onnx.io_map writes it): the model's name of each file input
+    and output in the file's order, which inputs the file takes channel-last, how they were matched."""
+
+    inputs: list[str]
+    outputs: list[str]
+    channel_last: list[bool]
+    inputs_matched: str
+    matched: str
 
 
 def _tensor(d: dict, name: str, channel_last: bool) -> Tensor:

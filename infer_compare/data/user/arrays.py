@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from infer_compare.base import npyfile
 from infer_compare.base.errors import UsageError
 from infer_compare.data.user.spec import fmt_shape
 
@@ -55,6 +56,10 @@ def _as_input(a: np.ndarray, want: Shape | None, where: str) -> np.ndarray:
 
 
 def _open(path: Path):
+    try:
+        npyfile.check(path)  # every header against the file's bytes before anything is allocated
+    except ValueError as e:
+        raise UsageError(f"cannot read {e}") from None
     try:
         return np.load(path, allow_pickle=False)
     except Exception as e:

@@ -165,6 +165,8 @@ def _load_folder(p: Path, spec: PreprocessSpec, input_shape, max_images: int | N
     data = UserData(images, labels, listing.class_names, dec.skipped, tuple(dec.examples),
                     labels_from=listing.labels_from if labels is not None else "", folders=listing.classes)
     data.description = _describe_folder(p, listing, data, n_files, spec)
+    if dec.converted:  # images of other kinds than 8-bit L/RGB: say how they were brought to 8 bits
+        data.description += f"; converted: {dec.conversions()}"
     return data
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from infer_compare.base.errors import UsageError
+from infer_compare.data.user import modes
 from infer_compare.data.user.arrays import first_line
 from infer_compare.data.user.spec import PreprocessSpec, apply
 
@@ -38,6 +38,11 @@ class Decoded:
     kept: list[int] = field(default_factory=list)  # indices into Listing.files
     skipped: int = 0
     examples: list[str] = field(default_factory=list)
+    converted: dict[str, int] = field(default_factory=dict)  # what modes.standard did -> how many images
+
+    def conversions(self) -> str:
+        """'3 images: 16-bit grayscale scaled to 8 bits (value / 257)'; '' when every image was plain."""
+        return "; ".join(f"{n} image{'s' if n != 1 else ''}: {what}" for what, n in self.converted.items())
 
 
 def _visible(p: Path) -> bool:
@@ -101,10 +106,12 @@ def _read_labels_file(labels_file: str, folders: list[str]) -> tuple[dict[str, i
 
 
 def _parse_json_labels(text: str, where: str) -> dict[str, int]:
+    from pydantic_core import from_json
+
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"labels file {where} is not valid JSON: {e.msg} (line {e.lineno})") from None
+        obj = from_json(text)  # nesting bounded (no RecursionError on a hostile file)
+    except ValueError as e:
+        raise UsageError(f"labels file {where} is not valid JSON: {' '.join(str(e).split())}") from None
     if not isinstance(obj, dict):
         raise UsageError(f"labels file {where} must hold a JSON object {{\"folder\": index}}, got a {type(obj).__name__}")
     out = {}
@@ -135,11 +142,15 @@ def _parse_text_labels(text: str, where: str, folders: set[str]) -> dict[str, in
     return out
 
 
-def decode_one(path: Path, spec: PreprocessSpec) -> np.ndarray:
+def decode_one(path: Path, spec: PreprocessSpec, done: list[str] | None = None) -> np.ndarray:
+    """One image as a sample; what was done to bring it to 8 bits (data/user/modes.py) goes to ``done``."""
     from PIL import Image
 
     with Image.open(path) as img:
         img.load()  # a truncated file fails here, not later
+        img, notes = modes.standard(img)
+        if done is not None:
+            done += notes
         return apply(img, spec)
 
 
@@ -154,8 +165,11 @@ def decode(files: list[Path], order: list[int], want: int, spec: PreprocessSpec,
         if len(out.kept) >= want:
             break
         try:
-            out.samples.append(decode_one(files[i], spec))
+            steps: list[str] = []
+            out.samples.append(decode_one(files[i], spec, steps))
             out.kept.append(i)
+            for what in steps:
+                out.converted[what] = out.converted.get(what, 0) + 1
         except Exception as e:  # any decoder failure is a skipped file, never fatal
             out.skipped += 1
             if len(out.examples) < MAX_EXAMPLES:
