@@ -248,11 +248,13 @@ def _batch(kids: dict[str, _Child], specs: dict[str, CellSpec], b: int, plan: Pa
 def _solo(kid: _Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> CellResult:
     """One side measured alone, blocks as the pairs would have had them, after the other side failed: its row
     is measured (so that a candidate that crashes reads as a failure against a baseline that ran)."""
+    kid.signal(signal.SIGCONT)  # it was stopped while the other side was timed
     try:
         loaded = kid.ask({"op": "load", "batch": b}, plan.timeout_s)
         if not loaded.get("ok"):
             raise SideFailed.answered(kid.name, loaded)
         calls = _calls_per_block({kid.name: kid}, plan)
+        kid.signal(signal.SIGCONT)  # alone: nothing to stop it for
         samples: list[int] = []
         for _ in range(plan.pairs):
             r = kid.ask({"op": "block", "calls": calls}, plan.timeout_s)
