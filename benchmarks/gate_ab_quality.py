@@ -6,7 +6,7 @@ drawn at random:
 * ``unchanged``: ``gate BUNDLE BUNDLE`` (the gate must pass: exit 0);
 * ``slow5``, ``slow10``, ``slow20``: the same with side B's interpreter made slower for one runtime's row only
   (an injected ``sitecustomize`` that spins after each call of that runner for 5, 10 or 20 % of the call's own
-  time; the runtime changes from round to round: onnxruntime, openvino, in turn);
+  time; the runtime changes from round to round: onnxruntime, openvino, pytorch, in turn);
 * ``plain``: ``run BUNDLE`` of the same selection, once: the wall time a gate run is compared with;
 * ``cross``: the cross-run gate measured the same way: ``run`` of the bundle with the injection of the round's
   ``slow10`` into its own folder, judged by ``diff`` against the ``--baselines`` plain runs made first (exit 0
@@ -33,12 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 
-SELECTION = ["--backends", "onnxruntime,openvino", "--formats", "onnx,openvino", "--precisions", "fp32",
+SELECTION = ["--backends", "pytorch,onnxruntime,openvino", "--formats", "pytorch,onnx,openvino", "--precisions", "fp32",
              "--device", "cpu", "-b", "1", "-q"]
 KINDS = ("unchanged", "slow5", "slow10", "slow20")
 SLOW = {"slow5": 0.05, "slow10": 0.10, "slow20": 0.20}
 TARGETS = {"onnxruntime": ("onnxruntime.run", "OnnxRuntimeRunner", "onnxruntime/onnx/fp32/cpu/b1"),
-           "openvino": ("openvino.run", "OpenVinoRunner", "openvino/openvino/fp32/cpu/b1")}
+           "openvino": ("openvino.run", "OpenVinoRunner", "openvino/openvino/fp32/cpu/b1"),
+           "pytorch": ("pytorch.run", "PyTorchRunner", "pytorch/pytorch/fp32/cpu/b1")}
 SITE = '''
 import os, time
 _t = os.environ.get("GATE_AB_INJECT", "")
@@ -152,7 +153,7 @@ def bench_model(model: str, args, root: Path, save) -> dict:
     res = save.state.setdefault(model, {"outcomes": [], "plain_wall_s": []})
     bundle = root / f"{model}-bundle"
     if not (bundle / "manifest.json").exists():
-        code, _, tail = _ic("export", "--model", model, "--formats", "onnx,openvino", "--precisions", "fp32",
+        code, _, tail = _ic("export", "--model", model, "--formats", "pytorch,onnx,openvino", "--precisions", "fp32",
                             "-o", str(bundle), "-q")
         if code:
             raise SystemExit(f"export of {model} failed: {tail}")
