@@ -70,7 +70,18 @@ def _wrapper(root: Path) -> str:
     return str(py)
 
 
+PAUSE = Path(os.environ.get("GATE_AB_PAUSE", "/nonexistent"))
+
+
+def _wait_while_paused() -> None:
+    """Between runs only: while the file GATE_AB_PAUSE names exists, wait (other work on the machine then
+    runs between gate runs, never inside one, so that no row is disturbed by it)."""
+    while PAUSE.exists():
+        time.sleep(2)
+
+
 def _ic(*args: str, env: dict | None = None, timeout: int = 1800) -> tuple[int, float, str]:
+    _wait_while_paused()
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "infer_compare", *args], capture_output=True, text=True,
                        timeout=timeout, env={**os.environ, **(env or {}), "COLUMNS": "200"})
