@@ -74,10 +74,13 @@ PAUSE = Path(os.environ.get("GATE_AB_PAUSE", "/nonexistent"))
 
 
 def _wait_while_paused() -> None:
-    """Between runs only: while the file GATE_AB_PAUSE names exists, wait (other work on the machine then
-    runs between gate runs, never inside one, so that no row is disturbed by it)."""
-    while PAUSE.exists():
-        time.sleep(2)
+    """Between runs only: while the folder GATE_AB_PAUSE holds a file, wait, with ``PAUSE/../paused`` present
+    (other work on the machine waits for that file, then runs between gate runs, never inside one)."""
+    ack = PAUSE.parent / "paused"
+    while PAUSE.is_dir() and any(PAUSE.iterdir()):
+        ack.touch()
+        time.sleep(1)
+    ack.unlink(missing_ok=True)
 
 
 def _ic(*args: str, env: dict | None = None, timeout: int = 1800) -> tuple[int, float, str]:
