@@ -80,8 +80,11 @@ def test_formats_are_recognized_and_others_are_not():
     grid[..., 4:] = np.random.default_rng(2).uniform(0, 1, (1, det.grid_anchors(416, 416), 2))
     assert det.recognize(grid, (416, 416)) == det.Head("yolo", (416, 416))
     assert parse_output_kinds(["out=detections:yolov8"]) == {"out": "detections:yolov8"}
-    with pytest.raises(UsageError, match="unknown detections format 'ssd'"):
-        parse_output_kinds(["out=detections:ssd"])
+    assert parse_output_kinds(["out=detections:ssd"]) == {"out": "detections:ssd"}  # a head of several outputs
+    with pytest.raises(UsageError, match="unknown detections format 'retinanet'"):
+        parse_output_kinds(["out=detections:retinanet"])
+    with pytest.raises(UsageError, match="boxes are corners"):
+        parse_output_kinds(["out=detections:ssd+grid"])
 
 
 def test_nms_and_iou_match_torchvision():

@@ -16,6 +16,9 @@ TAIL_OPS = frozenset({"Mul", "Add", "Sub", "Div", "Sigmoid", "Softmax", "Exp", "
 SHAPE_OPS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Flatten"})
 PROBABILITY_OPS = frozenset({"Sigmoid", "Softmax"})
 TAIL_DEPTH = 4
+# from an output back to the mixed Concat it is decoded from: the ops a head's decoding and NMS are made of
+HEAD_OPS = TAIL_OPS | SHAPE_OPS | frozenset({"GatherND", "TopK", "NonMaxSuppression", "Cast", "Pad"})
+WALK_DEPTH = 16
 
 
 def _is_probability(producer: dict, name: str) -> bool:
@@ -37,7 +40,9 @@ def _mixed(node, producer: dict, span: Callable[[str], float | None] | None) -> 
 
 
 def output_tails(path: str, span: Callable[[str], float | None] | None = None) -> tuple[list[str], str]:
-    """(node names to keep in float, why) for every graph output made by a Concat of mixed scales, with the
+    """(node names to keep in float, why) for every Concat of mixed scales that a graph output is decoded from
+    (up to WALK_DEPTH nodes of HEAD_OPS back: a YOLO head's output itself, or the same Concat split again into
+    boxes and scores, or run through NonMaxSuppression), with every node between it and the output, and the
     element-wise tail before it (TAIL_OPS, up to TAIL_DEPTH nodes back); ([], "") when there is none.
     ``span(tensor)``: the largest |value| calibration saw, to decide on ranges; None decides on the graph."""
     import onnx
@@ -45,21 +50,49 @@ def output_tails(path: str, span: Callable[[str], float | None] | None = None) -
     graph = onnx.load(path, load_external_data=False).graph
     producer = {o: n for n in graph.node for o in n.output}
     keep: list[str] = []
+    concats: dict[str, tuple] = {}
     why = []
     for out in graph.output:
-        node = producer.get(out.name)
-        while node is not None and node.op_type in SHAPE_OPS:
-            node = producer.get(node.input[0])
-        reason = _mixed(node, producer, span) if node is not None and node.op_type == "Concat" else ""
-        if not reason:
+        node, leads, found = producer.get(out.name), {}, {}
+        if node is None or not _leads(node, 0, producer, span, leads, found):
             continue
-        why.append(f"{out.name}: {reason}")
-        todo = [(node, 0)]
-        while todo:
-            n, depth = todo.pop()
-            if not n.name or n.name in keep:
-                continue
-            keep.append(n.name)
-            if depth < TAIL_DEPTH:
-                todo += [(producer[i], depth + 1) for i in n.input if i in producer and producer[i].op_type in TAIL_OPS]
+        direct = node
+        while direct is not None and direct.op_type in SHAPE_OPS:
+            direct = producer.get(direct.input[0])
+        why += [f"{out.name}: {r}" + ("" if c is direct else f" ({c.name})") for c, r in found.values()]
+        keep += [n for n, ok in leads.items() if ok and n not in keep]
+        concats.update(found)
+    for concat, _ in concats.values():
+        _tail(concat, producer, keep)
     return keep, "; ".join(why)
+
+
+def _leads(node, depth: int, producer: dict, span, leads: dict[str, bool], found: dict[str, tuple]) -> bool:
+    """Whether ``node``'s output is decoded from a mixed-scale Concat (recorded in ``found``), memoized."""
+    if not node.name:
+        return False
+    if node.name in leads:
+        return leads[node.name]
+    leads[node.name] = False
+    reason = _mixed(node, producer, span) if node.op_type == "Concat" else ""
+    if reason:
+        found[node.name] = (node, reason)
+        leads[node.name] = True
+        return True
+    if depth < WALK_DEPTH and node.op_type in HEAD_OPS:
+        hits = [_leads(producer[i], depth + 1, producer, span, leads, found) for i in node.input if i in producer]
+        leads[node.name] = any(hits)
+    return leads[node.name]
+
+
+def _tail(concat, producer: dict, keep: list[str]) -> None:
+    """The element-wise nodes before a mixed Concat (TAIL_OPS, TAIL_DEPTH back) added to ``keep``."""
+    todo = [(concat, 0)]
+    while todo:
+        n, depth = todo.pop()
+        if n is not concat and (not n.name or n.name in keep):
+            continue
+        if n.name not in keep:
+            keep.append(n.name)
+        if depth < TAIL_DEPTH:
+            todo += [(producer[i], depth + 1) for i in n.input if i in producer and producer[i].op_type in TAIL_OPS]

@@ -17,7 +17,13 @@ Formats (``--output-kind NAME=detections:FORMAT``, or recognized from shape and 
 ``yolo`` [N, anchors, 4 + 1 + classes] (YOLOv5, YOLOX: cx, cy, w, h, objectness, class probabilities),
 ``yolov8`` [N, 4 + classes, anchors] (YOLOv8/11: no objectness), ``yolo-noobj`` [N, anchors, 4 + classes].
 ``+grid`` adds YOLOX's undecoded boxes: offsets in cells of a grid of strides 8, 16, 32 over the input
-(recognized when the anchor count is that grid's and the values are small). Decoding and NMS are numpy
+(recognized when the anchor count is that grid's and the values are small). Heads in several outputs
+(parity/det_groups.py stacks them into one [N, anchors, values] array for the same decoding):
+``ssd`` boxes [N, anchors, 4] (corners) with softmax scores [N, anchors, classes] whose class 0 is the
+background (UltraFace, torchvision's SSD decoded), ``ssd-nobg`` the same with independent (sigmoid) scores;
+``post-nms`` the model's own final detections, boxes [N, K, 4], scores [N, K], classes [N, K] (the TF Object
+Detection API's and TFLite_Detection_PostProcess's layout, padded to K): kept as they are, no NMS again.
+Boxes in corner form are compared by IoU, which is the same for (x1, y1, x2, y2) and (y1, x1, y2, x2). Decoding and NMS are numpy
 ports of torchvision's ``box_iou`` and ``batched_nms``, so that a bundle measured without torch judges the
 same way.
 """
@@ -40,7 +46,8 @@ MAX_CANDIDATES = 1000  # before NMS, the highest scores
 STRIDES = (8, 16, 32)
 MIN_ANCHORS = 64
 INT8_SCORE_ERR = 0.1  # int8's allowed score error (it has no max_rel_err of its own)
-FORMATS = ("yolo", "yolov8", "yolo-noobj")
+GROUP_FORMATS = ("ssd", "ssd-nobg", "post-nms")  # heads in several outputs (parity/det_groups.py)
+FORMATS = ("yolo", "yolov8", "yolo-noobj", *GROUP_FORMATS)
 MIN_BOX_IOU = 0.85  # the matched boxes' mean IoU never needs to be above 1 - 2 x (1 - min top-1), nor under this
 
 
@@ -57,9 +64,18 @@ class Head:
     def objectness(self) -> bool:
         return self.fmt == "yolo"
 
+    @property
+    def corners(self) -> bool:
+        """Boxes given as corners (the several-output heads), not centre and size."""
+        return self.fmt in GROUP_FORMATS
+
     def text(self) -> str:
         layout = {"yolo": "[N, anchors, 4 box + objectness + classes]", "yolov8": "[N, 4 box + classes, anchors]",
-                  "yolo-noobj": "[N, anchors, 4 box + classes]"}[self.fmt]
+                  "yolo-noobj": "[N, anchors, 4 box + classes]",
+                  "ssd": "boxes [N, anchors, 4] corners + softmax scores [N, anchors, classes], class 0 background",
+                  "ssd-nobg": "boxes [N, anchors, 4] corners + scores [N, anchors, classes]",
+                  "post-nms": "the model's final detections: boxes [N, K, 4], scores [N, K], classes [N, K]; "
+                              "no NMS again"}[self.fmt]
         grid = (f"; boxes are offsets in grid cells, decoded with strides {', '.join(map(str, STRIDES))} over "
                 f"{self.grid[0]}x{self.grid[1]}") if self.grid else ""
         return (f"{self.fmt}: {layout}{grid}; kept and added at score >= {SCORE_THRESHOLD}, class-aware "
@@ -74,6 +90,8 @@ def parse_head(spec: str, input_hw: tuple[int, int] | None = None) -> Head:
         raise ValueError(f"unknown detections format {fmt!r}; formats: {', '.join(FORMATS)} (+grid for YOLOX offsets)")
     if not plus:
         return Head(fmt)
+    if fmt in GROUP_FORMATS:
+        raise ValueError(f"detections:{spec}: +grid is for YOLOX heads; {fmt} boxes are corners")
     h, _, w = size.lstrip("@").partition("x")
     hw = (int(h), int(w)) if h and w else input_hw
     if hw is None:
@@ -152,18 +170,35 @@ def decode(sample: np.ndarray, head: Head, threshold: float = SCORE_THRESHOLD):
     """(boxes xyxy [M, 4], scores [M], classes [M]) of one sample's head [A, K] (or [K, A] for yolov8)."""
     rows = np.asarray(sample, dtype=np.float64)
     rows = rows.T if head.fmt == "yolov8" else rows
+    scores, labels = _scores(rows, head)
+    idx = np.flatnonzero(scores >= threshold)
+    idx = idx[np.argsort(-scores[idx], kind="stable")][:MAX_CANDIDATES]
+    boxes = _corners(rows, head)[idx]
+    if head.fmt == "post-nms":  # the model's own detections: NMS already done
+        return boxes, scores[idx], labels[idx]
+    keep = batched_nms(boxes, scores[idx], labels[idx], NMS_IOU)
+    return boxes[keep], scores[idx][keep], labels[idx][keep]
+
+
+def _scores(rows: np.ndarray, head: Head) -> tuple[np.ndarray, np.ndarray]:
+    """(score, class) of each anchor: its best class (its probability, times objectness where there is one);
+    ``post-nms`` rows are [box, score, class]; ``ssd``'s class 0, the background, never wins."""
+    if head.fmt == "post-nms":
+        return rows[:, 4], np.rint(rows[:, 5]).astype(np.int64)
+    cls = rows[:, 5:] if head.objectness or head.fmt == "ssd" else rows[:, 4:]
+    scores = cls.max(1) * (rows[:, 4] if head.objectness else 1.0) if cls.shape[1] else np.zeros(len(rows))
+    return scores, (cls.argmax(1) if cls.shape[1] else np.zeros(len(rows), np.int64))
+
+
+def _corners(rows: np.ndarray, head: Head) -> np.ndarray:
+    """Every anchor's box as corners [A, 4]."""
+    if head.corners:
+        return rows[:, :4]
     xy, wh = rows[:, :2], rows[:, 2:4]
     if head.grid:
         cells, strides = _grid(*head.grid)
         xy, wh = (xy + cells) * strides, np.exp(np.clip(wh, -20, 20)) * strides
-    cls = rows[:, 5:] if head.objectness else rows[:, 4:]
-    scores = cls.max(1) * (rows[:, 4] if head.objectness else 1.0)
-    labels = cls.argmax(1)
-    idx = np.flatnonzero(scores >= threshold)
-    idx = idx[np.argsort(-scores[idx], kind="stable")][:MAX_CANDIDATES]
-    boxes = np.concatenate([xy - wh / 2, xy + wh / 2], 1)[idx]
-    keep = batched_nms(boxes, scores[idx], labels[idx], NMS_IOU)
-    return boxes[keep], scores[idx][keep], labels[idx][keep]
+    return np.concatenate([xy - wh / 2, xy + wh / 2], 1)
 
 
 def match(ref, cand) -> list[tuple[int, int, float]]:
@@ -216,7 +251,8 @@ def _part_errors(ref: np.ndarray, out: np.ndarray, head: Head) -> tuple[float, f
     r, o = _rows(np.asarray(ref, np.float64), head), _rows(np.asarray(out, np.float64), head)
     box_d = np.abs(o[..., :4] - r[..., :4])
     box_rel = float(box_d.max()) / (float(np.abs(r[..., :4]).max()) or 1.0) if box_d.size else 0.0
-    rs, os_ = r[..., 4:].reshape(len(r), -1), o[..., 4:].reshape(len(o), -1)
+    part = slice(4, 5) if head.fmt == "post-nms" else slice(4, None)  # post-nms: the classes apart
+    rs, os_ = r[..., part].reshape(len(r), -1), o[..., part].reshape(len(o), -1)
     d = np.abs(os_ - rs)
     return box_rel, float(d.max()) if d.size else 0.0, cosines(rs, os_, d)
 

@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 
 from infer_compare.base.errors import UsageError
-from infer_compare.parity.detections import parse_head, recognize
+from infer_compare.parity.detections import GROUP_FORMATS, parse_head, recognize
 
 SCORES, MAP, REGRESSION, OTHER, DETECTIONS = "scores", "map", "regression", "other", "detections"
 KINDS = {SCORES: "class scores or logits [N, classes]", MAP: "probabilities or a dense map [N, H, W] or [N, C, H, W]",
          REGRESSION: "regression values or boxes", OTHER: "anything else (judged as regression values)",
-         DETECTIONS: "a YOLO-family detection head, decoded and judged by detections kept and added "
-                     "(detections:yolo|yolov8|yolo-noobj[+grid]; parity/detections.py)"}
+         DETECTIONS: "a detection head, decoded and judged by detections kept and added "
+                     "(detections:yolo|yolov8|yolo-noobj[+grid] in one output; ssd|ssd-nobg|post-nms over "
+                     "several; parity/detections.py, parity/det_groups.py)"}
 ALIASES = {"logits": SCORES, "classes": SCORES, "class-scores": SCORES, "probabilities": MAP, "mask": MAP,
            "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION, "values": REGRESSION, "yolo": DETECTIONS}
 MIN_SPATIAL = 4  # a [N, C, H, W] output is a dense map when H and W are at least this
@@ -60,6 +61,9 @@ def misfit(kind: str, shape: tuple[int, ...]) -> str:
     sample = list(shape[1:])
     if kind == SCORES and len(sample) != 1:
         return f"class scores are [N, classes]; this output is [N, {', '.join(map(str, sample))}]"
+    if kind.split(":")[0] == DETECTIONS and kind.partition(":")[2] in GROUP_FORMATS:
+        return "" if len(sample) in (1, 2) else (f"a detection output is [N, K], [N, K, values]; this output is "
+                                                 f"[N, {', '.join(map(str, sample))}]")
     if kind.split(":")[0] == DETECTIONS and len(sample) != 2:
         return f"a detection head is [N, anchors, values] or [N, values, anchors]; this output is [N, {', '.join(map(str, sample))}]"
     if kind == MAP and len(sample) not in (2, 3):

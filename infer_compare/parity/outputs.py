@@ -28,6 +28,7 @@ import numpy as np
 
 from infer_compare.base.records import ParityResult
 from infer_compare.catalog.formats import Tolerance
+from infer_compare.parity.det_groups import Group, find_groups
 from infer_compare.parity.detections import compare_detections, parse_head, recognize
 from infer_compare.parity.kinds import DETECTIONS, REGRESSION, SCORES, infer_kind
 from infer_compare.parity.scores import compare
@@ -69,7 +70,7 @@ def compare_kind(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str = "
     kind = kind or infer_kind(ref)
     if kind.split(":")[0] == DETECTIONS:
         head = parse_head(kind.partition(":")[2]) if ":" in kind else recognize(ref)
-        if head is not None:
+        if head is not None and not head.corners:  # a head of several outputs is judged as a group
             return compare_detections(ref, out, tol, head, judge=judge, note=note)
         kind = infer_kind(ref) if infer_kind(ref) != DETECTIONS else REGRESSION
     if kind == SCORES:
@@ -90,6 +91,19 @@ def _one_output(name: str, ref: np.ndarray, out: np.ndarray | None, tol: Toleran
                         note=note).replace(output=name)
 
 
+def _group(g: Group, ref: dict[str, np.ndarray], outs: dict[str, Any], tol: Tolerance, judge: bool,
+           note: str) -> ParityResult:
+    """A detection head of several outputs (parity/det_groups.py), judged on what it detects."""
+    n = len(next(iter(ref.values())))
+    for k in g.names:
+        if outs.get(k) is None:
+            return _missing(g.name, f"the row gave no output {k!r}", tol, judge, n)
+        if np.shape(outs[k]) != np.shape(ref[k]):
+            return _missing(g.name, f"output {k!r}: shape {list(np.shape(outs[k]))} differs from the reference's "
+                                    f"{list(np.shape(ref[k]))}", tol, judge, n)
+    return compare_detections(g.stack(ref), g.stack(outs), tol, g.head, judge=judge, note=note).replace(output=g.name)
+
+
 def _worst(per: list[ParityResult]) -> ParityResult:
     """The output that decides the row: a failing one first, then the lowest worst-sample cosine."""
     return min(per, key=lambda p: (p.passed, not p.floor_failures, p.margin if p.margin is not None else 1.0,
@@ -104,10 +118,13 @@ def compare_outputs(ref: dict[str, np.ndarray], out: Any, tol: Tolerance, labels
     for class scores), the row's verdict its worst output's (see :class:`~infer_compare.base.records.ParityResult`).
     ``labels`` go to the first class-score output."""
     outs, how = match_outputs(ref, out)
-    kinds = {k: (kinds or {}).get(k) or infer_kind(v) for k, v in ref.items()}
-    first_cls = next((k for k in ref if kinds[k] == SCORES), None)
-    per = [_one_output(k, ref[k], outs[k], tol, labels if k == first_cls else None, judge, judge_top1, note, kinds[k])
-           for k in ref]
+    groups = find_groups(ref, kinds)
+    grouped = {k for g in groups for k in g.names}
+    kinds = {k: (kinds or {}).get(k) or infer_kind(v) for k, v in ref.items() if k not in grouped}
+    first_cls = next((k for k in kinds if kinds[k] == SCORES), None)
+    per = [_group(g, ref, outs, tol, judge, note) for g in groups]
+    per += [_one_output(k, ref[k], outs[k], tol, labels if k == first_cls else None, judge, judge_top1, note,
+                        kinds[k]) for k in kinds]
     w = _worst(per)
     cls = [p for p in per if p.top1_agreement is not None]
     top5 = [p.top5_agreement for p in cls if p.top5_agreement is not None]

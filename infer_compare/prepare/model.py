@@ -12,6 +12,7 @@ import numpy as np
 from infer_compare import models
 from infer_compare.base.errors import UsageError
 from infer_compare.base.progress import Progress
+from infer_compare.parity.det_groups import find_groups, unmatched_named
 from infer_compare.parity.detections import FORMATS, parse_head, recognize
 from infer_compare.parity.kinds import (
     DETECTIONS,
@@ -64,7 +65,10 @@ def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
         prep.notes.append("outputs judged as given by --output-kind: "
                           + ", ".join(f"{k} as {v}" for k, v in kinds.items()))
     refs = prep.ref if isinstance(prep.ref, dict) else {"": prep.ref}
+    grouped = _detection_groups(prep, refs, kinds)
     for k, a in refs.items():
+        if k in grouped:
+            continue
         kind = kinds.get(k) or (next(iter(kinds.values())) if kinds and not k else "") or infer_kind(a)
         if kind.split(":")[0] == DETECTIONS:
             kind = _detections(prep, k, kind, a)
@@ -72,6 +76,22 @@ def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
             what = _head_text(kind) or KINDS[kind]
             prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as {kind.split(':')[0]} "
                               f"({what}; parity/kinds.py; --output-kind NAME=KIND to say otherwise)")
+
+
+def _detection_groups(prep: Any, refs: dict[str, Any], kinds: dict[str, str]) -> set[str]:
+    """The detection heads spread over several outputs (parity/det_groups.py), each said once in the notes;
+    an output named with such a format whose partners are not found is a UsageError. The outputs taken."""
+    groups = find_groups(refs, kinds) if len(refs) > 1 else []
+    lost = unmatched_named(refs, kinds, groups)
+    if lost:
+        raise UsageError(f"--output-kind {lost[0]}={kinds[lost[0]]}: no partner outputs found (ssd: boxes [N, A, 4] "
+                         f"as corners and scores [N, A, classes] in 0-1; post-nms: boxes [N, K, 4], scores [N, K] "
+                         f"in 0-1 and whole-number classes [N, K]); its outputs: "
+                         + ", ".join(f"{k} {list(np.shape(v))}" for k, v in refs.items()))
+    for g in groups:
+        prep.notes.append(f"outputs {' + '.join(g.names)} judged together as detections ({g.head.text()}; "
+                          f"parity/det_groups.py; --output-kind NAME=KIND to say otherwise)")
+    return {k for g in groups for k in g.names}
 
 
 def _detections(prep: Any, name: str, kind: str, ref: Any) -> str:
