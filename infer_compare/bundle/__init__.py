@@ -9,6 +9,8 @@ bundle directory, or a Report. May import: measure and every layer below it.
                                   every file's sha256 and size, tool and library versions
     data/eval.npz                 the reference inputs (preprocessed, N,C,H,W float32), compressed
     data/reference.npz            the PyTorch FP32 outputs on them, compressed
+    data/reference_b{B}.npz       a stream model's reference computed in groups of B rows, B = 1, 2, 4, ...
+                                  up to max_batch (manifest "stream"; prepare/user_model.py)
     data/labels.npz               labels, where the model has them (LeNet digits)
     data/calibration.npz          calibration inputs, only when an int8 artifact is quantized on the device
                                   (an int8 built from a source that is not int8)

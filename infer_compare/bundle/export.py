@@ -109,13 +109,25 @@ def needs_calibration(deferred: list[dict[str, Any]]) -> bool:
     return any(d["precision"] == "int8" and not d["source"][1].startswith("int8") for d in deferred)
 
 
-def _write_data(tmp: Path, prep: Prepared, plan: Plan) -> dict[str, Any]:
+def stream_batches(max_batch: int) -> tuple[int, ...]:
+    """The batch sizes a stream model's bundle carries a reference for: 1, 2, 4, ... up to ``max_batch``, and it."""
+    out = {1, int(max_batch)}
+    b = 2
+    while b < max_batch:
+        out.add(b)
+        b *= 2
+    return tuple(sorted(out))
+
+
+def _write_data(tmp: Path, prep: Prepared, plan: Plan, stream: Iterable[int] = ()) -> dict[str, Any]:
+    """data/*.npz: the eval inputs, the reference (and a stream model's reference per batch size in
+    ``stream``: data/reference_b{B}), calibration inputs where an int8 build is left to the device, labels."""
     import numpy as np
 
     ds = prep.ds
     (tmp / "data").mkdir()
     data: dict[str, Any] = {"description": ds.description}
-    arrays = {"eval": ds.eval, "reference": prep.ref}
+    arrays = {"eval": ds.eval, "reference": prep.ref, **{f"reference_b{b}": prep.stream(b) for b in stream}}
     if needs_calibration(plan.deferred) and ds.calibration is not None and len(ds.calibration):
         arrays["calibration"] = ds.calibration
     if ds.eval_labels is not None:
@@ -272,11 +284,13 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     manifest: dict[str, Any] = {}
 
     def write(tmp: Path) -> None:
-        data = _write_data(tmp, prep, plan)
+        data = _write_data(tmp, prep, plan, stream_batches(int(max_batch)) if prep.stream is not None else ())
         artifacts = _write_artifacts(tmp, plan, chain, prep.carried)
         _offline_builds(tmp, plan, artifacts, warn)
         manifest.update(_manifest(prep, plan, data, artifacts, selection, environment, warnings, command))
         manifest["output_kinds"] = dict(kinds)
+        if prep.stream is not None:  # rows depend on how they are grouped: a reference per batch size
+            manifest["stream"] = {"batches": list(stream_batches(int(max_batch)))}
         manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
                              for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str) + "\n")

@@ -176,7 +176,46 @@ def prepared_from_bundle(v: Verified) -> Prepared:
     notes += [str(n) for n in man.get("notes", [])]
     return Prepared(minfo=minfo, model_spec=dict(man["model_spec"]),
                     preprocessing=dict(man["input"].get("preprocessing") or {}), ds=ds, ref=ref, model=None,
-                    weights_path=None, notes=notes, carried=carried, unbuilt=_unbuilt(man, carried, minfo.name))
+                    weights_path=None, notes=notes, carried=carried, unbuilt=_unbuilt(man, carried, minfo.name),
+                    stream=_stream(v, ref))
+
+
+def _stream(v: Verified, ref: Any) -> Callable[[int], Any] | None:
+    """A stream model's reference per batch size, as the bundle carries them (data/reference_b{B}); None for
+    a model whose rows are independent."""
+    import numpy as np
+
+    batches = (v.manifest.get("stream") or {}).get("batches")
+    if not batches:
+        return None
+    refs = {}
+    for b in batches:
+        got = _load_array(v, f"reference_b{int(b)}")
+        if got is None or type(got) is not type(ref) or (
+                {k: np.shape(a) for k, a in got.items()} != {k: np.shape(a) for k, a in ref.items()}
+                if isinstance(ref, dict) else np.shape(got) != np.shape(ref)):
+            raise BundleError(f"bundle: the stream reference for batch {b} is missing or not shaped as the reference")
+        refs[int(b)] = got
+    return refs.__getitem__
+
+
+def check_stream_batches(prep: Prepared, sel: Selection, manifest: dict[str, Any]) -> None:
+    """A stream model's rows can be judged only at the batch sizes the bundle carries a reference for: any other
+    asked for is a UsageError, before anything is measured; without -b, the default batch sizes it carries."""
+    carried = (manifest.get("stream") or {}).get("batches")
+    if prep.stream is None or not carried:
+        return
+    if sel.batch_sizes is None:
+        defaults = sorted({b for bs in sel.batch_sizes_by_kind().values() for b in bs})
+        sel.batch_sizes = tuple(b for b in defaults if b in carried) or (1,)
+        prep.notes.append(f"a stream model: measured at the default batch sizes the bundle carries a reference for "
+                          f"({', '.join(map(str, sel.batch_sizes))})")
+        return
+    other = [b for b in sel.batch_sizes if b not in carried]
+    if other:
+        raise UsageError(f"-b {','.join(map(str, other))}: this bundle's model is a stream (its outputs depend on how "
+                         f"rows are grouped) and carries references for batch sizes {', '.join(map(str, carried))} "
+                         f"only; export again with --max-batch to carry larger ones")
 
 
 def _say_drop_ins(v: Verified, prog: Progress, warn: Callable[[str], None]) -> None:
@@ -226,6 +265,7 @@ def run_bundle(bundle_dir: str | os.PathLike, *, options: MeasureOptions | None 
     prep = prepared_from_bundle(v)
     judge_outputs_as(prep, kind_options(output_kinds) or kind_options(v.manifest.get("output_kinds") or {}))
     _default_selection(sel, v.manifest)
+    check_stream_batches(prep, sel, v.manifest)
     warnings = Warnings(prog)
     _say_drop_ins(v, prog, warnings)
     prog.task("probing the environment")
