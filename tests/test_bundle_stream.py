@@ -35,8 +35,8 @@ def smoother():
 @pytest.mark.slow
 def test_a_stream_bundle_is_judged_at_each_batch_size_and_refuses_others(tmp_path, cache_dir, capsys):
     pytest.importorskip("onnxruntime")
-    from infer_compare.cli import main
     from infer_compare.bundle.run import run_bundle
+    from infer_compare.cli import main
 
     torch = pytest.importorskip("torch")
     onnx_file = tmp_path / "smoother.onnx"
