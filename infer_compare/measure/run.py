@@ -51,10 +51,13 @@ from infer_compare.measure.gpus import Slot, assign, concurrency_note, make_slot
 from infer_compare.measure.isolate import CORES_ENV, run_cell
 from infer_compare.measure.parallel import run_on_slots
 from infer_compare.measure.plan import Cell, Selection, plan_cells, settings_for
+from infer_compare.measure.residents import Residents
+from infer_compare.measure.residents import enabled as residents_enabled
 from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.prepared import Prepared
 
 MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
+RESIDENT_KINDS = ("cuda",)  # device kinds measured in a resident process per runtime and device
 PARTIAL = "the run had not finished when this file was saved (a partial report, saved after each row)"
 
 
@@ -79,7 +82,8 @@ class _Run:
         self.concurrent: dict[str, str] = {}  # recorded on each row measured while several GPUs measured
         self.slot_servers: dict[str, ForkServers] = {}  # a GPU slot's own fork servers (one child at a time each)
         # measures one configuration's spec: (spec, timeout_s, workdir, tag, server, settings, env=, cancel=)
-        self.cell_runner: Callable[..., list] = _isolated
+        self.cell_runner: Callable[..., list] = self.isolated
+        self.residents: Residents | None = None  # GPU configurations: a resident process per runtime and GPU
 
     def report(self) -> Report:
         """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
@@ -129,7 +133,19 @@ class _Run:
                 mine.launch(mods)  # the imports start now, beside the other slots' work
         return self.slot_servers[slot.device]
 
+    def isolated(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Settings,
+                 env: dict[str, str] | None = None, cancel: Any = None) -> list:
+        """Measure one configuration: a GPU configuration in the resident process of its runtime and GPU
+        (measure/residents.py), any other in a process of its own."""
+        resident = self.residents is not None and kind_of(spec.device) in RESIDENT_KINDS
+        if not resident and self.residents is not None:
+            self.residents.release(server)  # a fork server serves one child at a time
+        return run_cell(spec, timeout_s, work, tag, env=env, server=server, cancel=cancel,
+                        residents=self.residents if resident else None)
+
     def close_servers(self) -> None:
+        if self.residents is not None:
+            self.residents.close()  # before the servers: a forked resident is in a session of its own
         self.servers.close()
         for s in self.slot_servers.values():
             s.close()  # closing twice is harmless
@@ -159,6 +175,17 @@ def _scenario_notes(settings: Settings) -> list[str]:
                    "its latency columns are those of each request under that load; the concurrency is in each "
                    "row's settings")
     return out
+
+
+RESIDENT_NOTE = (
+    "GPU configurations: one resident process per runtime and GPU measures that runtime's configurations on that GPU "
+    "in turn (measure/residents.py): the interpreter, the runtime's import, the CUDA context and the libraries' "
+    "start-up are paid by its first configuration only, so the load time and cold first call of the rows after it "
+    "do not include them (extra.resident_process.position: 1 for the first). Between configurations it forgets what "
+    "the last one left (torch.compile's graphs, cached GPU memory, peak-memory counters, peak RSS); cuDNN's "
+    "algorithm choices (cudnn.benchmark) stay, so a torch.compile row after the eager rows of the same precision and "
+    "shape does not autotune again in its load. A crash or hang ends the process: that batch size is a failed row, "
+    "the rest run in a fresh one. INFER_COMPARE_RESIDENT=0: one process per configuration")
 
 
 def row_base(c: Cell, threads: int) -> dict[str, Any]:
@@ -274,11 +301,6 @@ def _row_base(c: Cell, run: _Run, slot: Slot | None) -> dict[str, Any]:
     return row_base(c if slot is None else replace(c, device=slot.device), run.settings.threads or 1)
 
 
-def _isolated(spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Settings,
-              env: dict[str, str] | None = None, cancel: Any = None) -> list:
-    return run_cell(spec, timeout_s, work, tag, env=env, server=server, cancel=cancel)
-
-
 def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
             prog: Progress | None = None, warnings: list[str] | None = None, command: Iterable[str] | None = None,
             on_row: Callable[[Report], None] | None = None, t_start: float | None = None,
@@ -307,6 +329,9 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     run.servers = servers or ForkServers(prog.log, str(cache.root))
     run.timeline = timeline or run.timeline
     run.cell_runner = cell_runner or run.cell_runner
+    run.residents = Residents(work / "residents") if not cell_runner and residents_enabled() else None
+    if run.residents is not None and any(c.kind in RESIDENT_KINDS and c.device for c in cells):
+        run.notes.append(RESIDENT_NOTE)
     try:
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
