@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from infer_compare.measure.isolate import pin_from_env
+
 VMHWM_RESET = "5"  # /proc/PID/clear_refs: "reset the peak resident set size to the current RSS" (Linux >= 4.0)
 
 
@@ -57,9 +59,7 @@ def between_configurations(classes: list[Any]) -> dict[str, Any]:
     return done
 
 
-def _runner_class(spec: Any) -> Any:
-    from infer_compare.measure.child import _runner_class as find
-
+def _runner_class(spec: Any, find: Any) -> Any:
     try:
         return find(spec)[0]
     except Exception:  # the configuration's own measurement says why it cannot load
@@ -70,6 +70,7 @@ def serve(requests: Any) -> int:
     """Measure each requested configuration in turn; the number measured."""
     # deferred: the process's start stays light without them
     from infer_compare.measure.cells import CellSpec
+    from infer_compare.measure.child import _runner_class as find
     from infer_compare.measure.child import measure_all
 
     classes: list[Any] = []
@@ -82,7 +83,7 @@ def serve(requests: Any) -> int:
         spec = CellSpec.from_dict(json.loads(Path(req["spec"]).read_text()))
         with open(req["result"], "a", buffering=1) as f:  # one line per batch size, written as it finishes
             measure_all(spec, _writer(f, n, reset))
-        cls = _runner_class(spec)
+        cls = _runner_class(spec, find)
         if cls is not None and cls not in classes:
             classes.append(cls)
         sys.stdout.flush()
@@ -105,8 +106,6 @@ def _tagged(res: Any, earlier: int, reset: dict[str, Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from infer_compare.measure.isolate import pin_from_env
-
     argv = sys.argv[1:] if argv is None else argv
     pin_from_env()
     with open(argv[0], encoding="utf-8") as requests:
