@@ -47,9 +47,9 @@ from infer_compare.host.boards import measurement_warnings
 from infer_compare.measure.bench import LoopSettings
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.forkserver import ForkServers, preloads
-from infer_compare.measure.gpus import Slot, assign, concurrency_note, make_slots, spell_cores
+from infer_compare.measure.gpus import Slot, spell_cores
 from infer_compare.measure.isolate import CORES_ENV, run_cell
-from infer_compare.measure.parallel import run_on_slots
+from infer_compare.measure.lanes import measure_cells
 from infer_compare.measure.plan import Cell, Selection, plan_cells, settings_for
 from infer_compare.measure.residents import Residents
 from infer_compare.measure.residents import enabled as residents_enabled
@@ -123,7 +123,7 @@ class _Run:
                 self.on_row(self.report())
 
     def servers_for(self, slot: Slot | None) -> ForkServers:
-        """The fork servers of ``slot`` (the run's own for the first: GPU and CPU phases never overlap)."""
+        """The fork servers of ``slot`` (the run's own for the first slot, a GPU's; the CPU lane has its own)."""
         if slot is None:
             return self.servers
         if slot.device not in self.slot_servers:
@@ -276,8 +276,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
             return
     spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
     env = None
-    if slot is not None:  # the child sees this GPU alone, as cuda:0, and runs on the slot's cores
-        spec = spec.replace(device="cuda:0")
+    if slot is not None:  # the child sees this GPU alone, as cuda:0 (the CPU lane: its threads), on the slot's cores
+        spec = spec.replace(device="cuda:0") if slot.is_gpu else spec.replace(threads=slot.threads or spec.threads)
         env = {**slot.env(), **({CORES_ENV: spell_cores(slot.cores)} if slot.cores else {})}
     with run.lock:
         run.prog.step(f"{c.runner} {c.fmt} {c.precision} {slot.device if slot else c.device} batch "
@@ -298,7 +298,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
 
 
 def _row_base(c: Cell, run: _Run, slot: Slot | None) -> dict[str, Any]:
-    return row_base(c if slot is None else replace(c, device=slot.device), run.settings.threads or 1)
+    threads = (slot.threads if slot is not None and slot.threads else None) or run.settings.threads or 1
+    return row_base(c if slot is None else replace(c, device=slot.device), threads)
 
 
 def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
@@ -352,33 +353,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
 
 def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Selection, work: Path,
                    cache: Cache) -> None:
-    """The GPU configurations on several GPUs at once (measure/gpus.py, parallel.py) where there are
-    several and ``--gpus`` is not sequential; then every other cell in turn."""
-    tags = {id(c): f"cell{i}" for i, c in enumerate(cells)}
-    slots = _slots(run, cells)
-    work_, rest = assign(cells, slots, sel.gpus) if len(slots) > 1 else ([], cells)
-    if work_:
-        used = [s for s in slots if any(s.device in allowed for _, allowed in work_)]
-        run.concurrent = {"concurrent_with": ", ".join(s.device for s in used)}
-        run.notes.append(concurrency_note(sel.gpus, used))
-        for s in used:
-            run.servers_for(s)
-        run_on_slots(work_, used, lambda c, s: _one_cell(run, c, chain, sel, work, cache,
-                                                         f"{tags[id(c)]}-{s.device.replace(':', '')}", s), run.cancel)
-        run.concurrent = {}
-    for c in rest:
-        _one_cell(run, c, chain, sel, work, cache, tags[id(c)])
-    if work_:  # the rows in plan order, whichever GPU finished first
-        order: dict[tuple, int] = {}
-        for i, c in enumerate(cells):
-            order.setdefault((c.runner, c.fmt, c.precision, c.kind), i)
-        run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
-
-
-def _slots(run: _Run, cells: list[Cell]) -> list[Slot]:
-    """A slot per CUDA device the plan names (this process's numbering), with its GPU's facts."""
-    devices = list(dict.fromkeys(c.device for c in cells if c.kind == "cuda" and c.device))
-    return make_slots(list(getattr(run.environment, "gpus", ()) or ()), devices) if len(devices) > 1 else []
+    """Every cell: on several GPUs at once, the CPU ones beside them, or in turn (measure/lanes.py)."""
+    measure_cells(run, cells, sel, lambda c, tag, slot=None: _one_cell(run, c, chain, sel, work, cache, tag, slot))
 
 
 def _one_cell(run: _Run, c: Cell, chain: ArtifactChain, sel: Selection, work: Path, cache: Cache, tag: str,
