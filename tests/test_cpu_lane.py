@@ -73,3 +73,19 @@ def test_a_comparison_on_one_stand_in_gpu_measures_the_cpu_rows_beside(monkeypat
     assert cpu.status == "ok" and cpu.threads == 1
     assert parse_cores(cpu.extra["cores"]) and cpu.extra["concurrent_with"] == "cuda:0, cpu"
     assert any("--cpu-rows beside" in n for n in rep.notes)
+
+
+def test_a_pinned_child_sizes_an_already_imported_torch_to_its_cores():
+    """A fork server imported PyTorch before the child was pinned: its pool is sized to the pinned cores."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    code = ("import os, torch; torch_threads = torch.get_num_threads; "
+            "from infer_compare.measure.isolate import pin_from_env; pin_from_env(); "
+            "print(torch_threads(), os.environ['OMP_NUM_THREADS'])")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "INFER_COMPARE_CORES": str(cpu)},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "1"]

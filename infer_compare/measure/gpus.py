@@ -158,7 +158,9 @@ def make_lanes(gpus: list[dict[str, Any]], devices: list[str], threads: int, cpu
     ``per_gpu`` logical CPUs, the CPU lane every other core and as many threads as it has physical cores (at
     most ``threads``); None when the lane would have fewer than MIN_CPU_LANE CPUs."""
     per_gpu = GPU_LANE_CPUS if per_gpu is None else per_gpu
-    groups = physical_cores(usable_cpus() if cpus is None else cpus, siblings)
+    # the GPUs' processes on the last cores: the first ones also serve the parent and the system (on the 2 x H100
+    # host the GPU process on cores 0-3 loaded its model several times slower than the one on cores 4-7)
+    groups = physical_cores(usable_cpus() if cpus is None else cpus, siblings)[::-1]
     slots, i = [], 0
     for _ in devices:
         mine: list[int] = []

@@ -35,13 +35,23 @@ CORES_ENV = "INFER_COMPARE_CORES"  # the CPU cores a measuring child runs on ("0
 
 
 def pin_from_env() -> None:
-    """Pin this measuring child (and the threads it starts) to the cores of ``INFER_COMPARE_CORES``."""
+    """Pin this measuring child (and the threads it starts) to the cores of ``INFER_COMPARE_CORES``, with as
+    many OpenMP threads as it has cores: a runtime imported before the pinning (PyTorch, in a fork server)
+    sized its thread pool for every core of the host, and that many spinning threads on a few cores made the
+    model's construction on 4 cores 5-10 times slower (measured on the 2 x H100 host, --cpu-rows beside).
+    A configuration that sets its own threads (the CPU rows) sets them in its load, after this."""
     text = os.environ.get(CORES_ENV, "")
     if text and hasattr(os, "sched_setaffinity"):
         try:
-            os.sched_setaffinity(0, parse_cores(text))
+            cores = parse_cores(text)
+            os.sched_setaffinity(0, cores)
         except (ValueError, OSError) as e:
             print(f"infer-compare: {CORES_ENV}={text!r} not applied: {e}", file=sys.stderr)
+            return
+        os.environ["OMP_NUM_THREADS"] = str(len(cores))  # runtimes imported from now on
+        torch = sys.modules.get("torch")  # imported by the fork server: its pool is sized now, before any use
+        if torch is not None:
+            torch.set_num_threads(len(cores))
 
 
 def _read_results(path: Path, process: int = 1) -> list[CellResult]:
