@@ -4,7 +4,8 @@
 # configuration (INFER_COMPARE_RESIDENT=0: the baseline), the CPU rows after the GPU ones (default) or beside
 # them (--cpu-rows beside). Each report, its terminal output and wall time kept under OUT.
 # Usage (repository root, ONNX Runtime GPU under /tmp/site): scripts/startup_local.sh OUT RUN...
-# where each RUN is one of the names below (run in the order given; the cold ones first: they fill the cache).
+# where each RUN is one of the names below (run in the order given; the cold ones first: they fill the cache; on a fresh
+# machine COLD_CACHE=/tmp/c1 makes a cold run with the CPU rows beside fill the cache of the warm runs).
 set -u
 O=${1:?usage: startup_local.sh OUT RUN...}; shift; mkdir -p "$O"
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
@@ -31,8 +32,8 @@ for run in "$@"; do
         one-gpu-warm-beside) one one-gpu-warm-beside 200 /tmp/c1 $G1 -- --cpu-rows beside ;;
         two-gpus-warm) one two-gpus-warm 150 /tmp/c1 X=1 -- ;;
         two-gpus-warm-beside) one two-gpus-warm-beside 150 /tmp/c1 X=1 -- --cpu-rows beside ;;
-        two-gpus-cold-beside) one two-gpus-cold-beside "${COLD_LIMIT:-300}" /tmp/c2 X=1 -- --cpu-rows beside ;;
-        one-gpu-cold-beside) one one-gpu-cold-beside "${COLD_LIMIT:-300}" /tmp/c3 $G1 -- --cpu-rows beside ;;
+        two-gpus-cold-beside) one two-gpus-cold-beside "${COLD_LIMIT:-300}" "${COLD_CACHE:-/tmp/c2}" X=1 -- --cpu-rows beside ;;
+        one-gpu-cold-beside) one one-gpu-cold-beside "${COLD_LIMIT:-300}" "${COLD_CACHE:-/tmp/c3}" $G1 -- --cpu-rows beside ;;
         *) echo "unknown run $run" | tee -a "$O/walls.txt" ;;
     esac
 done
