@@ -64,6 +64,18 @@ def test_a_crash_is_one_failed_row_and_the_next_configuration_runs_in_a_fresh_pr
     assert b.extra["resident_process"]["position"] == 1 and residents.started == 2
 
 
+def test_a_failed_row_ends_the_process_and_the_next_configuration_gets_a_fresh_one(tmp_path, residents):
+    """A configuration that failed (a Python error here; a CUDA error would stay with its context) may have
+    left the process in a state no fresh one has: the process leaves, and nothing after it is lost."""
+    [a] = _measure(tmp_path, residents, "PidRunner", "a")
+    [bad] = _measure(tmp_path, residents, "RaiseRunner", "bad")
+    assert bad.status == "run_failed" and "engine deserialisation failed" in bad.error
+    assert bad.extra["resident_process"]["position"] == 2 and not residents.live  # it left, and was let go
+    [b] = _measure(tmp_path, residents, "PidRunner", "b", "fp16")
+    assert a.ok and b.ok and a.extra["pid"] != b.extra["pid"] and b.extra["resident_process"]["position"] == 1
+    assert b.process == 1  # a fresh process by plan, not after a crash
+
+
 def test_a_crash_in_one_batch_size_keeps_the_others(tmp_path, residents):
     res = _measure(tmp_path, residents, "CrashAtBatch4", "b4", batches=(1, 2, 4, 8))
     by = {r.batch_size: r for r in res}

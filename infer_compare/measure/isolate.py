@@ -121,6 +121,8 @@ def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env:
         except ChildNotStarted as e:  # a failed row for each pair, and the run goes on
             return _with_failure(spec, result_path, process, t0, err_path, str(e), every=True)
         why = _watch(proc, result_path, timeout_s, cancel, done_path if res is not None else None, residents, res)
+    if res is not None and _left(done_path):  # it said it leaves (a failed row): the next one gets a fresh one
+        residents.retire(res)
     if why:
         return _with_failure(spec, result_path, process, t0, err_path, why)
     results = _read_results(result_path, process)
@@ -131,6 +133,13 @@ def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env:
         why = f"backend process crashed ({describe_exit(proc.returncode)})" + (f": {detail.splitlines()[-1]}" if detail else "")
         return _with_failure(spec, result_path, process, t0, err_path, why)
     return results
+
+
+def _left(done_path: Path) -> bool:
+    try:
+        return done_path.read_text().startswith("exit")
+    except OSError:
+        return False
 
 
 def _resident(residents: Residents | None, server: ForkServer | None, env: dict[str, str]) -> Any:

@@ -6,9 +6,10 @@ libraries are started once for all of them instead of once per configuration.
 Each line of the REQUESTS pipe (a FIFO the parent writes) asks for one configuration:
 ``{"spec": PATH, "result": PATH, "done": PATH}``. The process measures it exactly as a
 configuration's own child does (child.measure_all: one result line per batch size and scenario,
-appended to ``result`` as soon as it is done), then writes ``done``. End of the pipe: it exits.
+appended to ``result`` as soon as it is done), then writes ``done`` ("done", or "exit" when it
+leaves: after a failed row). End of the pipe: it exits.
 
-Between two configurations it puts back what one configuration leaves in the process and the
+After each configuration it puts back what one configuration leaves in the process and the
 next would otherwise inherit: the runtime's own state (``Runner.reset_process_state``: PyTorch
 forgets torch.compile's compiled graphs, so that each configuration compiles as in a fresh
 process, frees the cached GPU memory and resets its peak), garbage, and the peak RSS (VmHWM,
@@ -67,33 +68,42 @@ def _runner_class(spec: Any, find: Any) -> Any:
 
 
 def serve(requests: Any) -> int:
-    """Measure each requested configuration in turn; the number measured."""
+    """Measure each requested configuration in turn; the number measured. After each, the process puts back
+    what the configuration left; a configuration with a failed row, or a reset that failed (a CUDA error
+    stays with its context), ends the process: its ``done`` file says ``exit``, and the next configuration
+    gets a fresh one rather than inherit a process in a state no fresh one would have."""
     # deferred: the process's start stays light without them
     from infer_compare.measure.cells import CellSpec
     from infer_compare.measure.child import _runner_class as find
     from infer_compare.measure.child import measure_all
 
     classes: list[Any] = []
-    n = 0
+    n, reset = 0, {}
     for line in requests:
         if not line.strip():
             continue
         req = json.loads(line)
-        reset = between_configurations(classes) if n else {}
         spec = CellSpec.from_dict(json.loads(Path(req["spec"]).read_text()))
+        failed: list[str] = []
         with open(req["result"], "a", buffering=1) as f:  # one line per batch size, written as it finishes
-            measure_all(spec, _writer(f, n, reset))
+            measure_all(spec, _writer(f, n, reset, failed))
         cls = _runner_class(spec, find)
         if cls is not None and cls not in classes:
             classes.append(cls)
+        reset = between_configurations(classes)
+        leave = bool(failed) or any(k.startswith("reset_failed") for k in reset)
         sys.stdout.flush()
-        Path(req["done"]).write_text("done\n")
+        Path(req["done"]).write_text("exit\n" if leave else "done\n")
         n += 1
+        if leave:
+            break
     return n
 
 
-def _writer(f: Any, earlier: int, reset: dict[str, Any]) -> Any:
+def _writer(f: Any, earlier: int, reset: dict[str, Any], failed: list[str]) -> Any:
     def emit(res: Any) -> None:
+        if res.status == "run_failed":
+            failed.append(res.error)
         f.write(json.dumps(_tagged(res, earlier, reset).to_dict()) + "\n")
         f.flush()
     return emit

@@ -10,6 +10,9 @@ run in a fresh resident process (measure/isolate.py decides, as before). Each ro
 process it was measured (``extra.resident_process.position``; the rows after the first did not
 pay for the interpreter, the runtime's import, the CUDA context or the libraries' start-up).
 
+A configuration with a failed row ends its resident process (its ``done`` file says ``exit``; a CUDA error
+stays with its context): the next configuration gets a fresh one, and loses nothing.
+
 A fork server serves one child at a time (measure/forkserver.py): before it forks any other child,
 the resident it forked is ended (``release``).
 
@@ -31,6 +34,16 @@ from typing import Any
 from infer_compare.host.launch import kill_group, popen
 
 MODULE = "infer_compare.measure.resident"
+NOTE = (
+    "GPU configurations: one resident process per runtime and GPU measures that runtime's configurations on that GPU "
+    "in turn (measure/residents.py): the interpreter, the runtime's import, the CUDA context and the libraries' "
+    "start-up are paid by its first configuration only, so the load time and cold first call of the rows after it "
+    "do not include them (extra.resident_process.position: 1 for the first). After each configuration it forgets "
+    "what that one left (torch.compile's graphs, cached GPU memory, peak-memory counters, peak RSS); cuDNN's "
+    "algorithm choices (cudnn.benchmark) stay, so a torch.compile row after the eager rows of the same precision "
+    "and shape does not autotune again in its load. A configuration with a failed row ends the process (the next "
+    "gets a fresh one); a crash or hang kills it: that batch size is a failed row, the rest run in a fresh one. "
+    "INFER_COMPARE_RESIDENT=0: one process per configuration")
 STOP_WAIT_S = 5.0  # a resident told to stop exits at once; one that does not is killed after this
 
 
@@ -145,6 +158,12 @@ class Residents:
         with self.lock:
             self.live = {k: r for k, r in self.live.items() if r is not res}
         res.kill()
+
+    def retire(self, res: Resident) -> None:
+        """A resident that said it leaves (after a failed row): waited for and forgotten."""
+        with self.lock:
+            self.live = {k: r for k, r in self.live.items() if r is not res}
+        res.stop()
 
     def release(self, server: Any) -> None:
         """End the resident that ``server`` forked, so that the server can fork another child."""

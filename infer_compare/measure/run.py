@@ -51,6 +51,7 @@ from infer_compare.measure.gpus import Slot, spell_cores
 from infer_compare.measure.isolate import CORES_ENV, run_cell
 from infer_compare.measure.lanes import measure_cells
 from infer_compare.measure.plan import Cell, Selection, plan_cells, settings_for
+from infer_compare.measure.residents import NOTE as RESIDENT_NOTE
 from infer_compare.measure.residents import Residents
 from infer_compare.measure.residents import enabled as residents_enabled
 from infer_compare.measure.rows import record_from_result
@@ -175,17 +176,6 @@ def _scenario_notes(settings: Settings) -> list[str]:
                    "its latency columns are those of each request under that load; the concurrency is in each "
                    "row's settings")
     return out
-
-
-RESIDENT_NOTE = (
-    "GPU configurations: one resident process per runtime and GPU measures that runtime's configurations on that GPU "
-    "in turn (measure/residents.py): the interpreter, the runtime's import, the CUDA context and the libraries' "
-    "start-up are paid by its first configuration only, so the load time and cold first call of the rows after it "
-    "do not include them (extra.resident_process.position: 1 for the first). Between configurations it forgets what "
-    "the last one left (torch.compile's graphs, cached GPU memory, peak-memory counters, peak RSS); cuDNN's "
-    "algorithm choices (cudnn.benchmark) stay, so a torch.compile row after the eager rows of the same precision and "
-    "shape does not autotune again in its load. A crash or hang ends the process: that batch size is a failed row, "
-    "the rest run in a fresh one. INFER_COMPARE_RESIDENT=0: one process per configuration")
 
 
 def row_base(c: Cell, threads: int) -> dict[str, Any]:
