@@ -89,6 +89,28 @@ class CountingRunner(_Base):
         return {"calls": self.calls, "runs_before_first": self.runs_before_first, "prepared": self.prepared}
 
 
+class PidRunner(_Base):
+    """Says which process measured it, and what the process-wide state a configuration leaves looked like
+    when it loaded (``LEFT``: set by the configuration before it, put back by ``reset_process_state``)."""
+
+    LEFT: list[str] = []
+    resets = 0
+
+    @classmethod
+    def reset_process_state(cls):
+        cls.LEFT.clear()
+        cls.resets += 1
+        return {"fake_reset": cls.resets}
+
+    def load(self):
+        super().load()
+        self._left = list(PidRunner.LEFT)
+        PidRunner.LEFT.append(self.options.precision)
+
+    def extra_metrics(self):
+        return {"pid": os.getpid(), "left_before_load": self._left}
+
+
 class WrongAtBatch8(OnnxRuntimeRunner):
     """ONNX Runtime, except that at batch 8 every output comes back with its classes reversed."""
 

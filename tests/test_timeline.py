@@ -64,3 +64,11 @@ def test_a_real_comparison_has_its_timeline_in_json_and_reports(lenet_report, tm
     from infer_compare.report import common
 
     assert any(line.startswith("time: ") for line in common.env_lines(back))
+
+
+def test_summary_says_how_much_of_loading_was_torch_compile():
+    spans = ({"what": "c", "kind": CONFIGURATION, "start_s": 0.0, "wall_s": 10.0},)
+    compiled = _row(4.0, 10.0, 0.0, 1.0)
+    compiled.options = {"compile_s": 3.5}
+    rep = SimpleNamespace(timeline=spans, elapsed_s=10.0, rows=[compiled, _row(1.0, 10.0, 0.0, 1.0)])
+    assert "loading 5.0 s of which torch.compile 3.5 s, cold first calls" in summary(rep)

@@ -86,6 +86,13 @@ class Runner:
         return Availability(True)
 
     # --- lifecycle ------------------------------------------------------------------
+    @classmethod
+    def reset_process_state(cls) -> dict[str, Any]:
+        """Between two configurations measured in one resident process (measure/resident.py): put back the
+        process-wide state a configuration of this runner left that the next would inherit; what was done.
+        Nothing by default (each configuration's runner is loaded afresh and closed)."""
+        return {}
+
     def load(self) -> None:
         raise NotImplementedError
 

@@ -115,6 +115,7 @@ _MEASURE_FLAGS = {
     "parity_every_batch": "parity_every_batch", "seed": "seed", "export_timeout": "export_timeout_s",
     "cell_timeout": "cell_timeout_s", "cache_dir": "cache_dir", "scenario": "scenarios", "io": "io",
     "concurrency": "concurrency", "artifact": "artifacts", "gpus": "gpus",
+    "cpu_rows": "cpu_rows",
 }
 
 

@@ -13,6 +13,11 @@ facts (NVML index, name, UUID; the measuring child sees only that GPU, ``CUDA_VI
 to its UUID) and a slice of the CPU cores, whole physical cores where the topology says which
 logical CPUs are siblings. GPU slots never share a core; CPU configurations run after the GPU
 phase, one at a time, on every core, so a GPU row and a CPU row never compete for cores.
+
+``--cpu-rows beside`` (``make_lanes``): the CPU configurations run at the same time as the GPU ones,
+still one at a time, in a lane of their own cores (every core but GPU_LANE_CPUS per GPU) with as many
+threads as the lane has physical cores; each GPU's measuring process keeps its own few cores. This
+holds with one GPU too.
 """
 
 from __future__ import annotations
@@ -22,23 +27,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GPU_MODES = ("spread", "every", "sequential")
+CPU_ROWS = ("after", "beside")  # CPU configurations after the GPU ones, on every core, or beside them
+GPU_LANE_CPUS = 4  # logical CPUs of each GPU's measuring process when the CPU configurations run beside
+MIN_CPU_LANE = 4  # fewer CPUs left for the CPU lane: the CPU configurations run after the GPU ones
 
 
 @dataclass(frozen=True)
 class Slot:
     """One GPU and the CPU cores of the process that measures on it."""
 
-    device: str  # cuda:N in this process
+    device: str  # cuda:N in this process ("cpu": the CPU configurations' lane, beside the GPUs)
     gpu: dict[str, Any] = field(default_factory=dict)  # index (NVML), name, uuid
     cores: tuple[int, ...] = ()
+    threads: int | None = None  # the CPU lane: the threads of its configurations (its physical cores)
 
     @property
     def pool(self) -> str:
         """GPUs of one model are interchangeable: they share a pool."""
         return str(self.gpu.get("name") or self.device)
 
+    @property
+    def is_gpu(self) -> bool:
+        return self.device != "cpu"
+
     def env(self) -> dict[str, str]:
         """The measuring child's view: this GPU alone (by UUID when NVML gave one), as cuda:0."""
+        if not self.is_gpu:
+            return {}
         which = self.gpu.get("uuid") or self.gpu.get("index")
         return {"CUDA_VISIBLE_DEVICES": str(which)} if which is not None else {}
 
@@ -47,6 +62,8 @@ class Slot:
         out = {f"gpu_{k}": self.gpu[k] for k in ("index", "name", "uuid") if self.gpu.get(k) is not None}
         if self.cores:
             out["cores"] = spell_cores(self.cores)
+        if self.threads:
+            out["lane_threads"] = self.threads
         return out
 
     def describe(self) -> str:
@@ -135,6 +152,31 @@ def make_slots(gpus: list[dict[str, Any]], devices: list[str], cpus: list[int] |
     return [Slot(d, dict(by_cuda.get(d, {})), cores) for d, cores in zip(devices, slices, strict=True)]
 
 
+def make_lanes(gpus: list[dict[str, Any]], devices: list[str], threads: int, cpus: list[int] | None = None,
+               siblings: Any = siblings_of, per_gpu: int | None = None) -> tuple[list[Slot], Slot] | None:
+    """CPU configurations beside the GPU ones: each GPU's slot gets whole physical cores making at least
+    ``per_gpu`` logical CPUs, the CPU lane every other core and as many threads as it has physical cores (at
+    most ``threads``); None when the lane would have fewer than MIN_CPU_LANE CPUs."""
+    per_gpu = GPU_LANE_CPUS if per_gpu is None else per_gpu
+    # the GPUs' processes on the last cores: the first ones also serve the parent and the system (on the 2 x H100
+    # host the GPU process on cores 0-3 loaded its model several times slower than the one on cores 4-7)
+    groups = physical_cores(usable_cpus() if cpus is None else cpus, siblings)[::-1]
+    slots, i = [], 0
+    for _ in devices:
+        mine: list[int] = []
+        while len(mine) < per_gpu and i < len(groups):
+            mine += groups[i]
+            i += 1
+        slots.append(mine)
+    rest = groups[i:]
+    if sum(len(g) for g in rest) < MIN_CPU_LANE:
+        return None
+    by_cuda = {f"cuda:{g.get('cuda', g.get('index'))}": g for g in gpus}
+    gpu_slots = [Slot(d, dict(by_cuda.get(d, {})), tuple(sorted(c))) for d, c in zip(devices, slots, strict=True)]
+    lane = Slot("cpu", {}, tuple(sorted(c for g in rest for c in g)), threads=max(1, min(int(threads), len(rest))))
+    return gpu_slots, lane
+
+
 def assign(cells: list[Any], slots: list[Slot], mode: str) -> tuple[list[tuple[Any, tuple[str, ...]]], list[Any]]:
     """(GPU work, the other cells): each GPU configuration with the devices that may measure it, in plan
     order. ``spread``: the cells of one configuration on GPUs of one pool become one, measurable on any
@@ -169,9 +211,16 @@ def concurrency_note(mode: str, used: list[Slot]) -> str:
     """The report's note on what ran concurrently on ``used`` (and what that does not show)."""
     how = ("each configuration measured once per GPU model, on whichever GPU of that model was free"
            if mode == "spread" else "every configuration measured on every GPU")
-    return (f"GPU configurations ran concurrently (--gpus {mode}: {how}) on " + "; ".join(s.describe() for s in used)
+    gpu = [s for s in used if s.is_gpu]
+    lane = next((s for s in used if not s.is_gpu), None)
+    cpu = ("CPU configurations ran at the same time as the GPU ones (--cpu-rows beside), one at a time, pinned to "
+           f"cores {spell_cores(lane.cores)} with {lane.threads} threads (fewer than a run with --cpu-rows after "
+           "gives them: every core). " if lane is not None else
+           "CPU configurations ran after them, one at a time, on every core. ")
+    return (f"GPU configurations ran {'concurrently' if len(gpu) > 1 else 'on one GPU'} (--gpus {mode}: {how}) on "
+            + "; ".join(s.describe() for s in gpu)
             + ". Each measuring process saw its GPU alone (CUDA_VISIBLE_DEVICES) and ran pinned to its own cores; "
-            "CPU configurations ran after them, one at a time, on every core. Each row names its GPU (extra.gpu_*). "
+            + cpu + "Each row names its GPU (extra.gpu_*). "
             "Rows of short calls (a CPU-bound launch loop: batch 1, small batches of fast configurations) are not "
             "shown to match a row measured alone within 3 % (on the 2-GPU H200 machines their spread between two "
             "runs, each row alone, was larger: reports/gpu-h200x2-fidelity.md); --gpus sequential measures each alone")

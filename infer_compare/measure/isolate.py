@@ -28,19 +28,30 @@ from infer_compare.host.launch import ChildNotStarted, describe_exit, kill_group
 from infer_compare.measure.cells import CellResult, CellSpec
 from infer_compare.measure.forkserver import ForkServer
 from infer_compare.measure.gpus import parse_cores
+from infer_compare.measure.residents import Residents
 
 POLL_S = 0.05
 CORES_ENV = "INFER_COMPARE_CORES"  # the CPU cores a measuring child runs on ("0-7,16-23"), set by the GPU phase
 
 
 def pin_from_env() -> None:
-    """Pin this measuring child (and the threads it starts) to the cores of ``INFER_COMPARE_CORES``."""
+    """Pin this measuring child (and the threads it starts) to the cores of ``INFER_COMPARE_CORES``, with as
+    many OpenMP threads as it has cores: a runtime imported before the pinning (PyTorch, in a fork server)
+    sized its thread pool for every core of the host, and that many spinning threads on a few cores made the
+    model's construction on 4 cores 5-10 times slower (measured on the 2 x H100 host, --cpu-rows beside).
+    A configuration that sets its own threads (the CPU rows) sets them in its load, after this."""
     text = os.environ.get(CORES_ENV, "")
     if text and hasattr(os, "sched_setaffinity"):
         try:
-            os.sched_setaffinity(0, parse_cores(text))
+            cores = parse_cores(text)
+            os.sched_setaffinity(0, cores)
         except (ValueError, OSError) as e:
             print(f"infer-compare: {CORES_ENV}={text!r} not applied: {e}", file=sys.stderr)
+            return
+        os.environ["OMP_NUM_THREADS"] = str(len(cores))  # runtimes imported from now on
+        torch = sys.modules.get("torch")  # imported by the fork server: its pool is sized now, before any use
+        if torch is not None:
+            torch.set_num_threads(len(cores))
 
 
 def _read_results(path: Path, process: int = 1) -> list[CellResult]:
@@ -89,40 +100,90 @@ def _launch(args: list[str], env: dict[str, str], err: Any, err_path: Path, serv
 
 
 def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env: dict[str, str],
-                 process: int, server: ForkServer | None = None, cancel: Any = None) -> list[CellResult]:
-    """Run one child on ``spec``; the results it wrote, plus a failed one for the batch size in flight."""
+                 process: int, server: ForkServer | None = None, cancel: Any = None,
+                 residents: Residents | None = None) -> list[CellResult]:
+    """Run one child on ``spec`` (with ``residents``: ask the resident process of its runtime and GPU); the
+    results it wrote, plus a failed one for the batch size in flight."""
     spec_path, result_path = workdir / f"{tag}.p{process}.spec.json", workdir / f"{tag}.p{process}.result.jsonl"
-    err_path = workdir / f"{tag}.p{process}.stderr"
+    err_path, done_path = workdir / f"{tag}.p{process}.stderr", workdir / f"{tag}.p{process}.done"
     result_path.unlink(missing_ok=True)
+    done_path.unlink(missing_ok=True)
     spec_path.write_text(json.dumps(spec.to_dict()))
-    t0 = last = time.perf_counter()
-    seen, progress = 0, _Progress(result_path)
+    t0 = time.perf_counter()
     with open(err_path, "w+", errors="replace") as err:
         try:
-            proc = _launch([str(spec_path), str(result_path)], env, err, err_path, server)
+            res = _resident(residents, server, env)
+            if res is not None:
+                res.ask(spec_path, result_path, done_path, f"{spec.runner} {spec.format} {spec.precision}")
+                err_path, proc = res.log, res.proc
+            else:
+                proc = _launch([str(spec_path), str(result_path)], env, err, err_path, server)
         except ChildNotStarted as e:  # a failed row for each pair, and the run goes on
             return _with_failure(spec, result_path, process, t0, err_path, str(e), every=True)
-        try:
-            while proc.poll() is None:
-                time.sleep(POLL_S)
-                if cancel is not None and cancel.is_set():  # another GPU's worker, or the main thread, stopped
-                    raise KeyboardInterrupt("cancelled")
-                n = progress.count()
-                if n > seen:
-                    seen, last = n, time.perf_counter()
-                if time.perf_counter() - last > timeout_s:
-                    kill_group(proc)
-                    return _with_failure(spec, result_path, process, t0, err_path,
-                                         f"timed out after {timeout_s:.0f} s (a hang, or raise --cell-timeout); killed")
-        except BaseException:  # Ctrl-C, SIGTERM: no child survives its parent
-            kill_group(proc)
-            raise
+        why = _watch(proc, result_path, timeout_s, cancel, done_path if res is not None else None, residents, res)
+    if res is not None and _left(done_path):  # it said it leaves (a failed row): the next one gets a fresh one
+        residents.retire(res)
+    if why:
+        return _with_failure(spec, result_path, process, t0, err_path, why)
     results = _read_results(result_path, process)
     if len(results) < len(spec.pairs()):
+        if res is not None:  # it measured no more of this configuration: it ended, or will be
+            residents.forget(res)
         detail = read_tail(err_path)
         why = f"backend process crashed ({describe_exit(proc.returncode)})" + (f": {detail.splitlines()[-1]}" if detail else "")
         return _with_failure(spec, result_path, process, t0, err_path, why)
     return results
+
+
+def _left(done_path: Path) -> bool:
+    try:
+        return done_path.read_text().startswith("exit")
+    except OSError:
+        return False
+
+
+def _resident(residents: Residents | None, server: ForkServer | None, env: dict[str, str]) -> Any:
+    """The resident process to ask, or None: a child of its own (no residents, or no named pipe here)."""
+    if residents is None:
+        return None
+    try:
+        return residents.get(server, env)
+    except ChildNotStarted:
+        raise
+    except OSError:  # no named pipe where the work folder is: a child of its own, as before
+        return None
+
+
+def _watch(proc: Any, result_path: Path, timeout_s: float, cancel: Any, done_path: Path | None,
+           residents: Residents | None, res: Any) -> str:
+    """Wait until the child ends (a resident: until it says this configuration is done, or ends); "" or why it
+    was killed (a timeout). Ctrl-C, SIGTERM, ``cancel``: the child is killed and KeyboardInterrupt raised."""
+    last, seen, progress = time.perf_counter(), 0, _Progress(result_path)
+
+    def running() -> bool:
+        return proc.poll() is None and (done_path is None or not done_path.exists())
+
+    def kill() -> None:
+        if res is not None and residents is not None:
+            residents.forget(res)
+        else:
+            kill_group(proc)
+
+    try:
+        while running():
+            time.sleep(POLL_S)
+            if cancel is not None and cancel.is_set():  # another GPU's worker, or the main thread, stopped
+                raise KeyboardInterrupt("cancelled")
+            n = progress.count()
+            if n > seen:
+                seen, last = n, time.perf_counter()
+            if time.perf_counter() - last > timeout_s:
+                kill()
+                return f"timed out after {timeout_s:.0f} s (a hang, or raise --cell-timeout); killed"
+    except BaseException:  # Ctrl-C, SIGTERM: no child survives its parent
+        kill()
+        raise
+    return ""
 
 
 def _with_failure(spec: CellSpec, result_path: Path, process: int, t0: float, err_path: Path,
@@ -144,9 +205,10 @@ def _with_failure(spec: CellSpec, result_path: Path, process: int, t0: float, er
 
 def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, tag: str,
              env: dict[str, str] | None = None, server: ForkServer | None = None,
-             cancel: Any = None) -> list[CellResult]:
+             cancel: Any = None, residents: Residents | None = None) -> list[CellResult]:
     """Measure ``spec`` at each of its batch sizes in child processes (forked by ``server`` when given,
-    see measure/forkserver.py): one CellResult per batch size and scenario, in order. Never raises for a
+    see measure/forkserver.py; with ``residents``, in the resident process of its runtime and environment,
+    measure/residents.py): one CellResult per batch size and scenario, in order. Never raises for a
     failure of a child (``ok`` False, ``error`` set); ``cancel`` (a threading.Event) set: the child is
     killed and KeyboardInterrupt raised."""
     spec = spec if isinstance(spec, CellSpec) else CellSpec.from_dict(spec)
@@ -157,7 +219,7 @@ def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, t
     process = 1
     todo = spec
     while todo.batch_sizes:
-        got = _one_process(todo, timeout_s, workdir, tag, child_env, process, server, cancel)
+        got = _one_process(todo, timeout_s, workdir, tag, child_env, process, server, cancel, residents)
         out += got
         have = {r.key for r in out}
         todo = spec.remaining({b for b in spec.batch_sizes if all(p in have for p in spec.pairs() if p[0] == b)})

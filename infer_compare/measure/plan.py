@@ -19,7 +19,7 @@ from infer_compare.catalog.device_kinds import DEVICE_KINDS, check_device, kind_
 from infer_compare.catalog.formats import FORMATS, PRECISIONS, RUNNERS
 from infer_compare.catalog.options import Options
 from infer_compare.catalog.runtimes import options_class
-from infer_compare.measure.gpus import GPU_MODES
+from infer_compare.measure.gpus import CPU_ROWS, GPU_MODES
 
 MAX_BATCH = 4096
 
@@ -140,6 +140,7 @@ class Selection:
     io: str = "device"  # the GPU timing policy: device-resident input/output, or host copies in the timed call
     concurrency: int = 0  # throughput scenario: requests in flight (0: each runtime's own choice)
     gpus: str = "spread"  # several GPUs: spread, every or sequential (measure/gpus.py)
+    cpu_rows: str = "after"  # CPU configurations after the GPU ones, on every core, or beside them (gpus.py)
 
     def options_for(self, runner: str) -> Options:
         """The options of ``runner``: the user's, else its declared defaults."""
@@ -164,7 +165,7 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
                    parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 1.0,
                    warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0,
                    artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = LATENCY, io: str | None = None,
-                   concurrency: int = 0, gpus: str = "spread") -> Selection:
+                   concurrency: int = 0, gpus: str = "spread", cpu_rows: str = "after") -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""
     devices_t = tuple(check_device(d) for d in devices) if devices is not None else None
     if devices_t == ():
@@ -186,8 +187,10 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
         raise UsageError(f"--concurrency must be >= 0 (0: each runtime's own choice), got {concurrency}")
     if gpus not in GPU_MODES:
         raise UsageError(f"--gpus must be one of {', '.join(GPU_MODES)}, got {gpus!r}")
+    if cpu_rows not in CPU_ROWS:
+        raise UsageError(f"--cpu-rows must be one of {', '.join(CPU_ROWS)}, got {cpu_rows!r}")
     ropts = check_runner_options(runner_options)
-    return Selection(gpus=gpus, scenarios=parse_scenarios(scenarios), io=resolve_io(io, ropts), concurrency=int(concurrency),
+    return Selection(gpus=gpus, cpu_rows=cpu_rows, scenarios=parse_scenarios(scenarios), io=resolve_io(io, ropts), concurrency=int(concurrency),
         backends=check_choice("backend", backends, RUNNERS), formats=check_choice("format", formats, FORMATS),
         precisions=check_choice("precision", precisions, PRECISIONS), devices=devices_t,
         batch_sizes=parse_batch_sizes(batch_sizes) if batch_sizes is not None else None, threads=threads,

@@ -47,14 +47,18 @@ from infer_compare.host.boards import measurement_warnings
 from infer_compare.measure.bench import LoopSettings
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.forkserver import ForkServers, preloads
-from infer_compare.measure.gpus import Slot, assign, concurrency_note, make_slots, spell_cores
+from infer_compare.measure.gpus import Slot, spell_cores
 from infer_compare.measure.isolate import CORES_ENV, run_cell
-from infer_compare.measure.parallel import run_on_slots
+from infer_compare.measure.lanes import measure_cells
 from infer_compare.measure.plan import Cell, Selection, plan_cells, settings_for
+from infer_compare.measure.residents import NOTE as RESIDENT_NOTE
+from infer_compare.measure.residents import Residents
+from infer_compare.measure.residents import enabled as residents_enabled
 from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.prepared import Prepared
 
 MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
+RESIDENT_KINDS = ("cuda",)  # device kinds measured in a resident process per runtime and device
 PARTIAL = "the run had not finished when this file was saved (a partial report, saved after each row)"
 
 
@@ -79,7 +83,8 @@ class _Run:
         self.concurrent: dict[str, str] = {}  # recorded on each row measured while several GPUs measured
         self.slot_servers: dict[str, ForkServers] = {}  # a GPU slot's own fork servers (one child at a time each)
         # measures one configuration's spec: (spec, timeout_s, workdir, tag, server, settings, env=, cancel=)
-        self.cell_runner: Callable[..., list] = _isolated
+        self.cell_runner: Callable[..., list] = self.isolated
+        self.residents: Residents | None = None  # GPU configurations: a resident process per runtime and GPU
 
     def report(self) -> Report:
         """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
@@ -119,7 +124,7 @@ class _Run:
                 self.on_row(self.report())
 
     def servers_for(self, slot: Slot | None) -> ForkServers:
-        """The fork servers of ``slot`` (the run's own for the first: GPU and CPU phases never overlap)."""
+        """The fork servers of ``slot`` (the run's own for the first slot, a GPU's; the CPU lane has its own)."""
         if slot is None:
             return self.servers
         if slot.device not in self.slot_servers:
@@ -129,7 +134,19 @@ class _Run:
                 mine.launch(mods)  # the imports start now, beside the other slots' work
         return self.slot_servers[slot.device]
 
+    def isolated(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Settings,
+                 env: dict[str, str] | None = None, cancel: Any = None) -> list:
+        """Measure one configuration: a GPU configuration in the resident process of its runtime and GPU
+        (measure/residents.py), any other in a process of its own."""
+        resident = self.residents is not None and kind_of(spec.device) in RESIDENT_KINDS
+        if not resident and self.residents is not None:
+            self.residents.release(server)  # a fork server serves one child at a time
+        return run_cell(spec, timeout_s, work, tag, env=env, server=server, cancel=cancel,
+                        residents=self.residents if resident else None)
+
     def close_servers(self) -> None:
+        if self.residents is not None:
+            self.residents.close()  # before the servers: a forked resident is in a session of its own
         self.servers.close()
         for s in self.slot_servers.values():
             s.close()  # closing twice is harmless
@@ -249,8 +266,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
             return
     spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
     env = None
-    if slot is not None:  # the child sees this GPU alone, as cuda:0, and runs on the slot's cores
-        spec = spec.replace(device="cuda:0")
+    if slot is not None:  # the child sees this GPU alone, as cuda:0 (the CPU lane: its threads), on the slot's cores
+        spec = spec.replace(device="cuda:0") if slot.is_gpu else spec.replace(threads=slot.threads or spec.threads)
         env = {**slot.env(), **({CORES_ENV: spell_cores(slot.cores)} if slot.cores else {})}
     with run.lock:
         run.prog.step(f"{c.runner} {c.fmt} {c.precision} {slot.device if slot else c.device} batch "
@@ -271,12 +288,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
 
 
 def _row_base(c: Cell, run: _Run, slot: Slot | None) -> dict[str, Any]:
-    return row_base(c if slot is None else replace(c, device=slot.device), run.settings.threads or 1)
-
-
-def _isolated(spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Settings,
-              env: dict[str, str] | None = None, cancel: Any = None) -> list:
-    return run_cell(spec, timeout_s, work, tag, env=env, server=server, cancel=cancel)
+    threads = (slot.threads if slot is not None and slot.threads else None) or run.settings.threads or 1
+    return row_base(c if slot is None else replace(c, device=slot.device), threads)
 
 
 def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
@@ -307,6 +320,9 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     run.servers = servers or ForkServers(prog.log, str(cache.root))
     run.timeline = timeline or run.timeline
     run.cell_runner = cell_runner or run.cell_runner
+    run.residents = Residents(work / "residents") if not cell_runner and residents_enabled() else None
+    if run.residents is not None and any(c.kind in RESIDENT_KINDS and c.device for c in cells):
+        run.notes.append(RESIDENT_NOTE)
     try:
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
         prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
@@ -327,33 +343,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
 
 def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Selection, work: Path,
                    cache: Cache) -> None:
-    """The GPU configurations on several GPUs at once (measure/gpus.py, parallel.py) where there are
-    several and ``--gpus`` is not sequential; then every other cell in turn."""
-    tags = {id(c): f"cell{i}" for i, c in enumerate(cells)}
-    slots = _slots(run, cells)
-    work_, rest = assign(cells, slots, sel.gpus) if len(slots) > 1 else ([], cells)
-    if work_:
-        used = [s for s in slots if any(s.device in allowed for _, allowed in work_)]
-        run.concurrent = {"concurrent_with": ", ".join(s.device for s in used)}
-        run.notes.append(concurrency_note(sel.gpus, used))
-        for s in used:
-            run.servers_for(s)
-        run_on_slots(work_, used, lambda c, s: _one_cell(run, c, chain, sel, work, cache,
-                                                         f"{tags[id(c)]}-{s.device.replace(':', '')}", s), run.cancel)
-        run.concurrent = {}
-    for c in rest:
-        _one_cell(run, c, chain, sel, work, cache, tags[id(c)])
-    if work_:  # the rows in plan order, whichever GPU finished first
-        order: dict[tuple, int] = {}
-        for i, c in enumerate(cells):
-            order.setdefault((c.runner, c.fmt, c.precision, c.kind), i)
-        run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
-
-
-def _slots(run: _Run, cells: list[Cell]) -> list[Slot]:
-    """A slot per CUDA device the plan names (this process's numbering), with its GPU's facts."""
-    devices = list(dict.fromkeys(c.device for c in cells if c.kind == "cuda" and c.device))
-    return make_slots(list(getattr(run.environment, "gpus", ()) or ()), devices) if len(devices) > 1 else []
+    """Every cell: on several GPUs at once, the CPU ones beside them, or in turn (measure/lanes.py)."""
+    measure_cells(run, cells, sel, lambda c, tag, slot=None: _one_cell(run, c, chain, sel, work, cache, tag, slot))
 
 
 def _one_cell(run: _Run, c: Cell, chain: ArtifactChain, sel: Selection, work: Path, cache: Cache, tag: str,

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from infer_compare import models
-from infer_compare.backends.pytorch.run_cuda import CUDA_PRECISIONS, CudaRows
+from infer_compare.backends.pytorch.run_cuda import CUDA_PRECISIONS, DEVICES_USED, CudaRows
 from infer_compare.backends.pytorch.run_multi import host_tensors, outputs_numpy
 from infer_compare.backends.runner import Runner
 from infer_compare.backends.throughput import (
@@ -112,6 +112,32 @@ class PyTorchRunner(CudaRows, Runner):
                 return Availability(False, f"{precision} needs compute capability >= 8.0 (Ampere); "
                                            f"{device} has {major}.{minor}")
         return Availability(True)
+
+    @classmethod
+    def reset_process_state(cls) -> dict[str, Any]:
+        """In a resident process, between configurations: torch.compile forgets every compiled graph and its
+        recompilation history (each configuration compiles as in a fresh process: static at its first batch
+        size, then torch's automatic dynamic shapes), the CUDA caching allocator gives back what the last
+        configuration held and the peak-memory counters start again. cuDNN's algorithm cache is kept."""
+        import gc
+        import sys
+
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return {}
+        done: dict[str, Any] = {}
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is not None:
+            dynamo.reset()
+            done["torch_compile_reset"] = True
+        gc.collect()
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            for i in sorted(DEVICES_USED):  # only these: asking another would start a CUDA context on it
+                torch.cuda.reset_peak_memory_stats(i)
+            done["cuda_memory_released"] = True
+        return done
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:

@@ -48,6 +48,7 @@ from infer_compare.host.gpu import CallMeter, cuda_facts_torch
 CUDA_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 RING_CALLS = 4096
 WARM_CALLS = 3  # calls before a CUDA graph's capture, and torch.compile's calls in load()
+DEVICES_USED: set[int] = set()  # CUDA devices this process has measured on (a resident process: several rows)
 
 
 class TorchEventRing:
@@ -104,6 +105,7 @@ class CudaRows:
         dev = torch.device(self.device if ":" in self.device else "cuda:0")
         torch.cuda.set_device(dev)
         self._dev = dev
+        DEVICES_USED.add(dev.index if dev.index is not None else torch.cuda.current_device())
         self.meter = CallMeter(self.device, self.options.batch_size)
         self.meter.start()
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = prec == "tf32"

@@ -1,0 +1,84 @@
+"""Which configurations are measured at the same time, and where: the GPU configurations spread over
+several GPUs (measure/gpus.py, ``--gpus``), and with ``--cpu-rows beside`` the CPU configurations in a
+lane of their own cores beside them (one GPU is enough), then every other cell in turn. The lanes run
+as threads (measure/parallel.py), each waiting on its own measuring children.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from infer_compare.catalog.device_kinds import kind_of
+from infer_compare.measure.gpus import Slot, assign, concurrency_note, make_lanes, make_slots
+from infer_compare.measure.parallel import run_on_slots
+
+
+def lanes(run: Any, cells: list[Any], sel: Any) -> tuple[list[Slot], Slot | None]:
+    """(GPU slots, the CPU lane or None): a slot per CUDA device the plan names (this process's numbering,
+    with its GPU's facts) where there are several, or where the CPU configurations run beside the GPU ones."""
+    devices = list(dict.fromkeys(c.device for c in cells if c.kind == "cuda" and c.device))
+    gpus = list(getattr(run.environment, "gpus", ()) or ())
+    cpu_cells = any(c.kind == "cpu" and c.device for c in cells)
+    if getattr(sel, "cpu_rows", "after") == "beside" and sel.gpus != "sequential" and devices and cpu_cells:
+        got = make_lanes(gpus, devices, int(run.settings.threads or 1))
+        if got is not None:
+            return got
+        run.notes.append("--cpu-rows beside: too few CPU cores for a lane of their own beside the GPUs; the CPU "
+                         "configurations ran after the GPU ones, on every core")
+    return (make_slots(gpus, devices) if len(devices) > 1 else []), None
+
+
+def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., None]) -> None:
+    """The GPU configurations on several GPUs at once where there are several and ``--gpus`` is not
+    sequential, the CPU configurations beside them with ``--cpu-rows beside``; then every other cell in
+    turn. ``one_cell(cell, tag, slot=None)`` measures one."""
+    tags = {id(c): f"cell{i}" for i, c in enumerate(cells)}
+    slots, lane = lanes(run, cells, sel)
+    work, rest = assign(cells, slots, sel.gpus) if len(slots) > 1 or lane is not None else ([], cells)
+    if lane is not None:
+        beside = [c for c in rest if c.kind == "cpu" and c.device]
+        rest = [c for c in rest if not (c.kind == "cpu" and c.device)]
+        work += [(c, ("cpu",)) for c in beside]
+    if work:
+        used = [s for s in [*slots, *([lane] if lane else [])] if any(s.device in allowed for _, allowed in work)]
+        run.concurrent = {"concurrent_with": ", ".join(s.device for s in used)}
+        run.notes.append(concurrency_note(sel.gpus, used))
+        for s in used:
+            with pinned_thread(s.cores):  # a slot's fork servers start (and import) on its own cores
+                run.servers_for(s)
+
+        def measure(c: Any, s: Slot) -> None:
+            tag = f"{tags[id(c)]}-{s.device.replace(':', '')}"
+            with pinned_thread(s.cores if not s.is_gpu else ()):  # the lane's own work (an export) on its cores
+                one_cell(c, tag, s)
+
+        run_on_slots(work, used, measure, run.cancel)
+        run.concurrent = {}
+    for c in rest:
+        one_cell(c, tags[id(c)])
+    if work:  # the rows in plan order, whichever lane finished first
+        order: dict[tuple, int] = {}
+        for i, c in enumerate(cells):
+            order.setdefault((c.runner, c.fmt, c.precision, c.kind), i)
+        run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
+
+
+@contextmanager
+def pinned_thread(cores: tuple[int, ...]) -> Iterator[None]:
+    """This thread (and what it starts) on ``cores`` while the block runs; nothing for ()."""
+    if not cores or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, set(cores))
+    except OSError:
+        before = None
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
