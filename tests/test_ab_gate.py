@@ -296,3 +296,42 @@ def test_two_bundles_of_one_model_each_side_measures_its_own_artifact(tmp_path):
     assert a.export.key != b.export.key and str(bundles["a"]) in a.export.path and str(bundles["b"]) in b.export.path
     assert a.parity.accuracy is not None and b.parity.accuracy is not None
     assert "accuracy:-5" in (out / "gate.md").read_text()
+
+
+CRASH_TORCH = CRASH.replace("onnxruntime import run", "pytorch import run").replace("OnnxRuntimeRunner",
+                                                                                    "PyTorchRunner")
+
+
+@pytest.mark.slow
+def test_pytorch_sides_are_forked_from_their_fork_servers_and_a_crash_is_still_one_failed_row(tmp_path):
+    """Each side's PyTorch child is forked by that side's own fork server (the interpreter given for it, torch
+    imported once) and speaks through named pipes: unchanged passes; a native crash in side B is B's failed
+    row, and A's row is measured alone."""
+    bundle = tmp_path / "lenet-pt"
+    r = subprocess.run([sys.executable, "-m", "infer_compare", "export", "--model", "lenet5", "--formats",
+                        "pytorch", "--precisions", "fp32", "-o", str(bundle), "-q"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    flags = ["--backends", "pytorch", "--formats", "pytorch", "--precisions", "fp32", "--device", "cpu", "-b", "1",
+             "--threads", "1"]
+    cmd = [sys.executable, "-m", "infer_compare", "gate", str(bundle), str(bundle), *flags]
+    env = {**os.environ, "COLUMNS": "300"}
+    same = subprocess.run([*cmd, "-o", str(tmp_path / "same")], capture_output=True, text=True, timeout=600, env=env)
+    said = same.stdout + same.stderr
+    assert same.returncode in (0, 3), said[-3000:]  # 3: only when the machine was loaded meanwhile
+    assert "side A: fork server ready" in said and "side B: fork server ready" in said, said[-3000:]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(CRASH_TORCH)
+    py = tmp_path / "python-crash"
+    py.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" "$@"\n')
+    py.chmod(0o755)
+    g = subprocess.run([*cmd, "-o", str(tmp_path / "crash"), "--python-b", str(py)], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert g.returncode == 1, (g.stdout + g.stderr)[-3000:]
+    from infer_compare import load_report
+
+    b = next(r for r in load_report(tmp_path / "crash" / "results.json").rows if r.label.endswith("/b1"))
+    a = next(r for r in load_report(tmp_path / "crash" / "baseline" / "results.json").rows if r.label.endswith("/b1"))
+    assert b.status == "run_failed" and "side B's process ended" in b.reason and "SIGABRT" in b.reason, b.reason
+    assert a.status == "ok", a.reason

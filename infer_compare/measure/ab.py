@@ -56,20 +56,56 @@ class SideFailed(Exception):
 
 
 class _Child:
-    """One side's child process and its JSON-lines channel."""
+    """One side's child process and its JSON-lines channel: a fresh interpreter speaking on its stdin and
+    stdout, or, given its side's fork server (the runtime already imported), a forked child speaking on two
+    named pipes (the server's children have their log as stdio)."""
 
-    def __init__(self, name: str, spec_path: Path, python: str | None, env: dict[str, str], log: Path):
-        self.name, self.log_path = name, log
-        self.log = open(log, "w")
+    def __init__(self, name: str, spec_path: Path, python: str | None, env: dict[str, str], log: Path,
+                 server: Any = None):
+        self.name, self.log_path, self.fifos = name, log, []
+        self.log = open(log, "w")  # noqa: SIM115 - closed with the child
         try:
-            self.proc = popen("infer_compare.measure.ab_child", [str(spec_path)], env, python=python,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
+            self.proc = self._fork(server, spec_path, env) if server is not None else None
+            if self.proc is None:
+                self.proc = popen("infer_compare.measure.ab_child", [str(spec_path)], env, python=python,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                  bufsize=1)
+                self.w, self.r = self.proc.stdin, self.proc.stdout
         except ChildNotStarted as e:
             self.log.close()
             raise SideFailed(str(e), name) from None
         self.sel = selectors.DefaultSelector()
-        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self.sel.register(self.r, selectors.EVENT_READ)
         self.hello: dict[str, Any] = {}
+
+    def _fork(self, server: Any, spec_path: Path, env: dict[str, str]) -> Any:
+        """The child forked by ``server`` on two named pipes, opened here first (read-write: never blocking,
+        and never an end-of-file while the child starts; its death is seen by polling it); None when the
+        server cannot fork it (a fresh interpreter then)."""
+        to, frm = (spec_path.with_suffix(f".{d}.fifo") for d in ("to", "from"))
+        try:
+            for f in (to, frm):
+                f.unlink(missing_ok=True)
+                os.mkfifo(f)
+                self.fifos.append(f)
+            self.w = open(os.open(to, os.O_RDWR), "w", buffering=1)  # noqa: SIM115
+            self.r = open(os.open(frm, os.O_RDWR))  # noqa: SIM115
+            self.log.flush()
+            return server.spawn("infer_compare.measure.ab_child", [str(spec_path), "--fifo", str(to), str(frm)],
+                                env, str(self.log_path))
+        except OSError:
+            self._close_fifos()
+            return None
+
+    def _close_fifos(self) -> None:
+        for f in ("w", "r"):
+            try:
+                getattr(self, f).close()
+            except (AttributeError, OSError):
+                pass
+        for f in self.fifos:
+            f.unlink(missing_ok=True)
+        self.fifos = []
 
     def ask(self, cmd: dict[str, Any] | None, timeout_s: float) -> dict[str, Any]:
         if cmd is not None:
@@ -78,16 +114,21 @@ class _Child:
 
     def send(self, cmd: dict[str, Any]) -> None:
         try:
-            self.proc.stdin.write(json.dumps(cmd) + "\n")
-            self.proc.stdin.flush()
+            self.w.write(json.dumps(cmd) + "\n")
+            self.w.flush()
         except (BrokenPipeError, OSError):
             raise SideFailed(self._gone(), self.name) from None
 
     def read(self, timeout_s: float) -> dict[str, Any]:
-        if not self.sel.select(timeout_s):
-            kill_group(self.proc)
-            raise SideFailed(f"side {self.name.upper()} did not answer within {timeout_s:.0f} s (killed)", self.name)
-        line = self.proc.stdout.readline()
+        deadline = time.monotonic() + timeout_s
+        while not self.sel.select(min(0.5, max(0.0, deadline - time.monotonic()))):
+            if self.proc.poll() is not None:  # gone without a word (a forked child's pipe never ends)
+                raise SideFailed(self._gone(), self.name)
+            if time.monotonic() >= deadline:
+                kill_group(self.proc)
+                raise SideFailed(f"side {self.name.upper()} did not answer within {timeout_s:.0f} s (killed)",
+                                 self.name)
+        line = self.r.readline()
         if not line:
             raise SideFailed(self._gone(), self.name)
         return json.loads(line)
@@ -118,17 +159,18 @@ class _Child:
             pass
         kill_group(self.proc)
         self.sel.close()
+        self._close_fifos()
         self.log.close()
 
 
 def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
-           tag: str, plan: PairPlan) -> dict[str, _Child]:
+           tag: str, plan: PairPlan, servers: dict[str, Any]) -> dict[str, _Child]:
     kids: dict[str, _Child] = {}
     try:
         for s in SIDES:
             path = work / f"{tag}-{s}.spec.json"
             path.write_text(json.dumps(specs[s].to_dict()))
-            kids[s] = _Child(s, path, pythons.get(s), env, work / f"{tag}-{s}.log")
+            kids[s] = _Child(s, path, pythons.get(s), env, work / f"{tag}-{s}.log", servers.get(s))
         for s in SIDES:
             kids[s].hello = kids[s].read(plan.timeout_s)
             if kids[s].hello.get("hello") != PROTOCOL:
@@ -269,16 +311,18 @@ def _solo(kid: _Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> Cell
 
 
 def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
-                 tag: str, plan: PairPlan) -> dict[str, list[CellResult]]:
+                 tag: str, plan: PairPlan, servers: dict[str, Any] | None = None) -> dict[str, list[CellResult]]:
     """Both sides of one configuration at each of its batch sizes (latency scenario); never raises for a
-    side's failure: its rows say why, and the other side is measured alone (its rows say so)."""
+    side's failure: its rows say why, and the other side is measured alone (its rows say so). ``servers``:
+    each side's fork server for this runtime (its children forked with the runtime imported), or none."""
+    servers = servers or {}
     rng = random.Random(f"{plan.seed}:{tag}")
     out: dict[str, list[CellResult]] = {s: [] for s in SIDES}
     todo = list(specs["b"].batch_sizes)
     try:
-        kids = _start(specs, pythons, env, work, tag, plan)
+        kids = _start(specs, pythons, env, work, tag, plan, servers)
     except SideFailed as e:
-        return _one_side(specs, pythons, env, work, tag, plan, e)
+        return _one_side(specs, pythons, env, work, tag, plan, e, servers)
     try:
         while todo:
             got = _batch(kids, specs, todo[0], plan, rng)
@@ -300,7 +344,7 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
 
 
 def _one_side(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
-              tag: str, plan: PairPlan, e: SideFailed) -> dict[str, list[CellResult]]:
+              tag: str, plan: PairPlan, e: SideFailed, servers: dict[str, Any]) -> dict[str, list[CellResult]]:
     """A side could not be started: its rows say why; the other side is started alone and measured alone."""
     todo = list(specs["b"].batch_sizes)
     out = {s: [CellResult.failed(b, e.status, str(e), hint=e.hint) for b in todo] for s in SIDES}
@@ -310,7 +354,7 @@ def _one_side(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: d
     path = work / f"{tag}-{good}.spec.json"
     try:
         path.write_text(json.dumps(specs[good].to_dict()))
-        kid = _Child(good, path, pythons.get(good), env, work / f"{tag}-{good}.log")
+        kid = _Child(good, path, pythons.get(good), env, work / f"{tag}-{good}.log", servers.get(good))
     except (SideFailed, OSError) as e2:
         out[good] = [CellResult.failed(b, "run_failed", str(e2)) for b in todo]
         return out

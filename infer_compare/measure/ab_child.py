@@ -13,7 +13,8 @@ prints go to stderr):
 * ``{"op": "parity", "batch": B}``: the parity inputs at batch B, outputs saved where the spec says;
 * ``{"op": "quit"}``.
 
-Each side runs under its own interpreter (``--python-a/--python-b``): its own runtimes and its own
+``--fifo IN OUT`` after SPEC: commands from the named pipe IN, answers to OUT (a child forked by its side's
+fork server, whose stdin and stdout are its log). Each side runs under its own interpreter (``--python-a/--python-b``): its own runtimes and its own
 infer-compare. A child of another protocol version is refused by the parent at the greeting.
 """
 
@@ -94,9 +95,17 @@ def _answer(side: _Side, cmd: dict[str, Any]) -> dict[str, Any]:
                 "traceback": "\n".join(traceback.format_exc().strip().splitlines()[-20:])}
 
 
+def _channel(argv: list[str]) -> tuple[Any, Any]:
+    """(commands in, answers out): stdin and a private copy of stdout, or the two named pipes of ``--fifo IN
+    OUT`` (a child forked by a fork server, measure/ab.py: its stdio is its log)."""
+    if len(argv) >= 4 and argv[1] == "--fifo":
+        return open(argv[2]), open(argv[3], "w", buffering=1)  # noqa: SIM115 - the child's whole life
+    return sys.stdin, os.fdopen(os.dup(1), "w", buffering=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    proto = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol's own channel
+    commands, proto = _channel(argv)  # the protocol's own channel
     os.dup2(2, 1)  # whatever a runtime prints goes to stderr, never into the protocol
 
     def say(d: dict[str, Any]) -> None:
@@ -106,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     say({"hello": PROTOCOL, "version": __version__, "python": sys.version.split()[0]})
     with open(argv[0]) as f:
         side = _Side(CellSpec.from_dict(json.load(f)))
-    for line in sys.stdin:
+    for line in commands:
         cmd = json.loads(line)
         if cmd.get("op") == "quit":
             break

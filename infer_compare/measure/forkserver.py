@@ -63,8 +63,8 @@ class Forked:
 
 
 class ForkServer:
-    def __init__(self, modules: tuple[str, ...]):
-        self.modules = tuple(modules)
+    def __init__(self, modules: tuple[str, ...], python: str | None = None):
+        self.modules, self.python = tuple(modules), python  # python: another interpreter (an A/B side's)
         self.proc: subprocess.Popen | None = None
         self.ready = False
         self.failed = ""  # why the server is not used
@@ -80,7 +80,7 @@ class ForkServer:
         server_env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(env or {})}
         try:
             self.proc = launch.popen("infer_compare.measure.forkserver", list(self.modules), server_env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     python=self.python, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, bufsize=1)
         except launch.ChildNotStarted as e:  # the measuring children start as fresh interpreters instead
             self.failed = str(e)
@@ -303,10 +303,10 @@ class ForkServers:
     """One fork server per runtime that asks for one (``RunnerInfo.preload``), started when its first
     configuration is measured, closed at the end of the comparison."""
 
-    def __init__(self, log: Any = None, cache_root: str = ""):
+    def __init__(self, log: Any = None, cache_root: str = "", python: str | None = None):
         self.servers: dict[tuple[str, ...], ForkServer] = {}
         self.log = log or (lambda msg: None)
-        self.cache_root = cache_root
+        self.cache_root, self.python = cache_root, python
 
     def launch(self, modules: tuple[str, ...]) -> ForkServer | None:
         """Start the server of ``modules`` now, its imports overlapping the caller's own work."""
@@ -314,7 +314,7 @@ class ForkServers:
             return None
         srv = self.servers.get(modules)
         if srv is None:
-            srv = self.servers[modules] = ForkServer(modules)
+            srv = self.servers[modules] = ForkServer(modules, self.python)
             env = bytecode_env(modules, self.cache_root)
             if env:
                 self.log(f"no bytecode cache next to {modules[0]}: the fork server keeps one in "

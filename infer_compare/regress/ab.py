@@ -30,6 +30,7 @@ from infer_compare.bundle.verify import verify
 from infer_compare.catalog.formats import get_format
 from infer_compare.measure.ab import PairPlan, measure_pair
 from infer_compare.measure.cells import CellSpec
+from infer_compare.measure.forkserver import ForkServers, preloads
 from infer_compare.measure.options import MeasureOptions
 from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.model import judge_outputs_as, kind_options
@@ -55,6 +56,19 @@ class _Pairing:
         self.inputs = self.work / ("a-eval.npz" if multi else "a-eval.npy")
         save(self.inputs, prep_a.ds.eval)
         self.rows: dict[str, RunRecord] = {}
+        # each side's fork servers (its own interpreter), one per runtime that has one (PyTorch's import)
+        self.servers = {s: ForkServers(lambda m, s=s: prog.log(f"side {s.upper()}: {m}"), python=pythons.get(s))
+                        for s in ("a", "b")}
+
+    def _servers(self, runner: str) -> dict[str, Any]:
+        """Both sides' fork servers of ``runner``'s runtime, started together (their imports overlap)."""
+        mods = preloads([runner]).get(runner)
+        if not mods:
+            return {}
+        mods = (*mods, "infer_compare.measure.ab_child")
+        for srv in self.servers.values():
+            srv.launch(mods)
+        return {s: srv.for_modules(mods) for s, srv in self.servers.items()}
 
     def __call__(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Any,
                  env: dict[str, str] | None = None, cancel: Any = None) -> list:
@@ -74,7 +88,8 @@ class _Pairing:
                               outputs=str(self.work / f"{tag}-a-b{{batch}}.out.{suffix}"),
                               model=dict(self.prep_a.model_spec))
         plan = replace(self.plan, timeout_s=timeout_s)
-        got = measure_pair({"a": spec_a, "b": spec}, self.pythons, {**os.environ, **(env or {})}, work, tag, plan)
+        got = measure_pair({"a": spec_a, "b": spec}, self.pythons, {**os.environ, **(env or {})}, work, tag, plan,
+                           self._servers(spec.runner))
         tol = get_format(spec.format).tolerance("int8" if self.prep_a.file_precision == "int8" else spec.precision)
         for res in got["a"]:
             out = Path(spec_a.outputs_for(res.batch_size))
@@ -89,6 +104,8 @@ class _Pairing:
         return replace(b, model=self.prep_a.minfo, rows=rows, notes=tuple(notes) + tuple(b.notes))
 
     def close(self) -> None:
+        for srv in self.servers.values():
+            srv.close()
         shutil.rmtree(self.work, ignore_errors=True)
 
 
