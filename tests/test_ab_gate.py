@@ -242,13 +242,19 @@ _R.run = run
 '''
 
 
-def test_a_side_that_crashes_is_a_failed_row_and_the_gate_goes_on(lenet_bundle, tmp_path):
-    site = tmp_path / "site"
+def _crash_python(tmp: Path, site_text: str) -> Path:
+    """An interpreter for side B with ``site_text`` as its sitecustomize (its runner made to crash)."""
+    site = tmp / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(CRASH)
-    py = tmp_path / "python-crash"
+    (site / "sitecustomize.py").write_text(site_text)
+    py = tmp / "python-crash"
     py.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" "$@"\n')
     py.chmod(0o755)
+    return py
+
+
+def test_a_side_that_crashes_is_a_failed_row_and_the_gate_goes_on(lenet_bundle, tmp_path):
+    py = _crash_python(tmp_path, CRASH)
     g = _gate(lenet_bundle, tmp_path / "out", "--threads", "1", "--python-b", str(py))
     assert g.returncode == 1, g.stdout[-3000:] + g.stderr[-2000:]  # ok in A, failed in B: a violation
     import json
@@ -320,12 +326,7 @@ def test_pytorch_sides_are_forked_from_their_fork_servers_and_a_crash_is_still_o
     said = same.stdout + same.stderr
     assert same.returncode in (0, 3), said[-3000:]  # 3: only when the machine was loaded meanwhile
     assert "side A: fork server ready" in said and "side B: fork server ready" in said, said[-3000:]
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(CRASH_TORCH)
-    py = tmp_path / "python-crash"
-    py.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" "$@"\n')
-    py.chmod(0o755)
+    py = _crash_python(tmp_path, CRASH_TORCH)
     g = subprocess.run([*cmd, "-o", str(tmp_path / "crash"), "--python-b", str(py)], capture_output=True, text=True,
                        timeout=600, env=env)
     assert g.returncode == 1, (g.stdout + g.stderr)[-3000:]
