@@ -70,6 +70,22 @@ def _judge(tol: Tolerance, nonfinite: bool, cos_mean: float, cos_min: float, wor
     return failures
 
 
+def _top5(ref: np.ndarray, out: np.ndarray) -> float | None:
+    """Agreement of the top-5 *sets*: the share of the reference's top-5 classes found in the row's top-5."""
+    if ref.shape[1] < 5:
+        return None
+    r5, o5 = _topk(ref, 5), _topk(out, 5)
+    return float(np.mean([len(set(a) & set(b)) / 5.0 for a, b in zip(r5, o5, strict=True)]))
+
+
+def _accuracies(ref: np.ndarray, out: np.ndarray, labels: np.ndarray | None) -> tuple[float | None, float | None]:
+    """(the row's, the reference's) top-1 accuracy against ``labels``; (None, None) without labels."""
+    if labels is None:
+        return None, None
+    labels = np.asarray(labels)
+    return float((out.argmax(1) == labels).mean()), float((ref.argmax(1) == labels).mean())
+
+
 def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray | None = None, judge: bool = True,
             judge_top1: bool = True, note: str = "") -> ParityResult:
     """All metrics of ``out`` against ``ref`` (both N x classes logits).
@@ -91,16 +107,7 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
     worst = int(np.argmin(np.where(np.isfinite(cos), cos, -np.inf)))
     cos_mean, cos_min = float(cos.mean()), float(cos[worst])
     top1, ties, note = _top1(ref, out, tol, note)
-    top5 = None
-    if ref.shape[1] >= 5:
-        r5, o5 = _topk(ref, 5), _topk(out, 5)
-        # agreement of the top-5 *sets*: the share of the reference's top-5 classes found in the row's top-5
-        top5 = float(np.mean([len(set(a) & set(b)) / 5.0 for a, b in zip(r5, o5, strict=True)]))
-    acc = ref_acc = None
-    if labels is not None:
-        labels = np.asarray(labels)
-        acc = float((out.argmax(1) == labels).mean())
-        ref_acc = float((ref.argmax(1) == labels).mean())
+    top5, (acc, ref_acc) = _top5(ref, out), _accuracies(ref, out, labels)
     nonfinite = not np.isfinite(out).all()
     rel = float(diff.max()) / scale if diff.size else 0.0
     failures = _judge(tol, nonfinite, cos_mean, cos_min, worst, rel, top1, judge_top1)

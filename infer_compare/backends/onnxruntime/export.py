@@ -221,16 +221,7 @@ class OnnxInt8Exporter(_FromOnnx):
         notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel {bits}-bit weights), "
                  f"{o.int8_calibration} calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
                  f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}", f"reduce_range {why}"]
-        notes += _tail_note(opts, tails, mixed)
-        if excluded:
-            notes.append(f"left unquantized (--onnx-int8-exclude {o.int8_exclude}): {len(excluded)} node(s), "
-                         + ", ".join(excluded[:5]) + (" ..." if len(excluded) > 5 else ""))
-        if fixed[1].get("sizes"):
-            notes.append("dynamic sizes fixed to the measured ones before quantizing (symbolic shape inference "
-                         "needs them): " + ", ".join(f"{k} {v}" for k, v in fixed[1]["sizes"].items()))
-        if fixed[1].get("opset"):
-            notes.append(f"opset converted {fixed[1]['opset']} before quantizing (per-channel int8 weights need "
-                         "DequantizeLinear's axis)")
+        notes += _tail_note(opts, tails, mixed) + _prep_notes(o.int8_exclude, excluded, fixed[1])
         return ExportResult(str(path), opts, notes)
 
 
@@ -381,3 +372,18 @@ def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path, reduce_
                       activation_type=act,
                       weight_type=q.QuantType.QInt8,
                       extra_options={"ActivationSymmetric": o.int8_scheme == "S8S8", "WeightSymmetric": True})
+
+
+def _prep_notes(asked: str, excluded: list[str], before: dict[str, Any]) -> list[str]:
+    """What was done to the file before quantizing it: nodes left out on request, sizes fixed, opset converted."""
+    notes = []
+    if excluded:
+        notes.append(f"left unquantized (--onnx-int8-exclude {asked}): {len(excluded)} node(s), "
+                     + ", ".join(excluded[:5]) + (" ..." if len(excluded) > 5 else ""))
+    if before.get("sizes"):
+        notes.append("dynamic sizes fixed to the measured ones before quantizing (symbolic shape inference "
+                     "needs them): " + ", ".join(f"{k} {v}" for k, v in before["sizes"].items()))
+    if before.get("opset"):
+        notes.append(f"opset converted {before['opset']} before quantizing (per-channel int8 weights need "
+                     "DequantizeLinear's axis)")
+    return notes
