@@ -16,54 +16,89 @@ import numpy as np
 import pytest
 
 from infer_compare.base.records import OK, LatencyStats, RunRecord
+from infer_compare.measure.ab import PairPlan
 from infer_compare.regress.ab_judge import AB_RULES, judge_ab, paired_check
 from infer_compare.regress.paired import t_quantile, trimmed
 from infer_compare.regress.results import FEW_PAIRS, PASS, REGRESSION, TOO_NOISY
 from infer_compare.regress.rules import parse_rule
 
 P50 = parse_rule("p50:+5%")
+REPS = PairPlan().replicates  # the gate's default: several process pairs per row
 CALLS, PAIRS = 20, 20
 
 
 def simulate(slowdown: float, rng: np.random.Generator, base_ms: float = 2.0, pairs: int = PAIRS,
-             second: float = 0.0):
-    """Both sides' samples of one row as measure_pair takes them: pairs of blocks in random order, on a machine
-    whose speed level (1.0 or 1.25) switches at random between blocks (on average every 40 blocks, i.e. minutes
-    at LeNet's or MobileNet's block times), each call with 3 % log-normal jitter and, one call in 200, a burst of
-    another process that takes 5 calls' time. Side B's calls take ``1 + slowdown`` times A's; the block that
-    goes second in a pair ``1 + second`` times (the other side's threads still spinning). ``first``: the order."""
+             second: float = 0.0, reps: int = 1, tau: float = 0.0):
+    """Both sides' samples of one row as measure_pair takes them: ``reps`` process pairs one after the other, each
+    timing ``pairs / reps`` pairs of blocks (half with A first, in random order), on a machine whose speed level
+    (1.0 or 1.25) switches at random between blocks (on average every 40 blocks, i.e. minutes at LeNet's or
+    MobileNet's block times), each call with 3 % log-normal jitter and, one call in 200, a burst of another process
+    that takes 5 calls' time. Each process is lastingly ``exp(N(0, tau))`` times slower or faster than another of
+    the same code (measured on the 2-core VM: LeNet-5 process pairs' medians spread 1.5-3 %). Side B's calls take
+    ``1 + slowdown`` times A's; the block that goes second in a pair ``1 + second`` times (the other side's
+    threads still spinning). ``first``: the order."""
     level = 1.0 if rng.random() < 0.5 else 1.25
     sides: dict[str, list[int]] = {"a": [], "b": []}
     first = ""
-    for _ in range(pairs):
-        order = ("a", "b") if rng.random() < 0.5 else ("b", "a")
-        first += order[0]
-        for k, s in enumerate(order):
-            if rng.random() < 1 / 40:
-                level = 2.25 - level
-            t = base_ms * 1e6 * level * (1 + (slowdown if s == "b" else 0.0)) * (1 + second * k) * \
-                rng.lognormal(0, 0.03, CALLS)
-            t += (rng.random(CALLS) < 1 / 200) * 5 * base_ms * 1e6
-            sides[s] += [int(v) for v in t]
+    per = pairs // reps
+    for _ in range(reps):
+        proc = {s: float(np.exp(rng.normal(0, tau))) if tau else 1.0 for s in ("a", "b")}
+        orders = ["a"] * (per // 2) + ["b"] * (per - per // 2) if reps > 1 else \
+            ["a" if rng.random() < 0.5 else "b" for _ in range(per)]
+        rng.shuffle(orders)
+        for f in orders:
+            order = (f, "b" if f == "a" else "a")
+            first += f
+            for k, s in enumerate(order):
+                if rng.random() < 1 / 40:
+                    level = 2.25 - level
+                t = base_ms * 1e6 * level * proc[s] * (1 + (slowdown if s == "b" else 0.0)) * (1 + second * k) * \
+                    rng.lognormal(0, 0.03, CALLS)
+                t += (rng.random(CALLS) < 1 / 200) * 5 * base_ms * 1e6
+                sides[s] += [int(v) for v in t]
     sides["first"] = first
     return sides
 
 
-def _row(samples: list[int], side: str, first: str = "") -> RunRecord:
+def _row(samples: list[int], side: str, first: str = "", reps: int = 1) -> RunRecord:
     return RunRecord("onnxruntime", "onnx", "fp32", "cpu", 1, OK, exec_precision="fp32", threads=2,
                      latency=LatencyStats.from_samples_ns(tuple(samples)), throughput=1e9 / float(np.mean(samples)),
                      samples_ns=tuple(samples), extra={"ab": {"calls_per_block": CALLS, "pairs": PAIRS, "side": side,
-                                                              "first": first}})
+                                                              "first": first, "replicates": reps}})
 
 
-def verdicts(slowdown: float, runs: int = 300, seed: int = 0, second: float = 0.0) -> dict[str, int]:
+def verdicts(slowdown: float, runs: int = 300, seed: int = 0, second: float = 0.0, reps: int = 1,
+             tau: float = 0.0) -> dict[str, int]:
     rng = np.random.default_rng(seed)
     out: dict[str, int] = {}
+    pairs = PairPlan().pairs if reps > 1 else PAIRS
     for _ in range(runs):
-        s = simulate(slowdown, rng, second=second)
-        v = paired_check(P50, "row", _row(s["a"], "a", s["first"]), _row(s["b"], "b", s["first"])).verdict
+        s = simulate(slowdown, rng, second=second, reps=reps, tau=tau, pairs=pairs)
+        v = paired_check(P50, "row", _row(s["a"], "a", s["first"], reps), _row(s["b"], "b", s["first"], reps)).verdict
         out[v] = out.get(v, 0) + 1
     return out
+
+
+def test_one_process_pair_cannot_see_that_two_processes_of_the_same_code_differ():
+    """Why a row is measured by several process pairs: with processes lastingly 2.5 % apart (sd), one pair's blocks
+    agree with each other to a fraction of that, so its interval is far too narrow and unchanged code fails the
+    +5 % rule again and again; the default number of process pairs, judged on their spread, keep it at 1 % or
+    less."""
+    one = verdicts(0.0, seed=11, tau=0.025)
+    several = verdicts(0.0, seed=11, tau=0.025, reps=REPS)
+    assert one.get(REGRESSION, 0) >= 15, one  # 5 % or more of 300
+    assert several.get(REGRESSION, 0) <= 3 and several.get(PASS, 0) >= 0.9 * 300, several
+
+
+@pytest.mark.parametrize("slowdown,at_least", [(0.10, 0.95), (0.20, 1.0)])
+def test_process_pairs_catch_a_single_row_slowdown_despite_process_differences(slowdown, at_least):
+    got = verdicts(slowdown, seed=12, tau=0.017, reps=REPS)
+    assert got.get(REGRESSION, 0) >= at_least * 300, got
+
+
+def test_process_pairs_pass_unchanged_code_on_a_machine_that_switches_speed_levels():
+    got = verdicts(0.0, seed=13, tau=0.017, reps=REPS, second=0.08)
+    assert got.get(REGRESSION, 0) <= 3 and got.get(PASS, 0) >= 0.95 * 300, got
 
 
 def test_unchanged_code_passes_on_a_machine_that_switches_speed_levels():
@@ -101,8 +136,8 @@ def test_the_same_change_measured_in_two_runs_minutes_apart_is_missed_far_more_o
 
 def test_a_noisy_row_is_not_judged_and_the_detectable_change_is_printed():
     rng = np.random.default_rng(3)
-    a = [int(v) for v in 2e6 * rng.lognormal(0, 0.6, CALLS * PAIRS)]  # a very noisy machine
-    b = [int(v * 1.08) for v in 2e6 * rng.lognormal(0, 0.6, CALLS * PAIRS)]
+    a = [int(v) for v in 2e6 * rng.lognormal(0, 1.0, CALLS * PAIRS)]  # a very noisy machine
+    b = [int(v * 1.08) for v in 2e6 * rng.lognormal(0, 1.0, CALLS * PAIRS)]
     c = paired_check(P50, "row", _row(a, "a"), _row(b, "b"))
     assert c.verdict in (TOO_NOISY, PASS), c
     assert "sees a change of +" in c.message and "or more (95 % power)" in c.message

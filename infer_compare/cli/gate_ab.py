@@ -38,7 +38,13 @@ def build_gate_parser() -> _Parser:
     g.add_argument("--python-a", metavar="PATH", help="interpreter of side A's processes (default: this one)")
     g.add_argument("--python-b", metavar="PATH", help="interpreter of side B's processes (default: this one)")
     g.add_argument("--pairs", type=int, default=d.pairs, metavar="N",
-                   help=f"pairs of blocks per row (default {d.pairs}; more pairs see smaller changes)")
+                   help=f"pairs of blocks per row, over all process pairs (default {d.pairs}; fewer where a call is "
+                        "so slow that blocks of 3 calls would overrun --side-time, at least 2 per process pair)")
+    g.add_argument("--replicates", type=int, default=d.replicates, metavar="R",
+                   help=f"process pairs per configuration, one after the other (default {d.replicates}): the verdict "
+                        "rests on their spread, which holds the lasting difference between two processes of the "
+                        "same code; more see smaller changes. 1: one process pair, judged on its blocks alone "
+                        "(cheaper; its interval does not cover that difference)")
     g.add_argument("--side-time", type=float, default=d.side_time_s, metavar="S",
                    help=f"seconds of timed calls per side and row, split into the blocks (default {d.side_time_s})")
     g.add_argument("--seed", type=int, default=0, help="seed of the order of the sides in each pair (default 0)")
@@ -69,11 +75,13 @@ def cmd_gate(argv: list[str]) -> int:
     args = build_gate_parser().parse_args(argv)
     if args.pairs < 6 or args.side_time <= 0:
         args_error("--pairs must be 6 or more and --side-time above 0")
+    if args.replicates == 2 or args.replicates < 1 or args.pairs < 2 * args.replicates:
+        args_error("--replicates must be 1, or 3 or more with at least 2 --pairs each")
     opts = measure_options(args)
     args.model = f"gate-{Path(args.bundle_b).resolve().name}"
     out = output_dir(args)
     saver = Saver(out)
-    plan = PairPlan(pairs=args.pairs, side_time_s=args.side_time, seed=args.seed)
+    plan = PairPlan(pairs=args.pairs, replicates=args.replicates, side_time_s=args.side_time, seed=args.seed)
     try:
         with RichProgress(args.quiet) as prog:
             got = ab_gate(args.bundle_a, args.bundle_b, rules=args.fail_on, python_a=args.python_a,

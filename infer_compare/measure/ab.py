@@ -1,39 +1,47 @@
 """Two sides of one configuration measured side by side (the A/B gate): each side's child loaded at the
-same time (measure/ab_child.py, under its own interpreter), then timed in alternating blocks, the order
-inside each pair drawn at random, so that whatever the machine does in those seconds falls on both.
+same time (measure/ab_child.py, under its own interpreter), then timed in alternating blocks, so that
+whatever the machine does in those seconds falls on both.
 
-Per batch size: both children load (in parallel: not timed), a pilot block of each sets the calls per
-block (the block time divided by the slower side's call), then ``pairs`` pairs of blocks, then each side's
-parity outputs. Each side's result is a CellResult like a plain run's, its samples in time order, with the
-pairing in ``extra["ab"]`` (calls per block, which side went first in each pair), from which the gate
-takes the paired ratios (regress/paired.py).
+Two processes of the same code differ lastingly by a few per cent (where their memory landed, measured:
+unchanged LeNet-5 rows' estimates from one process pair each spread 1.2-2.4 % on the 2-core VM, while each
+pair's own blocks agreed to 0.1-0.2 %). So each configuration is measured by ``replicates`` process pairs,
+one after the other: each pair starts both children (forked from its side's fork server where there is one),
+loads, and times its share of the pairs of blocks, half with A first and half with B first, in random order.
+The gate judges the spread between the process pairs (regress/paired.py), not only within one.
+
+Per batch size in each process pair: both children load (in parallel: not timed), the first pair's pilot
+block of each sets the calls per block (the block time divided by the slower side's call; the later pairs
+keep it), then its pairs of blocks, then (first pair only) each side's parity outputs. Each side's result is a
+CellResult like a plain run's, its samples in time order, with the pairing in ``extra["ab"]`` (calls per block,
+process pairs, which side went first in each pair), from which the gate takes the paired ratios.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
-import selectors
 import signal
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infer_compare.host.launch import ChildNotStarted, describe_exit, kill_group, popen, read_tail
 from infer_compare.measure.ab_child import PROTOCOL
-from infer_compare.measure.calibration import cpu_ticks, process_ticks
+from infer_compare.measure.ab_proc import Child, Load, SideFailed
 from infer_compare.measure.cells import CellResult, CellSpec
 
 SIDES = ("a", "b")
+MIN_CALLS = 3  # calls per block at least
 
 
 @dataclass(frozen=True)
 class PairPlan:
-    pairs: int = 20  # pairs of blocks per row
-    side_time_s: float = 1.0  # each side's timed calls per row, in seconds, split into the blocks
+    pairs: int = 24  # pairs of blocks per row, over all process pairs
+    replicates: int = 5  # process pairs per configuration, one after the other (1: one pair, as before 0.x)
+    side_time_s: float = 0.6  # each side's timed calls per row, in seconds, split into the blocks
+    # each process's warm-up after its load (besides the run's --warmup calls): short, as every process pair
+    # warms up again, and whatever warm-up leaves falls on both sides of the pairs alike
+    warmup_s: float = 0.05
     seed: int = 0  # the draw of which side goes first in each pair
     timeout_s: float = 300.0  # any one answer of a child (a load, a block, parity)
     # the waiting side is stopped (SIGSTOP to its process group) while the other side is timed, and continued
@@ -41,136 +49,20 @@ class PairPlan:
     # 0.59 cores of the other side's blocks on the 2-core VM); stopped, they take none
     freeze: bool = True
 
-
-class SideFailed(Exception):
-    """Side ``side`` ('a' or 'b', '' when unknown) cannot go on; its rows get ``status`` and the message."""
-
-    def __init__(self, msg: str, side: str = "", status: str = "run_failed", hint: str = "", tb: str = ""):
-        super().__init__(msg)
-        self.side, self.status, self.hint, self.tb = side, status, hint, tb
-
-    @classmethod
-    def answered(cls, side: str, r: dict[str, Any]) -> SideFailed:
-        return cls(f"side {side.upper()}: {r.get('error', 'failed')}", side, r.get("status", "run_failed"),
-                   r.get("hint", ""), r.get("traceback", ""))
-
-
-class _Child:
-    """One side's child process and its JSON-lines channel: a fresh interpreter speaking on its stdin and
-    stdout, or, given its side's fork server (the runtime already imported), a forked child speaking on two
-    named pipes (the server's children have their log as stdio)."""
-
-    def __init__(self, name: str, spec_path: Path, python: str | None, env: dict[str, str], log: Path,
-                 server: Any = None):
-        self.name, self.log_path, self.fifos = name, log, []
-        self.log = open(log, "w")  # noqa: SIM115 - closed with the child
-        try:
-            self.proc = self._fork(server, spec_path, env) if server is not None else None
-            if self.proc is None:
-                self.proc = popen("infer_compare.measure.ab_child", [str(spec_path)], env, python=python,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
-                                  bufsize=1)
-                self.w, self.r = self.proc.stdin, self.proc.stdout
-        except ChildNotStarted as e:
-            self.log.close()
-            raise SideFailed(str(e), name) from None
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(self.r, selectors.EVENT_READ)
-        self.hello: dict[str, Any] = {}
-
-    def _fork(self, server: Any, spec_path: Path, env: dict[str, str]) -> Any:
-        """The child forked by ``server`` on two named pipes, opened here first (read-write: never blocking,
-        and never an end-of-file while the child starts; its death is seen by polling it); None when the
-        server cannot fork it (a fresh interpreter then)."""
-        to, frm = (spec_path.with_suffix(f".{d}.fifo") for d in ("to", "from"))
-        try:
-            for f in (to, frm):
-                f.unlink(missing_ok=True)
-                os.mkfifo(f)
-                self.fifos.append(f)
-            self.w = open(os.open(to, os.O_RDWR), "w", buffering=1)  # noqa: SIM115
-            self.r = open(os.open(frm, os.O_RDWR))  # noqa: SIM115
-            self.log.flush()
-            return server.spawn("infer_compare.measure.ab_child", [str(spec_path), "--fifo", str(to), str(frm)],
-                                env, str(self.log_path))
-        except OSError:
-            self._close_fifos()
-            return None
-
-    def _close_fifos(self) -> None:
-        for f in ("w", "r"):
-            try:
-                getattr(self, f).close()
-            except (AttributeError, OSError):
-                pass
-        for f in self.fifos:
-            f.unlink(missing_ok=True)
-        self.fifos = []
-
-    def ask(self, cmd: dict[str, Any] | None, timeout_s: float) -> dict[str, Any]:
-        if cmd is not None:
-            self.send(cmd)
-        return self.read(timeout_s)
-
-    def send(self, cmd: dict[str, Any]) -> None:
-        try:
-            self.w.write(json.dumps(cmd) + "\n")
-            self.w.flush()
-        except (BrokenPipeError, OSError):
-            raise SideFailed(self._gone(), self.name) from None
-
-    def read(self, timeout_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while not self.sel.select(min(0.5, max(0.0, deadline - time.monotonic()))):
-            if self.proc.poll() is not None:  # gone without a word (a forked child's pipe never ends)
-                raise SideFailed(self._gone(), self.name)
-            if time.monotonic() >= deadline:
-                kill_group(self.proc)
-                raise SideFailed(f"side {self.name.upper()} did not answer within {timeout_s:.0f} s (killed)",
-                                 self.name)
-        line = self.r.readline()
-        if not line:
-            raise SideFailed(self._gone(), self.name)
-        return json.loads(line)
-
-    def _gone(self) -> str:
-        try:
-            rc = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            rc = None
-        self.log.flush()
-        return (f"side {self.name.upper()}'s process ended ({describe_exit(rc)}): "
-                f"{read_tail(self.log_path, 3).strip() or 'no output'}")
-
-    def signal(self, sig: int) -> None:
-        """``sig`` to the child's process group (its own session: the child and whatever it started)."""
-        try:
-            os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def close(self) -> None:
-        self.signal(signal.SIGCONT)
-        try:
-            if self.proc.poll() is None:
-                self.send({"op": "quit"})
-                self.proc.wait(timeout=10)
-        except (SideFailed, subprocess.TimeoutExpired):
-            pass
-        kill_group(self.proc)
-        self.sel.close()
-        self._close_fifos()
-        self.log.close()
+    @property
+    def per_replicate(self) -> int:
+        """Pairs of blocks timed by each process pair (at least one in either order)."""
+        return max(2, round(self.pairs / max(1, self.replicates)))
 
 
 def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
-           tag: str, plan: PairPlan, servers: dict[str, Any]) -> dict[str, _Child]:
-    kids: dict[str, _Child] = {}
+           tag: str, plan: PairPlan, servers: dict[str, Any]) -> dict[str, Child]:
+    kids: dict[str, Child] = {}
     try:
         for s in SIDES:
             path = work / f"{tag}-{s}.spec.json"
             path.write_text(json.dumps(specs[s].to_dict()))
-            kids[s] = _Child(s, path, pythons.get(s), env, work / f"{tag}-{s}.log", servers.get(s))
+            kids[s] = Child(s, path, pythons.get(s), env, work / f"{tag}-{s}.log", servers.get(s))
         for s in SIDES:
             kids[s].hello = kids[s].read(plan.timeout_s)
             if kids[s].hello.get("hello") != PROTOCOL:
@@ -184,60 +76,42 @@ def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict
     return kids
 
 
-def _both(kids: dict[str, _Child], cmd: dict[str, Any], timeout_s: float) -> dict[str, dict[str, Any]]:
-    """The same command to both sides, at the same time (loads and parity: not timed)."""
-    for k in kids.values():
-        k.signal(signal.SIGCONT)
-        k.send(cmd)
-    return {s: k.read(timeout_s) for s, k in kids.items()}
-
-
-def _calls_per_block(kids: dict[str, _Child], plan: PairPlan) -> int:
-    if plan.freeze:  # both stopped: from here on only the side being timed runs
+def _both(kids: dict[str, Child], cmd: dict[str, Any], plan: PairPlan) -> dict[str, dict[str, Any]]:
+    """The same command to both sides (loads and parity: not timed). With ``plan.freeze``, one side after the
+    other, the other stopped: two runtimes whose threads spin between calls, each with a thread per core, slow
+    each other down many times over (PyTorch's load and warm-up of MobileNet v2 took 2.6 s side by side on the
+    2-core VM, 0.5 s alone); else at the same time."""
+    if not plan.freeze:
         for k in kids.values():
-            k.signal(signal.SIGSTOP)
+            k.signal(signal.SIGCONT)
+            k.send(cmd)
+        return {s: k.read(plan.timeout_s) for s, k in kids.items()}
+    out = {}
+    for s, k in kids.items():
+        k.signal(signal.SIGCONT)
+        out[s] = k.ask(cmd, plan.timeout_s)
+        k.signal(signal.SIGSTOP)
+    return out
+
+
+def _block_size(kids: dict[str, Child], plan: PairPlan) -> tuple[int, int]:
+    """(calls per block, pairs per process pair) from a pilot block of each side: ``plan.side_time_s`` split into
+    the plan's pairs, at least MIN_CALLS calls per block (a block's median then drops its first call, slowed by
+    the caches the other side left behind), with fewer pairs (at least 2 per process pair) where blocks of that
+    size would overrun the side time."""
     pilot = {s: _timed(k, 3, plan) for s, k in kids.items()}
     for s, r in pilot.items():
         if not r.get("ok"):
             raise SideFailed.answered(s, r)
-    slowest = max(sorted(r["ns"])[1] for r in pilot.values()) / 1e9
-    return max(1, min(100_000, round(plan.side_time_s / plan.pairs / max(slowest, 1e-7))))
+    call = max(max(sorted(r["ns"])[1] for r in pilot.values()) / 1e9, 1e-7)
+    per, reps = plan.per_replicate, max(1, plan.replicates)
+    calls = round(plan.side_time_s / (per * reps) / call)
+    if calls < MIN_CALLS:
+        calls, per = MIN_CALLS, max(2, min(per, round(plan.side_time_s / reps / (MIN_CALLS * call))))
+    return min(100_000, calls), per
 
 
-class _Load:
-    """What else used the CPUs while the blocks ran: other processes (the machine's busy time minus both
-    sides' own), other guests (steal), and the waiting side itself while the other side was timed (a runtime's
-    threads that keep spinning after their call: the two sides then disturb each other). In cores."""
-
-    def __init__(self, kids: dict[str, _Child]):
-        self.pids = {s: k.proc.pid for s, k in kids.items()}
-        self.t0, self.own0 = cpu_ticks(), self._own()
-        self.start = time.perf_counter()
-        self.waiting = 0
-
-    def _own(self) -> int | None:
-        t = [process_ticks(p) for p in self.pids.values()]
-        return None if None in t else sum(t)  # type: ignore[arg-type]
-
-    def block(self, waiting_side: str, fn):
-        before = process_ticks(self.pids[waiting_side])
-        out = fn()
-        after = process_ticks(self.pids[waiting_side])
-        if before is not None and after is not None:
-            self.waiting += after - before
-        return out
-
-    def summary(self) -> dict[str, float]:
-        t1, own1, wall = cpu_ticks(), self._own(), time.perf_counter() - self.start
-        if self.t0 is None or t1 is None or self.own0 is None or own1 is None or wall <= 0:
-            return {}
-        hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        other = max(0, (t1[0] - self.t0[0]) - (t1[1] - self.t0[1]) - (own1 - self.own0) - (t1[2] - self.t0[2]))
-        return {"other_cores": round(other / hz / wall, 3), "steal_cores": round((t1[1] - self.t0[1]) / hz / wall, 3),
-                "waiting_side_cores": round(self.waiting / hz / wall, 3)}
-
-
-def _timed(kid: _Child, calls: int, plan: PairPlan) -> dict[str, Any]:
+def _timed(kid: Child, calls: int, plan: PairPlan) -> dict[str, Any]:
     """One block of ``kid``: continued for it, stopped again after it (``plan.freeze``)."""
     if plan.freeze:
         kid.signal(signal.SIGCONT)
@@ -248,20 +122,26 @@ def _timed(kid: _Child, calls: int, plan: PairPlan) -> dict[str, Any]:
             kid.signal(signal.SIGSTOP)
 
 
-def _blocks(kids: dict[str, _Child], plan: PairPlan, calls: int, rng: random.Random) -> tuple[dict, list[str], dict]:
+def _orders(n: int, rng: random.Random) -> list[str]:
+    """Which side goes first in each of ``n`` pairs: half A, half B (an odd one drawn), in random order."""
+    firsts = ["a"] * (n // 2) + ["b"] * (n // 2) + ([rng.choice(SIDES)] if n % 2 else [])
+    rng.shuffle(firsts)
+    return firsts
+
+
+def _blocks(kids: dict[str, Child], plan: PairPlan, calls: int, per: int,
+            rng: random.Random) -> tuple[dict, list[str], Any]:
     samples: dict[str, list[int]] = {s: [] for s in SIDES}
-    first: list[str] = []
-    load = _Load(kids)
-    for _ in range(plan.pairs):
-        order = list(SIDES) if rng.random() < 0.5 else list(reversed(SIDES))
-        first.append(order[0])
-        for s in order:
+    first = _orders(per, rng)
+    load = Load(kids)
+    for f in first:
+        for s in (f, "b" if f == "a" else "a"):
             other = "b" if s == "a" else "a"
             r = load.block(other, lambda s=s: _timed(kids[s], calls, plan))
             if not r.get("ok"):
                 raise SideFailed.answered(s, r)
             samples[s] += r["ns"]
-    return samples, first, load.summary()
+    return samples, first, load.part()
 
 
 def _result(b: int, loaded: dict[str, Any], samples: list[int], par: dict[str, Any], ab: dict[str, Any]) -> CellResult:
@@ -274,31 +154,73 @@ def _result(b: int, loaded: dict[str, Any], samples: list[int], par: dict[str, A
                                      "warmup_calls": loaded.get("warmup_calls")})
 
 
-def _batch(kids: dict[str, _Child], specs: dict[str, CellSpec], b: int, plan: PairPlan,
-           rng: random.Random) -> dict[str, CellResult]:
-    loaded = _both(kids, {"op": "load", "batch": b}, plan.timeout_s)
+class _Series:
+    """One batch size's blocks over the process pairs: the first pair's load answers, calls per block and
+    parity; every pair's samples, orders and load figures."""
+
+    def __init__(self, b: int):
+        self.b = b
+        self.loaded: dict[str, Any] = {}
+        self.par: dict[str, Any] = {}
+        self.calls, self.per = 0, 0  # calls per block, pairs per process pair (set by the first pair's pilot)
+        self.samples: dict[str, list[int]] = {s: [] for s in SIDES}
+        self.first: list[str] = []
+        self.loads: list[Any] = []
+        self.load_s: dict[str, list[float]] = {s: [] for s in SIDES}
+        self.wall: dict[str, float] = {}  # where this batch size's wall time went: load, pilot, blocks, parity
+
+    def phase(self, name: str, t0: float) -> float:
+        t1 = time.perf_counter()
+        self.wall[name] = round(self.wall.get(name, 0.0) + t1 - t0, 3)
+        return t1
+
+    def results(self, plan: PairPlan) -> dict[str, CellResult]:
+        ab = {"calls_per_block": self.calls, "pairs": len(self.first), "replicates": plan.replicates,
+              "first": "".join(self.first), "seed": plan.seed, "load": Load.summary(self.loads), "wall_s": self.wall}
+        return {s: _result(self.b, self.loaded[s], self.samples[s], self.par.get(s) or {},
+                           {**ab, "side": s, "load_s": [round(x, 3) for x in self.load_s[s]]}) for s in SIDES}
+
+
+def _batch(kids: dict[str, Child], specs: dict[str, CellSpec], ser: _Series, plan: PairPlan,
+           rng: random.Random) -> None:
+    """One process pair's share of batch size ``ser.b``: load both, time its pairs of blocks (the first pair
+    also sets the calls per block and writes the parity outputs)."""
+    t = time.perf_counter()
+    loaded = _both(kids, {"op": "load", "batch": ser.b, "warmup_s": plan.warmup_s}, plan)
+    t = ser.phase("load", t)
     for s, r in loaded.items():
         if not r.get("ok"):
             raise SideFailed.answered(s, r)
-    calls = _calls_per_block(kids, plan)
-    samples, first, load = _blocks(kids, plan, calls, rng)
-    par = _both(kids, {"op": "parity", "batch": b}, plan.timeout_s) if specs["a"].parity_inputs else {}
-    ab = {"calls_per_block": calls, "pairs": plan.pairs, "first": "".join(first), "seed": plan.seed, "load": load}
-    return {s: _result(b, loaded[s], samples[s], par.get(s) or {}, {**ab, "side": s}) for s in SIDES}
+        ser.load_s[s].append(float(r.get("load_s") or 0.0))
+    first = not ser.loaded
+    if first:
+        ser.loaded = loaded
+        ser.calls, ser.per = _block_size(kids, plan)
+        t = ser.phase("pilot", t)
+    samples, orders, load = _blocks(kids, plan, ser.calls, ser.per, rng)
+    t = ser.phase("blocks", t)
+    for s in SIDES:
+        ser.samples[s] += samples[s]
+    ser.first += orders
+    ser.loads.append(load)
+    if first and specs["a"].parity_inputs:
+        ser.par = _both(kids, {"op": "parity", "batch": ser.b}, plan)
+        ser.phase("parity", t)
 
 
-def _solo(kid: _Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> CellResult:
+def _solo(kid: Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> CellResult:
     """One side measured alone, blocks as the pairs would have had them, after the other side failed: its row
     is measured (so that a candidate that crashes reads as a failure against a baseline that ran)."""
     kid.signal(signal.SIGCONT)  # it was stopped while the other side was timed
     try:
-        loaded = kid.ask({"op": "load", "batch": b}, plan.timeout_s)
+        loaded = kid.ask({"op": "load", "batch": b, "warmup_s": plan.warmup_s}, plan.timeout_s)
         if not loaded.get("ok"):
             raise SideFailed.answered(kid.name, loaded)
-        calls = _calls_per_block({kid.name: kid}, plan)
+        calls, per = _block_size({kid.name: kid}, plan)
+        total = per * max(1, plan.replicates)
         kid.signal(signal.SIGCONT)  # alone: nothing to stop it for
         samples: list[int] = []
-        for _ in range(plan.pairs):
+        for _ in range(total):
             r = kid.ask({"op": "block", "calls": calls}, plan.timeout_s)
             if not r.get("ok"):
                 raise SideFailed.answered(kid.name, r)
@@ -306,40 +228,52 @@ def _solo(kid: _Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> Cell
         par = kid.ask({"op": "parity", "batch": b}, plan.timeout_s) if spec.parity_inputs else {}
     except SideFailed as e:
         return CellResult.failed(b, e.status, str(e), hint=e.hint, traceback=e.tb)
-    return _result(b, loaded, samples, par, {"calls_per_block": calls, "pairs": plan.pairs, "side": kid.name,
+    return _result(b, loaded, samples, par, {"calls_per_block": calls, "pairs": total, "side": kid.name,
                                              "alone": f"measured alone, not paired: {why}"})
 
 
 def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
                  tag: str, plan: PairPlan, servers: dict[str, Any] | None = None) -> dict[str, list[CellResult]]:
-    """Both sides of one configuration at each of its batch sizes (latency scenario); never raises for a
-    side's failure: its rows say why, and the other side is measured alone (its rows say so). ``servers``:
-    each side's fork server for this runtime (its children forked with the runtime imported), or none."""
+    """Both sides of one configuration at each of its batch sizes (latency scenario), over ``plan.replicates``
+    process pairs; never raises for a side's failure: its rows say why (a crash in any process pair fails the
+    side), and the other side is measured alone (its rows say so). ``servers``: each side's fork server for
+    this runtime (its children forked with the runtime imported), or none."""
     servers = servers or {}
     rng = random.Random(f"{plan.seed}:{tag}")
+    series = [_Series(b) for b in specs["b"].batch_sizes]
+    for r in range(max(1, plan.replicates)):
+        t = time.perf_counter()
+        try:
+            kids = _start(specs, pythons, env, work, f"{tag}-p{r}" if r else tag, plan, servers)
+        except SideFailed as e:
+            return _one_side(specs, pythons, env, work, tag, plan, e, servers)
+        series[0].phase("start", t)
+        try:
+            for ser in series:
+                _batch(kids, specs, ser, plan, rng)
+        except SideFailed as e:
+            return _failed(kids, specs, plan, e)
+        finally:
+            t = time.perf_counter()
+            for k in kids.values():
+                k.close()
+            series[0].phase("close", t)
+    got = [ser.results(plan) for ser in series]
+    return {s: [g[s] for g in got] for s in SIDES}
+
+
+def _failed(kids: dict[str, Child], specs: dict[str, CellSpec], plan: PairPlan,
+            e: SideFailed) -> dict[str, list[CellResult]]:
+    """Side ``e.side`` failed in a process pair: every batch size of it fails; the other side is measured alone
+    by its live child."""
     out: dict[str, list[CellResult]] = {s: [] for s in SIDES}
-    todo = list(specs["b"].batch_sizes)
-    try:
-        kids = _start(specs, pythons, env, work, tag, plan, servers)
-    except SideFailed as e:
-        return _one_side(specs, pythons, env, work, tag, plan, e, servers)
-    try:
-        while todo:
-            got = _batch(kids, specs, todo[0], plan, rng)
-            for s in SIDES:
-                out[s].append(got[s])
-            todo.pop(0)
-    except SideFailed as e:
-        good = {"a": "b", "b": "a"}.get(e.side, "")
-        for b in todo:
-            out[e.side or "a"].append(CellResult.failed(b, e.status, str(e), hint=e.hint, traceback=e.tb))
-            if good:
-                out[good].append(_solo(kids[good], specs[good], b, plan, str(e)))
-            elif not e.side:
-                out["b"].append(CellResult.failed(b, "run_failed", str(e)))
-    finally:
-        for k in kids.values():
-            k.close()
+    good = {"a": "b", "b": "a"}.get(e.side, "")
+    for b in specs["b"].batch_sizes:
+        out[e.side or "a"].append(CellResult.failed(b, e.status, str(e), hint=e.hint, traceback=e.tb))
+        if good:
+            out[good].append(_solo(kids[good], specs[good], b, plan, str(e)))
+        else:
+            out["b"].append(CellResult.failed(b, "run_failed", str(e)))
     return out
 
 
@@ -351,10 +285,10 @@ def _one_side(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: d
     good = {"a": "b", "b": "a"}.get(e.side, "")
     if not good:
         return out
-    path = work / f"{tag}-{good}.spec.json"
+    path = work / f"{tag}-{good}.solo.spec.json"
     try:
         path.write_text(json.dumps(specs[good].to_dict()))
-        kid = _Child(good, path, pythons.get(good), env, work / f"{tag}-{good}.log", servers.get(good))
+        kid = Child(good, path, pythons.get(good), env, work / f"{tag}-{good}.solo.log", servers.get(good))
     except (SideFailed, OSError) as e2:
         out[good] = [CellResult.failed(b, "run_failed", str(e2)) for b in todo]
         return out

@@ -6,8 +6,8 @@ The child speaks JSON lines: it writes a greeting (the protocol and its own infe
 answers each command the parent writes on its stdin, on a private copy of its stdout (the runtimes' own
 prints go to stderr):
 
-* ``{"op": "load", "batch": B}``: load (or re-shape) the runner for batch B, make the cold call and warm
-  up as the spec's loop says; answers the load time, the first call, the precision executed, settings,
+* ``{"op": "load", "batch": B, "warmup_s": S}``: load (or re-shape) the runner for batch B, make the cold
+  call and warm up as the spec's loop says (its calls; at least S seconds where given, else its time); answers the load time, the first call, the precision executed, settings,
   notes and library versions;
 * ``{"op": "block", "calls": N}``: N timed calls; answers their times in ns, in order;
 * ``{"op": "parity", "batch": B}``: the parity inputs at batch B, outputs saved where the spec says;
@@ -42,7 +42,7 @@ class _Side:
         self.images = batches.load(spec.inputs)
         self.x: Any = None
 
-    def load(self, batch: int) -> dict[str, Any]:
+    def load(self, batch: int, warmup_s: float | None = None) -> dict[str, Any]:
         runner, load_s = self.sess.runner_for(batch)
         if runner.fixed_batch is not None and runner.fixed_batch != batch:
             return {"ok": False, "status": "skipped",
@@ -52,7 +52,8 @@ class _Side:
         runner.run(self.x)
         first = time.perf_counter_ns() - t0
         loop, calls, start = self.spec.loop, 1, time.perf_counter()
-        while calls < loop.warmup_iters or time.perf_counter() - start < loop.warmup_time_s:
+        warm_s = loop.warmup_time_s if warmup_s is None else warmup_s
+        while calls < loop.warmup_iters or time.perf_counter() - start < warm_s:
             runner.run(self.x)
             calls += 1
         return {"ok": True, "load_s": load_s, "first_ms": first / 1e6, "warmup_calls": calls,
@@ -79,7 +80,7 @@ def _answer(side: _Side, cmd: dict[str, Any]) -> dict[str, Any]:
     op = cmd.get("op")
     try:
         if op == "load":
-            return side.load(int(cmd["batch"]))
+            return side.load(int(cmd["batch"]), cmd.get("warmup_s"))
         if op == "block":
             return side.block(int(cmd["calls"]))
         if op == "parity":

@@ -18,6 +18,7 @@ from infer_compare.regress.paired import (
     Paired,
     crossover,
     log_ratios,
+    replicated,
     trimmed,
 )
 from infer_compare.regress.results import (
@@ -37,8 +38,11 @@ from infer_compare.regress.rules import Rule, parse_rules
 # median per block (p50) is what is judged by default: a block's mean (mean, throughput) carries every burst of
 # another process that falls into it, and is judged only when asked for.
 AB_RULES = ("p50:+5%", "accuracy:-0.5")
-METHOD = ("paired blocks, A and B alternating in random order: 20 %-trimmed mean of the log ratios of adjacent "
-          "blocks within each order, averaged (a crossover), Tukey-McLaughlin standard error, Student's t")
+METHOD = ("paired blocks, A and B alternating, half of each process pair's pairs with A first: per process pair the "
+          "log ratio of B's to A's median call (mean for mean and throughput); their mean over the process pairs, "
+          "with the standard error of their spread and Student's t on (process pairs - 1) degrees of freedom (one "
+          "process pair: 20 %-trimmed means of the blocks' log ratios within each order, Tukey-McLaughlin standard "
+          "error)")
 
 
 def _pct(x: float) -> str:
@@ -71,9 +75,27 @@ def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
     if len(ratios) < MIN_PAIRS:
         return Check(rule, label, va, vb, None, None, FEW_PAIRS,
                      f"{m.title}: {len(ratios)} pairs of blocks, at least {MIN_PAIRS} needed (--pairs)")
-    first = str(ab_b.get("first") or "")
-    p = crossover(ratios, [c == "a" for c in first]) if len(first) == len(ratios) else trimmed(ratios)
+    p, why = _statistic(rule.metric, (list(a.samples_ns), list(b.samples_ns), calls), ratios,
+                        str(ab_b.get("first") or ""), (int(ab_a.get("replicates") or 1), int(ab_b.get("replicates") or 1)))
+    if p is None:
+        return Check(rule, label, va, vb, None, None, FEW_PAIRS, f"{m.title}: {why}")
     return _verdict(rule, label, m, p, (va, vb), len(ratios), calls)
+
+
+def _statistic(metric: str, samples: tuple, ratios: list[float], first: str,
+               reps: tuple[int, int]) -> tuple[Paired | None, str]:
+    """The paired change over the process pairs (regress/paired.py), or None and why it cannot be taken."""
+    if reps[0] != reps[1]:
+        return None, f"the two sides' rows come from different A/B runs ({reps[0]} and {reps[1]} process pairs)"
+    n = reps[1]
+    if n <= 1:
+        a_first = [c == "a" for c in first]
+        return (crossover(ratios, a_first) if len(first) == len(ratios) else trimmed(ratios)), ""
+    if len(ratios) % n or len(ratios) // n < 2:
+        return None, (f"{len(ratios)} pairs of blocks cannot be split into {n} process pairs of at least 2 "
+                      "(a row cut short)")
+    a, b, calls = samples
+    return replicated(metric, a, b, calls, n), ""
 
 
 def _disturbed(load: dict) -> str:
@@ -103,15 +125,17 @@ def _verdict(rule: Rule, label: str, m: Any, p: Paired, values: tuple, n: int, c
     mdc = p.mdc(t)
     if change <= t:
         verdict = PASS
-    elif lo > 0:
+    elif p.lower() > 1:
         verdict = REGRESSION
     else:
         verdict = TOO_NOISY
-    from_to = (f"{m.title} B/A {_pct(shown)} over {n} pairs of {calls}-call blocks, {CONFIDENCE:.0%} CI "
+    over = f"{n} pairs of {calls}-call blocks" + (f" in {p.groups} process pairs" if p.groups > 1 else "")
+    from_to = (f"{m.title} B/A {_pct(shown)} over {over}, {CONFIDENCE:.0%} CI "
                f"[{_pct(ci[0])}, {_pct(ci[1])}]; sees a change of {_pct(mdc * m.worse)} or more "
                f"(95 % power); rule {rule}")
     if verdict == TOO_NOISY:
-        from_to += ": beyond the rule, but the interval reaches no change: not judged (measure with more --pairs)"
+        more = "--replicates" if p.groups > 1 else "--pairs"
+        from_to += f": beyond the rule, but its one-sided 95 % bound reaches no change: not judged (measure with more {more})"
     return Check(rule, label, va, vb, shown, ci, verdict, from_to, raw_change=shown, judged_change=shown)
 
 
