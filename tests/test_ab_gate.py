@@ -28,7 +28,7 @@ CALLS, PAIRS = 20, 20
 
 
 def simulate(slowdown: float, rng: np.random.Generator, base_ms: float = 2.0, pairs: int = PAIRS,
-             second: float = 0.0, reps: int = 1, tau: float = 0.0):
+             second: float = 0.0, reps: int = 1, tau: float = 0.0, flicker: float = 0.0):
     """Both sides' samples of one row as measure_pair takes them: ``reps`` process pairs one after the other, each
     timing ``pairs / reps`` pairs of blocks (half with A first, in random order), on a machine whose speed level
     (1.0 or 1.25) switches at random between blocks (on average every 40 blocks, i.e. minutes at LeNet's or
@@ -36,7 +36,8 @@ def simulate(slowdown: float, rng: np.random.Generator, base_ms: float = 2.0, pa
     that takes 5 calls' time. Each process is lastingly ``exp(N(0, tau))`` times slower or faster than another of
     the same code (measured on the 2-core VM: LeNet-5 process pairs' medians spread 1.5-3 %). Side B's calls take
     ``1 + slowdown`` times A's; the block that goes second in a pair ``1 + second`` times (the other side's
-    threads still spinning). ``first``: the order."""
+    threads still spinning); a block in ``1 / flicker`` 1.2 to 2 times (a neighbour for a few tens of ms: seen on
+    the VM as stretches in which LeNet-5's calls took twice as long, shorter than a pair). ``first``: the order."""
     level = 1.0 if rng.random() < 0.5 else 1.25
     sides: dict[str, list[int]] = {"a": [], "b": []}
     first = ""
@@ -52,8 +53,9 @@ def simulate(slowdown: float, rng: np.random.Generator, base_ms: float = 2.0, pa
             for k, s in enumerate(order):
                 if rng.random() < 1 / 40:
                     level = 2.25 - level
-                t = base_ms * 1e6 * level * proc[s] * (1 + (slowdown if s == "b" else 0.0)) * (1 + second * k) * \
-                    rng.lognormal(0, 0.03, CALLS)
+                hit = rng.uniform(1.2, 2.0) if flicker and rng.random() < flicker else 1.0
+                t = base_ms * 1e6 * level * proc[s] * hit * (1 + (slowdown if s == "b" else 0.0)) * \
+                    (1 + second * k) * rng.lognormal(0, 0.03, CALLS)
                 t += (rng.random(CALLS) < 1 / 200) * 5 * base_ms * 1e6
                 sides[s] += [int(v) for v in t]
     sides["first"] = first
@@ -68,12 +70,12 @@ def _row(samples: list[int], side: str, first: str = "", reps: int = 1) -> RunRe
 
 
 def verdicts(slowdown: float, runs: int = 300, seed: int = 0, second: float = 0.0, reps: int = 1,
-             tau: float = 0.0) -> dict[str, int]:
+             tau: float = 0.0, flicker: float = 0.0) -> dict[str, int]:
     rng = np.random.default_rng(seed)
     out: dict[str, int] = {}
     pairs = PairPlan().pairs if reps > 1 else PAIRS
     for _ in range(runs):
-        s = simulate(slowdown, rng, second=second, reps=reps, tau=tau, pairs=pairs)
+        s = simulate(slowdown, rng, second=second, reps=reps, tau=tau, pairs=pairs, flicker=flicker)
         v = paired_check(P50, "row", _row(s["a"], "a", s["first"], reps), _row(s["b"], "b", s["first"], reps)).verdict
         out[v] = out.get(v, 0) + 1
     return out
@@ -94,6 +96,16 @@ def test_one_process_pair_cannot_see_that_two_processes_of_the_same_code_differ(
 def test_process_pairs_catch_a_single_row_slowdown_despite_process_differences(slowdown, at_least):
     got = verdicts(slowdown, seed=12, tau=0.017, reps=REPS)
     assert got.get(REGRESSION, 0) >= at_least * 300, got
+
+
+def test_process_pairs_hold_when_a_neighbour_hits_one_block_in_ten():
+    """One block in ten 1.2-2x slower (stretches shorter than a pair, seen on the VM as LeNet-5's calls taking twice
+    as long for a few blocks): each process pair's median drops the pairs it hit."""
+    same, slower, much = (verdicts(x, seed=14 + i, tau=0.017, reps=REPS, flicker=0.1) for i, x in
+                          enumerate((0.0, 0.10, 0.20)))
+    assert same.get(REGRESSION, 0) <= 3 and same.get(PASS, 0) >= 0.9 * 300, same
+    assert slower.get(REGRESSION, 0) >= 0.9 * 300, slower
+    assert much.get(REGRESSION, 0) >= 0.97 * 300, much
 
 
 def test_process_pairs_pass_unchanged_code_on_a_machine_that_switches_speed_levels():

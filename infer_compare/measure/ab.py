@@ -36,7 +36,7 @@ MIN_CALLS = 3  # calls per block at least
 
 @dataclass(frozen=True)
 class PairPlan:
-    pairs: int = 24  # pairs of blocks per row, over all process pairs
+    pairs: int = 30  # pairs of blocks per row, over all process pairs
     replicates: int = 5  # process pairs per configuration, one after the other (1: one pair, as before 0.x)
     side_time_s: float = 0.6  # each side's timed calls per row, in seconds, split into the blocks
     # each process's warm-up after its load (besides the run's --warmup calls): short, as every process pair
@@ -51,8 +51,9 @@ class PairPlan:
 
     @property
     def per_replicate(self) -> int:
-        """Pairs of blocks timed by each process pair (at least one in either order)."""
-        return max(2, round(self.pairs / max(1, self.replicates)))
+        """Pairs of blocks timed by each process pair: as many of either order (its median then takes one of
+        each in the middle), at least one of each."""
+        return max(2, 2 * round(self.pairs / max(1, self.replicates) / 2))
 
 
 def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
@@ -107,7 +108,7 @@ def _block_size(kids: dict[str, Child], plan: PairPlan) -> tuple[int, int]:
     per, reps = plan.per_replicate, max(1, plan.replicates)
     calls = round(plan.side_time_s / (per * reps) / call)
     if calls < MIN_CALLS:
-        calls, per = MIN_CALLS, max(2, min(per, round(plan.side_time_s / reps / (MIN_CALLS * call))))
+        calls, per = MIN_CALLS, max(2, min(per, 2 * round(plan.side_time_s / reps / (MIN_CALLS * call) / 2)))
     return min(100_000, calls), per
 
 

@@ -38,11 +38,10 @@ from infer_compare.regress.rules import Rule, parse_rules
 # median per block (p50) is what is judged by default: a block's mean (mean, throughput) carries every burst of
 # another process that falls into it, and is judged only when asked for.
 AB_RULES = ("p50:+5%", "accuracy:-0.5")
-METHOD = ("paired blocks, A and B alternating, half of each process pair's pairs with A first: per process pair the "
-          "log ratio of B's to A's median call (mean for mean and throughput); their mean over the process pairs, "
-          "with the standard error of their spread and Student's t on (process pairs - 1) degrees of freedom (one "
-          "process pair: 20 %-trimmed means of the blocks' log ratios within each order, Tukey-McLaughlin standard "
-          "error)")
+METHOD = ("paired blocks, A and B alternating, half of each process pair's pairs with A first: per process pair, "
+          "the median of the log ratios of adjacent blocks; their mean over the process pairs, with the standard "
+          "error of their spread and Student's t on (process pairs - 1) degrees of freedom (one process pair: "
+          "20 %-trimmed means within each order, averaged, Tukey-McLaughlin standard error)")
 
 
 def _pct(x: float) -> str:
@@ -75,15 +74,14 @@ def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
     if len(ratios) < MIN_PAIRS:
         return Check(rule, label, va, vb, None, None, FEW_PAIRS,
                      f"{m.title}: {len(ratios)} pairs of blocks, at least {MIN_PAIRS} needed (--pairs)")
-    p, why = _statistic(rule.metric, (list(a.samples_ns), list(b.samples_ns), calls), ratios,
-                        str(ab_b.get("first") or ""), (int(ab_a.get("replicates") or 1), int(ab_b.get("replicates") or 1)))
+    reps = (int(ab_a.get("replicates") or 1), int(ab_b.get("replicates") or 1))
+    p, why = _statistic(ratios, str(ab_b.get("first") or ""), reps)
     if p is None:
         return Check(rule, label, va, vb, None, None, FEW_PAIRS, f"{m.title}: {why}")
     return _verdict(rule, label, m, p, (va, vb), len(ratios), calls)
 
 
-def _statistic(metric: str, samples: tuple, ratios: list[float], first: str,
-               reps: tuple[int, int]) -> tuple[Paired | None, str]:
+def _statistic(ratios: list[float], first: str, reps: tuple[int, int]) -> tuple[Paired | None, str]:
     """The paired change over the process pairs (regress/paired.py), or None and why it cannot be taken."""
     if reps[0] != reps[1]:
         return None, f"the two sides' rows come from different A/B runs ({reps[0]} and {reps[1]} process pairs)"
@@ -94,8 +92,7 @@ def _statistic(metric: str, samples: tuple, ratios: list[float], first: str,
     if len(ratios) % n or len(ratios) // n < 2:
         return None, (f"{len(ratios)} pairs of blocks cannot be split into {n} process pairs of at least 2 "
                       "(a row cut short)")
-    a, b, calls = samples
-    return replicated(metric, a, b, calls, n), ""
+    return replicated(ratios, n), ""
 
 
 def _disturbed(load: dict) -> str:
@@ -133,6 +130,8 @@ def _verdict(rule: Rule, label: str, m: Any, p: Paired, values: tuple, n: int, c
     from_to = (f"{m.title} B/A {_pct(shown)} over {over}, {CONFIDENCE:.0%} CI "
                f"[{_pct(ci[0])}, {_pct(ci[1])}]; sees a change of {_pct(mdc * m.worse)} or more "
                f"(95 % power); rule {rule}")
+    if p.groups <= 1:
+        from_to += " (one process pair: its interval does not cover a lasting difference between two processes)"
     if verdict == TOO_NOISY:
         more = "--replicates" if p.groups > 1 else "--pairs"
         from_to += f": beyond the rule, but its one-sided 95 % bound reaches no change: not judged (measure with more {more})"

@@ -15,7 +15,7 @@ beyond T but the lower bound reaches 0. The report shows the two-sided 90 % inte
 that bound. The rows are measured
 once, a fixed number of pairs: nothing is measured again until it passes.
 
-Several process pairs (measure/ab.py): each pair's change is the log ratio of the two sides' median calls, the
+Several process pairs (measure/ab.py): each pair's change is the median of its own pairs' log ratios, the
 estimate their mean, its standard error their spread over sqrt(R), Student's t on R - 1 degrees of freedom
 (``replicated``). Simulated with the process differences and the noise of the 2-core VM (tests/test_ab_gate.py),
 four process pairs keep unchanged code's false failures at 1 % or less and catch +10 % in 95 % or more.
@@ -125,20 +125,19 @@ def crossover(xs: list[float], a_first: list[bool], trim: float = TRIM) -> Paire
     return Paired(len(xs), (p.est + q.est) / 2, math.sqrt(p.se ** 2 + q.se ** 2) / 2, p.df + q.df)
 
 
-def replicated(metric: str, a: list[int], b: list[int], calls: int, replicates: int) -> Paired:
-    """The change from ``replicates`` process pairs, each of which timed an equal share of the samples (in time
-    order, blocks of ``calls``, half of its pairs with A first): each process pair's change is log(stat(B) /
-    stat(A)) over all of its calls (the median for p50: a call slowed by a burst, or by the caches the other side
-    left behind, drops out), and the estimate is their mean, with the standard error of their spread on
+def replicated(xs: list[float], replicates: int) -> Paired:
+    """The change from ``replicates`` process pairs, each of which timed an equal share of the pairs (in time order,
+    half of them with A first): each process pair's change is the median of its pairs' log ratios (a speed level
+    or a burst that lasts a block or longer falls on both blocks of a pair; a pair whose one block a neighbour hit
+    drops out; with as many pairs of either order, the two middle ones are one of each, so that an advantage of
+    going first cancels); the estimate is their mean, with the standard error of their spread on
     ``replicates - 1`` degrees of freedom. That spread holds what one process pair's blocks cannot show: two
-    processes of the same code differing lastingly (where their memory landed), besides the noise of the calls."""
-    blocks = min(len(a), len(b)) // max(1, calls)
-    k = blocks // replicates * calls
-    per = [math.log(block_stat(metric, b[r * k:(r + 1) * k]) / block_stat(metric, a[r * k:(r + 1) * k]))
-           for r in range(replicates)]
+    processes of the same code differing lastingly (where their memory landed)."""
+    k = len(xs) // replicates
+    per = [_median(xs[r * k:(r + 1) * k]) for r in range(replicates)]
     est = sum(per) / replicates
     sd = math.sqrt(sum((d - est) ** 2 for d in per) / (replicates - 1))
-    return Paired(blocks, est, sd / math.sqrt(replicates), replicates - 1, replicates)
+    return Paired(len(xs), est, sd / math.sqrt(replicates), replicates - 1, replicates)
 
 
 def _median(v: list) -> float:
