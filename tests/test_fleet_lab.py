@@ -14,7 +14,7 @@ from infer_compare.base.errors import UsageError
 from infer_compare.bundle import export_bundle
 from infer_compare.cli import main
 from infer_compare.fleet.executor import Job, JobResult
-from infer_compare.fleet.leave import Proc, node_processes
+from infer_compare.fleet.leave import Proc, _short, node_processes
 from infer_compare.fleet.local import LocalExecutor
 from infer_compare.fleet.run import run_fleet
 from infer_compare.report.common import incomplete_banner
@@ -176,6 +176,7 @@ def test_leave_stops_this_node_only():
     assert raylet.pid == 21 and [p.pid for p in procs] == [21, 20, 22, 23]
     _, head = node_processes("node-a", _lab(), me=99)
     assert [p.pid for p in head] == [12, 10, 11, 13]
+    assert [_short(p) for p in head] == ["raylet", "gcs_server", "log_monitor.py", "ray::DashboardAgent"]
     with pytest.raises(UsageError, match=r"no node 'node-z' runs on this machine \(infer-compare nodes here: "
                                          r"node-a, node-ab, node-b\)"):
         node_processes("node-z", _lab(), me=99)

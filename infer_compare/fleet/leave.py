@@ -101,6 +101,15 @@ def _signal(procs: list[Proc], sig: int) -> None:
             pass
 
 
+def _short(p: Proc) -> str:
+    """'gcs_server', 'log_monitor.py', 'ray::IDLE': what a process is, in a word."""
+    argv = p.cmd.split()
+    if not argv:
+        return str(p.pid)
+    script = next((a for a in argv[1:3] if a.endswith(".py")), "")
+    return (script or argv[0]).rsplit("/", 1)[-1]
+
+
 def leave(name: str, grace_s: float = 15.0) -> str:
     """Stop node ``name`` of this machine; one line for the user."""
     raylet, procs = node_processes(name, processes(), os.getpid())
@@ -114,6 +123,6 @@ def leave(name: str, grace_s: float = 15.0) -> str:
         time.sleep(0.2)
     left = [p for p in procs if _alive(p.pid)]
     _signal(left, signal.SIGKILL)
-    return (f"node {name} left: {len(procs)} Ray process(es) stopped" + (f" ({len(left)} killed after {grace_s:g} s)"
-            if left else "") + ("; it was the head: the cluster is gone for every other node" if head else "")
+    return (f"node {name} left: {len(procs)} Ray process(es) stopped" + (f" ({len(left)} killed after {grace_s:g} s: "
+            f"{', '.join(_short(p) for p in left)})" if left else "") + ("; it was the head: the cluster is gone for every other node" if head else "")
             + "; other Ray processes of this machine are untouched")
