@@ -110,19 +110,25 @@ def _short(p: Proc) -> str:
     return (script or argv[0]).rsplit("/", 1)[-1]
 
 
+def _stop(procs: list[Proc], until: float) -> None:
+    """SIGTERM to ``procs``, then wait until they are gone or ``until`` (monotonic) has passed."""
+    _signal(procs, signal.SIGTERM)
+    while any(_alive(p.pid) for p in procs) and time.monotonic() < until:
+        time.sleep(0.2)
+
+
 def leave(name: str, grace_s: float = 15.0) -> str:
-    """Stop node ``name`` of this machine; one line for the user."""
+    """Stop node ``name`` of this machine; one line for the user. Ray's own order (``ray stop``): the raylet
+    first (it drains and tells the head it leaves), the GCS (a head's) last."""
     raylet, procs = node_processes(name, processes(), os.getpid())
-    head = any("/gcs/gcs_server" in p.cmd for p in procs)
-    _signal(procs[:1], signal.SIGTERM)  # the raylet first: it drains and tells the head it leaves
+    gcs = [p for p in procs if "/gcs/gcs_server" in p.cmd]
     deadline = time.monotonic() + grace_s
-    while _alive(raylet.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    _signal(procs[1:], signal.SIGTERM)
-    while any(_alive(p.pid) for p in procs) and time.monotonic() < deadline + 2:
-        time.sleep(0.2)
+    _stop(procs[:1], deadline)
+    _stop([p for p in procs[1:] if p not in gcs], deadline)
+    _stop(gcs, deadline)
     left = [p for p in procs if _alive(p.pid)]
     _signal(left, signal.SIGKILL)
     return (f"node {name} left: {len(procs)} Ray process(es) stopped" + (f" ({len(left)} killed after {grace_s:g} s: "
-            f"{', '.join(_short(p) for p in left)})" if left else "") + ("; it was the head: the cluster is gone for every other node" if head else "")
+            f"{', '.join(_short(p) for p in left)})" if left else "")
+            + ("; it was the head: the cluster is gone for every other node" if gcs else "")
             + "; other Ray processes of this machine are untouched")
