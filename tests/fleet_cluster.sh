@@ -1,7 +1,8 @@
 #!/bin/bash
 # A loopback-only Ray cluster of two nodes, for tests/test_fleet_cluster.py. Runs as PID 1 of its
-# own PID and network namespaces (unshare -n -p -f --mount-proc): only loopback exists, every address
-# is 127.0.0.1, and every process started here dies with this script. Usage: fleet_cluster.sh BUNDLE OUT
+# own PID and network namespaces (unshare -n -p -f --mount-proc): only loopback exists (127.0.0.2, a
+# second loopback address, stands in for a lab interface: the head and node-b use it), and every
+# process started here dies with this script. Usage: fleet_cluster.sh BUNDLE OUT
 set -u -m
 B=$1; O=$2
 ip link set lo up || exit 97
@@ -12,36 +13,46 @@ IC="$PYTHON -m infer_compare"
 stop() { $PYTHON -m ray.scripts.scripts stop --force >/dev/null 2>&1; }
 trap stop EXIT
 LOOP="--backends onnxruntime --device cpu --threads 1 --warmup 1 --min-iters 5 --min-time 0.05 --target-ci 0"
-$IC fleet join --head --name node-a --port 6379 > $O/join-a.log 2>&1; echo $? > $O/join-a.rc
-$IC fleet join --address 127.0.0.1:6379 --name node-b --block > $O/join-b.log 2>&1 &
+H=127.0.0.2:6379
+$IC fleet join --head --name node-a --port 6379 --ip 127.0.0.2 > $O/join-a.log 2>&1; echo $? > $O/join-a.rc
+$IC fleet join --address $H --name node-b --ip 127.0.0.2 --block > $O/join-b.log 2>&1 &
 NODE_B=$!
 # wait (30 s at most) until node-b has joined
 $PYTHON - <<'PYEOF' > $O/wait.log 2>&1
 import time, ray
-ray.init(address="127.0.0.1:6379", logging_level="ERROR", log_to_driver=False)
+ray.init(address="127.0.0.2:6379", logging_level="ERROR", log_to_driver=False)
 t = time.time()
 while time.time() - t < 30 and not any("ic-node:node-b" in (n.get("Resources") or {}) for n in ray.nodes() if n["Alive"]):
     time.sleep(0.5)
 PYEOF
-# 2b (in the background, it spends ~20 s in Ray's retries): a driver with another token is refused
+# every listening socket and its process, with both nodes up (tests list what binds where)
+ss -ltnupH > $O/ports-ab.txt; ps -eo pid=,ppid=,args= > $O/ps-ab.txt
+# 2b (in the background): a driver with another token is refused at once
 echo 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef > $O/bad-token
-(RAY_AUTH_TOKEN_PATH=$O/bad-token timeout 60 $IC fleet run $B --address 127.0.0.1:6379 --out $O/badtok $LOOP > $O/badtok.log 2>&1; echo $? > $O/badtok.rc) &
+(S=$(date +%s%N); RAY_AUTH_TOKEN_PATH=$O/bad-token timeout 60 $IC fleet run $B --address $H --out $O/badtok $LOOP > $O/badtok.log 2>&1; echo $? > $O/badtok.rc; echo $(( ($(date +%s%N) - S) / 1000000 )) > $O/badtok.ms) &
 BADTOK=$!
 # 1: both nodes measure the bundle; one merged report
-$IC fleet run $B --address 127.0.0.1:6379 --out $O/both -b 1,4 $LOOP > $O/both.log 2>&1; echo $? > $O/both.rc
+$IC fleet run $B --address $H --out $O/both -b 1,4 $LOOP > $O/both.log 2>&1; echo $? > $O/both.rc
 # 2: no node matches --targets
-$IC fleet run $B --address 127.0.0.1:6379 --out $O/none --targets node-z $LOOP > $O/none.log 2>&1; echo $? > $O/none.rc
+$IC fleet run $B --address $H --out $O/none --targets node-z $LOOP > $O/none.log 2>&1; echo $? > $O/none.rc
 wait $BADTOK
-# 3: node-b killed mid-run (its raylet and workers, -9); node-a's rows are kept
+# 3: node-b killed mid-run (its raylet, then every process, -9); node-a's rows are kept
 LONG="--backends onnxruntime --device cpu --threads 1 -b 1 --min-time 8 --max-time 10 --target-ci 0"
-$IC fleet run $B --address 127.0.0.1:6379 --out $O/kill $LONG > $O/kill.log 2>&1 &
+$IC fleet run $B --address $H --out $O/kill $LONG > $O/kill.log 2>&1 &
 RUN=$!
 for i in $(seq 60); do [ "$(grep -c submitted $O/kill.log)" -ge 2 ] && break; sleep 0.5; done
-sleep 4; kill -9 -- -$NODE_B
+# node-b's raylet dies first (its agents then publish Ray's raylet dump to the driver), then all of node-b
+sleep 4; kill -9 $(pgrep -g $NODE_B -f raylet/raylet); sleep 3; kill -9 -- -$NODE_B
 wait $RUN; echo $? > $O/kill.rc
 # 4: Ctrl-C (SIGINT) to the driver while node-a measures
-$IC fleet run $B --address 127.0.0.1:6379 --out $O/int --targets node-a $LONG > $O/int.log 2>&1 &
+$IC fleet run $B --address $H --out $O/int --targets node-a $LONG > $O/int.log 2>&1 &
 RUN=$!
 for i in $(seq 60); do grep -q submitted $O/int.log && break; sleep 0.5; done
 sleep 3; kill -INT $RUN
 wait $RUN; echo $? > $O/int.rc
+# 5: node-c joins on 127.0.0.1 (no --ip) and leaves with `fleet leave`: node-a stays
+$IC fleet join --address $H --name node-c > $O/join-c.log 2>&1; echo $? > $O/join-c.rc
+ss -ltnupH > $O/ports-c.txt; ps -eo pid=,ppid=,args= > $O/ps-c.txt
+$IC fleet leave --name node-c > $O/leave.log 2>&1; echo $? > $O/leave.rc
+$IC fleet leave --name node-c > $O/leave-again.log 2>&1; echo $? > $O/leave-again.rc
+ps -eo pid=,ppid=,args= > $O/ps-left.txt

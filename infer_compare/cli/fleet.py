@@ -2,6 +2,7 @@
 
     infer-compare fleet join [--address HOST:PORT | --head] [--name N] [--ip IP]
     infer-compare fleet run BUNDLE --address HOST:PORT [--targets a,b] -o DIR [measuring flags]
+    infer-compare fleet leave [--name N]
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from infer_compare.bundle import verify
 from infer_compare.cli.args import _add_measure_args, _csv, _Parser, _positive_float, add_output
 from infer_compare.cli.flags import measure_options
 from infer_compare.fleet.auth import enable
-from infer_compare.fleet.join import join, mismatch_line, require_ray
+from infer_compare.fleet.connect import connect
+from infer_compare.fleet.join import join, node_name, require_ray
 from infer_compare.fleet.plan import jobs_for, nodes_of, select
 from infer_compare.fleet.ray_executor import RayExecutor
+from infer_compare.fleet.raylog import LOG_NAME, RayOutput
 from infer_compare.fleet.run import check_reachable, run_fleet
 from infer_compare.report import write_all
 
@@ -46,6 +49,8 @@ def build_fleet_parser():
                    help="results of a board measured by the bundle route (`infer-compare run`), merged beside the "
                    "nodes as machine NAME (repeatable)")
     _add_measure_args(r)
+    lv = sub.add_parser("leave", help="stop this machine's node only (`ray stop` stops every Ray process of the host)")
+    lv.add_argument("--name", help="the node's name, as given to `fleet join` (default: host name)")
     return p
 
 
@@ -55,24 +60,10 @@ def _run_kwargs(args) -> dict:
     return {k: v for k, v in opts.items() if k not in ("cache_dir", "use_cache", "artifacts")}
 
 
-def _event(t0: float):
+def _event(t0: float, stream=None):
     def on_event(node: str, msg: str) -> None:
-        print(f"[{time.perf_counter() - t0:6.1f} s] {node}: {msg}", file=sys.stderr, flush=True)
+        print(f"[{time.perf_counter() - t0:6.1f} s] {node}: {msg}", file=stream or sys.stderr, flush=True)
     return on_event
-
-
-def _connect(address: str):
-    import ray
-
-    try:
-        ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    except Exception as e:  # noqa: BLE001 - ConnectionError, AuthenticationError, version mismatch
-
-        text = str(e)
-        raise UsageError(mismatch_line(text) or f"cannot connect to the Ray cluster at {address}: "
-                         f"{type(e).__name__}: {text.strip().splitlines()[-1] if text.strip() else ''}"[:400]
-                         + " (is the head up, and does this machine hold the head's token? docs/fleet.md)") from None
-    return ray
 
 
 def _others(specs: list[str]) -> list[tuple[str, object]]:
@@ -96,22 +87,27 @@ def _cmd_run(args, argv: list[str]) -> int:
     check_reachable(args.address)
     enable(addresses=(args.address,))  # before Ray is imported: it reads RAY_AUTH_MODE once
     kw = _run_kwargs(args)
-    ray = _connect(args.address)
-    try:
-        nodes = select(nodes_of(ray.nodes()), args.targets)
-        jobs = [j for n, node in nodes.items() for j in jobs_for(n, node, kw)]
-        merged, results = run_fleet(args.bundle, RayExecutor(timeout_s=args.node_timeout), jobs,
-                                    _event(time.perf_counter()), ["infer-compare", "fleet", "run", *argv], others)
-    finally:
-        ray.shutdown()
-    return _save(merged, results, Path(args.output_dir))
+    out = Path(args.output_dir)
+    with RayOutput(out / LOG_NAME) as io:  # Ray's own output (raylet dumps, warnings) into a log, not the terminal
+        ray = connect(args.address)
+        try:
+            nodes = select(nodes_of(ray.nodes()), args.targets)
+            jobs = [j for n, node in nodes.items() for j in jobs_for(n, node, kw)]
+            merged, results = run_fleet(args.bundle, RayExecutor(timeout_s=args.node_timeout), jobs,
+                                        _event(time.perf_counter(), io.err), ["infer-compare", "fleet", "run", *argv],
+                                        others)
+        finally:
+            ray.shutdown()
+    return _save(merged, results, out, io.said())
 
 
-def _save(merged, results, out: Path) -> int:
+def _save(merged, results, out: Path, log_line: str = "") -> int:
     failed = [r for r in results if r.error]
     for r in failed:
         print(f"infer-compare: {r.error}", file=sys.stderr)
     interrupted = any("Ctrl-C" in r.error or "interrupted" in r.error for r in failed)
+    if log_line:
+        print(log_line, file=sys.stderr)
     if merged is None:
         print("infer-compare: no node returned a result: nothing to save", file=sys.stderr)
         return 130 if interrupted else 1
@@ -126,6 +122,12 @@ def _save(merged, results, out: Path) -> int:
 
 def cmd_fleet(argv: list[str]) -> int:
     args = build_fleet_parser().parse_args(argv)
+    if args.action == "leave":
+        # deferred: only `fleet leave` reads the process table (+1 module)
+        from infer_compare.fleet.leave import leave
+
+        print(leave(node_name(args.name)))
+        return 0
     if args.action == "join":
         if bool(args.address) == bool(args.head):
             raise UsageError("fleet join: give either --address HOST:PORT or --head")

@@ -24,6 +24,7 @@ class Job:
     gpus: float = 0.0
     cores: tuple[int, ...] = ()  # CPU cores the measuring process is pinned to (() = no pinning)
     group: str = ""  # jobs of one group run at the same time on one host (several GPUs); recorded in the rows
+    runtimes: tuple[str, ...] = ()  # the node's runtimes (its labels): what a lost node's rows list; () = unknown
 
     @property
     def label(self) -> str:

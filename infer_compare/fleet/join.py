@@ -105,7 +105,8 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
     envv = {**os.environ, "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}
     if block:
         os.execve(argv[0], argv, envv)
-    p = subprocess.run(argv, capture_output=True, text=True, env=envv, check=False)
+    # a session of its own: every process of this node in one process group, which `fleet leave` stops alone
+    p = subprocess.run(argv, capture_output=True, text=True, env=envv, check=False, start_new_session=True)
     out = p.stdout + p.stderr
     if p.returncode != 0:
         line = mismatch_line(out) or (out.strip().splitlines() or ["ray start failed"])[-1]

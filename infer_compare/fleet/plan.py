@@ -22,7 +22,11 @@ def nodes_of(ray_nodes: list[dict]) -> dict[str, dict[str, Any]]:
             if key.startswith(NODE):
                 name = key[len(NODE):]
                 devs = sorted(k[len(DEVICE) + len(name) + 1:] for k in res if k.startswith(f"{DEVICE}{name}/"))
-                out[name] = {"devices": devs, "cpus": int(res.get("CPU", 1)), "gpus": int(res.get("GPU", 0))}
+                labels = n.get("Labels") or {}
+                runtimes = tuple(sorted(k.split("/", 1)[1] for k in labels if k.startswith("infer-compare/")
+                                        and k.split("/", 1)[1] not in ("node", "python")))
+                out[name] = {"devices": devs, "cpus": int(res.get("CPU", 1)), "gpus": int(res.get("GPU", 0)),
+                             "runtimes": runtimes}
     return out
 
 
@@ -48,4 +52,5 @@ def jobs_for(name: str, node: dict, run_kwargs: dict[str, Any]) -> list[Job]:
     devices = asked or (["cpu", *node["devices"]] if cuda else None)  # named: the task maps them to Ray's GPUs
     res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"]
                                     if d in gpus or not d.startswith("cuda") and (not asked or d in asked)}}
-    return [Job(name, {**run_kwargs, "devices": devices}, res, gpus=float(len(gpus)))]
+    return [Job(name, {**run_kwargs, "devices": devices}, res, gpus=float(len(gpus)),
+                runtimes=tuple(node.get("runtimes") or ()))]

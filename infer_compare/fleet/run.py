@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from infer_compare.base.errors import UsageError
-from infer_compare.base.records import RUN_FAILED, Report, RunRecord
+from infer_compare.base.records import Report
 from infer_compare.fleet.executor import Event, Job, JobResult
+from infer_compare.fleet.lost import lost_rows
 from infer_compare.report.merge import merge_reports
 
 
@@ -33,15 +34,10 @@ def waves(jobs: list[Job]) -> list[list[Job]]:
     return [w for w in (first, second) if w]
 
 
-def _failed_row(res: JobResult):
-    devs = ",".join(res.job.run_kwargs.get("devices") or ["all"])
-    return RunRecord("fleet", "bundle", "-", devs, None, RUN_FAILED, reason=res.error,
-                     notes=("timed work is never retried: measure again with `infer-compare fleet run`",))
-
-
-def node_report(results: list[JobResult]):
-    """One Report per node from its jobs' reports (several GPUs: one per GPU), with failed rows for
-    jobs without a report and what ran concurrently recorded on each row; None if nothing came back."""
+def node_report(results: list[JobResult], bundle: str = ""):
+    """One Report per node from its jobs' reports (several GPUs: one per GPU), with failed rows for the
+    configurations of jobs without a report (fleet/lost.py) and what ran concurrently recorded on each
+    row; None if nothing came back."""
     reps = [(r, Report.from_dict(r.report)) for r in results if r.report is not None]
     if not reps:
         return None
@@ -51,12 +47,14 @@ def node_report(results: list[JobResult]):
         extra = {"concurrent_with": res.job.group} if res.job.group else {}
         rows += [row.replace(extra={**row.extra, **extra}) if extra else row for row in rep.rows]
     failed = [r for r in results if r.report is None]
-    rows += [_failed_row(r) for r in failed]
+    lost = [lost_rows(bundle, r, prefix=False) for r in failed]
+    rows += [row for rs, _ in lost for row in rs]
     notes = [n for _, rep in reps for n in rep.notes]
     notes += [f"ran concurrently: {g}, each process pinned to its own CPU cores"
               for g in dict.fromkeys(r.job.group for r in results if r.job.group)]
     notes += [_task_note(r) for r in results if r.node.get("task")]
     return base.replace(rows=tuple(rows), notes=tuple(dict.fromkeys(notes)),
+                        not_run=tuple(x for _, rep in reps for x in rep.not_run) + tuple(x for _, n in lost for x in n),
                         complete=base.complete and not failed and all(rep.complete for _, rep in reps),
                         incomplete_reason="; ".join([r.error for r in failed] + [rep.incomplete_reason for _, rep in reps
                                                                                 if rep.incomplete_reason]))
@@ -110,7 +108,7 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
     by_node: dict[str, list[JobResult]] = {}
     for r in results:
         by_node.setdefault(r.job.target, []).append(r)
-    reps = {n: node_report(rs) for n, rs in by_node.items()}
+    reps = {n: node_report(rs, bundle) for n, rs in by_node.items()}
     names = [n for n, rep in reps.items() if rep is not None]
     if not names and not others:
         return None, results
@@ -119,11 +117,12 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
                            command=command)
     facts = {n: r.node for n, rs in by_node.items() for r in rs if r.node}
     lost = [r for n, rs in by_node.items() if reps[n] is None for r in rs]
-    rows = merged.rows + tuple(_failed_row(r).replace(device=f"{r.job.target}:{_failed_row(r).device}",
-                                                       extra={"machine": r.job.target}) for r in lost)
+    gone = [lost_rows(bundle, r) for r in lost]  # one failed row per configuration, each cell in not_run
+    rows = merged.rows + tuple(row for rs, _ in gone for row in rs)
     reasons = [merged.incomplete_reason] if merged.incomplete_reason else []
     reasons += [f"{r.job.target}: {r.error}" for r in lost]
-    return merged.replace(rows=rows, warnings=merged.warnings + tuple(skew(facts)) + tuple(shared_hosts(facts)),
+    return merged.replace(rows=rows, not_run=merged.not_run + tuple(x for _, nr in gone for x in nr),
+                          warnings=merged.warnings + tuple(skew(facts)) + tuple(shared_hosts(facts)),
                           complete=merged.complete and not lost and not interrupted,
                           incomplete_reason="; ".join(reasons + (["interrupted by Ctrl-C"] if interrupted else []))), \
         results
