@@ -28,7 +28,7 @@ CALLS, PAIRS = 20, 20
 
 
 def simulate(slowdown: float, rng: np.random.Generator, base_ms: float = 2.0, pairs: int = PAIRS,
-             second: float = 0.0, reps: int = 1, tau: float = 0.0, flicker: float = 0.0):
+             second: float = 0.0, reps: int = 1, tau: float = 0.0, flicker: float = 0.0, slow_procs: float = 0.0):
     """Both sides' samples of one row as measure_pair takes them: ``reps`` process pairs one after the other, each
     timing ``pairs / reps`` pairs of blocks (half with A first, in random order), on a machine whose speed level
     (1.0 or 1.25) switches at random between blocks (on average every 40 blocks, i.e. minutes at LeNet's or
@@ -37,13 +37,16 @@ def simulate(slowdown: float, rng: np.random.Generator, base_ms: float = 2.0, pa
     the same code (measured on the 2-core VM: LeNet-5 process pairs' medians spread 1.5-3 %). Side B's calls take
     ``1 + slowdown`` times A's; the block that goes second in a pair ``1 + second`` times (the other side's
     threads still spinning); a block in ``1 / flicker`` 1.2 to 2 times (a neighbour for a few tens of ms: seen on
-    the VM as stretches in which LeNet-5's calls took twice as long, shorter than a pair). ``first``: the order."""
+    the VM as stretches in which LeNet-5's calls took twice as long, shorter than a pair); a process in
+    ``1 / slow_procs`` 1.6 times slower all its life (seen in about 3 % of LeNet-5's PyTorch and ONNX Runtime
+    processes, in gates and in plain runs). ``first``: the order."""
     level = 1.0 if rng.random() < 0.5 else 1.25
     sides: dict[str, list[int]] = {"a": [], "b": []}
     first = ""
     per = pairs // reps
     for _ in range(reps):
-        proc = {s: float(np.exp(rng.normal(0, tau))) if tau else 1.0 for s in ("a", "b")}
+        proc = {s: (float(np.exp(rng.normal(0, tau))) if tau else 1.0) *
+                (1.6 if slow_procs and rng.random() < slow_procs else 1.0) for s in ("a", "b")}
         orders = ["a"] * (per // 2) + ["b"] * (per - per // 2) if reps > 1 else \
             ["a" if rng.random() < 0.5 else "b" for _ in range(per)]
         rng.shuffle(orders)
@@ -70,12 +73,13 @@ def _row(samples: list[int], side: str, first: str = "", reps: int = 1) -> RunRe
 
 
 def verdicts(slowdown: float, runs: int = 300, seed: int = 0, second: float = 0.0, reps: int = 1,
-             tau: float = 0.0, flicker: float = 0.0) -> dict[str, int]:
+             tau: float = 0.0, flicker: float = 0.0, slow_procs: float = 0.0) -> dict[str, int]:
     rng = np.random.default_rng(seed)
     out: dict[str, int] = {}
     pairs = PairPlan().pairs if reps > 1 else PAIRS
     for _ in range(runs):
-        s = simulate(slowdown, rng, second=second, reps=reps, tau=tau, pairs=pairs, flicker=flicker)
+        s = simulate(slowdown, rng, second=second, reps=reps, tau=tau, pairs=pairs, flicker=flicker,
+                     slow_procs=slow_procs)
         v = paired_check(P50, "row", _row(s["a"], "a", s["first"], reps), _row(s["b"], "b", s["first"], reps)).verdict
         out[v] = out.get(v, 0) + 1
     return out
@@ -106,6 +110,16 @@ def test_process_pairs_hold_when_a_neighbour_hits_one_block_in_ten():
     assert same.get(REGRESSION, 0) <= 3 and same.get(PASS, 0) >= 0.9 * 300, same
     assert slower.get(REGRESSION, 0) >= 0.9 * 300, slower
     assert much.get(REGRESSION, 0) >= 0.97 * 300, much
+
+
+def test_a_process_slow_all_its_life_is_set_aside():
+    """A process in 33 runs 1.6x slower all its life: of the five process pairs, the trimmed mean sets the highest
+    and the lowest aside, so one such process neither fails unchanged code nor hides a slowdown (their plain mean
+    caught +10 % in 76 % and +20 % in 86 % of these simulated runs, and passed unchanged code in 85 %)."""
+    same, slower, much = (verdicts(x, seed=21, tau=0.017, reps=REPS, slow_procs=0.03) for x in (0.0, 0.10, 0.20))
+    assert same.get(REGRESSION, 0) <= 3 and same.get(PASS, 0) >= 0.95 * 300, same
+    assert slower.get(REGRESSION, 0) >= 0.95 * 300, slower
+    assert much.get(REGRESSION, 0) >= 0.95 * 300, much
 
 
 def test_process_pairs_pass_unchanged_code_on_a_machine_that_switches_speed_levels():

@@ -39,9 +39,9 @@ from infer_compare.regress.rules import Rule, parse_rules
 # another process that falls into it, and is judged only when asked for.
 AB_RULES = ("p50:+5%", "accuracy:-0.5")
 METHOD = ("paired blocks, A and B alternating, half of each process pair's pairs with A first: per process pair, "
-          "the median of the log ratios of adjacent blocks; their mean over the process pairs, with the standard "
-          "error of their spread and Student's t on (process pairs - 1) degrees of freedom (one process pair: "
-          "20 %-trimmed means within each order, averaged, Tukey-McLaughlin standard error)")
+          "the median of the log ratios of adjacent blocks; their 20 %-trimmed mean over the process pairs, "
+          "Tukey-McLaughlin standard error from their spread, Student's t (one process pair: 20 %-trimmed means "
+          "within each order, averaged, Tukey-McLaughlin standard error)")
 
 
 def _pct(x: float) -> str:
