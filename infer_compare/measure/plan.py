@@ -140,7 +140,7 @@ class Selection:
     io: str = "device"  # the GPU timing policy: device-resident input/output, or host copies in the timed call
     concurrency: int = 0  # throughput scenario: requests in flight (0: each runtime's own choice)
     gpus: str = "spread"  # several GPUs: spread, every or sequential (measure/gpus.py)
-    cpu_rows: str = "after"  # CPU configurations after the GPU ones, on every core, or beside them (gpus.py)
+    cpu_rows: str = "auto"  # CPU configurations beside the GPU ones where the cores allow (auto), after or beside (gpus.py)
 
     def options_for(self, runner: str) -> Options:
         """The options of ``runner``: the user's, else its declared defaults."""
@@ -165,7 +165,7 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
                    parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 1.0,
                    warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0,
                    artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = LATENCY, io: str | None = None,
-                   concurrency: int = 0, gpus: str = "spread", cpu_rows: str = "after") -> Selection:
+                   concurrency: int = 0, gpus: str = "spread", cpu_rows: str = "auto") -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""
     devices_t = tuple(check_device(d) for d in devices) if devices is not None else None
     if devices_t == ():
