@@ -109,3 +109,8 @@ def test_auto_measures_the_cpu_rows_beside_only_where_they_keep_most_of_the_host
     beside, why = cpu_rows_beside("auto", None, 6, None)  # too few cores for any lane
     assert not beside and "too few CPU cores" in why
 
+
+def test_auto_judges_the_threads_the_user_asked_for_not_those_filled_in_from_the_host():
+    sel = make_selection()
+    sel.threads = 32  # what the comparison fills in from the host (api.py) when --threads is not given
+    assert sel.threads_asked is None and make_selection(threads=32).threads_asked == 32

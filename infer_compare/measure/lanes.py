@@ -33,7 +33,7 @@ def lanes(run: Any, cells: list[Any], sel: Any) -> tuple[list[Slot], Slot | None
     mode = getattr(sel, "cpu_rows", "after")
     if mode != "after" and sel.gpus != "sequential" and devices and cpu_cells:
         got = make_lanes(gpus, devices, int(run.settings.threads or 1))
-        beside, why = cpu_rows_beside(mode, got[1] if got else None, len(usable_cpus()), getattr(sel, "threads", None))
+        beside, why = cpu_rows_beside(mode, got[1] if got else None, len(usable_cpus()), getattr(sel, "threads_asked", None))
         if beside and got is not None:
             return got
         if why:

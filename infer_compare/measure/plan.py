@@ -124,6 +124,7 @@ class Selection:
     devices: tuple[str, ...] | None = None
     batch_sizes: tuple[int, ...] | None = None
     threads: int | None = None
+    threads_asked: int | None = None  # --threads as the user gave it (threads is filled in from the host)
     warmup_iters: int = 2
     min_iters: int = 5
     min_time_s: float = 0.2
@@ -194,6 +195,7 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
         backends=check_choice("backend", backends, RUNNERS), formats=check_choice("format", formats, FORMATS),
         precisions=check_choice("precision", precisions, PRECISIONS), devices=devices_t,
         batch_sizes=parse_batch_sizes(batch_sizes) if batch_sizes is not None else None, threads=threads,
+        threads_asked=threads,
         warmup_iters=int(warmup_iters), min_iters=int(min_iters), min_time_s=float(min_time_s),
         cell_timeout_s=float(cell_timeout_s), seed=int(seed), runner_options=ropts,
         parity_every_batch=bool(parity_every_batch), target_ci=target_ci or None, max_time_s=float(max_time_s),
