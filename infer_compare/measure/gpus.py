@@ -240,7 +240,9 @@ def concurrency_note(mode: str, used: list[Slot]) -> str:
     cpu = ("CPU configurations ran at the same time as the GPU ones (--cpu-rows beside, or auto where the cores "
            "allow), one at a time, pinned to "
            f"cores {spell_cores(lane.cores)} with {lane.threads} threads (fewer than a run with --cpu-rows after "
-           "gives them: every core). " if lane is not None else
+           "gives them: every core); beside the GPU rows they were not shown to match the same rows alone on the "
+           "same cores within 3 % (reports/gpu-x2-startup-round2.md): --cpu-rows after measures them alone. "
+           if lane is not None else
            "CPU configurations ran after them, one at a time, on every core. ")
     return (f"GPU configurations ran {'concurrently' if len(gpu) > 1 else 'on one GPU'} (--gpus {mode}: {how}) on "
             + "; ".join(s.describe() for s in gpu)
