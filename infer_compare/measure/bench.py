@@ -95,7 +95,8 @@ class LoopResult:
     def summary(self) -> dict[str, Any]:
         """Everything but the samples, JSON-ready (for the child's result)."""
         return {"n": self.n, "wall_ns": self.wall_ns, "first_ns": self.first_ns, "warmup_calls": self.warmup_calls,
-                "warmup_ns": self.warmup_ns, "warmup_stopped_by": self.warmup_stopped_by, "median_ns": self.median_ns, "ci_low_ns": self.ci_low_ns,
+                "warmup_ns": self.warmup_ns, "warmup_stopped_by": self.warmup_stopped_by,
+                "median_ns": self.median_ns, "ci_low_ns": self.ci_low_ns,
                 "ci_high_ns": self.ci_high_ns, "ci_rel": self.ci_rel, "ci_level": CI_LEVEL,
                 "target_ci": self.target_ci, "target_met": self.target_met, "stopped_by": self.stopped_by,
                 "ci_checks": self.ci_checks, "paused_ns": self.paused_ns}

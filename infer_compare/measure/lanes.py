@@ -1,7 +1,8 @@
 """Which configurations are measured at the same time, and where: the GPU configurations spread over
 several GPUs (measure/gpus.py, ``--gpus``), and with ``--cpu-rows beside`` (or ``auto``, the default, on a
-host with cores enough) the CPU configurations in a lane of their own cores beside them (one GPU is enough), then every other cell in turn. The lanes run
-as threads (measure/parallel.py), each waiting on its own measuring children.
+host with cores enough) the CPU configurations in a lane of their own cores beside them (one GPU is
+enough), then every other cell in turn. The lanes run as threads (measure/parallel.py), each waiting on
+its own measuring children.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def lanes(run: Any, cells: list[Any], sel: Any) -> tuple[list[Slot], Slot | None
     mode = getattr(sel, "cpu_rows", "after")
     if mode != "after" and sel.gpus != "sequential" and devices and cpu_cells:
         got = make_lanes(gpus, devices, int(run.settings.threads or 1))
-        beside, why = cpu_rows_beside(mode, got[1] if got else None, len(usable_cpus()), getattr(sel, "threads_asked", None))
+        asked = getattr(sel, "threads_asked", None)  # --threads as given (sel.threads is filled in from the host)
+        beside, why = cpu_rows_beside(mode, got[1] if got else None, len(usable_cpus()), asked)
         if beside and got is not None:
             return got
         if why:

@@ -141,7 +141,7 @@ class Selection:
     io: str = "device"  # the GPU timing policy: device-resident input/output, or host copies in the timed call
     concurrency: int = 0  # throughput scenario: requests in flight (0: each runtime's own choice)
     gpus: str = "spread"  # several GPUs: spread, every or sequential (measure/gpus.py)
-    cpu_rows: str = "auto"  # CPU configurations beside the GPU ones where the cores allow (auto), after or beside (gpus.py)
+    cpu_rows: str = "auto"  # CPU rows beside the GPU ones where the cores allow (auto), after or beside (gpus.py)
 
     def options_for(self, runner: str) -> Options:
         """The options of ``runner``: the user's, else its declared defaults."""
