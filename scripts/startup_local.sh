@@ -1,39 +1,44 @@
 #!/bin/bash
 # Issue 37 (d), on the lent two-GPU machine: `infer-compare --model resnet50` with one GPU visible and with two,
-# cold (empty --cache-dir) and warm, with the resident measuring processes (default) and with one process per
-# configuration (INFER_COMPARE_RESIDENT=0: the baseline), the CPU rows after the GPU ones (default) or beside
-# them (--cpu-rows beside). Each report, its terminal output and wall time kept under OUT.
-# Usage (repository root, ONNX Runtime GPU under /tmp/site): scripts/startup_local.sh OUT RUN...
-# where each RUN is one of the names below (run in the order given; the cold ones first: they fill the cache; on a fresh
-# machine COLD_CACHE=/tmp/c1 makes a cold run with the CPU rows beside fill the cache of the warm runs).
+# cold (empty --cache-dir) and warm, each with its report, terminal output and wall time kept under OUT.
+# Usage (ONNX Runtime GPU under /tmp/site): scripts/startup_local.sh OUT RUN...   (OUT: an absolute path)
+# Each RUN is one of the names below, run in the order given; the cold ones first: they fill the cache (on a fresh
+# machine COLD_CACHE=/tmp/c1 makes the cold two-GPU run fill the cache of the warm runs).
+# The code run is this checkout's, or, for the runs named *-main, the one under $MAIN_CODE (another checkout,
+# e.g. main's infer_compare/ unpacked there): each run starts in its code's directory, which is on PYTHONPATH.
 set -u
 O=${1:?usage: startup_local.sh OUT RUN...}; shift; mkdir -p "$O"
-export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
-one() {  # NAME LIMIT_S CACHE [VAR=VALUE...] -- [flags]
-    local name=$1 limit=$2 cache=$3; shift 3
+HERE=$PWD
+export PYTHONUNBUFFERED=1
+one() {  # NAME LIMIT_S CACHE [VAR=VALUE...] -- [flags]; CODE (default: this checkout) and PRE (a command prefix)
+    local name=$1 limit=$2 cache=$3 code=${CODE:-$HERE}; shift 3
     local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
     local t0; t0=$(date +%s.%N)
-    env "${envs[@]}" timeout "$limit" python3 -m infer_compare --model resnet50 --cache-dir "$cache" -o "$O/$name" "$@" \
-        > "$O/$name.txt" 2>&1
+    (cd "$code" && env "${envs[@]}" PYTHONPATH="$code:/tmp/site" timeout "$limit" ${PRE:-} python3 -m infer_compare \
+        --model resnet50 --cache-dir "$cache" -o "$O/$name" "$@") > "$O/$name.txt" 2>&1
     local rc=$? t1; t1=$(date +%s.%N)
-    echo "$name rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))") ${envs[*]} $*" | tee -a "$O/walls.txt"
+    echo "$name rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))") code=$code ${PRE:-} ${envs[*]} $*" \
+        | tee -a "$O/walls.txt"
     mkdir -p "$O/$name" && mv "$O/$name.txt" "$O/$name/terminal.txt"
 }
 [ -s "$O/gpus.txt" ] || {
-    nvidia-smi -L > "$O/gpus.txt"; nproc >> "$O/gpus.txt"
-    python3 -c "import onnxruntime as o, torch; print('onnxruntime', o.__version__, o.get_available_providers(), 'torch', torch.__version__)" >> "$O/gpus.txt" 2>&1
+    nvidia-smi -L > "$O/gpus.txt"; nproc >> "$O/gpus.txt"; lscpu | grep -i "model name" >> "$O/gpus.txt"
+    PYTHONPATH=/tmp/site python3 -c "import onnxruntime as o, torch; print('onnxruntime', o.__version__, o.get_available_providers(), 'torch', torch.__version__)" >> "$O/gpus.txt" 2>&1
 }
 G1=CUDA_VISIBLE_DEVICES=0
 for run in "$@"; do
     case $run in
-        one-gpu-cold) one one-gpu-cold "${COLD_LIMIT:-300}" /tmp/c1 $G1 -- ;;
-        one-gpu-warm) one one-gpu-warm 200 /tmp/c1 $G1 -- ;;
-        one-gpu-warm-per-configuration) one one-gpu-warm-per-configuration 200 /tmp/c1 $G1 INFER_COMPARE_RESIDENT=0 -- ;;
-        one-gpu-warm-beside) one one-gpu-warm-beside 200 /tmp/c1 $G1 -- --cpu-rows beside ;;
-        two-gpus-warm) one two-gpus-warm 150 /tmp/c1 X=1 -- ;;
-        two-gpus-warm-beside) one two-gpus-warm-beside 150 /tmp/c1 X=1 -- --cpu-rows beside ;;
-        two-gpus-cold-beside) one two-gpus-cold-beside "${COLD_LIMIT:-300}" "${COLD_CACHE:-/tmp/c2}" X=1 -- --cpu-rows beside ;;
-        one-gpu-cold-beside) one one-gpu-cold-beside "${COLD_LIMIT:-300}" "${COLD_CACHE:-/tmp/c3}" $G1 -- --cpu-rows beside ;;
+        one-gpu-cold) one one-gpu-cold "${COLD_LIMIT:-300}" "${COLD_CACHE:-/tmp/c3}" $G1 -- ;;
+        two-gpus-cold) one two-gpus-cold "${COLD_LIMIT:-300}" "${COLD_CACHE:-/tmp/c2}" X=1 -- ;;
+        one-gpu-warm-after) one one-gpu-warm-after 200 /tmp/c1 $G1 -- --cpu-rows after ;;
+        one-gpu-warm-main) CODE=${MAIN_CODE:?} one one-gpu-warm-main 200 /tmp/c1 $G1 -- ;;
+        two-gpus-warm-main) CODE=${MAIN_CODE:?} one two-gpus-warm-main 150 /tmp/c1 X=1 -- ;;
+        one-gpu-warm|one-gpu-warm-again) one "$run" 200 /tmp/c1 $G1 -- ;;
+        two-gpus-warm|two-gpus-warm-again) one "$run" 150 /tmp/c1 X=1 -- ;;
+        each-row-alone) one each-row-alone 300 /tmp/c1 X=1 -- --gpus sequential ;;
+        # the CPU rows alone on the cores and threads the one-GPU run's CPU lane had (cores 0-27, 28 threads)
+        cpu-rows-alone-lane) PRE="taskset -c ${LANE_CORES:-0-27}" one cpu-rows-alone-lane 150 /tmp/c1 X=1 -- \
+            --device cpu --threads "${LANE_THREADS:-28}" ;;
         *) echo "unknown run $run" | tee -a "$O/walls.txt" ;;
     esac
 done

@@ -42,7 +42,8 @@ def test_the_lane_threads_never_exceed_what_was_asked():
 
 
 def test_cpu_rows_is_checked():
-    assert make_selection(cpu_rows="beside").cpu_rows == "beside" and make_selection().cpu_rows == "after"
+    assert make_selection(cpu_rows="beside").cpu_rows == "beside" and make_selection().cpu_rows == "auto"
+    assert make_selection(cpu_rows="after").cpu_rows == "after"
     with pytest.raises(UsageError, match="--cpu-rows"):
         make_selection(cpu_rows="sideways")
 
@@ -89,3 +90,27 @@ def test_a_pinned_child_sizes_an_already_imported_torch_to_its_cores():
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "INFER_COMPARE_CORES": str(cpu)},
                          capture_output=True, text=True, check=True).stdout
     assert out.split() == ["1", "1"]
+
+
+def test_auto_measures_the_cpu_rows_beside_only_where_they_keep_most_of_the_host():
+    from infer_compare.measure.gpus import Slot, cpu_rows_beside
+
+    big = Slot("cpu", {}, tuple(range(28)), threads=28)  # the 32-CPU host with one GPU: 28 of 32 CPUs
+    assert cpu_rows_beside("auto", big, 32, None) == (True, "")
+    assert cpu_rows_beside("beside", big, 32, None) == (True, "")
+    assert cpu_rows_beside("after", big, 32, None) == (False, "")
+    small = Slot("cpu", {}, tuple(range(4)), threads=4)  # an 8-CPU host: beside would halve the CPU rows
+    beside, why = cpu_rows_beside("auto", small, 8, None)
+    assert not beside and "4 of 8 CPUs" in why and "after the GPU ones" in why
+    assert cpu_rows_beside("beside", small, 8, None) == (True, "")  # asked for: beside even so
+    beside, why = cpu_rows_beside("auto", big, 32, 32)  # --threads 32: more than the lane's 28 cores
+    assert not beside and "--threads 32" in why
+    assert cpu_rows_beside("auto", big, 32, 28) == (True, "")
+    beside, why = cpu_rows_beside("auto", None, 6, None)  # too few cores for any lane
+    assert not beside and "too few CPU cores" in why
+
+
+def test_auto_judges_the_threads_the_user_asked_for_not_those_filled_in_from_the_host():
+    sel = make_selection()
+    sel.threads = 32  # what the comparison fills in from the host (api.py) when --threads is not given
+    assert sel.threads_asked is None and make_selection(threads=32).threads_asked == 32

@@ -158,3 +158,38 @@ def test_loop_respects_max_iters_and_real_clock_invariants():
                                                                 min_time_s=0.05, max_time_s=30.0, target_ci=0.25))
     assert sum(r.samples_ns) == r.wall_ns and r.wall_ns >= 0.05e9
     assert r.stopped_by == STOP_TARGET  # sleep(0.5 ms) is stable to +-25 % at the median even on a busy machine
+
+
+def test_a_warm_up_until_stable_ends_once_the_calls_are_steady():
+    s = LoopSettings(warmup_iters=2, warmup_time_s=0.2, min_iters=20, min_time_s=0.0, max_time_s=60.0,
+                     target_ci=0.02, warmup_until_stable=True)
+    clk = FakeClock(_stable())
+    r = time_loop(clk.fn, 0, s, clock=clk)
+    assert r.summary()["warmup_stopped_by"] == "stable"
+    assert 16 <= r.warmup_calls <= 25 and 20_000_000 <= r.warmup_ns < 30_000_000  # 1 ms calls: ~20, not 200
+    assert r.stopped_by == STOP_TARGET and sum(r.samples_ns) == r.wall_ns
+
+
+def test_a_warm_up_until_stable_waits_out_a_ramp_and_stops_at_its_time_cap():
+    def ramp():  # calls 3 % faster every 8 calls for 40 calls (a clock ramping up), then steady
+        yield 100_000_000
+        for i in range(100_000):
+            yield 2_000_000 * (0.97 ** min(i // 8, 5))
+
+    s = LoopSettings(warmup_iters=2, warmup_time_s=0.2, min_iters=5, min_time_s=0.0, max_time_s=1.0,
+                     target_ci=0.02, warmup_until_stable=True)
+    clk = FakeClock(ramp())
+    r = time_loop(clk.fn, 0, s, clock=clk)
+    # the ramp's last step is at warm-up call 40: steady once the last 8 calls and the median of the 8 before
+    # them (5 of those 8) are past it, i.e. after 53 calls, not during the ramp
+    assert r.warmup_stopped_by == "stable" and r.warmup_calls == 53
+    slow = FakeClock(_stable(ns=50_000_000))  # 50 ms calls: 16 of them outlast the 0.2 s cap
+    r = time_loop(slow.fn, 0, s, clock=slow)
+    assert r.warmup_stopped_by == "time" and 4 <= r.warmup_calls <= 5 and r.warmup_ns >= 200_000_000
+    off = FakeClock(_stable())
+    r = time_loop(off.fn, 0, LoopSettings(warmup_iters=2, warmup_time_s=0.2, min_iters=5, min_time_s=0.0,
+                                          max_time_s=1.0, target_ci=0.02), clock=off)
+    assert r.warmup_stopped_by == "time" and r.warmup_calls >= 199  # off (CPU rows): the fixed warm-up as before
+    few = FakeClock(_stable())
+    r = time_loop(few.fn, 0, LoopSettings(warmup_iters=40, warmup_time_s=0.0, warmup_until_stable=True), clock=few)
+    assert r.warmup_stopped_by == "calls" and r.warmup_calls == 39  # --warmup calls are always made

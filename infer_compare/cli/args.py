@@ -71,10 +71,11 @@ def _add_scenario_args(m) -> None:
                    help="several GPUs: spread (default): GPU configurations measured at the same time, each once per "
                         "GPU model on whichever GPU of that model is free; every: each on every GPU, the GPUs at the "
                         "same time; sequential: one after another on every GPU (docs/gpu.md)")
-    m.add_argument("--cpu-rows", choices=("after", "beside"), default=None,
-                   help="on a host with GPUs: after (default): the CPU configurations after the GPU ones, one at a "
-                        "time, on every core; beside: at the same time as the GPU ones, still one at a time, on "
-                        "cores of their own (all but 4 per GPU) with that many threads (docs/gpu.md)")
+    m.add_argument("--cpu-rows", choices=("auto", "after", "beside"), default=None,
+                   help="on a host with GPUs: beside: the CPU configurations at the same time as the GPU ones, still "
+                        "one at a time, on cores of their own (all but 4 per GPU) with that many threads; after: after "
+                        "the GPU ones, one at a time, on every core; auto (default): beside where that leaves them at "
+                        "least 3/4 of the CPUs (and the --threads asked for), after otherwise (docs/gpu.md)")
     m.add_argument("--io", choices=("device", "host"), default=None,
                    help="GPU rows, every runner alike: device (default): input and output stay on the GPU, copied "
                         "before and after timing; host: the host->device and device->host copies inside each timed "

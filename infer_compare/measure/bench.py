@@ -5,7 +5,11 @@ One cell, in order:
 1. the **cold call**, timed on its own (``first_ns``): lazy initialisation,
    compilation, autotuning and first allocations land here, never in the samples;
 2. **warm-up** until both ``warmup_iters`` calls (the cold call included) and
-   ``warmup_time_s`` seconds after the cold call are reached;
+   ``warmup_time_s`` seconds after the cold call are reached; with ``warmup_until_stable``
+   (the comparison sets it for GPU rows) it ends earlier once the calls are steady: the
+   median of the last STABLE_WINDOW calls within STABLE_TOLERANCE of the median of the
+   STABLE_WINDOW before them, at least ``warmup_iters`` calls and STABLE_MIN_S made
+   (``warmup_stopped_by`` says which ended it: "stable", "time" or "calls");
 3. the **measured loop**: each sample is the time from the end of the previous call
    to the end of this one, so the samples add up exactly to the loop's wall time
    (throughput and latency agree) and include the harness's own per-call overhead,
@@ -34,6 +38,10 @@ from typing import Any
 
 from infer_compare.base.statistics import CI_LEVEL, ci_rel, median_ci, median_ci_ranks  # noqa: F401 (re-exported)
 
+STABLE_WINDOW = 8  # warmup_until_stable: calls per window compared
+STABLE_TOLERANCE = 0.02  # the last window's median within this of the window's before it
+STABLE_MIN_S = 0.02  # and at least this long a warm-up (clock ramps of a few calls are not "stable")
+
 # LoopResult.stopped_by
 STOP_TARGET = "target"  # the median's CI reached target_ci
 STOP_BUDGET = "budget"  # max_time_s was spent first
@@ -49,7 +57,8 @@ class LoopSettings:
     max_iters: int = 100_000
     max_time_s: float | None = 10.0  # the cell's budget for the measured loop (never below min_time_s)
     target_ci: float | None = 0.02  # relative half-width of the median's 95 % CI; None/0: no target
-    warmup_time_s: float = 0.2  # warm-up floor by time, counted from the end of the cold call
+    warmup_time_s: float = 0.2  # warm-up floor by time, counted from the end of the cold call (a cap when stable)
+    warmup_until_stable: bool = False  # end the warm-up once the call times are steady (see the module's doc)
 
 
 @dataclass
@@ -59,6 +68,7 @@ class LoopResult:
     first_ns: int | None  # the very first call (cold), when this loop made it
     warmup_calls: int = 0  # after the cold call
     warmup_ns: int = 0
+    warmup_stopped_by: str = ""  # "stable" (warmup_until_stable), "time" or "calls"
     median_ns: float | None = None
     ci_low_ns: float | None = None  # 95 % CI of the median (None: fewer than 6 samples)
     ci_high_ns: float | None = None
@@ -85,24 +95,40 @@ class LoopResult:
     def summary(self) -> dict[str, Any]:
         """Everything but the samples, JSON-ready (for the child's result)."""
         return {"n": self.n, "wall_ns": self.wall_ns, "first_ns": self.first_ns, "warmup_calls": self.warmup_calls,
-                "warmup_ns": self.warmup_ns, "median_ns": self.median_ns, "ci_low_ns": self.ci_low_ns,
+                "warmup_ns": self.warmup_ns, "warmup_stopped_by": self.warmup_stopped_by,
+                "median_ns": self.median_ns, "ci_low_ns": self.ci_low_ns,
                 "ci_high_ns": self.ci_high_ns, "ci_rel": self.ci_rel, "ci_level": CI_LEVEL,
                 "target_ci": self.target_ci, "target_met": self.target_met, "stopped_by": self.stopped_by,
                 "ci_checks": self.ci_checks, "paused_ns": self.paused_ns}
 
 
+def steady(times_ns: list[int], window: int = STABLE_WINDOW, tolerance: float = STABLE_TOLERANCE) -> bool:
+    """True when the median of the last ``window`` call times is within ``tolerance`` of the median of the
+    ``window`` before them."""
+    if len(times_ns) < 2 * window:
+        return False
+    last = sorted(times_ns[-window:])[window // 2]
+    before = sorted(times_ns[-2 * window:-window])[window // 2]
+    return before > 0 and abs(last - before) <= tolerance * before
+
+
 def _warm_up(fn: Callable[[Any], Any], x: Any, s: LoopSettings, calls_made: int,
-             clock: Callable[[], int]) -> tuple[int, int]:
-    """Warm-up after the cold call: (calls, ns)."""
+             clock: Callable[[], int]) -> tuple[int, int, str]:
+    """Warm-up after the cold call: (calls, ns, what ended it)."""
     need_calls = max(0, s.warmup_iters - calls_made)
     need_ns = int(max(0.0, s.warmup_time_s) * 1e9)
+    min_ns = min(need_ns, int(STABLE_MIN_S * 1e9))
     start = now = clock()
-    calls = 0
+    calls, times = 0, []
     while calls < need_calls or now - start < need_ns:
+        if s.warmup_until_stable and calls >= need_calls and now - start >= min_ns and steady(times):
+            return calls, now - start, "stable"
+        t0 = now
         fn(x)
         calls += 1
         now = clock()
-    return calls, now - start
+        times.append(now - t0)
+    return calls, now - start, "time" if need_ns and now - start >= need_ns else "calls"
 
 
 def time_loop(fn: Callable[[Any], Any], x: Any, s: LoopSettings, first_call_done: bool = False,
@@ -119,7 +145,7 @@ def time_loop(fn: Callable[[Any], Any], x: Any, s: LoopSettings, first_call_done
         t0 = clock()
         fn(x)
         first_ns = clock() - t0
-    warm_calls, warm_ns = _warm_up(fn, x, s, 0 if first_call_done else 1, clock)
+    warm_calls, warm_ns, warm_stop = _warm_up(fn, x, s, 0 if first_call_done else 1, clock)
     target = float(s.target_ci) if s.target_ci and s.target_ci > 0 else None
     samples: list[int] = []
     append = samples.append
@@ -161,5 +187,5 @@ def time_loop(fn: Callable[[Any], Any], x: Any, s: LoopSettings, first_call_done
     wall_ns = t1 - start - paused
     med, lo, hi = median_ci(samples)
     return LoopResult(samples_ns=samples, wall_ns=wall_ns, first_ns=first_ns, warmup_calls=warm_calls,
-                      warmup_ns=warm_ns, median_ns=med, ci_low_ns=lo, ci_high_ns=hi, target_ci=target,
-                      stopped_by=stop, ci_checks=checks, paused_ns=paused, energy=reading)
+                      warmup_ns=warm_ns, warmup_stopped_by=warm_stop, median_ns=med, ci_low_ns=lo, ci_high_ns=hi,
+                      target_ci=target, stopped_by=stop, ci_checks=checks, paused_ns=paused, energy=reading)

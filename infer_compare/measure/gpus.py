@@ -17,7 +17,9 @@ phase, one at a time, on every core, so a GPU row and a CPU row never compete fo
 ``--cpu-rows beside`` (``make_lanes``): the CPU configurations run at the same time as the GPU ones,
 still one at a time, in a lane of their own cores (every core but GPU_LANE_CPUS per GPU) with as many
 threads as the lane has physical cores; each GPU's measuring process keeps its own few cores. This
-holds with one GPU too.
+holds with one GPU too. ``--cpu-rows auto`` (the default): beside where the lane keeps at least
+AUTO_LANE_SHARE of the usable CPUs and every thread the user asked for (``--threads``), after otherwise
+(``cpu_rows_beside``), so that a small host's CPU rows are not measured on a fraction of it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GPU_MODES = ("spread", "every", "sequential")
-CPU_ROWS = ("after", "beside")  # CPU configurations after the GPU ones, on every core, or beside them
+CPU_ROWS = ("auto", "after", "beside")  # CPU configurations after the GPU ones (every core), beside them, or auto
+AUTO_LANE_SHARE = 0.75  # --cpu-rows auto: beside only where the CPU lane keeps at least this share of the CPUs
 GPU_LANE_CPUS = 4  # logical CPUs of each GPU's measuring process when the CPU configurations run beside
 MIN_CPU_LANE = 4  # fewer CPUs left for the CPU lane: the CPU configurations run after the GPU ones
 
@@ -177,6 +180,27 @@ def make_lanes(gpus: list[dict[str, Any]], devices: list[str], threads: int, cpu
     return gpu_slots, lane
 
 
+def cpu_rows_beside(mode: str, lane: Slot | None, usable: int, asked_threads: int | None) -> tuple[bool, str]:
+    """Whether the CPU configurations run beside the GPU ones in ``lane`` (make_lanes' CPU lane, None when too
+    few cores), and the report's note when they do not. ``auto``: only where the lane keeps AUTO_LANE_SHARE of
+    the ``usable`` CPUs and at least the ``asked_threads`` (--threads) the user asked for."""
+    if mode == "after":
+        return False, ""
+    if lane is None:
+        return False, (f"--cpu-rows {mode}: too few CPU cores for a lane of their own beside the GPUs; the CPU "
+                       "configurations ran after the GPU ones, on every core")
+    if mode == "beside":
+        return True, ""
+    share = len(lane.cores) / max(1, usable)
+    if share < AUTO_LANE_SHARE:
+        return False, (f"--cpu-rows auto: the CPU configurations ran after the GPU ones, on every core (beside them "
+                       f"they would have had {len(lane.cores)} of {usable} CPUs, under {AUTO_LANE_SHARE:.0%})")
+    if asked_threads and asked_threads > int(lane.threads or 0):
+        return False, (f"--cpu-rows auto: the CPU configurations ran after the GPU ones (--threads {asked_threads}: "
+                       f"more than the {lane.threads} physical cores a lane beside them would have had)")
+    return True, ""
+
+
 def assign(cells: list[Any], slots: list[Slot], mode: str) -> tuple[list[tuple[Any, tuple[str, ...]]], list[Any]]:
     """(GPU work, the other cells): each GPU configuration with the devices that may measure it, in plan
     order. ``spread``: the cells of one configuration on GPUs of one pool become one, measurable on any
@@ -213,9 +237,12 @@ def concurrency_note(mode: str, used: list[Slot]) -> str:
            if mode == "spread" else "every configuration measured on every GPU")
     gpu = [s for s in used if s.is_gpu]
     lane = next((s for s in used if not s.is_gpu), None)
-    cpu = ("CPU configurations ran at the same time as the GPU ones (--cpu-rows beside), one at a time, pinned to "
+    cpu = ("CPU configurations ran at the same time as the GPU ones (--cpu-rows beside, or auto where the cores "
+           "allow), one at a time, pinned to "
            f"cores {spell_cores(lane.cores)} with {lane.threads} threads (fewer than a run with --cpu-rows after "
-           "gives them: every core). " if lane is not None else
+           "gives them: every core); beside the GPU rows they were not shown to match the same rows alone on the "
+           "same cores within 3 % (reports/gpu-x2-startup-round2.md): --cpu-rows after measures them alone. "
+           if lane is not None else
            "CPU configurations ran after them, one at a time, on every core. ")
     return (f"GPU configurations ran {'concurrently' if len(gpu) > 1 else 'on one GPU'} (--gpus {mode}: {how}) on "
             + "; ".join(s.describe() for s in gpu)

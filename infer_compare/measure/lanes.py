@@ -1,7 +1,8 @@
 """Which configurations are measured at the same time, and where: the GPU configurations spread over
-several GPUs (measure/gpus.py, ``--gpus``), and with ``--cpu-rows beside`` the CPU configurations in a
-lane of their own cores beside them (one GPU is enough), then every other cell in turn. The lanes run
-as threads (measure/parallel.py), each waiting on its own measuring children.
+several GPUs (measure/gpus.py, ``--gpus``), and with ``--cpu-rows beside`` (or ``auto``, the default, on a
+host with cores enough) the CPU configurations in a lane of their own cores beside them (one GPU is
+enough), then every other cell in turn. The lanes run as threads (measure/parallel.py), each waiting on
+its own measuring children.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from infer_compare.catalog.device_kinds import kind_of
-from infer_compare.measure.gpus import Slot, assign, concurrency_note, make_lanes, make_slots
+from infer_compare.measure.gpus import (
+    Slot,
+    assign,
+    concurrency_note,
+    cpu_rows_beside,
+    make_lanes,
+    make_slots,
+    usable_cpus,
+)
 from infer_compare.measure.parallel import run_on_slots
 
 
@@ -22,12 +31,15 @@ def lanes(run: Any, cells: list[Any], sel: Any) -> tuple[list[Slot], Slot | None
     devices = list(dict.fromkeys(c.device for c in cells if c.kind == "cuda" and c.device))
     gpus = list(getattr(run.environment, "gpus", ()) or ())
     cpu_cells = any(c.kind == "cpu" and c.device for c in cells)
-    if getattr(sel, "cpu_rows", "after") == "beside" and sel.gpus != "sequential" and devices and cpu_cells:
+    mode = getattr(sel, "cpu_rows", "after")
+    if mode != "after" and sel.gpus != "sequential" and devices and cpu_cells:
         got = make_lanes(gpus, devices, int(run.settings.threads or 1))
-        if got is not None:
+        asked = getattr(sel, "threads_asked", None)  # --threads as given (sel.threads is filled in from the host)
+        beside, why = cpu_rows_beside(mode, got[1] if got else None, len(usable_cpus()), asked)
+        if beside and got is not None:
             return got
-        run.notes.append("--cpu-rows beside: too few CPU cores for a lane of their own beside the GPUs; the CPU "
-                         "configurations ran after the GPU ones, on every core")
+        if why:
+            run.notes.append(why)
     return (make_slots(gpus, devices) if len(devices) > 1 else []), None
 
 
@@ -55,7 +67,7 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
             with pinned_thread(s.cores if not s.is_gpu else ()):  # the lane's own work (an export) on its cores
                 one_cell(c, tag, s)
 
-        run_on_slots(work, used, measure, run.cancel)
+        run_on_slots(work, used, measure, run.cancel, family=lambda c: (c.kind, runtime_of(c.runner)))
         run.concurrent = {}
     for c in rest:
         one_cell(c, tags[id(c)])
@@ -64,6 +76,13 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         for i, c in enumerate(cells):
             order.setdefault((c.runner, c.fmt, c.precision, c.kind), i)
         run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
+
+
+def runtime_of(runner: str) -> str:
+    """The runtime whose measuring process measures ``runner``'s configurations (one per runtime and GPU)."""
+    from infer_compare.catalog.runtimes import runtimes
+
+    return next((rt.name for rt in runtimes() if any(r.name == runner for r in rt.runners)), runner)
 
 
 @contextmanager

@@ -31,7 +31,7 @@ class MeasureOptions:
     io: str | None = None  # --io: the GPU timing policy, device (default) or host
     concurrency: int = 0  # --concurrency: requests in flight in the throughput scenario (0: the runtime's)
     gpus: str = "spread"  # --gpus: several GPUs: spread (default), every or sequential (measure/gpus.py)
-    cpu_rows: str = "after"  # --cpu-rows: CPU configurations after the GPU ones (every core) or beside them
+    cpu_rows: str = "auto"  # --cpu-rows: CPU rows beside the GPU ones where cores allow (auto), after or beside
     runner_options: dict[str, dict[str, Any]] | None = None  # {runner: {option: value}}, backends/*/options.py
     artifacts: Iterable[str] = ()  # --artifact: pre-built files measured as given (compare only)
     # how to sample

@@ -1,5 +1,6 @@
 """Measuring on several GPUs at the same time: one worker thread per GPU slot (measure/gpus.py),
-each taking the next configuration that its GPU may measure, in plan order, and measuring it
+each taking the configuration that suits its GPU best (Board: what its process has already tuned,
+then plan order), and measuring it
 through its own measuring child (its own fork server too: a fork server serves one child at a
 time). The thread only waits on its child; the child is the process that measures.
 
@@ -19,26 +20,54 @@ JOIN_POLL_S = 0.2
 
 
 class Board:
-    """The configurations still to measure; each worker takes the first its device may measure."""
+    """The configurations still to measure; each worker takes the one its device may measure that suits it
+    best (``rank``), the first in plan order among equals.
 
-    def __init__(self, work: list[tuple[Any, tuple[str, ...]]]):
+    With ``family`` (a configuration's runtime: the measuring process it runs in, measure/residents.py) the
+    ranks keep what a GPU's process already did: first a configuration of the process now running there and a
+    precision it has measured already (cuDNN's algorithm choices for that precision and shape are made:
+    torch.compile after eager), then one of that process and a precision no other GPU has measured, then one
+    that starts another process on a precision no other GPU has measured, last one whose precision another GPU
+    has measured (it is tuned twice). Without ``family``: plan order."""
+
+    def __init__(self, work: list[tuple[Any, tuple[str, ...]]], family: Callable[[Any], Any] | None = None):
         self.todo = list(work)
         self.lock = threading.Lock()
+        self.family = family
+        self.seen: dict[str, list[tuple[Any, str]]] = {}  # device -> (family, precision) measured there, in order
+
+    def rank(self, device: str, cell: Any) -> int:
+        if self.family is None:
+            return 0
+        key = (self.family(cell), str(getattr(cell, "precision", "")))
+        mine = self.seen.get(device, [])
+        current = mine[-1][0] if mine else None
+        elsewhere = any(key in keys for d, keys in self.seen.items() if d != device)
+        if key[0] == current and key in mine:
+            return 0
+        if key[0] == current and not elsewhere:
+            return 1
+        return 2 if not elsewhere else 3
 
     def take(self, device: str) -> Any | None:
         with self.lock:
-            for i, (cell, allowed) in enumerate(self.todo):
-                if device in allowed:
-                    del self.todo[i]
-                    return cell
-        return None
+            mine = [(self.rank(device, cell), i) for i, (cell, allowed) in enumerate(self.todo) if device in allowed]
+            if not mine:
+                return None
+            _, i = min(mine)
+            cell = self.todo.pop(i)[0]
+            if self.family is not None:
+                self.seen.setdefault(device, []).append((self.family(cell), str(getattr(cell, "precision", ""))))
+            return cell
 
 
 def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
-                 measure_one: Callable[[Any, Slot], None], cancel: threading.Event) -> None:
+                 measure_one: Callable[[Any, Slot], None], cancel: threading.Event,
+                 family: Callable[[Any], Any] | None = None) -> None:
     """Measure every (cell, devices) of ``work`` on the slots, concurrently; returns when all are done.
-    An exception in a worker (an interrupt included) cancels the others and is raised here."""
-    board = Board(work)
+    ``family``: see Board. An exception in a worker (an interrupt included) cancels the others and is
+    raised here."""
+    board = Board(work, family)
     errors: list[BaseException] = []
 
     def worker(slot: Slot) -> None:

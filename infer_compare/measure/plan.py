@@ -124,6 +124,7 @@ class Selection:
     devices: tuple[str, ...] | None = None
     batch_sizes: tuple[int, ...] | None = None
     threads: int | None = None
+    threads_asked: int | None = None  # --threads as the user gave it (threads is filled in from the host)
     warmup_iters: int = 2
     min_iters: int = 5
     min_time_s: float = 0.2
@@ -140,7 +141,7 @@ class Selection:
     io: str = "device"  # the GPU timing policy: device-resident input/output, or host copies in the timed call
     concurrency: int = 0  # throughput scenario: requests in flight (0: each runtime's own choice)
     gpus: str = "spread"  # several GPUs: spread, every or sequential (measure/gpus.py)
-    cpu_rows: str = "after"  # CPU configurations after the GPU ones, on every core, or beside them (gpus.py)
+    cpu_rows: str = "auto"  # CPU rows beside the GPU ones where the cores allow (auto), after or beside (gpus.py)
 
     def options_for(self, runner: str) -> Options:
         """The options of ``runner``: the user's, else its declared defaults."""
@@ -165,7 +166,7 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
                    parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 1.0,
                    warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0,
                    artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = LATENCY, io: str | None = None,
-                   concurrency: int = 0, gpus: str = "spread", cpu_rows: str = "after") -> Selection:
+                   concurrency: int = 0, gpus: str = "spread", cpu_rows: str = "auto") -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""
     devices_t = tuple(check_device(d) for d in devices) if devices is not None else None
     if devices_t == ():
@@ -194,6 +195,7 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
         backends=check_choice("backend", backends, RUNNERS), formats=check_choice("format", formats, FORMATS),
         precisions=check_choice("precision", precisions, PRECISIONS), devices=devices_t,
         batch_sizes=parse_batch_sizes(batch_sizes) if batch_sizes is not None else None, threads=threads,
+        threads_asked=threads,
         warmup_iters=int(warmup_iters), min_iters=int(min_iters), min_time_s=float(min_time_s),
         cell_timeout_s=float(cell_timeout_s), seed=int(seed), runner_options=ropts,
         parity_every_batch=bool(parity_every_batch), target_ci=target_ci or None, max_time_s=float(max_time_s),

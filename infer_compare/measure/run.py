@@ -30,7 +30,6 @@ from infer_compare.base.progress import Progress
 from infer_compare.base.records import (
     SCHEMA_VERSION,
     SKIPPED,
-    THROUGHPUT,
     Availability,
     ExportRecord,
     Report,
@@ -55,10 +54,11 @@ from infer_compare.measure.residents import NOTE as RESIDENT_NOTE
 from infer_compare.measure.residents import Residents
 from infer_compare.measure.residents import enabled as residents_enabled
 from infer_compare.measure.rows import record_from_result
+from infer_compare.measure.run_notes import run_notes, scenario_notes
 from infer_compare.prepare.prepared import Prepared
 
 MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
-RESIDENT_KINDS = ("cuda",)  # device kinds measured in a resident process per runtime and device
+RESIDENT_KINDS = STABLE_WARMUP_KINDS = ("cuda",)  # a resident process per runtime and device; warm-up until steady
 PARTIAL = "the run had not finished when this file was saved (a partial report, saved after each row)"
 
 
@@ -152,32 +152,6 @@ class _Run:
             s.close()  # closing twice is harmless
 
 
-def _notes(prep: Prepared) -> list[str]:
-    notes = list(prep.notes)
-    if not prep.minfo.meaningful_top1:
-        notes.append("random weights: top-1 agreement is reported but not judged; int8 rows are reported, not judged "
-                     "(top-1 margins of random networks are tiny, so small quantization noise flips them)")
-    notes.append("latency: host clock (time.perf_counter_ns) around each blocking call, inputs prepared before "
-                 "timing; each sample includes the harness's per-call overhead (see benchmarks/harness.py)")
-    notes.append("each configuration runs in one child process that loads the runtime once and measures its batch "
-                 "sizes in turn; parity is checked in every batch size (all inputs at the largest, a subset of at "
-                 f"least {MIN_PARITY_SUBSET} at the others unless --parity-every-batch)")
-    return notes
-
-
-def _scenario_notes(settings: Settings) -> list[str]:
-    policy = ("the host->device and device->host copies inside each timed call" if settings.io == "host" else
-              "input and output device-resident, copied before and after the timed calls")
-    out = [f"GPU rows (every CUDA runner alike): {policy} (--io {settings.io})"]
-    if THROUGHPUT in settings.scenarios:
-        out.append("throughput scenario: each runtime's own concurrency (OpenVINO AsyncInferQueue with the THROUGHPUT "
-                   "hint and its optimal number of requests; ONNX Runtime and LiteRT: concurrent runs sharing the "
-                   "cores; CUDA: several streams) for the cell's time budget; img/s = images completed / wall time; "
-                   "its latency columns are those of each request under that load; the concurrency is in each "
-                   "row's settings")
-    return out
-
-
 def row_base(c: Cell, threads: int) -> dict[str, Any]:
     return dict(backend=c.runner, format=c.fmt, precision=c.precision, device=c.device or c.kind,
                 threads=int(threads) if c.kind == "cpu" else None,
@@ -234,7 +208,8 @@ def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepar
         parity_limit=_parity_limits(batches, count(prep.ds.eval), sel.parity_every_batch),
         loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
                           min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
-                          target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0),
+                          target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0,
+                          warmup_until_stable=c.kind in STABLE_WARMUP_KINDS),
         layout=_layout(prep), **_how_spec(settings))
 
 
@@ -309,7 +284,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     cells = plan_cells(present, sel)
     unchecked = check_given(sel.artifacts, prep.minfo, prep.ds.eval, prep.ref)  # a mismatch: one line, exit 2
     settings = settings_for(sel, present, threads, count(prep.ds.eval))
-    run = _Run(prep, environment, settings, _notes(prep) + _scenario_notes(settings) + unchecked, warnings, prog,
+    run = _Run(prep, environment, settings, run_notes(prep, MIN_PARITY_SUBSET) + scenario_notes(settings) + unchecked, warnings, prog,
                command, on_row,
                time.perf_counter() if t_start is None else t_start)
     chain = chain_for(prep, sel, settings, cache, prog)
