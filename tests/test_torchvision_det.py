@@ -105,7 +105,7 @@ def test_the_file_is_recognized_and_its_wrapper_gives_the_same_detections_padded
     images = photos()
     raw, got = _run(detector, images), _run(out, [x[None] for x in images])
     ks = [len(r["scores"]) for r in raw]
-    assert max(ks) > 0 and len(set(ks)) >= 1
+    assert max(ks) > 0
     for r, g in zip(raw, got, strict=True):
         k = len(r["scores"])
         assert g["boxes"].shape == (1, PAD_WIDTH, 4) and g["labels"].shape == g["scores"].shape == (1, PAD_WIDTH)
@@ -114,8 +114,7 @@ def test_the_file_is_recognized_and_its_wrapper_gives_the_same_detections_padded
             assert not np.any(g[name][0, k:])  # padding: zeros, below any score threshold
 
 
-def test_a_classifier_or_a_batched_detector_is_not_taken_for_one(tmp_path):
-    import onnx
+def test_a_classifier_or_a_batched_detector_is_not_taken_for_one():
     from onnx import TensorProto, helper
 
     from infer_compare.models.torchvision_det import find_triple
@@ -132,7 +131,6 @@ def test_a_classifier_or_a_batched_detector_is_not_taken_for_one(tmp_path):
     assert find_triple(model([3, 64, 64], [("y", TensorProto.FLOAT, ["N", 1000])])) is None
     mixed = [triple[0], triple[1], ("s", TensorProto.FLOAT, ["M"])]  # K not shared
     assert find_triple(model([3, 64, 64], mixed)) is None
-    assert onnx  # imported for helper
 
 
 # ---------------------------------------------------------------- parity on ragged detections
