@@ -288,7 +288,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
         artifacts = _write_artifacts(tmp, plan, chain, prep.carried)
         _offline_builds(tmp, plan, artifacts, warn)
         manifest.update(_manifest(prep, plan, data, artifacts, selection, environment, warnings, command))
-        manifest["output_kinds"] = dict(kinds)
+        manifest["output_kinds"] = dict(prep.output_kinds or kinds)  # the user's and the loader's (models/torchvision_det.py)
         if prep.stream is not None:  # rows depend on how they are grouped: a reference per batch size
             manifest["stream"] = {"batches": list(stream_batches(int(max_batch)))}
         manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}

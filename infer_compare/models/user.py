@@ -94,6 +94,7 @@ class UserModel:
     module: Any = field(default=None, repr=False, compare=False)
     notes: list[str] = field(default_factory=list)
     weights_hash: str = ""
+    wraps: str = ""  # the user's file that ``source`` wraps (models/torchvision_det.py), else ""
 
     @property
     def name(self) -> str:

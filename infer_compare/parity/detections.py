@@ -46,7 +46,8 @@ MAX_CANDIDATES = 1000  # before NMS, the highest scores
 STRIDES = (8, 16, 32)
 MIN_ANCHORS = 64
 INT8_SCORE_ERR = 0.1  # int8's allowed score error (it has no max_rel_err of its own)
-GROUP_FORMATS = ("ssd", "ssd-nobg", "post-nms")  # heads in several outputs (parity/det_groups.py)
+GROUP_FORMATS = ("ssd", "ssd-nobg", "post-nms", "torchvision")  # heads in several outputs (parity/det_groups.py)
+OWN_NMS = ("post-nms", "torchvision")  # the model's own final detections: no NMS again
 FORMATS = ("yolo", "yolov8", "yolo-noobj", *GROUP_FORMATS)
 MIN_BOX_IOU = 0.85  # the matched boxes' mean IoU never needs to be above 1 - 2 x (1 - min top-1), nor under this
 
@@ -75,7 +76,9 @@ class Head:
                   "ssd": "boxes [N, anchors, 4] corners + softmax scores [N, anchors, classes], class 0 background",
                   "ssd-nobg": "boxes [N, anchors, 4] corners + scores [N, anchors, classes]",
                   "post-nms": "the model's final detections: boxes [N, K, 4], scores [N, K], classes [N, K]; "
-                              "no NMS again"}[self.fmt]
+                              "no NMS again",
+                  "torchvision": "torchvision's detection outputs: boxes [K, 4], labels [K], scores [K] per image, "
+                                 "K changing; no NMS again, compared as matched detections, never by position"}[self.fmt]
         grid = (f"; boxes are offsets in grid cells, decoded with strides {', '.join(map(str, STRIDES))} over "
                 f"{self.grid[0]}x{self.grid[1]}") if self.grid else ""
         return (f"{self.fmt}: {layout}{grid}; kept and added at score >= {SCORE_THRESHOLD}, class-aware "
@@ -174,7 +177,7 @@ def decode(sample: np.ndarray, head: Head, threshold: float = SCORE_THRESHOLD):
     idx = np.flatnonzero(scores >= threshold)
     idx = idx[np.argsort(-scores[idx], kind="stable")][:MAX_CANDIDATES]
     boxes = _corners(rows, head)[idx]
-    if head.fmt == "post-nms":  # the model's own detections: NMS already done
+    if head.fmt in OWN_NMS:  # the model's own detections: NMS already done
         return boxes, scores[idx], labels[idx]
     keep = batched_nms(boxes, scores[idx], labels[idx], NMS_IOU)
     return boxes[keep], scores[idx][keep], labels[idx][keep]
@@ -182,8 +185,8 @@ def decode(sample: np.ndarray, head: Head, threshold: float = SCORE_THRESHOLD):
 
 def _scores(rows: np.ndarray, head: Head) -> tuple[np.ndarray, np.ndarray]:
     """(score, class) of each anchor: its best class (its probability, times objectness where there is one);
-    ``post-nms`` rows are [box, score, class]; ``ssd``'s class 0, the background, never wins."""
-    if head.fmt == "post-nms":
+    ``post-nms`` and ``torchvision`` rows are [box, score, class]; ``ssd``'s class 0, the background, never wins."""
+    if head.fmt in OWN_NMS:
         return rows[:, 4], np.rint(rows[:, 5]).astype(np.int64)
     cls = rows[:, 5:] if head.objectness or head.fmt == "ssd" else rows[:, 4:]
     scores = cls.max(1) * (rows[:, 4] if head.objectness else 1.0) if cls.shape[1] else np.zeros(len(rows))
@@ -226,23 +229,38 @@ def limits(tol: Tolerance) -> tuple[float, float, float]:
     return kept, max(MIN_BOX_IOU, 1.0 - 2.0 * (1.0 - kept)), score
 
 
+def _aligned_cosine(r, o, pairs) -> float:
+    """The cosine of one sample's detection scores aligned by matching: matched pairs side by side, a lost or
+    added detection against 0 (1 when neither side finds anything)."""
+    mr, mo = [i for i, _, _ in pairs], [j for _, j, _ in pairs]
+    lost, added = np.delete(r[1], mr), np.delete(o[1], mo)
+    a = np.concatenate([r[1][mr], lost, np.zeros(len(added))])
+    b = np.concatenate([o[1][mo], np.zeros(len(lost)), added])
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b / norm) if norm > 0 else (1.0 if not a.size else 0.0)
+
+
 def _tally(ref: np.ndarray, out: np.ndarray, head: Head, tie: float) -> dict[str, Any]:
     """Detections of every sample, matched: counts of kept, lost and added (those within ``tie`` of the
-    threshold apart), the matched boxes' IoUs and score errors."""
-    t = {"reference": 0, "kept": 0, "lost": 0, "added": 0, "near_threshold": 0, "ious": [], "score_errs": []}
+    threshold apart), the matched boxes' IoUs and score errors, each sample's aligned score cosine."""
+    t = {"reference": 0, "found": 0, "kept": 0, "lost": 0, "added": 0, "near_threshold": 0, "ious": [],
+         "score_errs": [], "box_errs": [], "box_scale": 0.0}
+    cos = []
     for r_s, o_s in zip(ref, out, strict=True):
         r, o = decode(r_s, head), decode(o_s, head)
         pairs = match(r, o)
         matched_r, matched_o = {i for i, _, _ in pairs}, {j for _, j, _ in pairs}
-        t["reference"] += len(r[0])
-        t["kept"] += len(pairs)
+        t["reference"], t["found"], t["kept"] = t["reference"] + len(r[0]), t["found"] + len(o[0]), t["kept"] + len(pairs)
+        t["box_scale"] = max(t["box_scale"], float(np.abs(r[0]).max(initial=0.0)))
         for i in set(range(len(r[0]))) - matched_r:
             near = r[1][i] < SCORE_THRESHOLD + tie
             t["near_threshold" if near else "lost"] += 1
         t["added"] += sum(1 for j in set(range(len(o[0]))) - matched_o if o[1][j] >= SCORE_THRESHOLD + tie)
         t["ious"] += [v for _, _, v in pairs]
         t["score_errs"] += [abs(float(r[1][i]) - float(o[1][j])) for i, j, _ in pairs]
-    return t
+        t["box_errs"] += [float(np.abs(r[0][i] - o[0][j]).max()) for i, j, _ in pairs]
+        cos.append(_aligned_cosine(r, o, pairs))
+    return {**t, "aligned_cos": np.asarray(cos)}
 
 
 def _part_errors(ref: np.ndarray, out: np.ndarray, head: Head) -> tuple[float, float, np.ndarray]:
@@ -251,45 +269,76 @@ def _part_errors(ref: np.ndarray, out: np.ndarray, head: Head) -> tuple[float, f
     r, o = _rows(np.asarray(ref, np.float64), head), _rows(np.asarray(out, np.float64), head)
     box_d = np.abs(o[..., :4] - r[..., :4])
     box_rel = float(box_d.max()) / (float(np.abs(r[..., :4]).max()) or 1.0) if box_d.size else 0.0
-    part = slice(4, 5) if head.fmt == "post-nms" else slice(4, None)  # post-nms: the classes apart
+    part = slice(4, 5) if head.fmt in OWN_NMS else slice(4, None)  # post-nms: the classes apart
     rs, os_ = r[..., part].reshape(len(r), -1), o[..., part].reshape(len(o), -1)
     d = np.abs(os_ - rs)
     return box_rel, float(d.max()) if d.size else 0.0, cosines(rs, os_, d)
 
 
-def compare_detections(ref: np.ndarray, out: np.ndarray, tol: Tolerance, head: Head, judge: bool = True,
-                       note: str = "") -> ParityResult:
-    """``out`` against ``ref`` (N first) for a detector's head: the checks of the module docstring."""
-    ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
-    if ref.shape != out.shape:
-        raise ValueError(f"output shape {out.shape} differs from the reference's {ref.shape}")
+def _checks(t: dict[str, Any], tol: Tolerance, head: Head, box_rel: float, score_err: float) -> list:
+    """(name, value, limit, higher is better) of a tally: kept, added, the matched ones' IoU and score error;
+    where the reference finds nothing, each part's values (never for ``torchvision``, whose K changes: only
+    that nothing is added)."""
     kept_lim, iou_lim, score_lim = limits(tol)
-    nonfinite = not np.isfinite(out).all()
-    t = _tally(ref, np.nan_to_num(out, nan=0.0), head, score_lim)
-    box_rel, score_err, cos = _part_errors(ref, np.nan_to_num(out, nan=0.0), head)
     judged_ref = t["kept"] + t["lost"]
-    checks: list[tuple[str, float, float, bool]] = []
     if judged_ref:
-        checks += [("detections kept", t["kept"] / judged_ref, kept_lim, True),
-                   ("detections added / reference", t["added"] / judged_ref, 1.0 - kept_lim, False)]
+        checks = [("detections kept", t["kept"] / judged_ref, kept_lim, True),
+                  ("detections added / reference", t["added"] / judged_ref, 1.0 - kept_lim, False)]
         if t["ious"]:
             checks += [("matched boxes' mean IoU", float(np.mean(t["ious"])), iou_lim, True),
                        ("matched detections' mean score error", float(np.mean(t["score_errs"])), score_lim, False)]
-    else:  # no detection to judge on these inputs: each part of the tensor against its own scale
-        checks += [("score part max abs error", score_err, score_lim, False)]
-        if tol.max_rel_err is not None:
-            checks.append(("box part max abs error / its max |reference|", box_rel, float(tol.max_rel_err), False))
-    summary = (f"detections: {t['kept']} of {judged_ref} kept, {t['added']} added"
-               + (f", {t['near_threshold']} near the score threshold not judged" if t["near_threshold"] else "")
-               + (f"; largest score error on a matched one {max(t['score_errs']):.3g}" if t["score_errs"] else "")
-               + ("" if judged_ref else " (the reference finds none on these inputs: judged on each part's values)"))
-    worst = int(np.argmin(cos)) if cos.size else 0
+        return checks
+    if head.fmt == "torchvision":
+        return [("detections added (the reference finds none)", float(t["added"]), 0.0, False)]
+    checks = [("score part max abs error", score_err, score_lim, False)]
+    if tol.max_rel_err is not None:
+        checks.append(("box part max abs error / its max |reference|", box_rel, float(tol.max_rel_err), False))
+    return checks
+
+
+def _summary(t: dict[str, Any], head: Head) -> str:
+    judged_ref = t["kept"] + t["lost"]
+    values = "never compared by position" if head.fmt == "torchvision" else "judged on each part's values"
+    return (f"detections: {t['kept']} of {judged_ref} kept, {t['added']} added"
+            + (f", {t['near_threshold']} near the score threshold not judged" if t["near_threshold"] else "")
+            + (f"; matched boxes' mean IoU {np.mean(t['ious']):.4f}" if t["ious"] else "")
+            + (f"; largest score error on a matched one {max(t['score_errs']):.3g}" if t["score_errs"] else "")
+            + (f", largest box coordinate error {max(t['box_errs']):.3g}" if t["box_errs"] else "")
+            + ("" if judged_ref else f" (the reference finds none on these inputs: {values})"))
+
+
+def _matched_errors(t: dict[str, Any]) -> tuple[float, float, float, float]:
+    """(max abs error, mean abs error, max relative error, the relative error float rounding may excuse) over
+    the matched detections' boxes and scores (boxes relative to the reference's largest coordinate); the last
+    is inf where the detections are not the same ones, so that rounding never excuses a changed set."""
+    same = t["kept"] == t["reference"] == t["found"]
+    if not t["box_errs"]:
+        return 0.0, 0.0, 0.0, 0.0 if same else float("inf")
+    rel = max(max(t["box_errs"]) / (t["box_scale"] or 1.0), max(t["score_errs"]))
+    return max(t["box_errs"] + t["score_errs"]), float(np.mean(t["box_errs"])), rel, rel if same else float("inf")
+
+
+def compare_detections(ref: np.ndarray, out: np.ndarray, tol: Tolerance, head: Head, judge: bool = True,
+                       note: str = "") -> ParityResult:
+    """``out`` against ``ref`` (N first) for a detector's head: the checks of the module docstring. Cosine:
+    of the score part, sample by sample; for ``torchvision`` of the scores aligned by matching."""
+    ref, out = np.asarray(ref, np.float64), np.asarray(out, np.float64)
+    if ref.shape != out.shape:
+        raise ValueError(f"output shape {out.shape} differs from the reference's {ref.shape}")
+    nonfinite = not np.isfinite(out).all()
+    t = _tally(ref, np.nan_to_num(out, nan=0.0), head, limits(tol)[2])
+    box_rel, score_err, cos = _part_errors(ref, np.nan_to_num(out, nan=0.0), head)
     d = np.abs(out - ref)
+    max_abs, mean_abs = float(d.max()) if d.size else 0.0, float(d.mean()) if d.size else 0.0
+    rel = rounding = max(box_rel, score_err)
+    if head.fmt == "torchvision":  # K changes: errors of the matched detections, cosine of the aligned scores
+        cos, (max_abs, mean_abs, rel, rounding) = t["aligned_cos"], _matched_errors(t)
+    worst = int(np.argmin(cos)) if cos.size else 0
     return checks_result(
-        checks, nonfinite=nonfinite, judge=judge, rel=max(box_rel, score_err), tol=tol, floor_cos=None,
-        n=len(ref), max_abs=float(d.max()) if d.size else 0.0, mean_abs=float(d.mean()) if d.size else 0.0,
-        rel_max=max(box_rel, score_err), cosine_mean=float(cos.mean()) if cos.size else 1.0,
-        cosine_min=float(cos[worst]) if cos.size else 1.0, top1_agreement=None, top5_agreement=None,
-        note="; ".join(x for x in (note, summary) if x), worst_index=worst, kind="detections",
+        _checks(t, tol, head, box_rel, score_err), nonfinite=nonfinite, judge=judge, rel=rounding,
+        tol=tol, floor_cos=None, n=len(ref), max_abs=max_abs, mean_abs=mean_abs, rel_max=rel,
+        cosine_mean=float(cos.mean()) if cos.size else 1.0, cosine_min=float(cos[worst]) if cos.size else 1.0,
+        top1_agreement=None, top5_agreement=None, note="; ".join(x for x in (note, _summary(t, head)) if x),
+        worst_index=worst, kind="detections",
         detections={"format": head.spec, **{k: (round(float(np.mean(v)), 6) if v else None) if isinstance(v, list)
-                                           else v for k, v in t.items()}})
+                                           else v for k, v in t.items() if k != "aligned_cos"}})

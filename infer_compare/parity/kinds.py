@@ -27,7 +27,7 @@ SCORES, MAP, REGRESSION, OTHER, DETECTIONS = "scores", "map", "regression", "oth
 KINDS = {SCORES: "class scores or logits [N, classes]", MAP: "probabilities or a dense map [N, H, W] or [N, C, H, W]",
          REGRESSION: "regression values or boxes", OTHER: "anything else (judged as regression values)",
          DETECTIONS: "a detection head, decoded and judged by detections kept and added "
-                     "(detections:yolo|yolov8|yolo-noobj[+grid] in one output; ssd|ssd-nobg|post-nms over "
+                     "(detections:yolo|yolov8|yolo-noobj[+grid] in one output; ssd|ssd-nobg|post-nms|torchvision over "
                      "several; parity/detections.py, parity/det_groups.py)"}
 ALIASES = {"logits": SCORES, "classes": SCORES, "class-scores": SCORES, "probabilities": MAP, "mask": MAP,
            "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION, "values": REGRESSION, "yolo": DETECTIONS}

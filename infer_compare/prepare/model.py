@@ -61,9 +61,10 @@ def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
     a detection head (given or recognized) is resolved once, with the model's input size, and kept too."""
     if kinds:
         check_output_kinds(kinds, output_shapes(prep))
-        prep.output_kinds = dict(kinds)
         prep.notes.append("outputs judged as given by --output-kind: "
                           + ", ".join(f"{k} as {v}" for k, v in kinds.items()))
+    kinds = {**(prep.output_kinds or {}), **kinds}  # the loader's (models/torchvision_det.py), then the user's
+    prep.output_kinds = dict(kinds)
     refs = prep.ref if isinstance(prep.ref, dict) else {"": prep.ref}
     grouped = _detection_groups(prep, refs, kinds)
     for k, a in refs.items():

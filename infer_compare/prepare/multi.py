@@ -234,13 +234,15 @@ def _model_shape(s, rows: np.ndarray) -> tuple:
     return sample if s.batch_axis is None else with_batch(sample, s.batch_axis, "batch")
 
 
-def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | None = None) -> ModelInfo:
-    """The ModelInfo of a model with several inputs or outputs: each one listed, each output's judging said."""
+def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | None = None,
+               kinds: dict[str, str] | None = None) -> ModelInfo:
+    """The ModelInfo of a model with several inputs or outputs: each one listed, each output's judging said
+    (``kinds``: the loader's, e.g. models/torchvision_det.py's; never class scores)."""
     notes = list(um.notes) + [reference_note(um)]
     specs = {s.name: s for s in um.outputs}
     outputs = []
     for k, a in ref.items():
-        cls = is_classifier(a)
+        cls = is_classifier(a) and k not in (kinds or {})
         s = specs.get(k)
         d = tensor_info(s, _model_shape(s, a)) if s is not None else {"name": k, "shape": ["batch", *a.shape[1:]],
                                                                   "dtype": str(a.dtype), "batch_axis": 0}
@@ -252,8 +254,8 @@ def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | N
         notes.append(f"{len(ref)} outputs: each compared with its own reference; a row's verdict is its worst "
                      "output's (named in the table's cosine column, every output's figures in the JSON)")
     notes.append(f"{_io_text(um)}: inputs fed and outputs compared by name")
-    cls_out = [a for a in ref.values() if is_classifier(a)]
-    return ModelInfo(um.name, f"user-{um.kind}", "file", um.source, (um.sha256 or um.weights_hash)[:16],
+    cls_out = [a for k, a in ref.items() if is_classifier(a) and k not in (kinds or {})]
+    return ModelInfo(um.name, f"user-{um.kind}", "file", getattr(um, "wraps", "") or um.source, (um.sha256 or um.weights_hash)[:16],
                      tuple(int(d) for d in um.inputs[0].sample()), int(cls_out[0].shape[1]) if cls_out else 0,
                      spec.to_dict() if spec is not None else {}, False, True, tuple(notes),
                      inputs=tuple({**tensor_info(s), "source": (sources or {}).get(s.name, "")} for s in um.inputs),

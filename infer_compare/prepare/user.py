@@ -32,7 +32,7 @@ from infer_compare.base.progress import Progress
 from infer_compare.base.records import SKIPPED, ExportRecord, ModelInfo
 from infer_compare.catalog.formats import TRT_INT8
 from infer_compare.data.bundled import DataSets
-from infer_compare.models import parse_input_shapes
+from infer_compare.models import parse_input_shapes, torchvision_det
 from infer_compare.models.user_onnx import quantized_ops
 from infer_compare.prepare import multi
 from infer_compare.prepare.inputs import DataOptions, _image_spec, bundled_photos, data_sets
@@ -183,13 +183,16 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
     data = data or DataOptions()
     um = load_user_model(ref, weights=weights, input_shapes=shapes, example_input=example_input,
                          data_shapes=_data_shapes(data.data))
+    um, kinds = torchvision_det.adapt(um, cache) if um.kind == "onnx" else (um, {})
+    if kinds:  # torchvision's detection models take 0-1 pixels and normalize inside
+        data = replace(data, overrides={"mean": "0", "std": "1", **data.overrides})
     ds, spec = user_inputs(um, data, parity_samples, calibration_samples, seed, prog)
     prog.task("computing the FP32 reference outputs")
     several: dict[Any, Unbuilt] = {}
     if prepare_multi_needed(um, data):  # prepare/multi.py: every input and output by name
 
         out = multi.reference(cache, um, ds)
-        minfo = multi.model_info(um, out, spec, multi.input_sources(um, data, ds.description))
+        minfo = multi.model_info(um, out, spec, multi.input_sources(um, data, ds.description), kinds)
     else:
         out = _reference(cache, um, ds)
         minfo = _model_info(um, ds, out, spec, input_sources(um, data, ds.description))
@@ -208,7 +211,8 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
                         minfo.preprocessing, ds, out, notes=notes, carried={("onnx", "fp32"): rec},
                         unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT), **refused,
                                  **several},
-                        static_batch=um.static_batch, file_precision="int8" if refused else "", stream=stream)
+                        static_batch=um.static_batch, file_precision="int8" if refused else "", stream=stream,
+                        output_kinds=kinds)
     if um.kind == "tflite":  # a TFLite file as the model: it is the tflite artifact of its own precision
 
         carried, unbuilt = root_artifacts(um)

@@ -134,6 +134,8 @@ def reference_of(model: UserModel, inputs: Mapping[str, Any], batch: int = 16) -
 
 def reference_note(um) -> str:
     """What the reference is: ONNX Runtime CPU FP32 on an ONNX file, LiteRT CPU on a TFLite file, else PyTorch."""
+    if um.kind == "onnx" and getattr(um, "wraps", ""):
+        return f"reference: ONNX Runtime CPU FP32 on the wrapper {um.source} of the user's file {um.wraps}"
     if um.kind == "onnx":
         return f"reference: ONNX Runtime CPU FP32 on the user's file {um.source}"
     if um.kind == "tflite":
