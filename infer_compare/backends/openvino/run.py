@@ -102,6 +102,11 @@ def runtime_layers(compiled: Any, primitives: Counter | None = None) -> dict[str
     return out
 
 
+# the layers that do a model's arithmetic (runtime model layer types): what "runs in int8" means
+COMPUTE_LAYERS = frozenset({"Convolution", "GroupConvolution", "Deconvolution", "FullyConnected", "MatMul", "RNNSeq",
+                            "RNNCell"})
+
+
 def _fmt(c: Counter | dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
 
@@ -202,17 +207,26 @@ class OpenVinoRunner(Runner):
         self._version = ov.get_version()
 
     def _describe_float(self, executed: str) -> None:
-        """A float row whose compiled model holds int8 layers anyway (a file quantized before it came here, whose
-        dynamic-quantization ops OpenVINO runs as int8): the row says what executed."""
+        """A float row whose compiled model computes in int8 anyway (a file quantized before it came here, whose
+        integer convolutions OpenVINO keeps): the row says what executed. Only compute layers count: u8 is
+        also the precision of boolean masks (NonZero in a detector's post-processing) and of the conversions that
+        a dynamic-quantization op becomes when OpenVINO computes the convolutions in float."""
         try:
             layers = runtime_layers(self.compiled, Counter())
         except Exception:  # informative only; the int8 rows inspect (and say so) themselves
             return
-        n8, total = sum(layers.get("int8", {}).values()), sum(sum(c.values()) for c in layers.values())
-        if n8:
-            self.exec_precision = f"int8+{executed}: {n8} of {total} layers int8 (quantized in the file itself)"
-            self.notes.append(f"the {self.options.precision} row runs int8 layers: {_fmt(layers['int8'])} (the file "
+        int8 = layers.get("int8", {})
+        compute = {k: v for k, v in int8.items() if k in COMPUTE_LAYERS}
+        total = sum(v for c in layers.values() for k, v in c.items() if k in COMPUTE_LAYERS)
+        if compute:
+            self.exec_precision = (f"int8+{executed}: {sum(compute.values())} of {total} compute layers int8 "
+                                   "(quantized in the file itself)")
+            self.notes.append(f"the {self.options.precision} row runs int8 layers: {_fmt(compute)} (the file "
                               "was quantized before it came here; OpenVINO keeps its integer ops)")
+        elif int8.get("Convert"):
+            done = {k: v for c in layers.values() for k, v in c.items() if k in COMPUTE_LAYERS}
+            self.notes.append(f"the file's integer ops run as u8 conversions (Convert x{int8['Convert']}); OpenVINO "
+                              f"computes {_fmt(done)} in {executed}")
 
     def _describe_int8(self, executed: str) -> None:
         qdq = self.options.format == "onnx"
