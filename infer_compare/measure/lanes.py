@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from infer_compare.catalog.device_kinds import kind_of
+from infer_compare.catalog.runtimes import runtimes
 from infer_compare.measure.gpus import (
     Slot,
     assign,
@@ -80,8 +81,6 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
 
 def runtime_of(runner: str) -> str:
     """The runtime whose measuring process measures ``runner``'s configurations (one per runtime and GPU)."""
-    from infer_compare.catalog.runtimes import runtimes
-
     return next((rt.name for rt in runtimes() if any(r.name == runner for r in rt.runners)), runner)
 
 

@@ -26,6 +26,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from infer_compare.models.user_onnx import load_onnx
+
 PAD_WIDTH = 1000  # torchvision's detections_per_img is 100 (Faster R-CNN) or 300 (SSD, RetinaNet, FCOS)
 WRAPPER_VERSION = 1
 KIND = "detections:torchvision"
@@ -144,8 +146,6 @@ def adapt(um: Any, cache: Any) -> tuple[Any, dict[str, str]]:
     triple = find_triple(model)
     if triple is None:
         return um, {}
-    from infer_compare.models.user_onnx import load_onnx
-
     stem = os.path.basename(um.source)
 
     def build(tmp):
