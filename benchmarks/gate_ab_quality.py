@@ -215,6 +215,13 @@ def bench_model(model: str, args, root: Path, save) -> dict:
     return res
 
 
+def _code() -> str:
+    """The commit of infer-compare that this benchmark measures (the checkout it runs from)."""
+    r = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "describe", "--always", "--dirty"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
 class _Saver:
     def __init__(self, path: Path, state: dict):
         self.path, self.state = path, state
@@ -241,7 +248,7 @@ def main() -> int:
     state.setdefault("conditions", {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                                     "python": platform.python_version(), "selection": SELECTION,
                                     "threads": args.threads or "default", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                    "command": " ".join(sys.argv)})
+                                    "command": " ".join(sys.argv), "code": _code()})
     root = Path(args.work or state.get("work") or tempfile.mkdtemp(prefix="gate-ab-quality-"))
     state["work"] = str(root)
     save = _Saver(out, state)
