@@ -4,9 +4,10 @@ For each model: one bundle (``infer-compare export``), then ``--pairs`` rounds. 
 drawn at random:
 
 * ``unchanged``: ``gate BUNDLE BUNDLE`` (the gate must pass: exit 0);
-* ``slow5``, ``slow10``, ``slow20``: the same with side B's interpreter made slower for one runtime's row only
+* ``slow5``, ``slow10``, ``slow20``: the same with side B's processes made slower for one runtime's row only
   (an injected ``sitecustomize`` that spins after each call of that runner for 5, 10 or 20 % of the call's own
-  time; the runtime changes from round to round: onnxruntime, openvino, pytorch, in turn);
+  time, in side B's processes only: both sides under one interpreter, as a gate without ``--python-b``; the
+  runtime changes from round to round: onnxruntime, openvino, pytorch, in turn);
 * ``plain``: ``run BUNDLE`` of the same selection, once: the wall time a gate run is compared with;
 * a gate run whose only unjudged rows were "disturbed" is run again (RETRIES_DISTURBED, counted);
 * ``cross``: the cross-run gate measured the same way: ``run`` of the bundle with the injection of the round's
@@ -45,15 +46,24 @@ RETRIES_DISTURBED = 2
 TARGETS = {"onnxruntime": ("onnxruntime.run", "OnnxRuntimeRunner", "onnxruntime/onnx/fp32/cpu/b1"),
            "openvino": ("openvino.run", "OpenVinoRunner", "openvino/openvino/fp32/cpu/b1"),
            "pytorch": ("pytorch.run", "PyTorchRunner", "pytorch/pytorch/fp32/cpu/b1")}
+# the injection, a sitecustomize on the path of the gate and of both sides' processes (one interpreter: both sides'
+# children come from one fork server, as in a user's gate without --python-b): the named runner's calls made
+# ``1 + k`` times as long by a busy wait, in side B's processes only (a child whose arguments name a side-B spec,
+# measure/ab.py's "<tag>-b.spec.json"); a side-A process puts the runner's own method back at its first call, so A
+# runs unwrapped. GATE_AB_INJECT_ALL=1: in every process (a plain run, for the cross-run gate).
 SITE = '''
-import os, time
+import os, sys, time
 _t = os.environ.get("GATE_AB_INJECT", "")
 if _t:
     import importlib
     _mod, _cls, _f = _t.split(":")
     _R = getattr(importlib.import_module("infer_compare.backends." + _mod), _cls)
     _orig, _k = _R.run, float(_f)
+    _all = os.environ.get("GATE_AB_INJECT_ALL") == "1"
     def run(self, prepared):
+        if not (_all or any(str(a).endswith("-b.spec.json") for a in sys.argv)):
+            _R.run = _orig
+            return _orig(self, prepared)
         t0 = time.perf_counter()
         out = _orig(self, prepared)
         end = t0 + (1 + _k) * (time.perf_counter() - t0)
@@ -64,15 +74,12 @@ if _t:
 '''
 
 
-def _wrapper(root: Path) -> str:
-    """An interpreter for the changed side: this one, with the injecting sitecustomize on its path."""
+def _site(root: Path) -> Path:
+    """The folder of the injecting sitecustomize."""
     site = root / "site"
     site.mkdir(parents=True, exist_ok=True)
     (site / "sitecustomize.py").write_text(SITE)
-    py = root / "python-b"
-    py.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
-    py.chmod(0o755)
-    return str(py)
+    return site
 
 
 PAUSE = Path(os.environ.get("GATE_AB_PAUSE", "/nonexistent"))
@@ -111,17 +118,16 @@ def _judged(gate_json: Path, changed: str | None) -> dict:
             "rows": rows}
 
 
-def gate_round(model: str, bundle: Path, kind: str, target: str, work: Path, py_b: str, extra: list[str]) -> dict:
+def gate_round(model: str, bundle: Path, kind: str, target: str, work: Path, site: Path, extra: list[str]) -> dict:
     out = work / f"{kind}"
-    env = {}
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))}
     changed = None
     if kind in SLOW:
         mod, cls, changed = TARGETS[target]
         env["GATE_AB_INJECT"] = f"{mod}:{cls}:{SLOW[kind]}"
     disturbed = []
     for _ in range(1 + RETRIES_DISTURBED):
-        code, wall, tail = _ic("gate", str(bundle), str(bundle), *SELECTION, *extra, "-o", str(out),
-                               *(["--python-b", py_b] if kind in SLOW else []), env=env)
+        code, wall, tail = _ic("gate", str(bundle), str(bundle), *SELECTION, *extra, "-o", str(out), env=env)
         judged = _judged(out / "gate.json", changed)
         if not (code == 3 and judged["unjudged"] and all(" disturbed: " in u for u in judged["unjudged"])):
             break
@@ -135,7 +141,8 @@ def cross_round(bundle: Path, target: str, work: Path, bases: list[Path], extra:
     mod, cls, changed = TARGETS[target]
     out = work / "cross"
     _ic("run", str(bundle), *SELECTION, *extra, "-o", str(out),
-        env={"GATE_AB_INJECT": f"{mod}:{cls}:0.10", "PYTHONPATH": str(site)})
+        env={"GATE_AB_INJECT": f"{mod}:{cls}:0.10", "GATE_AB_INJECT_ALL": "1",
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))})
     r = subprocess.run([sys.executable, "-m", "infer_compare", "diff", *map(str, bases), str(out / "results.json"),
                         "--json"], capture_output=True, text=True)
     (out / "gate.json").write_text(r.stdout if r.stdout.strip().startswith("{") else "{}")
@@ -183,7 +190,7 @@ def bench_model(model: str, args, root: Path, save) -> dict:
                             "-o", str(bundle), "-q")
         if code:
             raise SystemExit(f"export of {model} failed: {tail}")
-    py_b = _wrapper(root)
+    site = _site(root)
     extra = ["--threads", str(args.threads)] if args.threads else []
     bases = []
     for i in range(args.baselines):
@@ -202,9 +209,9 @@ def bench_model(model: str, args, root: Path, save) -> dict:
                 _, wall, _ = _ic("run", str(bundle), *SELECTION, *extra, "-o", str(work / "plain"))
                 res["plain_wall_s"].append(round(wall, 1))
             elif kind == "cross":
-                res["outcomes"].append({"round": k, **cross_round(bundle, target, work, bases, extra, root / "site")})
+                res["outcomes"].append({"round": k, **cross_round(bundle, target, work, bases, extra, site)})
             else:
-                res["outcomes"].append({"round": k, **gate_round(model, bundle, kind, target, work, py_b, extra)})
+                res["outcomes"].append({"round": k, **gate_round(model, bundle, kind, target, work, site, extra)})
             res["rates"], res["mdc_percent"] = _rates(res["outcomes"]), _mdc(res["outcomes"])
             gates = [o["wall_s"] for o in res["outcomes"] if o["kind"] in KINDS]
             if gates and res["plain_wall_s"]:

@@ -87,8 +87,8 @@ class Saver:
     """Saves each partial report (``on_row``) and writes the final one: every format, atomically, to the
     output directory, or to a fresh temporary one when that fails (nothing measured is lost)."""
 
-    def __init__(self, out: Path):
-        self.out = out
+    def __init__(self, out: Path, formats: tuple[str, ...] = ("json", "md", "csv", "html")):
+        self.out, self.formats = out, formats
         self.last = None
 
     def __call__(self, rep) -> None:
@@ -105,10 +105,10 @@ class Saver:
         from infer_compare.report import write_all
 
         try:
-            return write_all(rep, self.out)
+            return write_all(rep, self.out, self.formats)
         except OSError as e:
             fallback = Path(tempfile.mkdtemp(prefix="infer-compare-results-"))
-            paths = write_all(rep, fallback)
+            paths = write_all(rep, fallback, self.formats)
             print(f"infer-compare: could not write to {self.out} ({e.strerror or e}); results saved in {fallback}",
                   file=sys.stderr)
             return paths

@@ -24,7 +24,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from infer_compare.measure.ab_child import PROTOCOL
 from infer_compare.measure.ab_proc import Child, Load, SideFailed
@@ -38,6 +38,9 @@ MIN_CALLS = 3  # calls per block at least
 class PairPlan:
     pairs: int = 30  # pairs of blocks per row, over all process pairs
     replicates: int = 5  # process pairs per configuration, one after the other (1: one pair, as before 0.x)
+    # at most this many process pairs where the first ``replicates`` show a row too noisy for the gate's goal
+    # (the number is decided once, from their spread alone: never from the change they show)
+    max_replicates: int = 10
     side_time_s: float = 0.6  # each side's timed calls per row, in seconds, split into the blocks
     # each process's warm-up after its load (besides the run's --warmup calls): short, as every process pair
     # warms up again, and whatever warm-up leaves falls on both sides of the pairs alike
@@ -175,8 +178,9 @@ class _Series:
         self.wall[name] = round(self.wall.get(name, 0.0) + t1 - t0, 3)
         return t1
 
-    def results(self, plan: PairPlan) -> dict[str, CellResult]:
-        ab = {"calls_per_block": self.calls, "pairs": len(self.first), "replicates": plan.replicates,
+    def results(self, plan: PairPlan, replicates: int) -> dict[str, CellResult]:
+        ab = {"calls_per_block": self.calls, "pairs": len(self.first), "replicates": replicates,
+              "replicates_planned": plan.replicates,
               "first": "".join(self.first), "seed": plan.seed, "load": Load.summary(self.loads), "wall_s": self.wall}
         return {s: _result(self.b, self.loaded[s], self.samples[s], self.par.get(s) or {},
                            {**ab, "side": s, "load_s": [round(x, 3) for x in self.load_s[s]]}) for s in SIDES}
@@ -233,16 +237,28 @@ def _solo(kid: Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> CellR
                                              "alone": f"measured alone, not paired: {why}"})
 
 
+Needed = Callable[[list[tuple[list[int], list[int], int]], int], int]
+
+
 def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
-                 tag: str, plan: PairPlan, servers: dict[str, Any] | None = None) -> dict[str, list[CellResult]]:
+                 tag: str, plan: PairPlan, servers: dict[str, Any] | None = None,
+                 needed: Needed | None = None) -> dict[str, list[CellResult]]:
     """Both sides of one configuration at each of its batch sizes (latency scenario), over ``plan.replicates``
-    process pairs; never raises for a side's failure: its rows say why (a crash in any process pair fails the
-    side), and the other side is measured alone (its rows say so). ``servers``: each side's fork server for
+    process pairs, then as many more (up to ``plan.max_replicates``) as ``needed`` asks for, given each batch
+    size's samples (A's, B's, calls per block) and the process pairs so far: asked once, so the number of process
+    pairs is decided once. Never raises for a side's failure: its rows say why (a crash in any process pair fails
+    the side), and the other side is measured alone (its rows say so). ``servers``: each side's fork server for
     this runtime (its children forked with the runtime imported), or none."""
     servers = servers or {}
     rng = random.Random(f"{plan.seed}:{tag}")
     series = [_Series(b) for b in specs["b"].batch_sizes]
-    for r in range(max(1, plan.replicates)):
+    total, r, asked = max(1, plan.replicates), 0, needed is None
+    while r < total or not asked:
+        if r >= total:
+            asked = True
+            total = max(r, min(plan.max_replicates, needed([(s.samples["a"], s.samples["b"], s.calls)  # type: ignore[misc]
+                                                             for s in series], r)))
+            continue
         t = time.perf_counter()
         try:
             kids = _start(specs, pythons, env, work, f"{tag}-p{r}" if r else tag, plan, servers)
@@ -257,9 +273,12 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
         finally:
             t = time.perf_counter()
             for k in kids.values():
+                k.quit()
+            for k in kids.values():
                 k.close()
             series[0].phase("close", t)
-    got = [ser.results(plan) for ser in series]
+        r += 1
+    got = [ser.results(plan, r) for ser in series]
     return {s: [g[s] for g in got] for s in SIDES}
 
 

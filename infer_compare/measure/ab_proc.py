@@ -52,6 +52,7 @@ class Child:
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.r, selectors.EVENT_READ)
         self.hello: dict[str, Any] = {}
+        self.quitting = False
 
     def _fork(self, server: Any, spec_path: Path, env: dict[str, str]) -> Any:
         """The child forked by ``server`` on two named pipes, opened here first (read-write: never blocking,
@@ -124,11 +125,20 @@ class Child:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def close(self) -> None:
+    def quit(self) -> None:
+        """Ask the child to end, without waiting for it (``close`` waits): the two sides end at once."""
         self.signal(signal.SIGCONT)
         try:
-            if self.proc.poll() is None:
+            if self.proc.poll() is None and not self.quitting:
                 self.send({"op": "quit"})
+        except SideFailed:
+            pass
+        self.quitting = True
+
+    def close(self) -> None:
+        self.quit()
+        try:
+            if self.proc.poll() is None:
                 self.proc.wait(timeout=10)
         except (SideFailed, subprocess.TimeoutExpired):
             pass

@@ -13,7 +13,8 @@ it forks; the child starts its own session (a process group the parent can kill)
 points stdin at /dev/null and stdout/stderr at the request's log file, takes the
 request's environment, and runs the measuring child's ``main`` exactly as ``python
 -m infer_compare.measure.isolate SPEC RESULT`` would. The server waits for that child and
-reports its exit status; it serves one child at a time.
+reports its exit status; several children may be alive at once (an A/B gate's
+sides).
 
 Protocol (JSON lines): parent -> server ``{"module": M, "args": [...], "env": {...}, "log": PATH}``
 (the child calls ``M.main(args)``);
@@ -249,6 +250,43 @@ def _rc(status: int) -> int:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
+def _serve_requests(out: Any) -> None:
+    """Fork a child for each request line on stdin, several alive at once (an A/B gate's two sides come from
+    one server); each exit reported as it happens. One thread only: stdin is read with select, and exited
+    children are reaped between requests (every 50 ms while any is alive)."""
+    import select
+
+    fd, buf, alive = sys.stdin.fileno(), b"", set()
+
+    def say(d: dict[str, Any]) -> None:
+        out.write(json.dumps(d) + "\n")
+        out.flush()
+
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0.05 if alive else None)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line.strip():
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(json.loads(line))
+                    alive.add(pid)
+                    say({"pid": pid})
+        for pid in list(alive):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                alive.discard(pid)
+                say({"pid": pid, "rc": _rc(status)})
+    for pid in alive:  # stdin closed: the parent is done with them
+        _, status = os.waitpid(pid, 0)
+        say({"pid": pid, "rc": _rc(status)})
+
+
 def serve(modules: list[str]) -> int:
     out = sys.stdout
     try:
@@ -269,16 +307,7 @@ def serve(modules: list[str]) -> int:
         return 1
     out.write(json.dumps({"ready": modules, "threads": threading.active_count()}) + "\n")
     out.flush()
-    for line in sys.stdin:
-        req = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _child(req)
-        out.write(json.dumps({"pid": pid}) + "\n")
-        out.flush()
-        _, status = os.waitpid(pid, 0)
-        out.write(json.dumps({"pid": pid, "rc": _rc(status)}) + "\n")
-        out.flush()
+    _serve_requests(out)
     return 0
 
 

@@ -36,7 +36,13 @@ from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.model import judge_outputs_as, kind_options
 from infer_compare.prepare.prepared import Prepared
 from infer_compare.regress.ab_judge import AB_RULES, judge_ab
+from infer_compare.regress.paired import PAIRED_METRICS, log_ratios, replicates_needed
 from infer_compare.regress.results import RegressionResult
+from infer_compare.regress.rules import parse_rules
+
+# the change a row should see (95 % power), in multiples of its rule's threshold: where the planned process
+# pairs show a row too noisy for that, it gets more of them (PairPlan.max_replicates)
+GOAL = 2.0
 
 
 @dataclass(frozen=True)
@@ -49,16 +55,25 @@ class ABOutcome:
 class _Pairing:
     """The cell_runner given to B's run: each configuration B measures is measured with A beside it."""
 
-    def __init__(self, prep_a: Prepared, pythons: dict[str, str | None], plan: PairPlan, prog: Progress):
+    def __init__(self, prep_a: Prepared, pythons: dict[str, str | None], plan: PairPlan, prog: Progress,
+                 rules: Any = None):
         self.prep_a, self.pythons, self.plan, self.prog = prep_a, pythons, plan, prog
+        self.needed = _needed(AB_RULES if rules is None else rules)
         self.work = Path(tempfile.mkdtemp(prefix="infer-compare-ab-"))
         multi = is_multi(prep_a.ds.eval)
         self.inputs = self.work / ("a-eval.npz" if multi else "a-eval.npy")
         save(self.inputs, prep_a.ds.eval)
         self.rows: dict[str, RunRecord] = {}
-        # each side's fork servers (its own interpreter), one per runtime that has one (PyTorch's import)
-        self.servers = {s: ForkServers(lambda m, s=s: prog.log(f"side {s.upper()}: {m}"), python=pythons.get(s))
-                        for s in ("a", "b")}
+        # each side's fork servers (its own interpreter), one per runtime; under one interpreter both sides'
+        # children come from the same server: a server's own state (where its imports put things in memory),
+        # which every child it forks inherits, then falls on both sides alike instead of on one side's five
+        # process pairs, where the spread between them could not show it
+        if pythons.get("a") == pythons.get("b"):
+            both = ForkServers(lambda m: prog.log(f"sides A and B: {m}"), python=pythons.get("b"))
+            self.servers = {"a": both, "b": both}
+        else:
+            self.servers = {s: ForkServers(lambda m, s=s: prog.log(f"side {s.upper()}: {m}"), python=pythons.get(s))
+                            for s in ("a", "b")}
 
     @staticmethod
     def _modules(runner: str) -> tuple[str, ...]:
@@ -73,13 +88,17 @@ class _Pairing:
         return (*mods, "infer_compare.measure.ab_child") if mods else ()
 
     def _servers(self, runner: str) -> dict[str, Any]:
-        """Both sides' fork servers of ``runner``'s runtime, started together (their imports overlap)."""
+        """Both sides' fork servers of ``runner``'s runtime (one, under one interpreter), started together (their
+        imports overlap)."""
         mods = self._modules(runner)
         if not mods:
             return {}
-        for srv in self.servers.values():
+        for srv in self._distinct():
             srv.launch(mods)
         return {s: srv.for_modules(mods) for s, srv in self.servers.items()}
+
+    def _distinct(self) -> list[ForkServers]:
+        return list({id(v): v for v in self.servers.values()}.values())
 
     def __call__(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Any,
                  env: dict[str, str] | None = None, cancel: Any = None) -> list:
@@ -100,7 +119,7 @@ class _Pairing:
                               model=dict(self.prep_a.model_spec))
         plan = replace(self.plan, timeout_s=timeout_s)
         got = measure_pair({"a": spec_a, "b": spec}, self.pythons, {**os.environ, **(env or {})}, work, tag, plan,
-                           self._servers(spec.runner))
+                           self._servers(spec.runner), self.needed)
         tol = get_format(spec.format).tolerance("int8" if self.prep_a.file_precision == "int8" else spec.precision)
         for res in got["a"]:
             out = Path(spec_a.outputs_for(res.batch_size))
@@ -115,9 +134,30 @@ class _Pairing:
         return replace(b, model=self.prep_a.minfo, rows=rows, notes=tuple(notes) + tuple(b.notes))
 
     def close(self) -> None:
-        for srv in self.servers.values():
+        for srv in self._distinct():
             srv.close()
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _needed(rules: Any) -> Any:
+    """How many process pairs a configuration needs (measure_pair asks once, after the planned ones): as many as
+    let each relative timing rule's row see a change of GOAL times its threshold (e.g. +10 % at p50:+5%) with
+    95 % power, projected from the planned process pairs' spread (regress/paired.py ``replicates_needed``).
+    None without such a rule."""
+    timing = [r for r in parse_rules(rules) if r.metric in PAIRED_METRICS and r.relative and r.threshold > 0]
+    if not timing:
+        return None
+
+    def needed(series: list[tuple[list[int], list[int], int]], reps: int) -> int:
+        n = reps
+        for a, b, calls in series:
+            for rule in timing:
+                xs = log_ratios(rule.metric, a, b, calls)
+                if reps >= 3 and len(xs) >= 2 * reps and len(xs) % reps == 0:
+                    n = max(n, replicates_needed(xs, reps, rule.threshold, GOAL * rule.threshold, 100))
+        return n
+
+    return needed
 
 
 def _measure_b_alone(spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any,
@@ -157,7 +197,7 @@ def ab_gate(bundle_a: str | os.PathLike, bundle_b: str | os.PathLike, *, rules: 
     _, prep_a = _prepared(bundle_a, "A")
     _, prep_b = _prepared(bundle_b, "B")
     _same_model(prep_a, prep_b)
-    pairing = _Pairing(prep_a, {"a": python_a, "b": python_b}, plan or PairPlan(), prog)
+    pairing = _Pairing(prep_a, {"a": python_a, "b": python_b}, plan or PairPlan(), prog, rules)
     # one pair at a time: two GPUs' pairs measured at once would each count the other as a disturbance
     opts = replace(options or MeasureOptions(), gpus="sequential")
     try:

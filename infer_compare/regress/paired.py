@@ -142,6 +142,24 @@ def replicated(xs: list[float], replicates: int) -> Paired:
     return Paired(len(xs), t.est, t.se, t.df, replicates)
 
 
+def replicates_needed(xs: list[float], replicates: int, threshold: float, goal: float, most: int) -> int:
+    """How many process pairs (at most ``most``) would let the row see a change of ``goal`` (relative, with 95 %
+    power) at a rule of ``threshold``, projected from the spread of the first ``replicates`` (``xs``: their
+    pairs' log ratios, as ``replicated`` takes them): the winsorized spread kept, the standard error and the
+    degrees of freedom of the 20 %-trimmed mean of that many. A two-stage design (Stein's): the number is taken
+    once, from the first stage's spread alone, never from the change it shows, and the verdict is then taken
+    on all process pairs."""
+    p = replicated(xs, replicates)
+    g0 = int(math.floor(TRIM * replicates))
+    spread = p.se * (1 - 2 * g0 / replicates) * math.sqrt(replicates)
+    for n in range(replicates, max(replicates, most) + 1):
+        g = int(math.floor(TRIM * n))
+        q = Paired(p.n, p.est, spread / ((1 - 2 * g / n) * math.sqrt(n)), max(1.0, n - 2 * g - 1), n)
+        if q.mdc(threshold) <= goal:
+            return n
+    return max(replicates, most)
+
+
 def _median(v: list) -> float:
     s = sorted(v)
     m = len(s) // 2
