@@ -1,19 +1,22 @@
-"""Two sides of one configuration measured side by side (the A/B gate): each side's child loaded at the
-same time (measure/ab_child.py, under its own interpreter), then timed in alternating blocks, so that
-whatever the machine does in those seconds falls on both.
+"""Two sides of one configuration measured side by side (the A/B gate): each side's child loaded (one after
+the other, the other side stopped), then timed in alternating blocks (measure/ab_child.py, under its side's
+interpreter), so that whatever the machine does in those seconds falls on both.
 
 Two processes of the same code differ lastingly by a few per cent (where their memory landed, measured:
 unchanged LeNet-5 rows' estimates from one process pair each spread 1.2-2.4 % on the 2-core VM, while each
 pair's own blocks agreed to 0.1-0.2 %). So each configuration is measured by ``replicates`` process pairs,
-one after the other: each pair starts both children (forked from its side's fork server where there is one),
-loads, and times its share of the pairs of blocks, half with A first and half with B first, in random order.
-The gate judges the spread between the process pairs (regress/paired.py), not only within one.
+one after the other, and by as many more (at most ``max_replicates``) as the caller's ``needed`` asks for once
+the planned ones are in (regress/ab.py: decided once, from their spread). Each pair starts both children
+(forked from the fork server where there is one: one for both sides under one interpreter), loads, and times
+its share of the pairs of blocks, half with A first and half with B first, in random order. The gate judges the
+spread between the process pairs (regress/paired.py), not only within one.
 
-Per batch size in each process pair: both children load (in parallel: not timed), the first pair's pilot
-block of each sets the calls per block (the block time divided by the slower side's call; the later pairs
+Per batch size in each process pair: both children load (one after the other: not timed), the first pair's
+pilot block of each sets the calls per block (the block time divided by the slower side's call; the later pairs
 keep it), then its pairs of blocks, then (first pair only) each side's parity outputs. Each side's result is a
 CellResult like a plain run's, its samples in time order, with the pairing in ``extra["ab"]`` (calls per block,
-process pairs, which side went first in each pair), from which the gate takes the paired ratios.
+process pairs measured and planned, which side went first in each pair, where the wall time went), from which
+the gate takes the paired ratios.
 """
 
 from __future__ import annotations
