@@ -232,10 +232,9 @@ def test_a_gpu_job_whose_device_the_task_cannot_see_fails_and_the_run_exits_1(bu
     assert "node srv cuda:1: " in capsys.readouterr().err
 
 
-def test_fleet_join_starts_the_node_with_workers_at_nice_0_and_none_ahead():
+def test_fleet_join_starts_the_node_with_workers_at_nice_0():
     env = join.node_env({"PATH": "/bin", "RAY_worker_niceness": "15"})
     assert env["RAY_worker_niceness"] == "0" and env["PATH"] == "/bin"
-    assert env["RAY_prestart_worker_first_driver"] == env["RAY_enable_worker_prestart"] == "0"
 
 
 def test_a_ray_worker_at_nice_15_measures_at_0_and_is_restored(monkeypatch):

@@ -90,12 +90,10 @@ def mismatch_line(output: str) -> str | None:
 
 
 def node_env(environ) -> dict[str, str]:
-    """The environment of `ray start`: Python versions matched on the minor version; the node's workers at nice 0
-    as a local run's processes (Ray's default worker_niceness is 15, inherited by the measuring processes,
-    fleet/local.py); and no idle workers started ahead: Ray starts one per CPU (32 Python processes on a 32-core
-    host, about a core-second each) when a driver connects, just as the node's one task starts to measure."""
-    return {**environ, "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor", "RAY_worker_niceness": "0",
-            "RAY_prestart_worker_first_driver": "0", "RAY_enable_worker_prestart": "0"}
+    """The environment of `ray start`: Python versions matched on the minor version, and the node's workers at
+    nice 0 (Ray's default worker_niceness is 15: measuring processes at nice 15 lost the CPU to any process at
+    nice 0 on their cores, and the fleet's batch-1 rows were slower than a local run's, fleet/local.py)."""
+    return {**environ, "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor", "RAY_worker_niceness": "0"}
 
 
 def join(name: str | None, address: str | None, port: int, ip: str, dry_run: bool = False,
