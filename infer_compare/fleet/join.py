@@ -91,8 +91,8 @@ def mismatch_line(output: str) -> str | None:
 
 def node_env(environ) -> dict[str, str]:
     """The environment of `ray start`: Python versions matched on the minor version, and the node's workers at
-    nice 0 (Ray's default worker_niceness is 15: measuring processes at nice 15 lost the CPU to any process at
-    nice 0 on their cores, and the fleet's batch-1 rows were slower than a local run's, fleet/local.py)."""
+    nice 0, the niceness of a local run's processes (Ray's default worker_niceness is 15, which the measuring
+    processes a task starts would inherit: fleet/local.py)."""
     return {**environ, "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor", "RAY_worker_niceness": "0"}
 
 

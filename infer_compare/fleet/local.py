@@ -50,12 +50,12 @@ def measure_job(bundle: str, job: Job) -> dict:
 def as_local_run(cores: tuple[int, ...], in_ray: bool) -> Iterator[list[str]]:
     """For the job's length only (a Ray worker runs later tasks too): this thread, and so the measuring
     processes it starts, pinned to ``cores`` (if any); inside a Ray task without Ray's OMP_NUM_THREADS for
-    its workers, and at the normal priority: Ray starts its workers at nice 15 (its ``worker_niceness``,
-    so that its own processes win the CPU), and a measuring process at nice 15 on cores shared with any
-    process at nice 0 lost +45 to +76 % at batch 1 of PyTorch eager (a CPU-bound launch loop;
-    reports/gpu-x2-fleet-round3.md). ``fleet join`` starts its node with workers at nice 0; a worker of
-    another node is reset here where the OS allows, and the report warns where it does not. Yields the
-    warnings."""
+    its workers, and at nice 0 as a local run's processes: Ray starts its workers at nice 15 (its
+    ``worker_niceness``, so that Ray's own processes win the CPU), and its measuring processes inherited that,
+    losing their cores to any busy process at nice 0. On the two-GPU H100 host no row was measured to move by
+    it (reports/gpu-x2-fleet-round3.md); the fleet measures as a local run does all the same. ``fleet join``
+    starts its node with workers at nice 0; a worker of another node is reset here where the OS allows, and the
+    report warns where it does not. Yields the warnings."""
     before = os.sched_getaffinity(0) if cores and hasattr(os, "sched_setaffinity") else None
     omp = os.environ.pop("OMP_NUM_THREADS", None) if in_ray else None
     nice, warnings = (normal_priority() if in_ray else (None, []))
