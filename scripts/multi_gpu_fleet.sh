@@ -2,7 +2,9 @@
 # Issue 37, on the lent two-GPU machine: the bundle of `export --model resnet50` run locally (both GPUs at once)
 # and through `fleet run` on a one-node Ray cluster of this host inside a network namespace of its own (loopback
 # only, token authentication on), each step's wall time in OUT/walls.txt.
-# Usage (repository root, ONNX Runtime GPU and Ray 2.60 under /tmp/site): scripts/multi_gpu_fleet.sh OUT STEP...
+# Usage (repository root, ONNX Runtime GPU and Ray 2.60 under /tmp/site; the lent machines' python3 has no pydantic:
+# carry its wheels, pydantic + pydantic-core (cp312) + annotated-types + typing-inspection, into /tmp/site too):
+#   scripts/multi_gpu_fleet.sh OUT STEP...       (OUT: an absolute path)
 # Steps, run in the order given:
 #   export        export --model resnet50 to /tmp/bundle (cache /tmp/c2)
 #   local-cold    infer-compare run BUNDLE once to fill the caches (torch.compile's) that later steps find warm
