@@ -5,12 +5,14 @@ device ignored (a parallel row may have run on the other, identical GPU: its gpu
 
     python benchmarks/gpu_fidelity.py PARALLEL/results.json ALONE/results.json [--kind cuda] [--limit 3]
 
-Prints a markdown table and a summary line; exit 0 always (it reports, it does not judge)."""
+Prints a markdown table, a summary line and one per batch size (with the median p50 ratio, parallel over
+alone: a bias shows there even where single rows scatter); exit 0 always (it reports, it does not judge)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 
 
 def _key(r: dict) -> tuple:
@@ -40,6 +42,7 @@ def main() -> None:
     print("| row | GPU (parallel) | p50 alone ms | p50 parallel ms | Δ p50 | img/s alone | img/s parallel | Δ img/s |")
     print("|---|---|---|---|---|---|---|---|")
     inside = total = 0
+    by: dict[int, list] = {}  # batch size -> [rows inside, rows, p50 ratios]
     for k in sorted(par, key=lambda k: (k[0], k[1], k[2], k[3])):
         if k not in alone:
             continue
@@ -51,10 +54,15 @@ def main() -> None:
             ok = abs(dl) <= a.limit and abs(dt) <= a.limit
             inside += ok
             total += 1
+            b = by.setdefault(k[3], [0, 0, []])
+            b[0], b[1] = b[0] + ok, b[1] + 1
+            b[2].append(lp / la)
             where = f"{p['device']} (GPU {p.get('extra', {}).get('gpu_index', '?')})"
             print(f"| {k[0]}/{k[1]}/{k[2]}/b{k[3]} | {where} | {la:.3f} | {lp:.3f} | {dl:+.1f} % | {ta:,.0f} | "
                   f"{tp:,.0f} | {dt:+.1f} %{'' if ok else ' **outside**'} |")
     print(f"\n{inside} of {total} rows within ±{a.limit:g} % (p50 and img/s)")
+    print("by batch size: " + "; ".join(f"b{n} {b[0]}/{b[1]} (median p50 ratio {statistics.median(b[2]):.3f})"
+                                       for n, b in sorted(by.items(), reverse=True)))
 
 
 if __name__ == "__main__":

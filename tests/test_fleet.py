@@ -5,6 +5,7 @@ partial results (failed rows naming the node, version skew, Ctrl-C), and the CLI
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from infer_compare.base.errors import UsageError
 from infer_compare.bundle import BundleError, export_bundle
 from infer_compare.cli import main
-from infer_compare.fleet import join, pack, plan
+from infer_compare.fleet import join, local, pack, plan
 from infer_compare.fleet.executor import Job, JobResult
 from infer_compare.fleet.local import LocalExecutor
 from infer_compare.fleet.run import run_fleet, skew, waves
@@ -229,3 +230,38 @@ def test_a_gpu_job_whose_device_the_task_cannot_see_fails_and_the_run_exits_1(bu
     assert not merged.complete and any("the Ray task of srv cpu saw CUDA_VISIBLE_DEVICES=''" in n for n in merged.notes)
     assert _save(merged, results, tmp_path / "o") == 1
     assert "node srv cuda:1: " in capsys.readouterr().err
+
+
+def test_fleet_join_starts_the_node_with_workers_at_nice_0():
+    env = join.node_env({"PATH": "/bin", "RAY_worker_niceness": "15"})
+    assert env["RAY_worker_niceness"] == "0" and env["PATH"] == "/bin"
+
+
+def test_a_ray_worker_at_nice_15_measures_at_0_and_is_restored(monkeypatch):
+
+    state = {"nice": 15, "calls": []}
+    monkeypatch.setattr(os, "getpriority", lambda which, who: state["nice"])
+
+    def setp(which, who, value):
+        state["calls"].append(value)
+        state["nice"] = value
+    monkeypatch.setattr(os, "setpriority", setp)
+    with local.as_local_run((), in_ray=True) as warnings:
+        assert state["nice"] == 0 and warnings == []
+    assert state["calls"] == [0, 15] and state["nice"] == 15
+    state["calls"].clear()
+    with local.as_local_run((), in_ray=False):  # a local run keeps the user's own niceness
+        pass
+    assert state["calls"] == []
+
+
+def test_a_worker_whose_niceness_cannot_be_reset_is_a_warning(monkeypatch):
+
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 15)
+
+    def refused(which, who, value):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "setpriority", refused)
+    with local.as_local_run((), in_ray=True) as warnings:
+        pass
+    assert len(warnings) == 1 and "nice 15" in warnings[0] and "fleet join" in warnings[0]

@@ -89,6 +89,13 @@ def mismatch_line(output: str) -> str | None:
             "every node needs the same Ray version and Python minor version (docs/fleet.md)")
 
 
+def node_env(environ) -> dict[str, str]:
+    """The environment of `ray start`: Python versions matched on the minor version, and the node's workers at
+    nice 0, the niceness of a local run's processes (Ray's default worker_niceness is 15, which the measuring
+    processes a task starts would inherit: fleet/local.py)."""
+    return {**environ, "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor", "RAY_worker_niceness": "0"}
+
+
 def join(name: str | None, address: str | None, port: int, ip: str, dry_run: bool = False,
          block: bool = False) -> tuple[list[str], str]:
     """Start this machine's Ray node with its resources; (argv, output). UsageError on a refusal."""
@@ -102,7 +109,7 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
     argv = ray_start_argv(name, address, port, res, labels, ip) + (["--block"] if block else [])
     if dry_run:
         return argv, ""
-    envv = {**os.environ, "RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor"}
+    envv = node_env(os.environ)
     if block:
         os.execve(argv[0], argv, envv)
     # a session of its own: every process of this node in one process group, which `fleet leave` stops alone

@@ -24,11 +24,13 @@ def run_on_node(data: bytes, sha256: str, job: Job) -> dict:
 
 def task_facts() -> dict:
     """What the Ray worker's own environment says, recorded beside the report: the GPUs Ray assigned,
-    CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS (Ray sets it for its workers; the measuring processes run
-    without it, fleet/local.py) and how many cores the worker may use."""
+    CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS (Ray sets it for its workers), the worker's niceness (Ray's
+    worker_niceness; the measuring processes run without that variable and at nice 0 where the OS allows,
+    fleet/local.py) and how many cores the worker may use."""
     import os
 
     out = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
     out["ray_gpu_ids"] = assigned_gpu_ids()
+    out["nice"] = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
     out["cores"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return out
