@@ -7,14 +7,17 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import socket
+import sys
 import tarfile
+import types
 
 import pytest
 
 from infer_compare.base.errors import UsageError
 from infer_compare.bundle import BundleError, export_bundle
 from infer_compare.cli import main
-from infer_compare.fleet import join, local, pack, plan
+from infer_compare.fleet import join, local, pack, plan, ray_executor
 from infer_compare.fleet.executor import Job, JobResult
 from infer_compare.fleet.local import LocalExecutor
 from infer_compare.fleet.run import run_fleet, skew, waves
@@ -294,12 +297,6 @@ def test_a_worker_whose_niceness_cannot_be_reset_is_a_warning(monkeypatch):
 def test_ray_executor_reads_the_driver_directory_on_its_host_and_ships_elsewhere(bundle, monkeypatch, tmp_path):
     """A node on the driver's host gets the directory, not the archive (nothing packed for it); a node elsewhere,
     or one on a host of the same name without that directory ("absent"), gets the archive, packed once."""
-    import socket
-    import sys
-    import types
-
-    from infer_compare.fleet import ray_executor
-
     got, puts = {}, []
 
     def node(data, sha, job, path=""):

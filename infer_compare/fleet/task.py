@@ -22,7 +22,9 @@ def run_on_node(data: bytes | None, sha256: str, job: Job, path: str = "") -> di
             v = local_bundle(path, sha256)
             if v is None:
                 return {"absent": f"{path} (manifest sha256 {sha256[:16]}...) is not on this node", "node": facts}
+            facts["task"]["bundle"] = "read the driver's bundle directory (a node on the driver's host)"
             return {"report": measure_job(v, job), "node": facts}
+        facts["task"]["bundle"] = "unpacked the bundle shipped through Ray's object store"
         with tempfile.TemporaryDirectory(prefix="infer-compare-fleet-") as d:  # mode 700: this task's own
             return {"report": measure_job(unpack(data, sha256, d), job), "node": facts}
     except Exception as e:  # noqa: BLE001 - a failure is a row that names the node
