@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
+import socket
+import sys
 import tarfile
+import types
 
 import pytest
 
 from infer_compare.base.errors import UsageError
 from infer_compare.bundle import BundleError, export_bundle
 from infer_compare.cli import main
-from infer_compare.fleet import join, local, pack, plan
+from infer_compare.fleet import join, local, pack, plan, ray_executor
 from infer_compare.fleet.executor import Job, JobResult
 from infer_compare.fleet.local import LocalExecutor
 from infer_compare.fleet.run import run_fleet, skew, waves
@@ -31,26 +35,28 @@ def bundle(cache_dir, tmp_path_factory):
     return out
 
 
+def _altered(data: bytes, suffix: str) -> bytes:
+    """The archive with one byte of its member ending in ``suffix`` flipped (sizes and headers unchanged)."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        m = next(m for m in tar.getmembers() if m.name.endswith(suffix))
+    bad = bytearray(data)
+    bad[m.offset_data + m.size // 2] ^= 1
+    return bytes(bad)
+
+
 def test_pack_unpack_round_trip_and_tampering(bundle, tmp_path):
     data, sha = pack.pack(bundle)
-    root = pack.unpack(data, sha, tmp_path / "ok")
-    assert (root / "manifest.json").is_file()
-    bad = bytearray(data)
-    bad[len(bad) // 2] ^= 1
-    with pytest.raises(BundleError, match="sha256"):
-        pack.unpack(bytes(bad), sha, tmp_path / "bad")
-    # an archive re-made with a changed file and its own (matching) hash: the bundle's hashes refuse it
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(data)) as src, tarfile.open(fileobj=buf, mode="w") as dst:
-        for m in src.getmembers():
-            body = src.extractfile(m).read()
-            if m.name.endswith(".onnx"):
-                body = body[:-1] + bytes([body[-1] ^ 1])
-            dst.addfile(m, io.BytesIO(body))
-    import hashlib
-
-    with pytest.raises(BundleError):
-        pack.unpack(buf.getvalue(), hashlib.sha256(buf.getvalue()).hexdigest(), tmp_path / "changed")
+    assert sha == pack.manifest_sha256(bundle)  # what is sent: the manifest's hash, its files' hashes inside it
+    v = pack.unpack(data, sha, tmp_path / "ok")
+    assert (v.root / "manifest.json").is_file() and v.hashed and v.n_files == len(v.manifest["files"])
+    # a file altered on the way: the manifest's hash of it refuses it
+    with pytest.raises(BundleError, match="sha256 of artifacts/onnx-fp32/model.onnx does not match"):
+        pack.unpack(_altered(data, ".onnx"), sha, tmp_path / "bad")
+    # the manifest altered on the way (with it, the files' hashes): the driver's hash of it refuses it
+    with pytest.raises(BundleError, match="manifest of sha256"):
+        pack.unpack(_altered(data, "manifest.json"), sha, tmp_path / "man")
+    with pytest.raises(BundleError, match="cannot be read"):
+        pack.unpack(data[:700], sha, tmp_path / "cut")
 
 
 def test_archive_member_leaving_the_bundle_is_refused(tmp_path):
@@ -67,10 +73,31 @@ def test_archive_member_leaving_the_bundle_is_refused(tmp_path):
     assert not (tmp_path / "evil").exists()
 
 
-def test_node_task_reports_a_tampered_bundle_as_an_error(bundle):
+def test_node_task_refuses_an_altered_file_shipped_or_in_the_driver_directory(bundle, tmp_path):
+    """A node never measures a bundle whose file does not match the manifest the driver sent: shipped (altered
+    on the way) or read from the driver's directory (a node on its host; altered after the driver's check)."""
     data, sha = pack.pack(bundle)
-    out = run_on_node(data[:-10] + b"0" * 10, sha, Job("n1", KW))
-    assert "sha256" in out["error"] and out["node"]["tool_version"]
+    out = run_on_node(_altered(data, ".onnx"), sha, Job("n1", KW))
+    assert "sha256 of artifacts/onnx-fp32/model.onnx does not match" in out["error"] and out["node"]["tool_version"]
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    onnx = copy / "artifacts" / "onnx-fp32" / "model.onnx"
+    body = bytearray(onnx.read_bytes())
+    body[len(body) // 2] ^= 1
+    onnx.write_bytes(bytes(body))
+    out = run_on_node(None, sha, Job("n1", KW), str(copy))
+    assert "report" not in out and "sha256 of artifacts/onnx-fp32/model.onnx does not match" in out["error"]
+
+
+def test_node_task_without_the_driver_directory_asks_for_the_bundle(bundle, tmp_path):
+    """Another host (no such directory, or another manifest at that path): "absent", nothing measured, and the
+    driver ships the bundle."""
+    sha = pack.manifest_sha256(bundle)
+    assert "absent" in run_on_node(None, sha, Job("n1", KW), str(tmp_path / "nowhere"))
+    other = tmp_path / "other"
+    shutil.copytree(bundle, other)
+    (other / "manifest.json").write_text((other / "manifest.json").read_text() + " ")
+    assert "absent" in run_on_node(None, sha, Job("n1", KW), str(other))
 
 
 def test_local_executor_measures_a_job(bundle):
@@ -265,3 +292,42 @@ def test_a_worker_whose_niceness_cannot_be_reset_is_a_warning(monkeypatch):
     with local.as_local_run((), in_ray=True) as warnings:
         pass
     assert len(warnings) == 1 and "nice 15" in warnings[0] and "fleet join" in warnings[0]
+
+
+def test_ray_executor_reads_the_driver_directory_on_its_host_and_ships_elsewhere(bundle, monkeypatch, tmp_path):
+    """A node on the driver's host gets the directory, not the archive (nothing packed for it); a node elsewhere,
+    or one on a host of the same name without that directory ("absent"), gets the archive, packed once."""
+    got, puts = {}, []
+
+    def node(data, sha, job, path=""):
+        if data is None:
+            return {"absent": "no"} if job.target == "twin" else {"report": {"via": path}, "node": {}}
+        return {"report": {"via": pack.unpack(data, sha, tmp_path / job.target).n_files}, "node": {}}
+
+    def remote(**_kw):
+        def wrap(fn):
+            class _Task:
+                def options(self, **_o):
+                    return self
+
+                def remote(self, *a):
+                    ref = object()
+                    got[ref] = fn(*a)
+                    return ref
+            return _Task()
+        return wrap
+
+    fake = types.SimpleNamespace(remote=remote, put=lambda d: puts.append(d) or d, get=got.__getitem__,
+                                 wait=lambda p, num_returns, timeout: (p[:1], p[1:]), cancel=lambda *a, **k: None)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setattr(ray_executor, "run_on_node", node)
+    here = socket.gethostname()
+    jobs = [Job("a", KW, host=here), Job("b", KW, host="elsewhere"), Job("twin", KW, host=here)]
+    events = []
+    res = ray_executor.RayExecutor(poll_s=0).run(str(bundle), jobs, lambda n, m: events.append((n, m)))
+    n = pack.verify(bundle).n_files
+    assert [r.report["via"] for r in res] == [str(bundle.resolve()), n, n] and len(puts) == 1
+    assert ("twin cpu", "the driver's bundle directory is not on this node: shipped") in events
+    puts.clear()
+    ray_executor.RayExecutor(poll_s=0).run(str(bundle), jobs[:1], lambda n, m: None)
+    assert not puts  # every node on the driver's host: nothing packed

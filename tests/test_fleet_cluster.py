@@ -76,6 +76,8 @@ def test_two_nodes_measure_and_merge(cluster_run):
     assert {r["extra"]["machine"] for r in ok} == {"node-a", "node-b"}
     assert {r["device"] for r in ok} == {"node-a:cpu", "node-b:cpu"}
     assert {r["batch_size"] for r in ok} == {1, 4} and rep["complete"]
+    # both nodes run on the driver's host: each read the driver's bundle directory, nothing was shipped
+    assert sum("read the driver's bundle directory" in n for n in rep["notes"]) == 2, rep["notes"]
 
 
 def test_no_node_matches_targets_is_a_usage_error(cluster_run):

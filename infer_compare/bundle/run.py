@@ -241,7 +241,7 @@ def _default_selection(sel: Selection, man: dict[str, Any]) -> None:
         sel.precisions = tuple(p for p in sel_man["precisions"] if p in PRECISIONS)
 
 
-def run_bundle(bundle_dir: str | os.PathLike, *, options: MeasureOptions | None = None,
+def run_bundle(bundle_dir: str | os.PathLike | Verified, *, options: MeasureOptions | None = None,
                output_kinds: Any = None, command: Iterable[str] | None = None, progress: Progress | None = None,
                on_row: Callable[[Report], None] | None = None, cell_runner: Callable[..., list] | None = None,
                **measure: Any) -> Report:
@@ -250,7 +250,8 @@ def run_bundle(bundle_dir: str | os.PathLike, *, options: MeasureOptions | None 
     and how: ``options`` and/or its fields as keywords, as ``compare()`` (``artifacts`` aside: a bundle
     carries its own). ``output_kinds``: as ``compare(output_kinds=...)``; by default what the bundle
     recorded at export. ``cell_runner``: measures each configuration instead of one isolated child (the A/B
-    gate, regress/ab.py)."""
+    gate, regress/ab.py). ``bundle_dir`` may be what ``verify()`` returned for it, every file hashed (a fleet
+    node verifies the bundle as it arrives, fleet/pack.py): then it is not hashed again."""
     opts = MeasureOptions.of(options, measure, "run_bundle")
     if opts.differing(["artifacts"]):
         raise UsageError("a bundle carries its own artifacts: --artifact applies to a comparison")
@@ -260,7 +261,9 @@ def run_bundle(bundle_dir: str | os.PathLike, *, options: MeasureOptions | None 
     present = device_kinds.present()
     check_devices_present(sel.devices, present)  # none of the named devices here: one line, before any work
     prog.task("verifying the bundle")
-    v = verify(bundle_dir)
+    if isinstance(bundle_dir, Verified) and not bundle_dir.hashed:
+        bundle_dir = bundle_dir.root  # sizes only: hash it here
+    v = bundle_dir if isinstance(bundle_dir, Verified) else verify(bundle_dir)
     prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
     prep = prepared_from_bundle(v)
     judge_outputs_as(prep, kind_options(output_kinds) or kind_options(v.manifest.get("output_kinds") or {}))

@@ -4,6 +4,7 @@ and sha256, no path that leaves the bundle, no unlisted file."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ class Verified:
     n_files: int
     n_bytes: int
     placed: dict[tuple[str, str], str] = field(default_factory=dict)  # deferred key -> its drop-in file, present
+    hashed: bool = True  # every file's sha256 checked (False: sizes only, verify(hashes=False))
 
     def path(self, rel: str) -> Path:
         return self.root / rel
@@ -109,9 +111,14 @@ def _check_structure(man: dict[str, Any]) -> None:
             raise BundleError(f"bundle manifest: bad source {src!r} for {fmt} {prec}")
 
 
-def _check_files(root: Path, files: dict[str, Any]) -> int:
-    """Every listed file: a plain file inside the bundle, of the recorded size and hash. Total bytes."""
+def _check_files(root: Path, files: dict[str, Any], digests: Mapping[str, str] | None = None,
+                 hashes: bool = True) -> int:
+    """Every listed file: a plain file inside the bundle, of the recorded size and hash. Total bytes.
+    ``digests``: rel -> sha256 the caller computed from the very bytes it wrote to this file (fleet/pack.py
+    unpacks into a private directory), compared instead of reading the file again. ``hashes=False``: sizes
+    only (the fleet driver's early check; every node hashes the files before loading them)."""
     n_bytes = 0
+    digests = digests or {}
     for rel, meta in files.items():
         p = _check_rel(root, rel, "file")
         if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str) or not isinstance(meta.get("size"), int):
@@ -120,7 +127,8 @@ def _check_files(root: Path, files: dict[str, Any]) -> int:
         if size != meta["size"]:
             raise BundleError(f"bundle: {rel} has {size} bytes, the manifest says {meta['size']}: refused "
                               "(corrupted or tampered)")
-        if sha256_file(p) != meta["sha256"].lower():
+        got = digests[rel] if rel in digests else (sha256_file(p) if hashes else None)
+        if got is not None and got != meta["sha256"].lower():
             raise BundleError(f"bundle: sha256 of {rel} does not match the manifest: refused (corrupted or tampered)")
         n_bytes += size
     return n_bytes
@@ -171,13 +179,15 @@ def _check_references(root: Path, man: dict[str, Any], allowed: set[str] = froze
             raise BundleError(f"bundle manifest: data '{k}' is missing")
 
 
-def verify(bundle_dir: str | os.PathLike) -> Verified:
+def verify(bundle_dir: str | os.PathLike, *, digests: Mapping[str, str] | None = None,
+           hashes: bool = True) -> Verified:
     """Check the manifest and every file's size and sha256 before anything is loaded.
-    Raises BundleError (exit 2) with one line saying what is wrong."""
+    Raises BundleError (exit 2) with one line saying what is wrong. ``digests`` and ``hashes``: see
+    ``_check_files`` (both for the fleet, which hashes each file once per node)."""
     root = Path(bundle_dir)
     man = _read_manifest(root)
     _check_structure(man)
-    n_bytes = _check_files(root, man["files"])
+    n_bytes = _check_files(root, man["files"], digests, hashes)
     placed, allowed = _drop_ins(root, man)
     _check_references(root, man, allowed)
-    return Verified(root, man, len(man["files"]), n_bytes, placed)
+    return Verified(root, man, len(man["files"]), n_bytes, placed, hashed=hashes)

@@ -25,6 +25,7 @@ class Job:
     cores: tuple[int, ...] = ()  # CPU cores the measuring process is pinned to (() = no pinning)
     group: str = ""  # jobs of one group run at the same time on one host (several GPUs); recorded in the rows
     runtimes: tuple[str, ...] = ()  # the node's runtimes (its labels): what a lost node's rows list; () = unknown
+    host: str = ""  # the node's host name (Ray's): on the driver's host it reads the driver's bundle directory
 
     @property
     def label(self) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from infer_compare.base.version import __version__
-from infer_compare.bundle import run_bundle
+from infer_compare.bundle import Verified, run_bundle
 from infer_compare.fleet.executor import Event, Job, JobResult
 
 
@@ -27,8 +27,8 @@ def node_facts() -> dict:
     return facts
 
 
-def measure_job(bundle: str, job: Job) -> dict:
-    """Run one job's part of a verified bundle directory here; the Report as a dict. Inside a Ray task the
+def measure_job(bundle: str | Verified, job: Job) -> dict:
+    """Run one job's part of a bundle directory (or what ``verify`` returned for it: not hashed again) here; the Report as a dict. Inside a Ray task the
     job's GPUs are the ones Ray assigned (fleet/bind.py) and Unbound is raised when the task cannot see
     them; the measuring processes run as a local run's do (``as_local_run``)."""
     # deferred: only a fleet task needs the binding and the device table (+2 modules)

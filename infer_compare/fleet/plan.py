@@ -26,7 +26,7 @@ def nodes_of(ray_nodes: list[dict]) -> dict[str, dict[str, Any]]:
                 runtimes = tuple(sorted(k.split("/", 1)[1] for k in labels if k.startswith("infer-compare/")
                                         and k.split("/", 1)[1] not in ("node", "python")))
                 out[name] = {"devices": devs, "cpus": int(res.get("CPU", 1)), "gpus": int(res.get("GPU", 0)),
-                             "runtimes": runtimes}
+                             "runtimes": runtimes, "host": n.get("NodeManagerHostname") or ""}
     return out
 
 
@@ -53,4 +53,4 @@ def jobs_for(name: str, node: dict, run_kwargs: dict[str, Any]) -> list[Job]:
     res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"]
                                     if d in gpus or not d.startswith("cuda") and (not asked or d in asked)}}
     return [Job(name, {**run_kwargs, "devices": devices}, res, gpus=float(len(gpus)),
-                runtimes=tuple(node.get("runtimes") or ()))]
+                runtimes=tuple(node.get("runtimes") or ()), host=node.get("host") or "")]

@@ -66,7 +66,7 @@ def _task_note(res: JobResult) -> str:
     return (f"the Ray task of {res.job.label} saw CUDA_VISIBLE_DEVICES={t.get('CUDA_VISIBLE_DEVICES')!r} (Ray's GPU ids "
             f"{t.get('ray_gpu_ids')}), OMP_NUM_THREADS={t.get('OMP_NUM_THREADS')!r} (not passed on to the measuring "
             f"processes), nice {t.get('nice')} (the measuring processes at 0 unless a warning says otherwise) and "
-            f"{t.get('cores')} cores")
+            f"{t.get('cores')} cores" + (f"; it {t['bundle']}" if t.get("bundle") else ""))
 
 
 def shared_hosts(facts: dict[str, dict[str, Any]]) -> list[str]:

@@ -1,4 +1,5 @@
-"""What runs on a node: unpack the shipped bundle (hashes checked), measure the job's part of it."""
+"""What runs on a node: read the driver's bundle directory where it is here, else unpack the shipped bundle
+(either way every file hashed once against the driver's manifest, fleet/pack.py), and measure the job's part."""
 
 from __future__ import annotations
 
@@ -7,17 +8,25 @@ import tempfile
 from infer_compare.fleet.bind import assigned_gpu_ids
 from infer_compare.fleet.executor import Job
 from infer_compare.fleet.local import measure_job, node_facts
-from infer_compare.fleet.pack import unpack
+from infer_compare.fleet.pack import local_bundle, unpack
 
 
-def run_on_node(data: bytes, sha256: str, job: Job) -> dict:
+def run_on_node(data: bytes | None, sha256: str, job: Job, path: str = "") -> dict:
     """{"report": Report dict, "node": facts} or {"error": one line, "node": facts}; never raises for a
-    bad bundle or a failed run, so the driver can tell those from a node that died."""
+    bad bundle or a failed run, so the driver can tell those from a node that died. ``data`` None: the driver
+    sent its bundle directory ``path`` instead (a node on its host); {"absent": why, "node": facts} where that
+    directory, with the manifest of sha256 ``sha256``, is not here (the driver then ships the bundle)."""
     facts = {**node_facts(), "task": task_facts()}
     try:
-        with tempfile.TemporaryDirectory(prefix="infer-compare-fleet-") as d:
-            root = unpack(data, sha256, d)
-            return {"report": measure_job(str(root), job), "node": facts}
+        if data is None:
+            v = local_bundle(path, sha256)
+            if v is None:
+                return {"absent": f"{path} (manifest sha256 {sha256[:16]}...) is not on this node", "node": facts}
+            facts["task"]["bundle"] = "read the driver's bundle directory (a node on the driver's host)"
+            return {"report": measure_job(v, job), "node": facts}
+        facts["task"]["bundle"] = "unpacked the bundle shipped through Ray's object store"
+        with tempfile.TemporaryDirectory(prefix="infer-compare-fleet-") as d:  # mode 700: this task's own
+            return {"report": measure_job(unpack(data, sha256, d), job), "node": facts}
     except Exception as e:  # noqa: BLE001 - a failure is a row that names the node
         return {"error": f"{type(e).__name__}: {e}".splitlines()[0], "node": facts}
 
