@@ -63,14 +63,15 @@ class PairPlan:
 
 
 def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
-           tag: str, plan: PairPlan, servers: dict[str, Any]) -> dict[str, Child]:
+           tag: str, plan: PairPlan, servers: dict[str, Any], order: tuple[str, ...] = SIDES) -> dict[str, Child]:
+    """Both sides' children, started (and later loaded, ``_both``) in ``order``."""
     kids: dict[str, Child] = {}
     try:
-        for s in SIDES:
+        for s in order:
             path = work / f"{tag}-{s}.spec.json"
             path.write_text(json.dumps(specs[s].to_dict()))
             kids[s] = Child(s, path, pythons.get(s), env, work / f"{tag}-{s}.log", servers.get(s))
-        for s in SIDES:
+        for s in order:
             kids[s].hello = kids[s].read(plan.timeout_s)
             if kids[s].hello.get("hello") != PROTOCOL:
                 raise SideFailed(f"side {s.upper()}'s infer-compare {kids[s].hello.get('version', '?')} speaks the "
@@ -172,6 +173,7 @@ class _Series:
         self.calls, self.per = 0, 0  # calls per block, pairs per process pair (set by the first pair's pilot)
         self.samples: dict[str, list[int]] = {s: [] for s in SIDES}
         self.first: list[str] = []
+        self.loaded_first = ""  # which side each process pair started and loaded first
         self.loads: list[Any] = []
         self.load_s: dict[str, list[float]] = {s: [] for s in SIDES}
         self.wall: dict[str, float] = {}  # where this batch size's wall time went: load, pilot, blocks, parity
@@ -183,7 +185,7 @@ class _Series:
 
     def results(self, plan: PairPlan, replicates: int) -> dict[str, CellResult]:
         ab = {"calls_per_block": self.calls, "pairs": len(self.first), "replicates": replicates,
-              "replicates_planned": plan.replicates,
+              "replicates_planned": plan.replicates, "loaded_first": self.loaded_first,
               "first": "".join(self.first), "seed": plan.seed, "load": Load.summary(self.loads), "wall_s": self.wall}
         return {s: _result(self.b, self.loaded[s], self.samples[s], self.par.get(s) or {},
                            {**ab, "side": s, "load_s": [round(x, 3) for x in self.load_s[s]]}) for s in SIDES}
@@ -195,6 +197,7 @@ def _batch(kids: dict[str, Child], specs: dict[str, CellSpec], ser: _Series, pla
     also sets the calls per block and writes the parity outputs)."""
     t = time.perf_counter()
     loaded = _both(kids, {"op": "load", "batch": ser.b, "warmup_s": plan.warmup_s}, plan)
+    ser.loaded_first += next(iter(kids))
     t = ser.phase("load", t)
     for s, r in loaded.items():
         if not r.get("ok"):
@@ -264,7 +267,11 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
             continue
         t = time.perf_counter()
         try:
-            kids = _start(specs, pythons, env, work, f"{tag}-p{r}" if r else tag, plan, servers)
+            # the side forked and loaded first alternates between process pairs: whatever going first leaves
+            # (where each process's memory lands, what the other's load left in the caches) falls on both sides,
+            # into the spread between process pairs, instead of on side B in all of them
+            order = SIDES if r % 2 == 0 else SIDES[::-1]
+            kids = _start(specs, pythons, env, work, f"{tag}-p{r}" if r else tag, plan, servers, order)
         except SideFailed as e:
             return _one_side(specs, pythons, env, work, tag, plan, e, servers)
         series[0].phase("start", t)
