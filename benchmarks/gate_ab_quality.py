@@ -50,7 +50,10 @@ TARGETS = {"onnxruntime": ("onnxruntime.run", "OnnxRuntimeRunner", "onnxruntime/
 # children come from one fork server, as in a user's gate without --python-b): the named runner's calls made
 # ``1 + k`` times as long by a busy wait, in side B's processes only (a child whose arguments name a side-B spec,
 # measure/ab.py's "<tag>-b.spec.json"); a side-A process puts the runner's own method back at its first call, so A
-# runs unwrapped. GATE_AB_INJECT_ALL=1: in every process (a plain run, for the cross-run gate).
+# runs unwrapped. GATE_AB_INJECT_ALL=1: in every process (a plain run, for the cross-run gate). The side is decided
+# at a process's first call: at 7c8688b-35683cb it was looked up in sys.argv at every call, about 1-2 us, which
+# made LeNet-5's 30-50 us calls slower by several per cent more than the injection said (the rows' estimates
+# show it: +10.7 % for "+5 %"); MobileNet v2's calls (4-25 ms) did not notice.
 SITE = '''
 import os, sys, time
 _t = os.environ.get("GATE_AB_INJECT", "")
@@ -60,10 +63,13 @@ if _t:
     _R = getattr(importlib.import_module("infer_compare.backends." + _mod), _cls)
     _orig, _k = _R.run, float(_f)
     _all = os.environ.get("GATE_AB_INJECT_ALL") == "1"
+    _side = []
     def run(self, prepared):
-        if not (_all or any(str(a).endswith("-b.spec.json") for a in sys.argv)):
-            _R.run = _orig
-            return _orig(self, prepared)
+        if not _side:  # decided at the first call: the side is the process's (later calls pay nothing for it)
+            _side.append(_all or any(str(a).endswith("-b.spec.json") for a in sys.argv))
+            if not _side[0]:
+                _R.run = _orig
+                return _orig(self, prepared)
         t0 = time.perf_counter()
         out = _orig(self, prepared)
         end = t0 + (1 + _k) * (time.perf_counter() - t0)
