@@ -252,39 +252,36 @@ def _rc(status: int) -> int:
 
 def _serve_requests(out: Any) -> None:
     """Fork a child for each request line on stdin, several alive at once (an A/B gate's two sides come from
-    one server); each exit reported as it happens. One thread only: stdin is read with select, and exited
-    children are reaped between requests (every 50 ms while any is alive)."""
-    import select
-
-    fd, buf, alive = sys.stdin.fileno(), b"", set()
+    one server); each exit reported as it happens. The main thread blocks on stdin and forks; one more thread
+    blocks in waitpid, once per child, and reports its exit: neither wakes while the children measure (a
+    process polling every few ms on a 2-core machine would fall on their timings; a stopped or continued child,
+    as the gate's waiting side is, wakes nothing: waitpid without WUNTRACED). A fork copies only the forking
+    thread, and the child replaces the stdio objects the waiter writes through."""
+    lock, todo = threading.Lock(), threading.Semaphore(0)
 
     def say(d: dict[str, Any]) -> None:
-        out.write(json.dumps(d) + "\n")
-        out.flush()
+        with lock:
+            out.write(json.dumps(d) + "\n")
+            out.flush()
 
-    while True:
-        ready, _, _ = select.select([fd], [], [], 0.05 if alive else None)
-        if ready:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                if line.strip():
-                    pid = os.fork()
-                    if pid == 0:
-                        _child(json.loads(line))
-                    alive.add(pid)
-                    say({"pid": pid})
-        for pid in list(alive):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                alive.discard(pid)
-                say({"pid": pid, "rc": _rc(status)})
-    for pid in alive:  # stdin closed: the parent is done with them
-        _, status = os.waitpid(pid, 0)
-        say({"pid": pid, "rc": _rc(status)})
+    def reap() -> None:
+        while True:
+            todo.acquire()
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                continue
+            say({"pid": pid, "rc": _rc(status)})
+
+    threading.Thread(target=reap, daemon=True).start()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        pid = os.fork()
+        if pid == 0:
+            _child(json.loads(line))
+        say({"pid": pid})
+        todo.release()
 
 
 def serve(modules: list[str]) -> int:
