@@ -114,7 +114,7 @@ def two_stage(slowdown: float, seed: int, tau: float, runs: int = 300, fixed: in
     for _ in range(runs):
         s = simulate(slowdown, rng, reps=10, pairs=10 * per, tau=tau)
 
-        def cut(k: int, side: str) -> list[int]:
+        def cut(k: int, side: str, s: dict = s) -> list[int]:
             return s[side][:k * per * CALLS]
 
         n = fixed or min(10, need([(cut(5, "a"), cut(5, "b"), CALLS)], 5))

@@ -25,9 +25,10 @@ import json
 import random
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from infer_compare.measure.ab_child import PROTOCOL
 from infer_compare.measure.ab_proc import Child, Load, SideFailed
