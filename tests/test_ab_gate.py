@@ -225,6 +225,19 @@ def test_rows_not_judged_are_not_a_pass():
     assert gate_exit(res, allow_unjudged=False) in (1, 3)
 
 
+def test_a_gate_whose_timing_rules_applied_does_not_say_no_rule_could_be_applied():
+    rng = np.random.default_rng(5)
+    a = [int(v) for v in 2e6 * rng.lognormal(0, 0.05, CALLS * PAIRS)]
+    from .test_gate import _report
+
+    rep_a, rep_b = _report().replace(rows=(_row(a, "a"),)), _report().replace(rows=(_row(list(a), "b"),))
+    res = judge_ab(rep_a, rep_b, AB_RULES)  # accuracy has nothing to judge; the paired p50 rule has
+    assert any(c.verdict != "n/a" for d in res.rows for c in d.checks), res.summary()
+    assert not any(n.startswith("no rule could be applied") for n in res.notes), res.notes
+    none = judge_ab(rep_a, rep_b, ["accuracy:-0.5"])  # no rule applies at all: still said
+    assert any(n.startswith("no rule could be applied") for n in none.notes), none.notes
+
+
 def test_t_quantiles_and_the_trimmed_mean():
     assert abs(t_quantile(0.975, 11) - 2.201) < 0.01 and abs(t_quantile(0.95, 11) - 1.796) < 0.01
     assert abs(t_quantile(0.975, 1e6) - 1.960) < 1e-3

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from infer_compare.base.records import Report, RunRecord
-from infer_compare.regress.check import check_regression
+from infer_compare.regress.check import NO_RULE_APPLIED, check_regression
 from infer_compare.regress.judge import DISTURBED_CORES
 from infer_compare.regress.metrics import METRICS
 from infer_compare.regress.paired import (
@@ -156,6 +156,10 @@ def judge_ab(a: Report, b: Report, rules: Any, *, allow_missing: bool = False,
                             allow_missing=allow_missing, allow_condition_change=allow_condition_change,
                             timing="absolute")
     rows = tuple(_with_paired(d, timed) for d in base.rows)
-    notes = tuple(n for n in base.notes if not n.startswith("one baseline run"))
+    # the cross-run checks saw only the rules without samples (accuracy): whether any rule applied is decided
+    # with the paired timing checks in
+    applied = any(c.verdict != NA for d in rows for c in d.checks)
+    notes = tuple(n for n in base.notes if not n.startswith("one baseline run")
+                  and not (applied and n.startswith(NO_RULE_APPLIED)))
     return replace(base, rules=all_rules, rows=rows, timing="paired (A/B)", method=METHOD, notes=notes,
                    default_rules=rules is AB_RULES)

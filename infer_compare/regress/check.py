@@ -22,6 +22,8 @@ from infer_compare.regress.metrics import METRICS
 from infer_compare.regress.results import NA, Check, RegressionResult, RowDiff
 from infer_compare.regress.rules import DEFAULT_RULES, Rule, parse_rules
 
+NO_RULE_APPLIED = "no rule could be applied"
+
 
 def as_report(x, what: str) -> Report:
     if isinstance(x, Report):
@@ -224,7 +226,7 @@ def check_regression(current, baseline, rules: Iterable[str | Rule] | str | None
     methods: set[str] = set()
     diffs = _diffs(keyed, cur_keyed, rule_t, st, methods)
     if rule_t and not any(c.verdict != NA for d in diffs for c in d.checks):
-        notes.append("no rule could be applied: no measured row appears in both runs")
+        notes.append(f"{NO_RULE_APPLIED}: no measured row appears in both runs")
     if len(bases) == 1:
         notes.append("one baseline run: the noise between runs is not known, only each run's own interval; "
                      "pool several baseline runs (--baseline a.json b.json c.json, or a directory of them)")
