@@ -195,13 +195,13 @@ def ab_gate(bundle_a: str | os.PathLike, bundle_b: str | os.PathLike, *, rules: 
         if p and not (Path(p).is_file() and os.access(p, os.X_OK)):
             raise UsageError(f"{p}: no such interpreter (--python-a/--python-b take a python executable)")
     _, prep_a = _prepared(bundle_a, "A")
-    _, prep_b = _prepared(bundle_b, "B")
+    v_b, prep_b = _prepared(bundle_b, "B")  # verified (every file hashed) once: run_bundle takes it as it is
     _same_model(prep_a, prep_b)
     pairing = _Pairing(prep_a, {"a": python_a, "b": python_b}, plan or PairPlan(), prog, rules)
     # one pair at a time: two GPUs' pairs measured at once would each count the other as a disturbance
     opts = replace(options or MeasureOptions(), gpus="sequential")
     try:
-        rep_b = run_bundle(bundle_b, options=opts, progress=prog, command=command, on_row=on_row,
+        rep_b = run_bundle(v_b, options=opts, progress=prog, command=command, on_row=on_row,
                            cell_runner=pairing)
         notes = [f"A/B gate, side A: bundle {Path(bundle_a).resolve()}" + (f", interpreter {python_a}" if python_a
                                                                           else "")]
