@@ -27,7 +27,7 @@ from infer_compare.base.timeline import TimedProgress, Timeline
 from infer_compare.bundle import export_bundle, run_bundle
 from infer_compare.catalog import device_kinds
 from infer_compare.host import env
-from infer_compare.measure.forkserver import launch_fork_servers
+from infer_compare.measure.forkservers import launch_fork_servers
 from infer_compare.measure.options import MeasureOptions
 from infer_compare.measure.plan import check_devices_present, parse_batch_sizes
 from infer_compare.measure.run import measure
@@ -76,36 +76,38 @@ def compare(
     sel = opts.selection()
     warnings = Warnings(prog)
     cache = opts.cache(warn=warnings, log=prog.log)
-    check_model(model, parity_samples)
     present = device_kinds.present()
     check_devices_present(sel.devices, present)
+    if sel.formats is None and isinstance(model, str | os.PathLike) and os.fspath(model).lower().endswith(".tflite"):
+        sel.formats = ("tflite", "edgetpu")  # a TFLite model: its own rows only (nothing converts TFLite back)
     with compile_caches.kept_under(cache.root if opts.use_cache else None):
-        return _run(model, sel, present, cache, prog, warnings, t_start=t_start, timeline=timeline,
-                    weights=weights, input_shape=input_shape, example_input=example_input, data=data,
-                    parity_samples=parity_samples, calibration_samples=calibration_samples, seed=opts.seed,
-                    command=command, on_row=on_row, output_kinds=kinds)
+        # the fork servers first: their imports overlap this process's own (a built-in model's name is checked
+        # against torchvision's list: torch's import, 2.9 s on the 2 x H100 host) and the preparation
+        servers = launch_fork_servers(model, sel, present, cache, prog)
+        try:
+            check_model(model, parity_samples)
+            return _run(model, sel, present, cache, prog, warnings, t_start=t_start, timeline=timeline,
+                        weights=weights, input_shape=input_shape, example_input=example_input, data=data,
+                        parity_samples=parity_samples, calibration_samples=calibration_samples, seed=opts.seed,
+                        command=command, on_row=on_row, output_kinds=kinds, servers=servers)
+        finally:
+            servers.close()
 
 
 def _run(model: Any, sel: Any, present: dict[str, list[str]], cache: Any, prog: Any, warnings: Any, *,
          t_start: float, timeline: Any, weights: str, input_shape: str | None, example_input: Any, data: Any,
          parity_samples: int | None, calibration_samples: int | None, seed: int, command: Any, on_row: Any,
-         output_kinds: dict[str, str] | None = None):
-    """Probe, prepare and measure, with the fork servers started first and closed at the end."""
-    if sel.formats is None and isinstance(model, str | os.PathLike) and os.fspath(model).lower().endswith(".tflite"):
-        sel.formats = ("tflite", "edgetpu")  # a TFLite model: its own rows only (nothing converts TFLite back)
-    servers = launch_fork_servers(model, sel, present, cache, prog)  # their imports overlap the preparation
-    try:
-        prog.task("probing the environment")
-        environment = env.collect()
-        sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
-        prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
-                           parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
-                           cache=cache, threads=sel.threads, prog=prog, warn=warnings)
-        judge_outputs_as(prep, output_kinds or {})
-        return measure(prep, sel, environment=environment, present=present, cache=cache, prog=prog,
-                       warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers,
-                       timeline=timeline)
-    finally:
-        servers.close()
+         output_kinds: dict[str, str] | None = None, servers: Any = None):
+    """Probe, prepare and measure, with ``servers`` (the fork servers, started first; the caller closes them)."""
+    prog.task("probing the environment")
+    environment = env.collect()
+    sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
+    prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=example_input, data=data,
+                       parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
+                       cache=cache, threads=sel.threads, prog=prog, warn=warnings)
+    judge_outputs_as(prep, output_kinds or {})
+    return measure(prep, sel, environment=environment, present=present, cache=cache, prog=prog,
+                   warnings=warnings, command=command, on_row=on_row, t_start=t_start, servers=servers,
+                   timeline=timeline)
 
 

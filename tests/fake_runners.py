@@ -4,6 +4,7 @@ batch size only, and one that counts what the harness asks of it. Used only by t
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 
@@ -108,7 +109,7 @@ class PidRunner(_Base):
         PidRunner.LEFT.append(self.options.precision)
 
     def extra_metrics(self):
-        return {"pid": os.getpid(), "left_before_load": self._left}
+        return {"pid": os.getpid(), "left_before_load": self._left, "gc_frozen": gc.get_freeze_count()}
 
 
 class WrongAtBatch8(OnnxRuntimeRunner):

@@ -10,7 +10,8 @@ import pytest
 
 from infer_compare.measure.bench import LoopSettings
 from infer_compare.measure.cells import CellSpec
-from infer_compare.measure.forkserver import ForkServer, ForkServers, preloads
+from infer_compare.measure.forkserver import ForkServer
+from infer_compare.measure.forkservers import ForkServers, preloads
 from infer_compare.measure.isolate import run_cell
 
 from .conftest import python_env
@@ -148,3 +149,25 @@ def test_a_server_whose_imports_initialise_cuda_is_refused(tmp_path):
     srv = ForkServer(("torch", "ic_fake_cuda_init"))
     assert srv.start(env={**python_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{python_env()['PYTHONPATH']}"}) is False
     assert "initialised CUDA" in srv.failed
+
+
+def test_spare_servers_for_each_gpu_beyond_the_first(monkeypatch):
+    """Several GPUs measured at once: each slot after the first forks from servers launched before the
+    preparation (stand-in devices); none with --gpus sequential or one GPU asked for."""
+    from types import SimpleNamespace as NS
+
+    from infer_compare.measure import forkservers
+
+    two = {"cpu": ["cpu"], "cuda": ["cuda:0", "cuda:1"]}
+    assert forkservers.spare_slots(two, NS(gpus="spread", devices=None)) == 1
+    assert forkservers.spare_slots(two, NS(gpus="sequential", devices=None)) == 0
+    assert forkservers.spare_slots(two, NS(gpus="spread", devices=("cuda:0",))) == 0
+    assert forkservers.spare_slots(two, NS(gpus="every", devices=("cpu", "cuda"))) == 1
+    assert forkservers.spare_slots({"cpu": ["cpu"], "cuda": ["cuda:0"]}, NS(gpus="spread", devices=None)) == 0
+    launched = []
+    monkeypatch.setattr(forkservers.ForkServers, "launch", lambda self, mods: launched.append((id(self), mods)))
+    sel = NS(gpus="spread", devices=None, backends=("pytorch",))
+    servers = forkservers.launch_fork_servers("resnet50", sel, two, NS(root="/tmp"), NS(log=print))
+    assert len(servers.spares) == 1 and len({i for i, _ in launched}) == 2  # its own and one spare's
+    spare = servers.take_spare()
+    assert spare is not None and servers.take_spare() is None

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from infer_compare.host import pycache
-from infer_compare.measure import forkserver
+from infer_compare.measure import forkservers
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_prefix_for_a_read_only_installation_and_for_no_bytecode_writing(fake_pk
     assert pycache.prefix_env(cache, ("ic_fake_ro_pkg",)) == {}  # writable, Python writes its own bytecode
     with monkeypatch.context() as m:
         m.setattr(pycache.os, "access", lambda path, mode: False)  # a read-only site-packages
-        assert forkserver.bytecode_env(("?ic_fake_ro_pkg",), cache) == want
+        assert forkservers.bytecode_env(("?ic_fake_ro_pkg",), cache) == want
     _fake_sys(monkeypatch, dont_write=1)  # PYTHONDONTWRITEBYTECODE=1 (containers)
     assert pycache.prefix_env(cache, ("ic_fake_ro_pkg",)) == want
 

@@ -12,11 +12,12 @@ import time
 import numpy as np
 import pytest
 
+from infer_compare.measure import resident
 from infer_compare.measure.bench import LoopSettings
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.forkserver import ForkServer
 from infer_compare.measure.isolate import run_cell
-from infer_compare.measure.resident import reset_peak_rss
+from infer_compare.measure.resident import between_configurations, reset_peak_rss
 from infer_compare.measure.residents import Residents
 
 from .conftest import python_env
@@ -127,3 +128,42 @@ def test_another_runtime_on_the_same_gpu_ends_the_resident_before_it(residents):
 
 def test_peak_rss_reset_is_reported_not_assumed():
     assert reset_peak_rss() in (True, False)
+
+
+def test_one_collection_between_configurations_and_its_time(monkeypatch):
+    """A runtime's hook that collected (PyTorch's, after torch.compile forgot its graphs) is the only collection;
+    without one, the resident collects once itself; either way the reset says how long it took."""
+    calls = []
+    monkeypatch.setattr(resident.gc, "collect", lambda *a: calls.append(1) or 0)
+
+    class Collects:
+        @classmethod
+        def reset_process_state(cls):
+            resident.gc.collect()
+            return {"gc_collected": True}
+
+    class Plain:
+        pass
+
+    done = between_configurations([Collects])
+    assert len(calls) == 1 and done["gc_collected"] and done["between_s"] >= 0
+    calls.clear()
+    done = between_configurations([Plain])
+    assert len(calls) == 1 and done["gc_collected"]
+
+
+def test_a_forked_resident_finds_the_servers_imports_frozen_and_says_where_its_time_went(tmp_path, residents):
+    """The fork server freezes what its imports made (gc.freeze) before it forks: the resident's collections
+    walk only its own objects. Each row says where its time outside the timed loop went (extra.harness_s)."""
+    server = ForkServer(("numpy", "infer_compare.measure.resident", "tests.fake_runners"))
+    assert server.start(env=python_env()), server.failed
+    try:
+        got = [_measure(tmp_path, residents, "PidRunner", p, p, server=server) for p in ("fp32", "fp16")]
+    finally:
+        residents.close()
+        server.close()
+    rows = [r for rs in got for r in rs]
+    assert all(r.ok and r.extra["gc_frozen"] > 1000 for r in rows)
+    assert set(rows[0].extra["harness_s"]) >= {"prepare_s", "around_loop_s"}
+    assert rows[1].extra["resident_process"]["reset"]["gc_collected"] is True
+    assert rows[1].extra["resident_process"]["reset"]["between_s"] >= 0

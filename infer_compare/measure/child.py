@@ -140,16 +140,23 @@ def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True)
                                                        f"batch {batch} cannot run", stage=stage)
         stage = "run"
         lr, extra = None, {}
+        harness: dict[str, float] = {}
         if timed:
+            t0 = time.perf_counter()
             meter, x = EnergyMeter(), runner.prepare(tile(images, batch))
+            t1 = time.perf_counter()
             lr, cal = calibration.around(lambda: time_loop(runner.run, x, spec.loop, energy_meter=meter), sess.cal)
+            harness = {"prepare_s": t1 - t0, "around_loop_s": time.perf_counter() - t1 - _loop_s(lr)}
             extra = {**runner.extra_metrics(), **({"calibration": cal} if cal else {})}
             if not any(k in extra for k in ("energy_mj_per_image", "energy_j_per_image")):
                 extra.update(energy_fields(lr.energy, batch * lr.n, meter.reason))
         n_par = None
         if spec.parity_inputs and spec.outputs:
-            stage = "parity"
+            stage, t2 = "parity", time.perf_counter()
             n_par = parity_outputs(runner, spec, batch)
+            harness["parity_s"] = time.perf_counter() - t2
+        if harness:  # where a batch size's time outside its load, first call, warm-up and loop went
+            extra["harness_s"] = {k: round(v, 4) for k, v in harness.items()}
         first = lr.first_ns / 1e6 if lr is not None and lr.first_ns is not None else None
         return CellResult(
             batch_size=batch, ok=True, load_s=load_s, first_infer_ms=first,
@@ -159,6 +166,11 @@ def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True)
             loop=lr.summary() if lr else {})
     except Exception as e:  # recorded as a failed row
         return _failure(batch, stage, e, sess)
+
+
+def _loop_s(lr: Any) -> float:
+    """The seconds of a latency loop's first call, warm-up and timed calls (bench.LoopResult)."""
+    return sum(int(getattr(lr, k, 0) or 0) for k in ("first_ns", "warmup_ns", "wall_ns")) / 1e9
 
 
 def _measure_throughput(sess: Session, lat: CellResult, images: Batch) -> CellResult:

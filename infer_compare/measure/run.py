@@ -45,7 +45,7 @@ from infer_compare.catalog.runtimes import load_impl
 from infer_compare.host.boards import measurement_warnings
 from infer_compare.measure.bench import LoopSettings
 from infer_compare.measure.cells import CellSpec
-from infer_compare.measure.forkserver import ForkServers, preloads
+from infer_compare.measure.forkservers import ForkServers, preloads
 from infer_compare.measure.gpus import Slot, spell_cores
 from infer_compare.measure.isolate import CORES_ENV, run_cell
 from infer_compare.measure.lanes import measure_cells
@@ -128,7 +128,8 @@ class _Run:
         if slot is None:
             return self.servers
         if slot.device not in self.slot_servers:
-            mine = self.servers if not self.slot_servers else ForkServers(self.prog.log, self.servers.cache_root)
+            mine = self.servers if not self.slot_servers else (
+                self.servers.take_spare() or ForkServers(self.prog.log, self.servers.cache_root))
             self.slot_servers[slot.device] = mine
             for mods in dict.fromkeys(self.preload.values()):
                 mine.launch(mods)  # the imports start now, beside the other slots' work

@@ -30,7 +30,7 @@ from infer_compare.bundle.verify import verify
 from infer_compare.catalog.formats import get_format
 from infer_compare.measure.ab import PairPlan, measure_pair
 from infer_compare.measure.cells import CellSpec
-from infer_compare.measure.forkserver import ForkServers, preloads
+from infer_compare.measure.forkservers import ForkServers, preloads
 from infer_compare.measure.options import MeasureOptions
 from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.model import judge_outputs_as, kind_options

@@ -130,7 +130,8 @@ class PyTorchRunner(CudaRows, Runner):
         if dynamo is not None:
             dynamo.reset()
             done["torch_compile_reset"] = True
-        gc.collect()
+        gc.collect()  # the one collection between configurations (measure/resident.py runs none after it)
+        done["gc_collected"] = True
         if torch.cuda.is_initialized():
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
