@@ -336,13 +336,18 @@ def test_a_real_ab_run_unchanged_passes_and_twice_as_slow_fails(lenet_bundle, tm
     assert (tmp_path / "same" / "gate.json").exists() and (tmp_path / "same" / "baseline" / "results.json").exists()
     md = (tmp_path / "same" / "results.md").read_text()
     assert "## Regression gate" in md and "openvino/openvino/fp32/cpu/b1" in md.split("## Regression gate")[1]
+    import json
+
+    sides = [json.loads((tmp_path / "same" / f).read_text())["rows"] for f in ("results.json", "baseline/results.json")]
+    abs_ = [r["extra"]["ab"] for rows in sides for r in rows if (r.get("extra") or {}).get("ab")]
+    assert len(abs_) == 2 and all(ab["loaded_side_by_side"] for ab in abs_)
+    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1:  # both sides' calling threads: one CPU
+        assert abs_[0]["calling_thread_cpu"] == abs_[1]["calling_thread_cpu"] == max(os.sched_getaffinity(0))
     slow = _gate(lenet_bundle, tmp_path / "slow", "--threads", "1", "--python-b", _slow_python(tmp_path),
                  backend="openvino")
     assert slow.returncode == 1, slow.stdout[-3000:] + slow.stderr[-2000:]
     assert "openvino/openvino/fp32/cpu/b1: p50 B/A +" in slow.stdout.replace("\n", " ").replace("  ", " ") or \
         "VIOLATES" in (tmp_path / "slow" / "results.md").read_text()
-    import json
-
     got = json.loads((tmp_path / "slow" / "gate.json").read_text())
     assert not got["passed"] and any(v.startswith("openvino/openvino/fp32/cpu/b1: p50") for v in got["violations"])
     change = next(c["change"] for r in got["rows"] for c in r["checks"] if c["rule"] == "p50:+5%")

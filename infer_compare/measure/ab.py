@@ -55,6 +55,9 @@ class PairPlan:
     # (SIGCONT) for its own block: a runtime's threads spin after a call for a while (ONNX Runtime's pool took
     # 0.59 cores of the other side's blocks on the 2-core VM); stopped, they take none
     freeze: bool = True
+    # each side's calling thread pinned to one CPU, the same for both, while its blocks are timed (ab_child._Pin:
+    # the virtual CPUs of a shared VM run at speeds of their own); the runtime's own threads keep theirs
+    pin: bool = True
 
     @property
     def per_replicate(self) -> int:
@@ -74,7 +77,7 @@ def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict
             kids[s] = Child(s, path, pythons.get(s), env, work / f"{tag}-{s}.log", servers.get(s))
         for s in order:
             kids[s].hello = kids[s].read(plan.timeout_s)
-            if kids[s].hello.get("hello") != PROTOCOL:
+            if kids[s].hello.get("hello") not in (1, PROTOCOL):
                 raise SideFailed(f"side {s.upper()}'s infer-compare {kids[s].hello.get('version', '?')} speaks the "
                                  f"A/B protocol {kids[s].hello.get('hello')}, this one {PROTOCOL}: install the same "
                                  "or a newer infer-compare there", s)
@@ -163,6 +166,11 @@ def _result(b: int, loaded: dict[str, Any], samples: list[int], par: dict[str, A
                                      "warmup_calls": loaded.get("warmup_calls")})
 
 
+def _one(xs: list[Any]) -> Any:
+    """The one value of ``xs`` (every process pair's), or the list where they differ."""
+    return xs[0] if len(set(map(str, xs))) == 1 else xs
+
+
 class _Series:
     """One batch size's blocks over the process pairs: the first pair's load answers, calls per block and
     parity; every pair's samples, orders and load figures."""
@@ -177,6 +185,8 @@ class _Series:
         self.loaded_first = ""  # which side each process pair started and loaded first
         self.loads: list[Any] = []
         self.load_s: dict[str, list[float]] = {s: [] for s in SIDES}
+        self.cpus: dict[str, list[Any]] = {s: [] for s in SIDES}  # each process's pinned calling thread's CPU
+        self.opened = False  # both sides' runners loaded at the same time (their load times taken side by side)
         self.wall: dict[str, float] = {}  # where this batch size's wall time went: load, pilot, blocks, parity
 
     def phase(self, name: str, t0: float) -> float:
@@ -187,9 +197,11 @@ class _Series:
     def results(self, plan: PairPlan, replicates: int) -> dict[str, CellResult]:
         ab = {"calls_per_block": self.calls, "pairs": len(self.first), "replicates": replicates,
               "replicates_planned": plan.replicates, "loaded_first": self.loaded_first,
-              "first": "".join(self.first), "seed": plan.seed, "load": Load.summary(self.loads), "wall_s": self.wall}
+              "first": "".join(self.first), "seed": plan.seed, "loaded_side_by_side": self.opened,
+              "load": Load.summary(self.loads), "wall_s": self.wall}
         return {s: _result(self.b, self.loaded[s], self.samples[s], self.par.get(s) or {},
-                           {**ab, "side": s, "load_s": [round(x, 3) for x in self.load_s[s]]}) for s in SIDES}
+                           {**ab, "side": s, "load_s": [round(x, 3) for x in self.load_s[s]],
+                            "calling_thread_cpu": _one(self.cpus[s])}) for s in SIDES}
 
 
 def _batch(kids: dict[str, Child], specs: dict[str, CellSpec], ser: _Series, plan: PairPlan,
@@ -197,13 +209,18 @@ def _batch(kids: dict[str, Child], specs: dict[str, CellSpec], ser: _Series, pla
     """One process pair's share of batch size ``ser.b``: load both, time its pairs of blocks (the first pair
     also sets the calls per block and writes the parity outputs)."""
     t = time.perf_counter()
-    loaded = _both(kids, {"op": "load", "batch": ser.b, "warmup_s": plan.warmup_s}, plan)
+    if plan.freeze and all(k.hello.get("hello") == PROTOCOL for k in kids.values()):
+        _open(kids, ser.b, plan)
+        ser.opened = True
+        t = ser.phase("open", t)
+    loaded = _both(kids, {"op": "load", "batch": ser.b, "warmup_s": plan.warmup_s, "pin": plan.pin}, plan)
     ser.loaded_first += next(iter(kids))
     t = ser.phase("load", t)
     for s, r in loaded.items():
         if not r.get("ok"):
             raise SideFailed.answered(s, r)
         ser.load_s[s].append(float(r.get("load_s") or 0.0))
+        ser.cpus[s].append(r.get("calling_thread_cpu"))
     first = not ser.loaded
     if first:
         ser.loaded = loaded
@@ -220,12 +237,32 @@ def _batch(kids: dict[str, Child], specs: dict[str, CellSpec], ser: _Series, pla
         ser.phase("parity", t)
 
 
+def _open(kids: dict[str, Child], b: int, plan: PairPlan) -> None:
+    """Both sides load batch ``b``'s runner at the same time, nothing run (a runtime's threads spin only after
+    calls): a load is mostly one core's work, so two take little more than one (OpenVINO's MobileNet v2 on the
+    2-core VM: 0.53-0.56 s a process pair instead of 0.71-0.73 s with its cold call and warm-up); then both are
+    stopped again. The loads' figures are taken side by side: the rows' load times say so (extra.ab)."""
+    for k in kids.values():
+        k.signal(signal.SIGCONT)
+        k.send({"op": "open", "batch": b})
+    got: dict[str, dict[str, Any]] = {}
+    try:
+        for s, k in kids.items():
+            got[s] = k.read(plan.timeout_s)  # both answers read before either failure is raised
+    finally:
+        for k in kids.values():
+            k.signal(signal.SIGSTOP)
+    for s, r in got.items():
+        if not r.get("ok"):
+            raise SideFailed.answered(s, r)
+
+
 def _solo(kid: Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> CellResult:
     """One side measured alone, blocks as the pairs would have had them, after the other side failed: its row
     is measured (so that a candidate that crashes reads as a failure against a baseline that ran)."""
     kid.signal(signal.SIGCONT)  # it was stopped while the other side was timed
     try:
-        loaded = kid.ask({"op": "load", "batch": b, "warmup_s": plan.warmup_s}, plan.timeout_s)
+        loaded = kid.ask({"op": "load", "batch": b, "warmup_s": plan.warmup_s, "pin": plan.pin}, plan.timeout_s)
         if not loaded.get("ok"):
             raise SideFailed.answered(kid.name, loaded)
         calls, per = _block_size({kid.name: kid}, plan)

@@ -6,9 +6,14 @@ The child speaks JSON lines: it writes a greeting (the protocol and its own infe
 answers each command the parent writes on its stdin, on a private copy of its stdout (the runtimes' own
 prints go to stderr):
 
-* ``{"op": "load", "batch": B, "warmup_s": S}``: load (or re-shape) the runner for batch B, make the cold
-  call and warm up as the spec's loop says (its calls; at least S seconds where given, else its time); answers the load time, the first call, the precision executed, settings,
-  notes and library versions;
+* ``{"op": "open", "batch": B}`` (protocol 2): load (or re-shape) the runner for batch B, nothing run: the parent
+  sends it to both sides at once (loading is mostly one core's work); answers the load time;
+* ``{"op": "load", "batch": B, "warmup_s": S, "pin": P}``: load (or re-shape) the runner for batch B unless
+  "open" did, make the cold call and warm up as the spec's loop says (its calls; at least S seconds where
+  given, else its time); with P true (protocol 2), the calling thread is pinned after the cold call to the
+  highest-numbered CPU the process may use (``calling_thread_cpu``; the runtime's own threads, started by
+  then, keep their CPUs); answers the load time, the first call, the precision executed, settings, notes
+  and library versions;
 * ``{"op": "block", "calls": N}``: N timed calls; answers their times in ns, in order;
 * ``{"op": "parity", "batch": B}``: the parity inputs at batch B, outputs saved where the spec says;
 * ``{"op": "quit"}``.
@@ -33,7 +38,7 @@ from infer_compare.base.version import __version__
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.child import Session, parity_outputs, tile
 
-PROTOCOL = 1
+PROTOCOL = 2  # 2: "open", and "pin" in "load"; a parent speaking 2 still drives a child of 1 without them
 
 
 class _Side:
@@ -41,9 +46,21 @@ class _Side:
         self.spec, self.sess = spec, Session(spec)
         self.images = batches.load(spec.inputs)
         self.x: Any = None
+        self.opened: tuple[int, float] | None = None  # (batch, load seconds) of an "open" not yet warmed up
+        self.pin = _Pin()
 
-    def load(self, batch: int, warmup_s: float | None = None) -> dict[str, Any]:
+    def open(self, batch: int) -> dict[str, Any]:
+        self.pin.release()  # threads a runtime starts while loading must not inherit the one CPU
+        _, load_s = self.sess.runner_for(batch)
+        self.opened = (batch, load_s)
+        return {"ok": True, "load_s": load_s}
+
+    def load(self, batch: int, warmup_s: float | None = None, pin: bool = False) -> dict[str, Any]:
+        self.pin.release()
         runner, load_s = self.sess.runner_for(batch)
+        if self.opened and self.opened[0] == batch and not load_s:
+            load_s = self.opened[1]  # loaded by "open"
+        self.opened = None
         if runner.fixed_batch is not None and runner.fixed_batch != batch:
             return {"ok": False, "status": "skipped",
                     "error": f"the artifact has a static batch of {runner.fixed_batch}; batch {batch} cannot run"}
@@ -51,6 +68,7 @@ class _Side:
         t0 = time.perf_counter_ns()
         runner.run(self.x)
         first = time.perf_counter_ns() - t0
+        cpu = self.pin.hold() if pin else None
         loop, calls, start = self.spec.loop, 1, time.perf_counter()
         warm_s = loop.warmup_time_s if warmup_s is None else warmup_s
         while calls < loop.warmup_iters or time.perf_counter() - start < warm_s:
@@ -58,7 +76,7 @@ class _Side:
             calls += 1
         return {"ok": True, "load_s": load_s, "first_ms": first / 1e6, "warmup_calls": calls,
                 "exec_precision": runner.exec_precision, "settings": dict(runner.settings),
-                "notes": list(runner.notes), "versions": runner.library_versions()}
+                "notes": list(runner.notes), "versions": runner.library_versions(), "calling_thread_cpu": cpu}
 
     def block(self, calls: int) -> dict[str, Any]:
         run, x, clock = self.sess.runner.run, self.x, time.perf_counter_ns
@@ -76,11 +94,50 @@ class _Side:
         return {"ok": True, "n": parity_outputs(runner, self.spec, batch)}
 
 
+class _Pin:
+    """The calling thread pinned to one CPU while blocks are timed, and let go before a runner is loaded.
+
+    On a shared VM each virtual CPU runs at its own speed, which changes over tenths of a second (measured on the
+    2-core development VM: LeNet-5 calls at 0.19 ms on one CPU and 0.30-0.41 ms on the other at the same moment;
+    two processes on one CPU saw the same level). A runtime that computes a small model on the calling thread
+    (PyTorch, ONNX Runtime) then runs as fast as the CPU the scheduler left that thread on: two processes of the
+    same code differed by 20-50 % for their whole life, which the pairing of adjacent blocks cannot cancel. Both
+    sides pinned to the same CPU see the same level in adjacent blocks."""
+
+    def __init__(self) -> None:
+        self.cpu: int | None = None
+        try:
+            self.allowed: set[int] = set(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # not Linux
+            self.allowed = set()
+
+    def hold(self) -> int | None:
+        if len(self.allowed) < 2:
+            return None
+        cpu = max(self.allowed)
+        try:
+            os.sched_setaffinity(0, {cpu})  # pid 0: the calling thread only (Linux)
+        except OSError:
+            return None
+        self.cpu = cpu
+        return cpu
+
+    def release(self) -> None:
+        if self.cpu is not None:
+            try:
+                os.sched_setaffinity(0, self.allowed)
+            except OSError:
+                pass
+            self.cpu = None
+
+
 def _answer(side: _Side, cmd: dict[str, Any]) -> dict[str, Any]:
     op = cmd.get("op")
     try:
         if op == "load":
-            return side.load(int(cmd["batch"]), cmd.get("warmup_s"))
+            return side.load(int(cmd["batch"]), cmd.get("warmup_s"), bool(cmd.get("pin")))
+        if op == "open":
+            return side.open(int(cmd["batch"]))
         if op == "block":
             return side.block(int(cmd["calls"]))
         if op == "parity":
