@@ -6,20 +6,31 @@
 # machine COLD_CACHE=/tmp/c1 makes the cold two-GPU run fill the cache of the warm runs).
 # The code run is this checkout's, or, for the runs named *-main, the one under $MAIN_CODE (another checkout,
 # e.g. main's infer_compare/ unpacked there): each run starts in its code's directory, which is on PYTHONPATH.
+# Each run's folder gets stamps.txt too: its output lines with the seconds since the command started (where the
+# time outside the report's clock goes: before the first line, after the last).
 set -u
 O=${1:?usage: startup_local.sh OUT RUN...}; shift; mkdir -p "$O"
 HERE=$PWD
 export PYTHONUNBUFFERED=1
+stamped() {  # FILE STAMPS: the output as it came into FILE; into STAMPS, seconds since the start before each line
+    python3 -u -c 'import sys, time
+t0 = time.time()
+with open(sys.argv[1], "w") as raw, open(sys.argv[2], "w") as st:
+    for line in sys.stdin:
+        raw.write(line)
+        st.write(f"{time.time() - t0:8.2f} {line}")
+    st.write(f"{time.time() - t0:8.2f} (end of output)\n")' "$1" "$2"
+}
 one() {  # NAME LIMIT_S CACHE [VAR=VALUE...] -- [flags]; CODE (default: this checkout) and PRE (a command prefix)
     local name=$1 limit=$2 cache=$3 code=${CODE:-$HERE}; shift 3
     local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
     local t0; t0=$(date +%s.%N)
     (cd "$code" && env "${envs[@]}" PYTHONPATH="$code:/tmp/site" timeout "$limit" ${PRE:-} python3 -m infer_compare \
-        --model resnet50 --cache-dir "$cache" -o "$O/$name" "$@") > "$O/$name.txt" 2>&1
-    local rc=$? t1; t1=$(date +%s.%N)
+        --model resnet50 --cache-dir "$cache" -o "$O/$name" "$@") 2>&1 | stamped "$O/$name.txt" "$O/$name.stamps"
+    local rc=${PIPESTATUS[0]} t1; t1=$(date +%s.%N)
     echo "$name rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))") code=$code ${PRE:-} ${envs[*]} $*" \
         | tee -a "$O/walls.txt"
-    mkdir -p "$O/$name" && mv "$O/$name.txt" "$O/$name/terminal.txt"
+    mkdir -p "$O/$name" && mv "$O/$name.txt" "$O/$name/terminal.txt" && mv "$O/$name.stamps" "$O/$name/stamps.txt"
 }
 [ -s "$O/gpus.txt" ] || {
     nvidia-smi -L > "$O/gpus.txt"; nproc >> "$O/gpus.txt"; lscpu | grep -i "model name" >> "$O/gpus.txt"

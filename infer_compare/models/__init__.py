@@ -33,6 +33,7 @@ from infer_compare.catalog import deps
 from infer_compare.data.bundled import DataSets, Preprocess
 from infer_compare.models import lenet
 from infer_compare.models import torchvision_zoo as tvz
+from infer_compare.models.loaded import with_state_dict
 from infer_compare.models.user import TensorSpec as TensorSpec  # the user's own models: see user.py
 from infer_compare.models.user import UserModel as UserModel
 from infer_compare.models.user import looks_like_user_model as looks_like_user_model
@@ -96,10 +97,9 @@ def rebuild(spec: dict[str, Any], path: str):
     file; a user factory called again with the state dict at ``path``."""
     import torch
 
-    if spec.get("family") != "user":
-        model = build_architecture(spec)
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        return model.eval()
+    if spec.get("family") != "user":  # built without the random initialisation the state dict replaces
+        sd = torch.load(path, map_location="cpu", weights_only=True)
+        return with_state_dict(lambda: build_architecture(spec), sd).eval()
     kind = spec.get("kind")
     if kind == "torchscript":
         return torch.jit.load(path, map_location="cpu").eval()
@@ -174,9 +174,7 @@ def _from_entry(spec: ModelSpec, entry, build):
     """The module built by ``build()`` with the cache entry's state dict loaded, in eval mode."""
     import torch
 
-    model = build()
-    model.load_state_dict(torch.load(entry.file("state_dict.pt"), weights_only=True))
-    return model.eval()
+    return with_state_dict(build, torch.load(entry.file("state_dict.pt"), weights_only=True)).eval()
 
 
 def _lenet_trained(spec: ModelSpec, data: DataSets, cache: Cache, seed: int, torch_mm: str, log):
@@ -221,9 +219,7 @@ def _pretrained(spec: ModelSpec, warn, seed: int):
              f"(seed {seed}) with BatchNorm statistics re-estimated on bundled photos. Latency is real; accuracy "
              "is meaningless and top-1 agreement is not judged.")
         return None
-    model = build_architecture(spec)
-    model.load_state_dict(_read_state_dict(path))
-    model.eval()
+    model = with_state_dict(lambda: build_architecture(spec), _read_state_dict(path)).eval()
     w = tvz.default_weights(spec.name)
     info = ModelInfo(spec.name, spec.family, "pretrained", f"{w} ({path})", state_dict_hash(model.state_dict()),
                      spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), False, True,
