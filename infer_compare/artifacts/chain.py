@@ -178,7 +178,7 @@ class ArtifactChain:
                     res = isolated_export(f, prec, fctx, src, tmp, self.model, self.export_timeout_s)
                 else:
                     res = ecls().export(fctx, src.path, tmp, prec)
-            return {"file": os.path.relpath(res.path, tmp), "options": res.options, "notes": res.notes,
+            return {"file": inside(res.path, tmp), "options": res.options, "notes": res.notes,
                     "format": f.name, "precision": prec, "model": self.model.info.name, "source": src.path}
 
         t0 = time.perf_counter()
@@ -273,3 +273,14 @@ def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord,
     if res["kind"] == "refused":
         raise ExportRefused(res["error"])
     raise ExportError(res["error"] if res["kind"] == "export" else f"{f.title} {prec} export failed: {res['error']}")
+
+
+def inside(path: str | os.PathLike, folder: str | os.PathLike) -> str:
+    """``path`` relative to ``folder`` (an export's file in the cache entry it is built in), both taken with their
+    symbolic links resolved: with the cache reached through a link, an exporter that gave its file's real path
+    made the entry point through ``..`` into its own temporary build folder, gone once the entry was installed.
+    A file outside the folder is an exporter's error, said as such."""
+    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        raise InferCompareError(f"the exporter wrote its file outside its build folder: {path} (folder {folder})")
+    return rel

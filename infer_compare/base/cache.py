@@ -97,6 +97,9 @@ def verify_files(root: Path, manifest: dict[str, Any], full: bool = False) -> st
     files = manifest.get("files")
     if not isinstance(files, dict):
         return "its manifest records no file hashes (written by an older infer-compare)"
+    main = manifest.get("file")
+    if isinstance(main, str) and (os.path.isabs(main) or os.path.normpath(main).split(os.sep)[0] == os.pardir):
+        return f"its main file {main} lies outside the entry (written through a symbolic link by an older infer-compare)"
     for rel, rec in files.items():
         p = root / rel
         try:
