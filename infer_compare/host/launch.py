@@ -19,6 +19,7 @@ itself (measure/forkserver.py). What they share:
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -64,17 +65,28 @@ def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
+# a start that failed with EFAULT ("Bad address") is tried again this many times: under qemu-user and proot (the
+# Arm check, scripts/arm64-check) starting the guest's own interpreter failed so once in CI ("[Errno 14] Bad
+# address: '/opt/ic/bin/python'"), a fault of the emulation, not of the command (qemu-user emulates vfork with a
+# true fork: CPython issue 131398); elsewhere it does not happen, and a second try costs nothing
+EXEC_RETRIES = 2
+
+
 def popen(module: str, args: list[str], env: dict[str, str] | None = None, python: str | None = None,
           **kw: Any) -> subprocess.Popen:
     """Start ``python -m module *args`` in a new process group (``python``: another interpreter than this
     one, e.g. the other side's environment of an A/B gate); ``kw`` as ``subprocess.Popen`` (stdout, stderr,
     stdin, cwd, text...). Raises ChildNotStarted (one line) when the process cannot be started."""
-    try:
-        return subprocess.Popen([python or sys.executable, "-m", module, *args], env=child_env(env),
-                                start_new_session=True, **kw)
-    except OSError as e:
-        raise ChildNotStarted(f"could not start the {module.rsplit('.', 1)[-1]} process: "
-                              f"{type(e).__name__}: {e}") from None
+    for attempt in range(1 + EXEC_RETRIES):
+        try:
+            return subprocess.Popen([python or sys.executable, "-m", module, *args], env=child_env(env),
+                                    start_new_session=True, **kw)
+        except OSError as e:
+            if e.errno == errno.EFAULT and attempt < EXEC_RETRIES:
+                continue
+            raise ChildNotStarted(f"could not start the {module.rsplit('.', 1)[-1]} process: "
+                                  f"{type(e).__name__}: {e}") from None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def kill_group(proc: Any) -> None:
