@@ -117,7 +117,7 @@ def two_stage(slowdown: float, seed: int, tau: float, runs: int = 300, fixed: in
         def cut(k: int, side: str, s: dict = s) -> list[int]:
             return s[side][:k * per * CALLS]
 
-        n = fixed or min(10, need([(cut(5, "a"), cut(5, "b"), CALLS)], 5))
+        n = fixed or min(10, need([(cut(5, "a"), cut(5, "b"), CALLS)], 5, 10))
         ns.append(n)
         first = s["first"][:n * per]
         v = paired_check(P50, "row", _row(cut(n, "a"), "a", first, n), _row(cut(n, "b"), "b", first, n)).verdict

@@ -281,7 +281,7 @@ def _solo(kid: Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> CellR
                                              "alone": f"measured alone, not paired: {why}"})
 
 
-Needed = Callable[[list[tuple[list[int], list[int], int]], int], int]
+Needed = Callable[[list[tuple[list[int], list[int], int]], int, int], int]
 
 
 def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
@@ -301,7 +301,7 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
         if r >= total:
             asked = True
             total = max(r, min(plan.max_replicates, needed([(s.samples["a"], s.samples["b"], s.calls)  # type: ignore[misc]
-                                                             for s in series], r)))
+                                                             for s in series], r, plan.max_replicates)))
             continue
         t = time.perf_counter()
         try:

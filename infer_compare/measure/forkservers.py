@@ -57,11 +57,14 @@ class ForkServers:
             return None
         if not srv.ready and not srv.failed:
             if srv.start():
-                self.log("fork server ready: " + ", ".join(m.lstrip("?") for m in srv.modules)
-                         + " imported once for all configurations")
+                self.announce(srv)
             else:
                 self.log(f"fork server not used ({srv.failed}): fresh interpreters")
         return srv if srv.proc is not None and srv.ready else None
+
+    def announce(self, srv: ForkServer) -> None:
+        self.log("fork server ready: " + ", ".join(m.lstrip("?") for m in srv.modules)
+                 + " imported once for all configurations")
 
     def close(self) -> None:
         for srv in self.servers.values():

@@ -30,12 +30,12 @@ from infer_compare.bundle.verify import verify
 from infer_compare.catalog.formats import get_format
 from infer_compare.measure.ab import PairPlan, measure_pair
 from infer_compare.measure.cells import CellSpec
-from infer_compare.measure.forkservers import ForkServers, preloads
 from infer_compare.measure.options import MeasureOptions
 from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.model import judge_outputs_as, kind_options
 from infer_compare.prepare.prepared import Prepared
 from infer_compare.regress.ab_judge import AB_RULES, judge_ab
+from infer_compare.regress.ab_servers import SideServers, early_runners
 from infer_compare.regress.paired import PAIRED_METRICS, log_ratios, replicates_needed
 from infer_compare.regress.results import RegressionResult
 from infer_compare.regress.rules import parse_rules
@@ -55,50 +55,16 @@ class ABOutcome:
 class _Pairing:
     """The cell_runner given to B's run: each configuration B measures is measured with A beside it."""
 
-    def __init__(self, prep_a: Prepared, pythons: dict[str, str | None], plan: PairPlan, prog: Progress,
+    def __init__(self, prep_a: Prepared, pythons: dict[str, str | None], plan: PairPlan, servers: SideServers,
                  rules: Any = None):
-        self.prep_a, self.pythons, self.plan, self.prog = prep_a, pythons, plan, prog
+        self.prep_a, self.pythons, self.plan = prep_a, pythons, plan
         self.needed = _needed(AB_RULES if rules is None else rules)
         self.work = Path(tempfile.mkdtemp(prefix="infer-compare-ab-"))
         multi = is_multi(prep_a.ds.eval)
         self.inputs = self.work / ("a-eval.npz" if multi else "a-eval.npy")
         save(self.inputs, prep_a.ds.eval)
         self.rows: dict[str, RunRecord] = {}
-        # each side's fork servers (its own interpreter), one per runtime; under one interpreter both sides'
-        # children come from the same server: a server's own state (where its imports put things in memory),
-        # which every child it forks inherits, then falls on both sides alike instead of on one side's five
-        # process pairs, where the spread between them could not show it
-        if pythons.get("a") == pythons.get("b"):
-            both = ForkServers(lambda m: prog.log(f"sides A and B: {m}"), python=pythons.get("b"))
-            self.servers = {"a": both, "b": both}
-        else:
-            self.servers = {s: ForkServers(lambda m, s=s: prog.log(f"side {s.upper()}: {m}"), python=pythons.get(s))
-                            for s in ("a", "b")}
-
-    @staticmethod
-    def _modules(runner: str) -> tuple[str, ...]:
-        """What ``runner``'s fork server imports. Every runtime gets one here, not only those whose import is
-        slow: each configuration starts a process pair per replicate, and a fork (the runtime imported, nothing
-        run) costs milliseconds where an interpreter that imports it costs 0.3-0.5 s on the 2-core VM."""
-        # deferred: only the gate needs it (+0 modules: the runtimes' catalog is loaded by then)
-        from infer_compare.catalog.runtimes import runners
-
-        info = runners().get(runner)
-        mods = preloads([runner]).get(runner) or ((info.impl.split(":")[0],) if info else ())
-        return (*mods, "infer_compare.measure.ab_child") if mods else ()
-
-    def _servers(self, runner: str) -> dict[str, Any]:
-        """Both sides' fork servers of ``runner``'s runtime (one, under one interpreter), started together (their
-        imports overlap)."""
-        mods = self._modules(runner)
-        if not mods:
-            return {}
-        for srv in self._distinct():
-            srv.launch(mods)
-        return {s: srv.for_modules(mods) for s, srv in self.servers.items()}
-
-    def _distinct(self) -> list[ForkServers]:
-        return list({id(v): v for v in self.servers.values()}.values())
+        self.servers = servers
 
     def __call__(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Any,
                  env: dict[str, str] | None = None, cancel: Any = None) -> list:
@@ -119,7 +85,7 @@ class _Pairing:
                               model=dict(self.prep_a.model_spec))
         plan = replace(self.plan, timeout_s=timeout_s)
         got = measure_pair({"a": spec_a, "b": spec}, self.pythons, {**os.environ, **(env or {})}, work, tag, plan,
-                           self._servers(spec.runner), self.needed)
+                           self.servers.for_runner(spec.runner), self.needed)
         tol = get_format(spec.format).tolerance("int8" if self.prep_a.file_precision == "int8" else spec.precision)
         for res in got["a"]:
             out = Path(spec_a.outputs_for(res.batch_size))
@@ -134,8 +100,6 @@ class _Pairing:
         return replace(b, model=self.prep_a.minfo, rows=rows, notes=tuple(notes) + tuple(b.notes))
 
     def close(self) -> None:
-        for srv in self._distinct():
-            srv.close()
         shutil.rmtree(self.work, ignore_errors=True)
 
 
@@ -148,13 +112,13 @@ def _needed(rules: Any) -> Any:
     if not timing:
         return None
 
-    def needed(series: list[tuple[list[int], list[int], int]], reps: int) -> int:
+    def needed(series: list[tuple[list[int], list[int], int]], reps: int, most: int = 100) -> int:
         n = reps
         for a, b, calls in series:
             for rule in timing:
                 xs = log_ratios(rule.metric, a, b, calls)
                 if reps >= 3 and len(xs) >= 2 * reps and len(xs) % reps == 0:
-                    n = max(n, replicates_needed(xs, reps, rule.threshold, GOAL * rule.threshold, 100))
+                    n = max(n, replicates_needed(xs, reps, rule.threshold, GOAL * rule.threshold, most))
         return n
 
     return needed
@@ -194,20 +158,27 @@ def ab_gate(bundle_a: str | os.PathLike, bundle_b: str | os.PathLike, *, rules: 
     for p in (python_a, python_b):
         if p and not (Path(p).is_file() and os.access(p, os.X_OK)):
             raise UsageError(f"{p}: no such interpreter (--python-a/--python-b take a python executable)")
-    _, prep_a = _prepared(bundle_a, "A")
-    v_b, prep_b = _prepared(bundle_b, "B")  # verified (every file hashed) once: run_bundle takes it as it is
-    _same_model(prep_a, prep_b)
-    pairing = _Pairing(prep_a, {"a": python_a, "b": python_b}, plan or PairPlan(), prog, rules)
-    # one pair at a time: two GPUs' pairs measured at once would each count the other as a disturbance
-    opts = replace(options or MeasureOptions(), gpus="sequential")
+    pythons = {"a": python_a, "b": python_b}
+    opts = options or MeasureOptions()
+    servers = SideServers(pythons, prog)
     try:
-        rep_b = run_bundle(v_b, options=opts, progress=prog, command=command, on_row=on_row,
-                           cell_runner=pairing)
-        notes = [f"A/B gate, side A: bundle {Path(bundle_a).resolve()}" + (f", interpreter {python_a}" if python_a
-                                                                          else "")]
-        rep_a = pairing.report(rep_b, notes)
+        for runner in early_runners(bundle_b, opts):  # their imports overlap the bundles' verification
+            servers.launch(runner)
+        _, prep_a = _prepared(bundle_a, "A")
+        v_b, prep_b = _prepared(bundle_b, "B")  # verified (every file hashed) once: run_bundle takes it as it is
+        _same_model(prep_a, prep_b)
+        pairing = _Pairing(prep_a, pythons, plan or PairPlan(), servers, rules)
+        try:
+            # one pair at a time: two GPUs' pairs measured at once would each count the other as a disturbance
+            rep_b = run_bundle(v_b, options=replace(opts, gpus="sequential"), progress=prog, command=command,
+                               on_row=on_row, cell_runner=pairing)
+            notes = [f"A/B gate, side A: bundle {Path(bundle_a).resolve()}"
+                     + (f", interpreter {python_a}" if python_a else "")]
+            rep_a = pairing.report(rep_b, notes)
+        finally:
+            pairing.close()
     finally:
-        pairing.close()
+        servers.close()
     result = judge_ab(rep_a, rep_b, AB_RULES if rules is None else rules, allow_missing=allow_missing,
                       allow_condition_change=allow_condition_change)
     return ABOutcome(rep_a, rep_b, result)

@@ -170,16 +170,22 @@ def replicates_needed(xs: list[float], replicates: int, threshold: float, goal: 
     pairs' log ratios, as ``replicated`` takes them): the winsorized spread kept, the standard error and the
     degrees of freedom of the 20 %-trimmed mean of that many. A two-stage design (Stein's): the number is taken
     once, from the first stage's spread alone, never from the change it shows, and the verdict is then taken
-    on all process pairs."""
+    on all process pairs. Where no number up to ``most`` reaches ``goal``, the one whose projected detectable
+    change is smallest (the fewest of equals): more is not always better, as the trimmed mean sets aside one
+    more process pair at each fifth (of 10 it keeps 6, of 9 it keeps 7)."""
     p = replicated(xs, replicates)
     g0 = int(math.floor(TRIM * replicates))
     spread = p.se * (1 - 2 * g0 / replicates) * math.sqrt(replicates)
+    best, best_mdc = replicates, math.inf
     for n in range(replicates, max(replicates, most) + 1):
         g = int(math.floor(TRIM * n))
         q = Paired(p.n, p.est, spread / ((1 - 2 * g / n) * math.sqrt(n)), max(1.0, n - 2 * g - 1), n)
-        if q.mdc(threshold) <= goal:
+        m = q.mdc(threshold)
+        if m <= goal:
             return n
-    return max(replicates, most)
+        if m < best_mdc - 1e-12:
+            best, best_mdc = n, m
+    return best
 
 
 def _median(v: list) -> float:
