@@ -17,10 +17,11 @@ def run_on_node(data: bytes | None, sha256: str, job: Job, path: str = "") -> di
     bad bundle or a failed run, so the driver can tell those from a node that died. ``data`` None: the driver
     sent its bundle directory ``path`` instead (a node on its host); {"absent": why, "node": facts} where that
     directory, with the manifest of sha256 ``sha256``, is not here (the driver then ships the bundle)."""
-    hashing = Background(local_bundle, path, sha256, name="infer-compare-hash") if data is None else None
+    if data is None:
+        hashing = Background(local_bundle, path, sha256, name="infer-compare-hash")
     facts = {**node_facts(), "task": task_facts()}
     try:
-        if hashing is not None:
+        if data is None:
             _warm(job)  # beside the hashing: imports the run makes here anyway (fleet/overlap.py)
             v = hashing.result()
             if v is None:
