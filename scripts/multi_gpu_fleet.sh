@@ -6,18 +6,20 @@
 # carry its wheels, pydantic + pydantic-core (cp312) + annotated-types + typing-inspection, into /tmp/site too):
 #   scripts/multi_gpu_fleet.sh OUT STEP...       (OUT: an absolute path)
 # Steps, run in the order given:
-#   export        export --model resnet50 to /tmp/bundle (cache /tmp/c2)
+#   export        export --model resnet50 to $BUNDLE (default /tmp/bundle; cache /tmp/c2)
 #   local-cold    infer-compare run BUNDLE once to fill the caches (torch.compile's) that later steps find warm
 #   local NAME    infer-compare run BUNDLE -o OUT/NAME
 #   fleet NAME    fleet join --head, fleet run BUNDLE -o OUT/NAME, ray stop; every 2 s the niceness, core and
 #                 CPU use of this host's Python processes into OUT/NAME-ps.txt
 #   seq NAME      infer-compare --model resnet50 --gpus sequential (every row alone, each GPU in turn)
+# SAMPLE_PS=0: no `ps` sampling during the fleet steps (it runs beside them only, not beside the local steps).
 # CODE=DIR runs another checkout's infer_compare (e.g. main's, for the fleet before a change); default this one.
 # EXPORT_FLAGS and RUN_FLAGS narrow the export and the runs (e.g. --formats pytorch,onnx / --backends ...).
 set -u
 O=${1:?usage: multi_gpu_fleet.sh OUT STEP...}; shift; mkdir -p "$O"
 export PYTHONUNBUFFERED=1
 IC="python3 -m infer_compare"
+B=${BUNDLE:-/tmp/bundle}  # the bundle the steps export to and run
 timed() {  # NAME LIMIT_S command...
     local name=$1 limit=$2; shift 2
     local t0; t0=$(date +%s.%N)
@@ -25,6 +27,15 @@ timed() {  # NAME LIMIT_S command...
     local rc=$? t1; t1=$(date +%s.%N)
     echo "$name rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))") code=${CODE:-$PWD} $*" | tee -a "$O/walls.txt"
 }
+# each output line of a fleet step prefixed by the seconds since the command started (the driver's time before its
+# first progress line and after its last)
+STAMP='import sys, time
+t0 = time.time()
+with open(sys.argv[1], "w") as f:
+    for line in sys.stdin:
+        f.write(f"{time.time() - t0:8.2f} {line}")
+    f.write(f"{time.time() - t0:8.2f} (end of output)\n")'
+export STAMP
 sample_ps() {  # OUTFILE: until killed
     while :; do
         echo "--- $(date +%s.%N)"
@@ -58,14 +69,15 @@ for ln in open('/proc/net/tcp').readlines()[1:]:
         a, p = f[1].split(':')
         print(socket.inet_ntoa(struct.pack('<I', int(a, 16))), int(p, 16))
 " | sort -u > "$O/$name-listening.txt"
-timeout 240 $IC fleet run /tmp/bundle --address 127.0.0.1:6379 -o "$O/$name" ${RUN_FLAGS:-} > "$O/$name.txt" 2>&1
-rc=\$?; t2=\$(date +%s.%N)
+timeout 240 $IC fleet run $B --address 127.0.0.1:6379 -o "$O/$name" ${RUN_FLAGS:-} 2>&1 \\
+    | python3 -u -c "\$STAMP" "$O/$name.txt"
+rc=\${PIPESTATUS[0]}; t2=\$(date +%s.%N)
 echo "$name rc=\$rc wall_s=\$(python3 -c "print(round(\$t2 - \$t1, 1))") join_s=\$(python3 -c "print(round(\$t1 - \$t0, 1))") code=$code" >> "$O/walls.txt"
 python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1
 NSEOF
-    sample_ps "$O/$name-ps.txt" & local sp=$!
+    local sp=""; [ "${SAMPLE_PS:-1}" = 1 ] && { sample_ps "$O/$name-ps.txt" & sp=$!; }
     unshare -n bash /tmp/fleet-ns.sh
-    kill "$sp"; wait "$sp" 2>/dev/null
+    [ -n "$sp" ] && { kill "$sp"; wait "$sp" 2>/dev/null; }
     tail -1 "$O/walls.txt"
 }
 [ -s "$O/gpus.txt" ] || {
@@ -75,9 +87,9 @@ NSEOF
 while [ $# -gt 0 ]; do
     step=$1; shift
     case $step in
-        export) timed export 240 $IC export --model resnet50 -o /tmp/bundle --cache-dir /tmp/c2 ${EXPORT_FLAGS:-} ;;
-        local-cold) timed local-cold 300 $IC run /tmp/bundle -o "$O/local-cold" --cache-dir /tmp/c2 ${RUN_FLAGS:-} ;;
-        local) timed "$1" 200 $IC run /tmp/bundle -o "$O/$1" --cache-dir /tmp/c2 ${RUN_FLAGS:-}; shift ;;
+        export) timed export 240 $IC export --model resnet50 -o $B --cache-dir /tmp/c2 ${EXPORT_FLAGS:-} ;;
+        local-cold) timed local-cold 300 $IC run $B -o "$O/local-cold" --cache-dir /tmp/c2 ${RUN_FLAGS:-} ;;
+        local) timed "$1" 200 $IC run $B -o "$O/$1" --cache-dir /tmp/c2 ${RUN_FLAGS:-}; shift ;;
         fleet) fleet "$1"; shift ;;
         seq) timed "$1" "${SEQ_LIMIT:-300}" $IC --model resnet50 --cache-dir /tmp/c2 --gpus sequential -o "$O/$1"; shift ;;
         *) echo "unknown step $step" | tee -a "$O/walls.txt" ;;

@@ -44,8 +44,8 @@ for run in "$@"; do
         one-gpu-warm-after) one one-gpu-warm-after 200 /tmp/c1 $G1 -- --cpu-rows after ;;
         one-gpu-warm-main|one-gpu-warm-main-again) CODE=${MAIN_CODE:?} one "$run" 200 /tmp/c1 $G1 -- ;;
         two-gpus-warm-main|two-gpus-warm-main-again) CODE=${MAIN_CODE:?} one "$run" 150 /tmp/c1 X=1 -- ;;
-        one-gpu-warm|one-gpu-warm-again) one "$run" 200 /tmp/c1 $G1 -- ;;
-        two-gpus-warm|two-gpus-warm-again) one "$run" 150 /tmp/c1 X=1 -- ;;
+        one-gpu-warm|one-gpu-warm-again|one-gpu-warm-[0-9]*) one "$run" 200 /tmp/c1 $G1 -- ;;
+        two-gpus-warm|two-gpus-warm-again|two-gpus-warm-[0-9]*) one "$run" 150 /tmp/c1 X=1 -- ;;
         each-row-alone) one each-row-alone 300 /tmp/c1 X=1 -- --gpus sequential ;;
         # the CPU rows alone on the cores and threads the one-GPU run's CPU lane had (cores 0-27, 28 threads)
         cpu-rows-alone-lane) PRE="taskset -c ${LANE_CORES:-0-27}" one cpu-rows-alone-lane 150 /tmp/c1 X=1 -- \

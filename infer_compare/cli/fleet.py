@@ -19,6 +19,7 @@ from infer_compare.cli.flags import measure_options
 from infer_compare.fleet.auth import enable
 from infer_compare.fleet.connect import connect
 from infer_compare.fleet.join import join, node_name, require_ray
+from infer_compare.fleet.overlap import Background, prefetch
 from infer_compare.fleet.plan import jobs_for, nodes_of, select
 from infer_compare.fleet.ray_executor import RayExecutor
 from infer_compare.fleet.raylog import LOG_NAME, RayOutput
@@ -90,18 +91,36 @@ def _cmd_run(args, argv: list[str]) -> int:
     out = Path(args.output_dir)
     with RayOutput(out / LOG_NAME) as io:  # Ray's own output (raylet dumps, warnings) into a log, not the terminal
         ray = connect(args.address)
+        prefetch()  # the report writers' imports while the nodes measure (fleet/overlap.py)
         try:
             nodes = select(nodes_of(ray.nodes()), args.targets)
             jobs = [j for n, node in nodes.items() for j in jobs_for(n, node, kw)]
             merged, results = run_fleet(args.bundle, RayExecutor(timeout_s=args.node_timeout), jobs,
                                         _event(time.perf_counter(), io.err), ["infer-compare", "fleet", "run", *argv],
                                         others)
-        finally:
+        except BaseException:
             ray.shutdown()
-    return _save(merged, results, out, io.said())
+            raise
+        stopping = Background(ray.shutdown, name="infer-compare-ray-shutdown")  # beside writing the report
+        try:
+            paths = _write(merged, out)
+        finally:
+            stopping.result()
+    return _save(merged, results, out, io.said(), paths)
 
 
-def _save(merged, results, out: Path, log_line: str = "") -> int:
+def _write(merged, out: Path) -> dict | None:
+    """The merged report's files (None: nothing came back, nothing written)."""
+    if merged is None:
+        return None
+    try:
+        return write_all(merged, out)
+    except OSError as e:
+        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+
+
+def _save(merged, results, out: Path, log_line: str = "", paths: dict | None = None) -> int:
+    """Say what failed and where the report is (written here unless ``paths`` says it was); the exit code."""
     failed = [r for r in results if r.error]
     for r in failed:
         print(f"infer-compare: {r.error}", file=sys.stderr)
@@ -111,10 +130,7 @@ def _save(merged, results, out: Path, log_line: str = "") -> int:
     if merged is None:
         print("infer-compare: no node returned a result: nothing to save", file=sys.stderr)
         return 130 if interrupted else 1
-    try:
-        paths = write_all(merged, out)
-    except OSError as e:
-        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+    paths = paths or _write(merged, out) or {}
     print(f"fleet: {len(merged.machines)} machine(s) merged ({', '.join(merged.machines)}), {len(failed)} job(s) "
           f"failed{'' if merged.complete else ' (report incomplete)'}: {', '.join(str(p) for p in paths.values())}")
     return 130 if interrupted else (1 if failed else 0)

@@ -10,5 +10,6 @@ as one archive whose hash is checked on arrival (pack.py); what runs on a node i
 run where is plan.py; the executors (``infer_compare.fleet.executor``) run them. A node that gave no
 report leaves a failed row per configuration (lost.py); the driver checks its token before Ray's own
 retries (connect.py) and keeps Ray's output in a log file (raylog.py); ``fleet leave`` stops this
-machine's node only (leave.py).
+machine's node only (leave.py). The fixed work around a run (the report writers' imports, Ray's
+shutdown, a node's hashing of the driver's directory) runs beside a wait (overlap.py).
 """

@@ -8,6 +8,7 @@ import tempfile
 from infer_compare.fleet.bind import assigned_gpu_ids
 from infer_compare.fleet.executor import Job
 from infer_compare.fleet.local import measure_job, node_facts
+from infer_compare.fleet.overlap import Background
 from infer_compare.fleet.pack import local_bundle, unpack
 
 
@@ -16,10 +17,13 @@ def run_on_node(data: bytes | None, sha256: str, job: Job, path: str = "") -> di
     bad bundle or a failed run, so the driver can tell those from a node that died. ``data`` None: the driver
     sent its bundle directory ``path`` instead (a node on its host); {"absent": why, "node": facts} where that
     directory, with the manifest of sha256 ``sha256``, is not here (the driver then ships the bundle)."""
+    if data is None:
+        hashing = Background(local_bundle, path, sha256, name="infer-compare-hash")
     facts = {**node_facts(), "task": task_facts()}
     try:
         if data is None:
-            v = local_bundle(path, sha256)
+            _warm(job)  # beside the hashing: imports the run makes here anyway (fleet/overlap.py)
+            v = hashing.result()
             if v is None:
                 return {"absent": f"{path} (manifest sha256 {sha256[:16]}...) is not on this node", "node": facts}
             facts["task"]["bundle"] = "read the driver's bundle directory (a node on the driver's host)"
@@ -29,6 +33,20 @@ def run_on_node(data: bytes | None, sha256: str, job: Job, path: str = "") -> di
             return {"report": measure_job(unpack(data, sha256, d), job), "node": facts}
     except Exception as e:  # noqa: BLE001 - a failure is a row that names the node
         return {"error": f"{type(e).__name__}: {e}".splitlines()[0], "node": facts}
+
+
+def _warm(job: Job) -> None:
+    """Import torch where the job measures a GPU: the run imports it in this process anyway (the report's CUDA
+    and cuDNN versions, host/gpu.py), and here it overlaps the bundle's hashing instead of following it. Done
+    in this thread, before any measuring process starts; a failure is left to the run, which reports it."""
+    if job.gpus:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is not None:
+            try:
+                import torch  # noqa: F401
+            except Exception:  # noqa: BLE001 - the run says what is wrong with torch
+                pass
 
 
 def task_facts() -> dict:
