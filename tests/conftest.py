@@ -20,6 +20,16 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 FAST = dict(warmup_iters=1, min_iters=5, min_time_s=0.05)
+# one fleet job: LeNet-5's ONNX Runtime row at batch 1, one thread (tests/test_fleet*.py)
+FLEET_KW = dict(backends=["onnxruntime"], devices=["cpu"], batch_sizes=[1], threads=1, **FAST)
+
+
+def lenet_onnx_bundle(out: Path, cache_dir: Path) -> Path:
+    """A bundle of LeNet-5's fp32 ONNX file at ``out`` (the fleet tests' workhorse)."""
+    from infer_compare.bundle import export_bundle
+
+    export_bundle("lenet5", out, formats=["onnx"], precisions=["fp32"], cache_dir=cache_dir)
+    return out
 
 
 @pytest.fixture(scope="session")

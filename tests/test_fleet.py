@@ -15,7 +15,7 @@ import types
 import pytest
 
 from infer_compare.base.errors import UsageError
-from infer_compare.bundle import BundleError, export_bundle
+from infer_compare.bundle import BundleError
 from infer_compare.cli import main
 from infer_compare.fleet import join, local, pack, plan, ray_executor
 from infer_compare.fleet.executor import Job, JobResult
@@ -23,16 +23,14 @@ from infer_compare.fleet.local import LocalExecutor
 from infer_compare.fleet.run import run_fleet, skew, waves
 from infer_compare.fleet.task import run_on_node
 
-from .conftest import FAST
+from .conftest import FLEET_KW, lenet_onnx_bundle
 
-KW = dict(backends=["onnxruntime"], devices=["cpu"], batch_sizes=[1], threads=1, **FAST)
+KW = FLEET_KW
 
 
 @pytest.fixture(scope="module")
 def bundle(cache_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("fleet") / "lenet5"
-    export_bundle("lenet5", out, formats=["onnx"], precisions=["fp32"], cache_dir=cache_dir)
-    return out
+    return lenet_onnx_bundle(tmp_path_factory.mktemp("fleet") / "lenet5", cache_dir)
 
 
 def _altered(data: bytes, suffix: str) -> bytes:

@@ -10,23 +10,20 @@ import time
 
 import pytest
 
-from infer_compare.bundle import export_bundle
 from infer_compare.cli import main
 from infer_compare.fleet import pack, task
 from infer_compare.fleet.executor import Job, JobResult
 from infer_compare.fleet.local import LocalExecutor
 from infer_compare.fleet.overlap import Background, prefetch
 
-from .conftest import FAST
+from .conftest import FLEET_KW, lenet_onnx_bundle
 
-KW = dict(backends=["onnxruntime"], devices=["cpu"], batch_sizes=[1], threads=1, **FAST)
+KW = FLEET_KW
 
 
 @pytest.fixture(scope="module")
 def bundle(cache_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("overlap") / "lenet5"
-    export_bundle("lenet5", out, formats=["onnx"], precisions=["fp32"], cache_dir=cache_dir)
-    return out
+    return lenet_onnx_bundle(tmp_path_factory.mktemp("overlap") / "lenet5", cache_dir)
 
 
 @pytest.fixture(scope="module")
