@@ -32,6 +32,18 @@ def lenet_onnx_bundle(out: Path, cache_dir: Path) -> Path:
     return out
 
 
+def altered_copy(bundle: Path, out: Path) -> Path:
+    """A copy of ``bundle`` (lenet_onnx_bundle's) at ``out`` with one bit of its ONNX file flipped."""
+    import shutil
+
+    shutil.copytree(bundle, out)
+    onnx = out / "artifacts" / "onnx-fp32" / "model.onnx"
+    body = bytearray(onnx.read_bytes())
+    body[len(body) // 2] ^= 1
+    onnx.write_bytes(bytes(body))
+    return out
+
+
 @pytest.fixture(scope="session")
 def lenet_report(cache_dir):
     """One real LeNet-5 comparison on the CPU backends (export -> run -> parity)."""

@@ -23,7 +23,7 @@ from infer_compare.fleet.local import LocalExecutor
 from infer_compare.fleet.run import run_fleet, skew, waves
 from infer_compare.fleet.task import run_on_node
 
-from .conftest import FLEET_KW, lenet_onnx_bundle
+from .conftest import FLEET_KW, altered_copy, lenet_onnx_bundle
 
 KW = FLEET_KW
 
@@ -77,12 +77,7 @@ def test_node_task_refuses_an_altered_file_shipped_or_in_the_driver_directory(bu
     data, sha = pack.pack(bundle)
     out = run_on_node(_altered(data, ".onnx"), sha, Job("n1", KW))
     assert "sha256 of artifacts/onnx-fp32/model.onnx does not match" in out["error"] and out["node"]["tool_version"]
-    copy = tmp_path / "b"
-    shutil.copytree(bundle, copy)
-    onnx = copy / "artifacts" / "onnx-fp32" / "model.onnx"
-    body = bytearray(onnx.read_bytes())
-    body[len(body) // 2] ^= 1
-    onnx.write_bytes(bytes(body))
+    copy = altered_copy(bundle, tmp_path / "b")
     out = run_on_node(None, sha, Job("n1", KW), str(copy))
     assert "report" not in out and "sha256 of artifacts/onnx-fp32/model.onnx does not match" in out["error"]
 

@@ -4,7 +4,6 @@ bundle directory while it imports what the run needs, and still refuses a file t
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 
@@ -16,7 +15,7 @@ from infer_compare.fleet.executor import Job, JobResult
 from infer_compare.fleet.local import LocalExecutor
 from infer_compare.fleet.overlap import Background, prefetch
 
-from .conftest import FLEET_KW, lenet_onnx_bundle
+from .conftest import FLEET_KW, altered_copy, lenet_onnx_bundle
 
 KW = FLEET_KW
 
@@ -134,12 +133,7 @@ def test_a_node_hashes_the_driver_directory_beside_its_imports_and_still_refuses
     assert "report" in out and "driver's bundle directory" in out["node"]["task"]["bundle"]
     (h0, h1), (w0, w1) = spans["hash"], spans["warm"]
     assert h0 < w1 and w0 < h1  # at the same time
-    copy = tmp_path / "b"
-    shutil.copytree(bundle, copy)
-    onnx = copy / "artifacts" / "onnx-fp32" / "model.onnx"
-    body = bytearray(onnx.read_bytes())
-    body[len(body) // 2] ^= 1
-    onnx.write_bytes(bytes(body))
+    copy = altered_copy(bundle, tmp_path / "b")
     out = task.run_on_node(None, sha, Job("n1", KW), str(copy))
     assert "report" not in out and "does not match" in out["error"]
 
