@@ -62,6 +62,11 @@ class ForkServers:
                 self.log(f"fork server not used ({srv.failed}): fresh interpreters")
         return srv if srv.proc is not None and srv.ready else None
 
+    def settle(self) -> list[ForkServer]:
+        """Wait, saying nothing, until every launched server has imported its modules (or failed); the servers
+        that became ready (a caller says so where it uses them: ``announce``)."""
+        return [srv for srv in list(self.servers.values()) if not srv.ready and not srv.failed and srv.start()]
+
     def announce(self, srv: ForkServer) -> None:
         self.log("fork server ready: " + ", ".join(m.lstrip("?") for m in srv.modules)
                  + " imported once for all configurations")

@@ -112,7 +112,7 @@ def _needed(rules: Any) -> Any:
     if not timing:
         return None
 
-    def needed(series: list[tuple[list[int], list[int], int]], reps: int, most: int = 100) -> int:
+    def needed(series: list[tuple[list[int], list[int], int]], reps: int, most: int) -> int:
         n = reps
         for a, b, calls in series:
             for rule in timing:

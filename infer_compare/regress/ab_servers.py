@@ -13,6 +13,7 @@ with a timed block. A runner that needs a server nobody launched gets it at its 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -67,29 +68,27 @@ class SideServers:
         mods = self.launch(runner)
         if not mods:
             return {}
-        got = {s: fs.for_modules(mods) for s, fs in self.servers.items()}
+        ready = {}
         for fs in self.distinct():
-            srv = fs.for_modules(mods)
+            srv = ready[id(fs)] = fs.for_modules(mods)
             if srv is not None and id(srv) in self.unannounced:
                 self.unannounced.discard(id(srv))
                 fs.announce(srv)
-        return got
+        return {s: ready[id(fs)] for s, fs in self.servers.items()}
 
     def settle(self) -> None:
         """Wait, saying nothing, until every server launched so far has imported its modules (or failed): what
         is timed next then shares the CPU with no import. A server's readiness is logged where it is used."""
         self.settled = True
         for fs in self.distinct():
-            for srv in list(fs.servers.values()):
-                if not srv.ready and not srv.failed and srv.start():
-                    self.unannounced.add(id(srv))
+            self.unannounced.update(id(srv) for srv in fs.settle())
 
     def close(self) -> None:
         for srv in self.distinct():
             srv.close()
 
 
-def early_runners(bundle_b: str | Any, options: Any) -> list[str]:
+def early_runners(bundle_b: str | os.PathLike, options: Any) -> list[str]:
     """The runners the gate will likely measure, from the selection and bundle B's manifest (its artifacts'
     formats), without verifying the bundle: [] where the manifest cannot be read."""
     # deferred: only the gate needs them (+0 modules: the catalog is loaded by the gate's command)
