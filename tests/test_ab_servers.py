@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from infer_compare.base.errors import UsageError
 from infer_compare.base.progress import Progress
 from infer_compare.measure.options import MeasureOptions
 from infer_compare.regress import ab_servers
-from infer_compare.regress.ab_servers import SideServers, early_runners
+from infer_compare.regress.ab_servers import SideServers, early_runners, launch_early
 
 
 class _Log(Progress):
@@ -59,3 +62,41 @@ def test_the_runners_launched_early_follow_the_selection_and_the_bundle(tmp_path
     (tmp_path / "manifest.json").write_text("{not json")
     assert early_runners(b, sel) == []  # the verification says what is wrong, later
     assert early_runners(tmp_path / "missing", sel) == []
+
+
+def test_the_idle_work_runs_in_the_wait_for_the_servers_and_only_there(monkeypatch, tmp_path):
+    """The CLI gives the report writers' imports as ``idle``: run once, in the main thread, while a server is
+    still importing; a gate whose servers are all ready runs nothing before its first block."""
+    (tmp_path / "slow_import_for_test.py").write_text("import time\ntime.sleep(1.0)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the servers' interpreters find it
+    monkeypatch.setattr(ab_servers, "server_modules", lambda runner: ("slow_import_for_test",))
+    seen: list[object] = []
+    servers = SideServers({"a": None, "b": None}, _Log(), idle=lambda: seen.append(servers.importing()))
+    late = SideServers({"a": None, "b": None}, _Log(), idle=lambda: seen.append("late"))
+    try:
+        servers.launch("x")
+        assert servers.for_runner("x")["b"].ready
+        assert seen == [True]  # it ran while the server was importing, before the wait
+        servers.for_runner("x")
+        assert seen == [True]  # once
+        late.launch("x")
+        (fs,) = late.distinct()
+        fs.settle()  # every server ready before the first configuration asks
+        assert not late.importing() and late.for_runner("x")["a"].ready
+        assert seen == [True]  # nothing added before the first block
+    finally:
+        servers.close()
+        late.close()
+
+
+def test_launch_early_refuses_a_missing_interpreter_before_launching_anything(monkeypatch, tmp_path):
+    b = _bundle(tmp_path, ["onnx"])
+    monkeypatch.setattr(ab_servers, "server_modules", lambda runner: ("json",))
+    launched: list[str] = []
+    monkeypatch.setattr(SideServers, "launch", lambda self, runner: launched.append(runner))
+    sel = MeasureOptions(backends=["onnxruntime"], devices=["cpu"])
+    with pytest.raises(UsageError, match="no-such-python: no such interpreter"):
+        launch_early(b, sel, {"a": None, "b": str(tmp_path / "no-such-python")}, _Log())
+    assert launched == []
+    servers = launch_early(b, sel, {"a": None, "b": None}, _Log())
+    assert launched == ["onnxruntime"] and servers.idle is None

@@ -71,10 +71,9 @@ def build_gate_parser() -> _Parser:
 
 
 def cmd_gate(argv: list[str]) -> int:
-    # deferred: the CLI's start (--help, env, report) stays light without it (+40 modules)
-    from infer_compare.measure.ab import PairPlan
-    from infer_compare.regress import print_result
-    from infer_compare.regress.ab import ab_gate
+    # deferred: the CLI's start (--help, env, report) stays light without it (+20 modules)
+    from infer_compare.regress.ab_servers import launch_early
+    from infer_compare.report.writers import import_writers
 
     args = build_gate_parser().parse_args(argv)
     if args.pairs < 6 or args.side_time <= 0:
@@ -85,14 +84,14 @@ def cmd_gate(argv: list[str]) -> int:
     args.model = f"gate-{Path(args.bundle_b).resolve().name}"
     out = output_dir(args)
     saver = Saver(out)
-    plan = PairPlan(pairs=args.pairs, replicates=args.replicates, side_time_s=args.side_time, seed=args.seed,
-                    max_replicates=max(args.replicates, args.max_replicates))
     try:
         with RichProgress(args.quiet) as prog:
-            got = ab_gate(args.bundle_a, args.bundle_b, rules=args.fail_on, python_a=args.python_a,
-                          python_b=args.python_b, plan=plan, options=opts, progress=prog,
-                          command=["infer-compare", "gate", *argv], on_row=saver,
-                          allow_missing=args.allow_missing, allow_condition_change=args.allow_condition_change)
+            # the fork servers first: PyTorch's import in its server (3-5 s on the 2-core VM) then overlaps the
+            # gate's own imports below (0.3 s) as well as the verification; the report writers' imports go into
+            # the wait for the servers (regress/ab_servers.py)
+            servers = launch_early(args.bundle_b, opts, {"a": args.python_a, "b": args.python_b}, prog,
+                                   idle=import_writers)
+            got = _gate(args, argv, opts, prog, saver, servers)
     except KeyboardInterrupt:
         saver.interrupted()
         raise
@@ -100,11 +99,31 @@ def cmd_gate(argv: list[str]) -> int:
     # A's rows without an HTML page of their own: B's page holds the verdict with both sides' figures per row
     # (its plots took 0.85 s of a 20 s MobileNet v2 gate on the 2-core VM)
     Saver(out / "baseline", formats=("json", "md", "csv")).write(got.a)
+    # deferred: loaded with the gate (regress/ab.py imports it)
+    from infer_compare.regress import print_result
+
     print_result(got.result)
     save_verdict(got.result, out, got.b)
     print(f"results: {', '.join(str(p) for p in paths.values())}; side A in {out / 'baseline'}; verdict in "
           f"{out / 'gate.json'}")
     return gate_status(got.result, args.allow_unjudged)
+
+
+def _gate(args, argv: list[str], opts, prog, saver: Saver, servers):
+    try:
+        # deferred: imported after the fork servers' launch (+200 modules, 0.3 s on the 2-core VM)
+        from infer_compare.measure.ab import PairPlan
+        from infer_compare.regress.ab import ab_gate
+    except BaseException:
+        servers.close()  # ab_gate closes them from here on
+        raise
+
+    plan = PairPlan(pairs=args.pairs, replicates=args.replicates, side_time_s=args.side_time, seed=args.seed,
+                    max_replicates=max(args.replicates, args.max_replicates))
+    return ab_gate(args.bundle_a, args.bundle_b, rules=args.fail_on, python_a=args.python_a, python_b=args.python_b,
+                   plan=plan, options=opts, progress=prog, command=["infer-compare", "gate", *argv], on_row=saver,
+                   allow_missing=args.allow_missing, allow_condition_change=args.allow_condition_change,
+                   servers=servers)
 
 
 def args_error(msg: str) -> None:

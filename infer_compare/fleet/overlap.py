@@ -11,13 +11,11 @@ would have raised it (``Background.result``), and a prefetch that fails is ignor
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-# what write_all() imports on its first call beyond the CLI's own modules (report/plots.py, its _svg)
-REPORT_WRITERS = ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_svg", "infer_compare.report.plots")
+from infer_compare.report.writers import REPORT_WRITERS, import_writers
 
 
 class Background:
@@ -44,18 +42,6 @@ class Background:
         return self._value
 
 
-def _import_all(modules: Sequence[str]) -> list[str]:
-    """The modules that imported; a failure is left for the real import to report."""
-    done = []
-    for m in modules:
-        try:
-            importlib.import_module(m)
-            done.append(m)
-        except Exception:  # noqa: BLE001 - a prefetch never fails the run
-            break
-    return done
-
-
 def prefetch(modules: Sequence[str] = REPORT_WRITERS) -> Background:
     """Import ``modules`` in the background (in order, stopping at the first that fails)."""
-    return Background(_import_all, tuple(modules), name="infer-compare-prefetch")
+    return Background(import_writers, tuple(modules), name="infer-compare-prefetch")

@@ -35,7 +35,7 @@ from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.model import judge_outputs_as, kind_options
 from infer_compare.prepare.prepared import Prepared
 from infer_compare.regress.ab_judge import AB_RULES, judge_ab
-from infer_compare.regress.ab_servers import SideServers, early_runners
+from infer_compare.regress.ab_servers import SideServers, launch_early
 from infer_compare.regress.paired import PAIRED_METRICS, log_ratios, replicates_needed
 from infer_compare.regress.results import RegressionResult
 from infer_compare.regress.rules import parse_rules
@@ -152,18 +152,16 @@ def ab_gate(bundle_a: str | os.PathLike, bundle_b: str | os.PathLike, *, rules: 
             python_a: str | None = None, python_b: str | None = None, plan: PairPlan | None = None,
             options: MeasureOptions | None = None, progress: Progress | None = None,
             command: list[str] | None = None, on_row: Any = None, allow_missing: bool = False,
-            allow_condition_change: bool = False) -> ABOutcome:
-    """Measure bundle A (baseline) and bundle B (candidate) side by side; judge B against A per row."""
+            allow_condition_change: bool = False, servers: SideServers | None = None) -> ABOutcome:
+    """Measure bundle A (baseline) and bundle B (candidate) side by side; judge B against A per row.
+    ``servers``: the sides' fork servers, launched by the caller (``launch_early`` with the same interpreters and
+    options); closed here. Without them they are launched here, their imports overlapping the bundles'
+    verification."""
     prog = progress or Progress()
-    for p in (python_a, python_b):
-        if p and not (Path(p).is_file() and os.access(p, os.X_OK)):
-            raise UsageError(f"{p}: no such interpreter (--python-a/--python-b take a python executable)")
     pythons = {"a": python_a, "b": python_b}
     opts = options or MeasureOptions()
-    servers = SideServers(pythons, prog)
+    servers = servers or launch_early(bundle_b, opts, pythons, prog)
     try:
-        for runner in early_runners(bundle_b, opts):  # their imports overlap the bundles' verification
-            servers.launch(runner)
         _, prep_a = _prepared(bundle_a, "A")
         v_b, prep_b = _prepared(bundle_b, "B")  # verified (every file hashed) once: run_bundle takes it as it is
         _same_model(prep_a, prep_b)

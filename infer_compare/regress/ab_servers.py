@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from infer_compare.base.errors import UsageError
 from infer_compare.base.progress import Progress
 from infer_compare.measure.forkservers import ForkServers, preloads
 
@@ -40,7 +42,7 @@ class SideServers:
     state, where its imports put things in memory, which every child it forks inherits, then falls on both
     sides alike instead of on one side's process pairs, where the spread between them could not show it)."""
 
-    def __init__(self, pythons: dict[str, str | None], prog: Progress):
+    def __init__(self, pythons: dict[str, str | None], prog: Progress, idle: Callable[[], Any] | None = None):
         if pythons.get("a") == pythons.get("b"):
             both = ForkServers(lambda m: prog.log(f"sides A and B: {m}"), python=pythons.get("b"))
             self.servers = {"a": both, "b": both}
@@ -48,6 +50,7 @@ class SideServers:
             self.servers = {s: ForkServers(lambda m, s=s: prog.log(f"side {s.upper()}: {m}"), python=pythons.get(s))
                             for s in ("a", "b")}
         self.settled = False
+        self.idle = idle  # run once, while the first wait for the servers' imports would be idle (``settle``)
         self.unannounced: set[int] = set()  # servers made ready by ``settle``: said ready at their first use
 
     def distinct(self) -> list[ForkServers]:
@@ -78,14 +81,38 @@ class SideServers:
 
     def settle(self) -> None:
         """Wait, saying nothing, until every server launched so far has imported its modules (or failed): what
-        is timed next then shares the CPU with no import. A server's readiness is logged where it is used."""
+        is timed next then shares the CPU with no import. A server's readiness is logged where it is used.
+        ``idle`` runs first if some server is still importing."""
         self.settled = True
+        if self.idle is not None and self.importing():
+            self.idle()
         for fs in self.distinct():
             self.unannounced.update(id(srv) for srv in fs.settle())
+
+    def importing(self) -> bool:
+        """True while some launched server has neither finished its imports nor failed."""
+        return any(not s.ready and not s.failed for fs in self.distinct() for s in fs.servers.values())
 
     def close(self) -> None:
         for srv in self.distinct():
             srv.close()
+
+
+def check_pythons(pythons: dict[str, str | None]) -> None:
+    """A one-line error for a --python-a/--python-b that is not an executable file."""
+    for p in pythons.values():
+        if p and not (Path(p).is_file() and os.access(p, os.X_OK)):
+            raise UsageError(f"{p}: no such interpreter (--python-a/--python-b take a python executable)")
+
+
+def launch_early(bundle_b: str | os.PathLike, options: Any, pythons: dict[str, str | None], prog: Progress,
+                 idle: Callable[[], Any] | None = None) -> SideServers:
+    """Both sides' servers of the runners the gate will likely measure (``early_runners``), launched now."""
+    check_pythons(pythons)
+    servers = SideServers(pythons, prog, idle)
+    for runner in early_runners(bundle_b, options):
+        servers.launch(runner)
+    return servers
 
 
 def early_runners(bundle_b: str | os.PathLike, options: Any) -> list[str]:
