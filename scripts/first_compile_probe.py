@@ -45,10 +45,33 @@ def calls(model, torch, batch: int, dtype) -> float:
     return round(time.perf_counter() - t0, 3)
 
 
+def profiled(fn, n: int, out: dict):
+    """``fn()`` under cProfile; into ``out``: the ``n`` costliest functions by cumulative and own time, and what
+    the compile's entry points (Dynamo's frame conversion, the compiled graph's first runs) called."""
+    import cProfile
+    import io
+    import pstats
+
+    pr = cProfile.Profile()
+    pr.enable()
+    got = fn()
+    pr.disable()
+    for order in ("cumulative", "tottime"):
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats(order).print_stats(n)
+        out[f"profile_{order}"] = s.getvalue()
+    s = io.StringIO()
+    st = pstats.Stats(pr, stream=s).sort_stats("cumulative")
+    st.print_callees(r"convert_frame.py.*\(__call__\)|\(_compile\)|\(calls\)|eval_frame.py.*\(_fn\)|runtime_wrappers")
+    out["profile_callees"] = s.getvalue()[:60000]
+    return got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--precision", default="fp16")
     ap.add_argument("--preimport", default="")
+    ap.add_argument("--profile", type=int, default=0, help="cProfile the second compile: its N costliest functions")
     a = ap.parse_args()
     import torch
     import torchvision  # noqa: F401
@@ -85,7 +108,10 @@ def main() -> None:
     out["children_after_first"] = children()
     torch._dynamo.reset()
     cm = torch.compile(model)
-    out["again_compile_s"] = {b: calls(cm, torch, b, dtype) for b in (1, 32)}
+    if a.profile:
+        out["again_compile_s"] = profiled(lambda: {b: calls(cm, torch, b, dtype) for b in (1, 32)}, a.profile, out)
+    else:
+        out["again_compile_s"] = {b: calls(cm, torch, b, dtype) for b in (1, 32)}
     from torch._dynamo.utils import compile_times
 
     out["compile_times"] = compile_times(repr="str", aggregate=True)
