@@ -74,8 +74,9 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=0, help="cProfile the second compile: its N costliest functions")
     a = ap.parse_args()
     import torch
-    import torchvision  # noqa: F401
     import torch._inductor.compile_fx  # noqa: F401
+    import torchvision  # noqa: F401
+
     import infer_compare.backends.pytorch.run  # noqa: F401
 
     out: dict = {"import_s": round(time.perf_counter() - T0, 3), "torch": torch.__version__}
