@@ -93,6 +93,9 @@ SCRIPT = textwrap.dedent("""
     keep = Teardown()  # a module-level object: only the interpreter's teardown deletes it
     atexit.register(lambda: print("atexit ran", flush=True))
     threading.Thread(target=lambda: (time.sleep(0.3), print("thread done"))).start()
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(2)  # never shut down: its idle workers leave at threading's exit hook
+    pool.submit(print, "pool task ran").result()
     sys.stdout.write("no newline yet")
     end_process(3)
 """)
@@ -107,7 +110,7 @@ def test_the_process_ends_without_teardown_but_with_threads_atexit_output_and_st
     res = _end({})
     assert res.returncode == 3, res.stderr
     out = res.stdout
-    assert "no newline yet" in out and "thread done" in out and "atexit ran" in out
+    assert "no newline yet" in out and "thread done" in out and "atexit ran" in out and "pool task ran" in out
     assert out.index("thread done") < out.index("atexit ran")  # threads first, as the interpreter's shutdown
     assert "teardown ran" not in out
 

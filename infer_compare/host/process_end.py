@@ -5,8 +5,8 @@ destructors of the libraries it loaded: 0.74-0.82 s after ``import torch, torchv
 (scripts/probe_round6.sh), the last 0.77 s of a warm one-GPU ``--model resnet50`` run on the two-H200 host of
 round 5 (from its "results:" line to the end of its output). Nothing of that is work the user asked for.
 
-``end_process(code)`` does what the interpreter's shutdown does that anyone can see: it waits for every non-daemon
-thread, runs the ``atexit`` handlers (temporary folders of ``tempfile``, ``multiprocessing``'s, logging's),
+``end_process(code)`` does what the interpreter's shutdown does that anyone can see: it runs threading's exit hooks
+and waits for every non-daemon thread (``threading._shutdown``, as the interpreter does first), runs the ``atexit`` handlers (temporary folders of ``tempfile``, ``multiprocessing``'s, logging's),
 flushes stdout and stderr, then ends the process with ``code``. What it leaves out is the clearing of modules
 and the C/C++ destructors. Files are this program's to close: its writers close theirs (``with``, ``write_text``);
 the measuring children already end this way (measure/isolate.py, measure/resident.py).
@@ -29,12 +29,12 @@ def enabled() -> bool:
 
 def end_process(code: int) -> NoReturn:
     """End this process with exit status ``code`` (see the module's docstring)."""
-    me = threading.current_thread()
-    if not enabled() or me is not threading.main_thread():
+    shutdown = getattr(threading, "_shutdown", None)  # the interpreter's own first step at its end (CPython)
+    if not enabled() or shutdown is None or threading.current_thread() is not threading.main_thread():
         sys.exit(code)
-    for t in threading.enumerate():
-        if t is not me and not t.daemon:
-            t.join()  # as the interpreter's shutdown waits for them
+    # threading's exit hooks (concurrent.futures tells its idle workers to leave here), then every non-daemon
+    # thread joined: joining first would wait forever for a pool's idle worker
+    shutdown()
     try:
         atexit._run_exitfuncs()
     finally:
