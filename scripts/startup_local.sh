@@ -42,8 +42,8 @@ for run in "$@"; do
         one-gpu-cold) one one-gpu-cold "${COLD_LIMIT:-300}" "${COLD_CACHE:-/tmp/c3}" $G1 -- ;;
         two-gpus-cold) one two-gpus-cold "${COLD_LIMIT:-300}" "${COLD_CACHE:-/tmp/c2}" X=1 -- ;;
         one-gpu-warm-after) one one-gpu-warm-after 200 /tmp/c1 $G1 -- --cpu-rows after ;;
-        one-gpu-warm-main|one-gpu-warm-main-again) CODE=${MAIN_CODE:?} one "$run" 200 /tmp/c1 $G1 -- ;;
-        two-gpus-warm-main|two-gpus-warm-main-again) CODE=${MAIN_CODE:?} one "$run" 150 /tmp/c1 X=1 -- ;;
+        one-gpu-warm-main|one-gpu-warm-main-*) CODE=${MAIN_CODE:?} one "$run" 200 /tmp/c1 $G1 -- ;;
+        two-gpus-warm-main|two-gpus-warm-main-*) CODE=${MAIN_CODE:?} one "$run" 150 /tmp/c1 X=1 -- ;;
         one-gpu-warm|one-gpu-warm-again|one-gpu-warm-[0-9]*) one "$run" 200 /tmp/c1 $G1 -- ;;
         two-gpus-warm|two-gpus-warm-again|two-gpus-warm-[0-9]*) one "$run" 150 /tmp/c1 X=1 -- ;;
         each-row-alone) one each-row-alone 300 /tmp/c1 X=1 -- --gpus sequential ;;

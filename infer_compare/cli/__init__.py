@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 from infer_compare.base.errors import InferCompareError
 from infer_compare.base.interrupts import Terminated, on_sigterm
@@ -42,6 +43,7 @@ from infer_compare.cli.files import cmd_diff, cmd_env, cmd_merge, cmd_report
 from infer_compare.cli.flags import runner_options_from_args  # noqa: F401
 from infer_compare.cli.output import requested_not_run  # noqa: F401
 from infer_compare.cli.soak import cmd_soak
+from infer_compare.host.process_end import end_process
 
 SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "gate", "merge", "soak", "fleet")
 
@@ -64,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         return 143 if term else 130
     except BrokenPipeError:
         return _pipe_closed()
+
+
+def command() -> NoReturn:
+    """The ``infer-compare`` command (and ``python -m infer_compare``): ``main()``, then the process's end without
+    the interpreter's teardown (host/process_end.py). Tests call ``main()``."""
+    end_process(main())
 
 
 def _pipe_closed() -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 from infer_compare.catalog.device_kinds import kind_of
 from infer_compare.catalog.runtimes import runtimes
+from infer_compare.measure import prefetch
 from infer_compare.measure.gpus import (
     Slot,
     assign,
@@ -47,8 +48,11 @@ def lanes(run: Any, cells: list[Any], sel: Any) -> tuple[list[Slot], Slot | None
 def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., None]) -> None:
     """The GPU configurations on several GPUs at once where there are several and ``--gpus`` is not
     sequential, the CPU configurations beside them with ``--cpu-rows beside``; then every other cell in
-    turn. ``one_cell(cell, tag, slot=None)`` measures one."""
+    turn. ``one_cell(cell, tag, slot=None)`` measures one. The report writers' imports start once no CPU
+    configuration is left to measure (measure/prefetch.py)."""
     tags = {id(c): f"cell{i}" for i, c in enumerate(cells)}
+    if not any(_on_cpu(c) for c in cells):
+        prefetch.start()
     slots, lane = lanes(run, cells, sel)
     work, rest = assign(cells, slots, sel.gpus) if len(slots) > 1 or lane is not None else ([], cells)
     if lane is not None:
@@ -68,15 +72,33 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
             with pinned_thread(s.cores if not s.is_gpu else ()):  # the lane's own work (an export) on its cores
                 one_cell(c, tag, s)
 
-        run_on_slots(work, used, measure, run.cancel, family=lambda c: (c.kind, runtime_of(c.runner)))
+        run_on_slots(work, used, measure, run.cancel, family=lambda c: (c.kind, runtime_of(c.runner)),
+                     on_done=_prefetch_when_cpu_lane_ends(rest))
         run.concurrent = {}
-    for c in rest:
+    for i, c in enumerate(rest):
+        if not any(map(_on_cpu, rest[i:])):
+            prefetch.start()
         one_cell(c, tags[id(c)])
     if work:  # the rows in plan order, whichever lane finished first
         order: dict[tuple, int] = {}
         for i, c in enumerate(cells):
             order.setdefault((c.runner, c.fmt, c.precision, c.kind), i)
         run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
+
+
+def _prefetch_when_cpu_lane_ends(rest: list[Any]) -> Callable[[Slot], None]:
+    """The hook of a slot whose worker has nothing left: the CPU lane's end starts the report writers' imports on
+    its cores, unless CPU configurations remain to be measured in turn after the lanes."""
+    def on_done(slot: Slot) -> None:
+        if not slot.is_gpu and not any(map(_on_cpu, rest)):
+            prefetch.start(slot.cores)
+    return on_done
+
+
+def _on_cpu(c: Any) -> bool:
+    """A configuration whose timing the host's CPU carries: every one measured off a CUDA GPU (the CPU's own, an
+    accelerator driven from the host); a cell with no device measures nothing."""
+    return c.kind != "cuda" and bool(c.device)
 
 
 def runtime_of(runner: str) -> str:

@@ -63,10 +63,12 @@ class Board:
 
 def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
                  measure_one: Callable[[Any, Slot], None], cancel: threading.Event,
-                 family: Callable[[Any], Any] | None = None) -> None:
+                 family: Callable[[Any], Any] | None = None,
+                 on_done: Callable[[Slot], None] | None = None) -> None:
     """Measure every (cell, devices) of ``work`` on the slots, concurrently; returns when all are done.
-    ``family``: see Board. An exception in a worker (an interrupt included) cancels the others and is
-    raised here."""
+    ``family``: see Board. ``on_done(slot)``: called from a slot's worker when the board has nothing left for
+    it (not after an error or a cancel). An exception in a worker (an interrupt included) cancels the others and
+    is raised here."""
     board = Board(work, family)
     errors: list[BaseException] = []
 
@@ -75,6 +77,8 @@ def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
             while not cancel.is_set():
                 cell = board.take(slot.device)
                 if cell is None:
+                    if on_done is not None:
+                        on_done(slot)
                     return
                 measure_one(cell, slot)
         except BaseException as e:  # noqa: BLE001 - carried to the main thread
