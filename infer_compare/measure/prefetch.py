@@ -19,13 +19,11 @@ A prefetch that fails is ignored: the real import, in ``report.write_all``, rais
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 from collections.abc import Sequence
 
-# what write_all() imports on its first call beyond the comparison's own modules (report/plots.py, its SVG backend)
-REPORT_WRITERS = ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_svg", "infer_compare.report.plots")
+from infer_compare.report.writers import REPORT_WRITERS, import_writers
 
 _lock = threading.Lock()
 _started: threading.Thread | None = None
@@ -43,14 +41,7 @@ def warm(modules: Sequence[str] = REPORT_WRITERS, cores: Sequence[int] = ()) -> 
             os.sched_setaffinity(0, set(cores))  # pid 0: the calling thread only (Linux)
         except OSError:
             pass
-    done = []
-    for m in modules:
-        try:
-            importlib.import_module(m)
-            done.append(m)
-        except Exception:  # noqa: BLE001 - a prefetch never fails the run; the real import says why
-            break
-    return done
+    return import_writers(modules)
 
 
 def start(cores: Sequence[int] = ()) -> threading.Thread | None:
