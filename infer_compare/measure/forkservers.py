@@ -67,6 +67,10 @@ class ForkServers:
         that became ready (a caller says so where it uses them: ``announce``)."""
         return [srv for srv in list(self.servers.values()) if not srv.ready and not srv.failed and srv.start()]
 
+    def importing(self) -> bool:
+        """True while some launched server has neither finished its imports nor failed."""
+        return any(not srv.ready and not srv.failed for srv in self.servers.values())
+
     def announce(self, srv: ForkServer) -> None:
         self.log("fork server ready: " + ", ".join(m.lstrip("?") for m in srv.modules)
                  + " imported once for all configurations")

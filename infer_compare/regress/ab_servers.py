@@ -91,7 +91,7 @@ class SideServers:
 
     def importing(self) -> bool:
         """True while some launched server has neither finished its imports nor failed."""
-        return any(not s.ready and not s.failed for fs in self.distinct() for s in fs.servers.values())
+        return any(fs.importing() for fs in self.distinct())
 
     def close(self) -> None:
         for srv in self.distinct():
