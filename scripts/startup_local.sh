@@ -46,6 +46,9 @@ for run in "$@"; do
         two-gpus-warm-main|two-gpus-warm-main-*) CODE=${MAIN_CODE:?} one "$run" 150 /tmp/c1 X=1 -- ;;
         one-gpu-warm|one-gpu-warm-again|one-gpu-warm-[0-9]*) one "$run" 200 /tmp/c1 $G1 -- ;;
         two-gpus-warm|two-gpus-warm-again|two-gpus-warm-[0-9]*) one "$run" 150 /tmp/c1 X=1 -- ;;
+        # one measuring process per GPU (host/gpu_turn.py's switch), this checkout's code
+        one-gpu-warm-off-[0-9]*) one "$run" 200 /tmp/c1 $G1 INFER_COMPARE_GPU_TURNS=0 -- ;;
+        two-gpus-warm-off-[0-9]*) one "$run" 150 /tmp/c1 X=1 INFER_COMPARE_GPU_TURNS=0 -- ;;
         each-row-alone) one each-row-alone 300 /tmp/c1 X=1 -- --gpus sequential ;;
         # the CPU rows alone on the cores and threads the one-GPU run's CPU lane had (cores 0-27, 28 threads)
         cpu-rows-alone-lane) PRE="taskset -c ${LANE_CORES:-0-27}" one cpu-rows-alone-lane 150 /tmp/c1 X=1 -- \

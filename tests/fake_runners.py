@@ -14,6 +14,7 @@ from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner  # imports 
 from infer_compare.backends.runner import Runner
 from infer_compare.base.errors import BackendUnavailable
 from infer_compare.base.records import Availability
+from infer_compare.host import gpu_turn
 
 
 class _Base(Runner):
@@ -25,6 +26,26 @@ class _Base(Runner):
         self._out = np.zeros((self.options.batch_size, 10), np.float32)
 
     def run(self, x):
+        return self._out
+
+
+class TurnRunner(_Base):
+    """Writes "PID TIME" to $TURN_LOG at each call; with $TURN_RELEASE_S, its load lets its GPU turn go that long
+    (host/gpu_turn.py), as torch.compile's tracing does, touching $TURN_LOG.released when it has let go."""
+
+    def load(self):
+        super().load()
+        hold, turn = float(os.environ.get("TURN_RELEASE_S") or 0), gpu_turn.current()
+        if hold and turn is not None:
+            with turn.released():
+                with open(os.environ["TURN_LOG"] + ".released", "w") as f:
+                    f.write(f"{time.time()}\n")
+                time.sleep(hold)
+
+    def run(self, x):
+        with open(os.environ["TURN_LOG"], "a") as f:
+            f.write(f"{os.getpid()} {time.time()}\n")
+        time.sleep(0.002)
         return self._out
 
 

@@ -24,6 +24,7 @@ from infer_compare.base.records import LATENCY, THROUGHPUT
 from infer_compare.catalog.formats import RUNNERS
 from infer_compare.catalog.options import NoOptions
 from infer_compare.catalog.runtimes import load_impl, options_class
+from infer_compare.host import gpu_turn
 from infer_compare.host.energy import EnergyMeter, energy_fields
 from infer_compare.measure import calibration
 from infer_compare.measure.bench import time_loop
@@ -213,16 +214,25 @@ def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
     try:
         done: dict[int, list[CellResult]] = {}
         for b in spec.batch_sizes:
-            lat = _measure_batch(sess, b, images, timed=LATENCY in scen).replace(peak_rss_mb=peak_rss_mb())
-            done[b] = [lat] if LATENCY in scen else []
-            if LATENCY in scen:
-                emit(lat)
-            if THROUGHPUT in scen:
-                done[b].append(_measure_throughput(sess, lat, images).replace(peak_rss_mb=peak_rss_mb()))
-                emit(done[b][-1])
-        _full_parity_if_top_failed(sess, done, emit)
+            with gpu_turn.holding() as turn:  # another process on this GPU waits (host/gpu_turn.py)
+                lat = _turns(_measure_batch(sess, b, images, timed=LATENCY in scen), turn)
+                done[b] = [lat] if LATENCY in scen else []
+                if LATENCY in scen:
+                    emit(lat)
+                if THROUGHPUT in scen:
+                    done[b].append(_turns(_measure_throughput(sess, lat, images), turn))
+                    emit(done[b][-1])
+        with gpu_turn.holding():
+            _full_parity_if_top_failed(sess, done, emit)
     finally:
         sess.close()
+
+
+def _turns(res: CellResult, turn: gpu_turn.Turn | None) -> CellResult:
+    """``res`` with this process's peak RSS and, where it took turns on its GPU with another process, the seconds
+    it waited for the GPU and let it go while compiling (``extra.gpu_turn``)."""
+    res = res.replace(peak_rss_mb=peak_rss_mb())
+    return res if turn is None else res.replace(extra={**res.extra, "gpu_turn": turn.take_stats()})
 
 
 def _full_parity_if_top_failed(sess: Session, done: dict[int, list[CellResult]], emit) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from infer_compare.host import gpu_turn
 from infer_compare.measure.forkserver import ForkServer, enabled
 
 
@@ -114,7 +115,8 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
         names = [n for n in (sel.backends or known) if n in known and any(present.get(k) for k in known[n].device_kinds)]
         wanted = list(dict.fromkeys(preloads(names).values()))
         gpu_names = [n for n in names if "cuda" in known[n].device_kinds and known[n].preload]
-        extra = spare_slots(present, sel) if gpu_names else 0
+        parts = gpu_turn.PARTS if gpu_turn.enabled() and set(gpu_names) & set(gpu_turn.TRACING_RUNNERS) else 1
+        extra = spare_slots(present, sel, parts) if gpu_names else 0
         for target in [servers] + [ForkServers(prog.log, str(cache.root)) for _ in range(extra)]:
             for mods in wanted:
                 target.launch(mods)
@@ -123,12 +125,13 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
     return servers
 
 
-def spare_slots(present: dict[str, list[str]], sel: Any) -> int:
+def spare_slots(present: dict[str, list[str]], sel: Any, parts: int = 1) -> int:
     """How many GPU slots beyond the first will fork from servers of their own: the CUDA devices the run may
-    measure at once, less one (none with ``--gpus sequential``). A GPU the plan leaves out later only costs
+    measure at once, times the measuring processes of each (``parts``: two where they take turns on a GPU,
+    host/gpu_turn.py), less one (none with ``--gpus sequential``). A GPU the plan leaves out later only costs
     its spare's import."""
     if getattr(sel, "gpus", "") == "sequential":
         return 0
     asked = set(getattr(sel, "devices", None) or ())
     gpus = [d for d in present.get("cuda", []) if not asked or "cuda" in asked or d in asked]
-    return max(0, len(gpus) - 1)
+    return max(0, len(gpus) * max(1, parts) - 1)

@@ -25,10 +25,18 @@ AUTO_LANE_SHARE of the usable CPUs and every thread the user asked for (``--thre
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from infer_compare.host import gpu_turn
+
 GPU_MODES = ("spread", "every", "sequential")
+TURNS_NOTE = (
+    "each GPU whose plan compiles was measured by two such processes taking turns (host/gpu_turn.py, "
+    "extra.gpu_process): the GPU's work of one at a time (each batch size's load, cold call, warm-up, timed loop "
+    "and parity outputs under a lock file), except torch.compile's tracing and compilation, which ran on one "
+    "process's cores while the other used the GPU (each row's extra.gpu_turn: the seconds its process waited for the "
+    "GPU, and compiled beside the other's work); INFER_COMPARE_GPU_TURNS=0: one process per GPU. ")
 CPU_ROWS = ("auto", "after", "beside")  # CPU configurations after the GPU ones (every core), beside them, or auto
 AUTO_LANE_SHARE = 0.75  # --cpu-rows auto: beside only where the CPU lane keeps at least this share of the CPUs
 GPU_LANE_CPUS = 4  # logical CPUs of each GPU's measuring process when the CPU configurations run beside
@@ -43,6 +51,13 @@ class Slot:
     gpu: dict[str, Any] = field(default_factory=dict)  # index (NVML), name, uuid
     cores: tuple[int, ...] = ()
     threads: int | None = None  # the CPU lane: the threads of its configurations (its physical cores)
+    part: int = 0  # which of its GPU's measuring processes taking turns (host/gpu_turn.py), from 0
+    turn: str = ""  # the lock file of those processes ("": the GPU's one measuring process)
+
+    @property
+    def name(self) -> str:
+        """The slot's own name: its device, and which of the GPU's processes it is where they take turns."""
+        return self.device if not self.turn else f"{self.device}/{self.part + 1}"
 
     @property
     def pool(self) -> str:
@@ -58,7 +73,8 @@ class Slot:
         if not self.is_gpu:
             return {}
         which = self.gpu.get("uuid") or self.gpu.get("index")
-        return {"CUDA_VISIBLE_DEVICES": str(which)} if which is not None else {}
+        return {**({"CUDA_VISIBLE_DEVICES": str(which)} if which is not None else {}),
+                **({gpu_turn.ENV: self.turn} if self.turn else {})}
 
     def facts(self) -> dict[str, Any]:
         """What each row measured on this slot records: the physical GPU and the cores."""
@@ -67,13 +83,15 @@ class Slot:
             out["cores"] = spell_cores(self.cores)
         if self.threads:
             out["lane_threads"] = self.threads
+        if self.turn:
+            out["gpu_process"] = self.part + 1
         return out
 
     def describe(self) -> str:
         g = self.gpu
         bits = [f"GPU {g['index']}" if g.get("index") is not None else "", str(g.get("name") or ""),
                 str(g.get("uuid") or ""), f"cores {spell_cores(self.cores)}" if self.cores else ""]
-        return f"{self.device} (" + ", ".join(b for b in bits if b) + ")"
+        return f"{self.name} (" + ", ".join(b for b in bits if b) + ")"
 
 
 def spell_cores(cores: tuple[int, ...]) -> str:
@@ -156,11 +174,12 @@ def make_slots(gpus: list[dict[str, Any]], devices: list[str], cpus: list[int] |
 
 
 def make_lanes(gpus: list[dict[str, Any]], devices: list[str], threads: int, cpus: list[int] | None = None,
-               siblings: Any = siblings_of, per_gpu: int | None = None) -> tuple[list[Slot], Slot] | None:
+               siblings: Any = siblings_of, per_gpu: int | None = None, parts: int = 1) -> tuple[list[Slot], Slot] | None:
     """CPU configurations beside the GPU ones: each GPU's slot gets whole physical cores making at least
-    ``per_gpu`` logical CPUs, the CPU lane every other core and as many threads as it has physical cores (at
-    most ``threads``); None when the lane would have fewer than MIN_CPU_LANE CPUs."""
-    per_gpu = GPU_LANE_CPUS if per_gpu is None else per_gpu
+    ``per_gpu`` logical CPUs for each of its ``parts`` measuring processes (host/gpu_turn.py), the CPU lane every
+    other core and as many threads as it has physical cores (at most ``threads``); None when the lane would have
+    fewer than MIN_CPU_LANE CPUs."""
+    per_gpu = (GPU_LANE_CPUS if per_gpu is None else per_gpu) * max(1, parts)
     # the GPUs' processes on the last cores: the first ones also serve the parent and the system (on the 2 x H100
     # host the GPU process on cores 0-3 loaded its model several times slower than the one on cores 4-7)
     groups = physical_cores(usable_cpus() if cpus is None else cpus, siblings)[::-1]
@@ -244,10 +263,28 @@ def concurrency_note(mode: str, used: list[Slot]) -> str:
            "same cores within 3 % (reports/gpu-x2-startup-round2.md): --cpu-rows after measures them alone. "
            if lane is not None else
            "CPU configurations ran after them, one at a time, on every core. ")
-    return (f"GPU configurations ran {'concurrently' if len(gpu) > 1 else 'on one GPU'} (--gpus {mode}: {how}) on "
+    several = len({s.device for s in gpu}) > 1
+    return (f"GPU configurations ran {'concurrently' if several else 'on one GPU'} (--gpus {mode}: {how}) on "
             + "; ".join(s.describe() for s in gpu)
             + ". Each measuring process saw its GPU alone (CUDA_VISIBLE_DEVICES) and ran pinned to its own cores; "
+            + (TURNS_NOTE if any(s.turn for s in gpu) else "")
             + cpu + "Each row names its GPU (extra.gpu_*). "
             "Rows of short calls (a CPU-bound launch loop: batch 1, small batches of fast configurations) are not "
             "shown to match a row measured alone within 3 % (on the 2-GPU H200 machines their spread between two "
             "runs, each row alone, was larger: reports/gpu-h200x2-fidelity.md); --gpus sequential measures each alone")
+
+
+def with_turns(slots: list[Slot], lockdir: str, parts: int = gpu_turn.PARTS, siblings: Any = siblings_of) -> list[Slot]:
+    """Each GPU slot as ``parts`` slots of that GPU whose measuring processes take turns on it (host/gpu_turn.py),
+    each on its own share of the slot's cores (whole physical cores where there are enough), sharing one lock
+    file under ``lockdir``. A slot whose cores cannot be shared out among them stays one."""
+    out: list[Slot] = []
+    for s in slots:
+        shares = core_slices(list(s.cores), parts, siblings) if s.cores else []
+        if not s.is_gpu or len(shares) != parts or not all(shares):
+            out.append(s)
+            continue
+        path = os.path.join(lockdir, f"gpu-{s.device.replace(':', '')}.turn")
+        out += [replace(s, cores=c, part=i, turn=path) for i, c in enumerate(shares)]
+    return out
+

@@ -14,6 +14,7 @@ from typing import Any
 
 from infer_compare.catalog.device_kinds import kind_of
 from infer_compare.catalog.runtimes import runtimes
+from infer_compare.host import gpu_turn
 from infer_compare.measure import prefetch
 from infer_compare.measure.gpus import (
     Slot,
@@ -23,37 +24,43 @@ from infer_compare.measure.gpus import (
     make_lanes,
     make_slots,
     usable_cpus,
+    with_turns,
 )
 from infer_compare.measure.parallel import run_on_slots
 
 
-def lanes(run: Any, cells: list[Any], sel: Any) -> tuple[list[Slot], Slot | None]:
+def lanes(run: Any, cells: list[Any], sel: Any, turns: bool = False) -> tuple[list[Slot], Slot | None]:
     """(GPU slots, the CPU lane or None): a slot per CUDA device the plan names (this process's numbering,
-    with its GPU's facts) where there are several, or where the CPU configurations run beside the GPU ones."""
+    with its GPU's facts) where there are several, where the CPU configurations run beside the GPU ones, or
+    where each GPU's processes take turns (``turns``: each GPU's slot then has cores for each of them)."""
     devices = list(dict.fromkeys(c.device for c in cells if c.kind == "cuda" and c.device))
     gpus = list(getattr(run.environment, "gpus", ()) or ())
     cpu_cells = any(c.kind == "cpu" and c.device for c in cells)
     mode = getattr(sel, "cpu_rows", "after")
     if mode != "after" and sel.gpus != "sequential" and devices and cpu_cells:
-        got = make_lanes(gpus, devices, int(run.settings.threads or 1))
+        got = make_lanes(gpus, devices, int(run.settings.threads or 1), parts=gpu_turn.PARTS if turns else 1)
         asked = getattr(sel, "threads_asked", None)  # --threads as given (sel.threads is filled in from the host)
         beside, why = cpu_rows_beside(mode, got[1] if got else None, len(usable_cpus()), asked)
         if beside and got is not None:
             return got
         if why:
             run.notes.append(why)
-    return (make_slots(gpus, devices) if len(devices) > 1 else []), None
+    return (make_slots(gpus, devices) if len(devices) > 1 or (turns and devices) else []), None
 
 
-def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., None]) -> None:
+def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., None], workdir: Any = None) -> None:
     """The GPU configurations on several GPUs at once where there are several and ``--gpus`` is not
     sequential, the CPU configurations beside them with ``--cpu-rows beside``; then every other cell in
-    turn. ``one_cell(cell, tag, slot=None)`` measures one. The report writers' imports start once no CPU
-    configuration is left to measure (measure/prefetch.py)."""
+    turn. Where the plan compiles on a GPU (``workdir`` given, host/gpu_turn.py), each GPU is measured by two
+    processes taking turns, their lock files in ``workdir``. ``one_cell(cell, tag, slot=None)`` measures one.
+    The report writers' imports start once no CPU configuration is left to measure (measure/prefetch.py)."""
     tags = {id(c): f"cell{i}" for i, c in enumerate(cells)}
     if not any(_on_cpu(c) for c in cells):
         prefetch.start()
-    slots, lane = lanes(run, cells, sel)
+    turns = bool(workdir) and sel.gpus != "sequential" and gpu_turn.wanted(cells)
+    slots, lane = lanes(run, cells, sel, turns)
+    if turns:
+        slots = with_turns(slots, str(workdir))
     work, rest = assign(cells, slots, sel.gpus) if len(slots) > 1 or lane is not None else ([], cells)
     if lane is not None:
         beside = [c for c in rest if c.kind == "cpu" and c.device]
@@ -61,7 +68,7 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         work += [(c, ("cpu",)) for c in beside]
     if work:
         used = [s for s in [*slots, *([lane] if lane else [])] if any(s.device in allowed for _, allowed in work)]
-        run.concurrent = {"concurrent_with": ", ".join(s.device for s in used)}
+        run.concurrent = {"concurrent_with": ", ".join(dict.fromkeys(s.device for s in used))}
         run.notes.append(concurrency_note(sel.gpus, used))
         for s in used:
             with pinned_thread(s.cores):  # a slot's fork servers start (and import) on its own cores

@@ -36,28 +36,31 @@ class Board:
         self.family = family
         self.seen: dict[str, list[tuple[Any, str]]] = {}  # device -> (family, precision) measured there, in order
 
-    def rank(self, device: str, cell: Any) -> int:
+    def rank(self, who: str, cell: Any) -> int:
         if self.family is None:
             return 0
         key = (self.family(cell), str(getattr(cell, "precision", "")))
-        mine = self.seen.get(device, [])
+        mine = self.seen.get(who, [])
         current = mine[-1][0] if mine else None
-        elsewhere = any(key in keys for d, keys in self.seen.items() if d != device)
+        elsewhere = any(key in keys for d, keys in self.seen.items() if d != who)
         if key[0] == current and key in mine:
             return 0
         if key[0] == current and not elsewhere:
             return 1
         return 2 if not elsewhere else 3
 
-    def take(self, device: str) -> Any | None:
+    def take(self, device: str, who: str | None = None) -> Any | None:
+        """The next configuration for the worker ``who`` (its slot's name; default ``device``) measuring on
+        ``device``, or None."""
+        who = who or device
         with self.lock:
-            mine = [(self.rank(device, cell), i) for i, (cell, allowed) in enumerate(self.todo) if device in allowed]
+            mine = [(self.rank(who, cell), i) for i, (cell, allowed) in enumerate(self.todo) if device in allowed]
             if not mine:
                 return None
             _, i = min(mine)
             cell = self.todo.pop(i)[0]
             if self.family is not None:
-                self.seen.setdefault(device, []).append((self.family(cell), str(getattr(cell, "precision", ""))))
+                self.seen.setdefault(who, []).append((self.family(cell), str(getattr(cell, "precision", ""))))
             return cell
 
 
@@ -75,7 +78,7 @@ def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
     def worker(slot: Slot) -> None:
         try:
             while not cancel.is_set():
-                cell = board.take(slot.device)
+                cell = board.take(slot.device, slot.name)
                 if cell is None:
                     if on_done is not None:
                         on_done(slot)
@@ -85,7 +88,7 @@ def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
             errors.append(e)
             cancel.set()
 
-    threads = [threading.Thread(target=worker, args=(s,), name=f"measure-{s.device}", daemon=True) for s in slots]
+    threads = [threading.Thread(target=worker, args=(s,), name=f"measure-{s.name}", daemon=True) for s in slots]
     for t in threads:
         t.start()
     try:

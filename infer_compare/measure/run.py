@@ -127,13 +127,13 @@ class _Run:
         """The fork servers of ``slot`` (the run's own for the first slot, a GPU's; the CPU lane has its own)."""
         if slot is None:
             return self.servers
-        if slot.device not in self.slot_servers:
+        if slot.name not in self.slot_servers:
             mine = self.servers if not self.slot_servers else (
                 self.servers.take_spare() or ForkServers(self.prog.log, self.servers.cache_root))
-            self.slot_servers[slot.device] = mine
+            self.slot_servers[slot.name] = mine
             for mods in dict.fromkeys(self.preload.values()):
                 mine.launch(mods)  # the imports start now, beside the other slots' work
-        return self.slot_servers[slot.device]
+        return self.slot_servers[slot.name]
 
     def isolated(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Settings,
                  env: dict[str, str] | None = None, cancel: Any = None) -> list:
@@ -320,7 +320,9 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
 def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Selection, work: Path,
                    cache: Cache) -> None:
     """Every cell: on several GPUs at once, the CPU ones beside them, or in turn (measure/lanes.py)."""
-    measure_cells(run, cells, sel, lambda c, tag, slot=None: _one_cell(run, c, chain, sel, work, cache, tag, slot))
+    own = run.cell_runner == run.isolated  # the gate measures its own way: no turns on a GPU
+    measure_cells(run, cells, sel, lambda c, tag, slot=None: _one_cell(run, c, chain, sel, work, cache, tag, slot),
+                  workdir=work if own else None)
 
 
 def _one_cell(run: _Run, c: Cell, chain: ArtifactChain, sel: Selection, work: Path, cache: Cache, tag: str,

@@ -26,6 +26,8 @@ fakes in tests/test_gpu.py.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -43,12 +45,35 @@ from infer_compare.backends.throughput import (
 from infer_compare.base.batches import count
 from infer_compare.base.errors import BackendUnavailable, RunnerError
 from infer_compare.catalog import deps
+from infer_compare.host import gpu_turn
 from infer_compare.host.gpu import CallMeter, cuda_facts_torch
 
 CUDA_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 RING_CALLS = 4096
 WARM_CALLS = 3  # calls before a CUDA graph's capture, and torch.compile's calls in load()
 DEVICES_USED: set[int] = set()  # CUDA devices this process has measured on (a resident process: several rows)
+
+
+@contextmanager
+def compiling_beside(torch: Any, turn: gpu_turn.Turn | None) -> Iterator[None]:
+    """Where this process takes turns with another on its GPU (host/gpu_turn.py): the GPU let go while torch.compile
+    traces and compiles (CPU work) in the block, taken back when Dynamo's compilation ends, before the compiled code
+    runs on the GPU (its compile-end callback), or at the block's end. A torch without that callback keeps it."""
+    handler = getattr(getattr(getattr(torch, "_dynamo", None), "callback", None), "callback_handler", None)
+    if turn is None or not turn.held or not hasattr(handler, "remove_end_callback"):
+        yield
+        return
+
+    def take_back(*_: Any) -> None:
+        turn.acquire()
+
+    handler.register_end_callback(take_back)
+    try:
+        with turn.released():
+            yield
+    finally:
+        if take_back in getattr(handler, "end_callbacks", [take_back]):  # torch._dynamo.reset() clears them
+            handler.remove_end_callback(take_back)
 
 
 class TorchEventRing:
@@ -146,7 +171,8 @@ class CudaRows:
 
         t0 = time.perf_counter()
         dummy = self._zeros(shape)
-        with torch.inference_mode():
+        torch.cuda.synchronize(self._dev)
+        with compiling_beside(torch, gpu_turn.current()), torch.inference_mode():
             for _ in range(WARM_CALLS):
                 if self._mark_step is not None:
                     self._mark_step()

@@ -1,0 +1,128 @@
+"""Two measuring processes on one GPU, taking turns: the GPU's work of one at a time, and torch.compile's tracing
+(Python on the CPU, nothing on the GPU) in one while the other uses the GPU.
+
+Where a GPU's plan has torch.compile configurations, its slot is measured by two processes (``PARTS``), each on
+its own half of the slot's cores, sharing a lock file (``ENV`` names it; ``fcntl.flock``). A measuring process
+holds the lock for each batch size it measures: the load or re-shape, the cold first call, the warm-up, the timed
+loop, the parity outputs and the throughput scenario, as one configuration's process alone on its GPU did. The one
+exception: torch.compile's compilation of a new shape (backends/pytorch/run_cuda.py) lets the lock go while
+Dynamo traces the model and Inductor builds (or loads from its cache) the code, and takes it again when that
+compilation ends, before the compiled code first runs (``torch._dynamo``'s compile-end callback). Meanwhile the
+other process measures its own configuration on the GPU; so two GPU rows are never timed at the same time, and a
+timed row shares the host only with a tracing process on other cores. Each row says how long its process waited
+for the GPU and how long its compilation ran beside the other's work (``extra.gpu_turn``).
+
+A process that dies holding the lock frees it (the kernel drops an flock with its last descriptor).
+``INFER_COMPARE_GPU_TURNS=0``: one process per GPU, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+ENV = "INFER_COMPARE_GPU_TURN"  # the lock file shared by the measuring processes of one GPU
+SWITCH = "INFER_COMPARE_GPU_TURNS"  # "0": one measuring process per GPU
+PARTS = 2  # measuring processes per GPU where its plan has torch.compile configurations
+TRACING_RUNNERS = ("pytorch-compile",)  # runners whose load has a long CPU-only part (the tracing) to overlap
+
+
+def enabled() -> bool:
+    return hasattr(os, "fork") and os.environ.get(SWITCH, "1") not in ("0", "false", "no")
+
+
+def wanted(cells: list[Any]) -> bool:
+    """Whether a GPU's measuring processes should take turns: turns on, and some CUDA configuration of the plan
+    compiles (the other configurations have no CPU-only part long enough to overlap)."""
+    return enabled() and any(c.kind == "cuda" and c.device and c.runner in TRACING_RUNNERS for c in cells)
+
+
+class Turn:
+    """This process's hold on its GPU's lock file, with the seconds it waited for it and the seconds it let it go
+    inside a configuration (``released``)."""
+
+    def __init__(self, path: str):
+        import fcntl
+
+        self._fcntl = fcntl
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.held = False
+        self.waited_s = 0.0
+        self.beside_s = 0.0
+        self._let_go: float | None = None  # when ``released`` let the lock go, until it is taken again
+
+    def acquire(self) -> None:
+        if self.held:
+            return
+        t0 = time.perf_counter()
+        if self._let_go is not None:
+            self.beside_s += t0 - self._let_go
+            self._let_go = None
+        self._fcntl.flock(self.fd, self._fcntl.LOCK_EX)
+        self.waited_s += time.perf_counter() - t0
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self._fcntl.flock(self.fd, self._fcntl.LOCK_UN)
+            self.held = False
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """The GPU is this process's while the block runs (and was before, if it was)."""
+        was = self.held
+        self.acquire()
+        try:
+            yield
+        finally:
+            if not was:
+                self.release()
+
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        """The GPU is let go while the block runs (CPU-only work), and held again when it ends, if it was; whatever
+        inside the block calls ``acquire`` takes it back earlier."""
+        was = self.held
+        self.release()
+        if was:
+            self._let_go = time.perf_counter()
+        try:
+            yield
+        finally:
+            if was:
+                self.acquire()
+
+    def take_stats(self) -> dict[str, float]:
+        """The seconds waited and let go since the last call (a batch size's row), and start again."""
+        out = {"waited_s": round(self.waited_s, 3), "compiled_beside_s": round(self.beside_s, 3)}
+        self.waited_s = self.beside_s = 0.0
+        return out
+
+
+_TURN: Turn | None = None
+
+
+def current() -> Turn | None:
+    """This process's Turn, where its parent gave it a lock file (``ENV``); else None (the GPU is its own)."""
+    global _TURN
+    path = os.environ.get(ENV, "")
+    if not path:
+        return None
+    if _TURN is None or _TURN.path != path:
+        _TURN = Turn(path)
+    return _TURN
+
+
+@contextmanager
+def holding() -> Iterator[Turn | None]:
+    """The process's turn held while the block runs; nothing where it has none."""
+    turn = current()
+    if turn is None:
+        yield None
+        return
+    with turn.holding():
+        yield turn

@@ -1,0 +1,223 @@
+"""Two measuring processes on one GPU taking turns (host/gpu_turn.py): never both on the GPU, the tracer's
+release lets the other in, each row says how long it waited; torch's compile-end callback takes the turn back
+before compiled code runs; a GPU slot becomes two slots of that GPU, each worker keeps its own history."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from types import SimpleNamespace as NS
+
+import numpy as np
+import pytest
+
+from infer_compare.backends.pytorch.run_cuda import compiling_beside
+from infer_compare.host import gpu_turn
+from infer_compare.measure.bench import LoopSettings
+from infer_compare.measure.cells import CellSpec
+from infer_compare.measure.gpus import Slot, with_turns
+from infer_compare.measure.isolate import run_cell
+from infer_compare.measure.lanes import lanes
+from infer_compare.measure.parallel import Board
+
+from .conftest import python_env
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="flock and fork: POSIX only")
+
+
+def _spec(tmp_path, min_time_s: float) -> CellSpec:
+    np.save(tmp_path / "in.npy", np.zeros((4, 1, 8, 8), np.float32))
+    return CellSpec(runner="tests.fake_runners:TurnRunner", artifact="none", batch_sizes=(2,),
+                    inputs=str(tmp_path / "in.npy"),
+                    loop=LoopSettings(warmup_iters=1, min_iters=3, min_time_s=min_time_s, max_time_s=min_time_s,
+                                      target_ci=None, warmup_time_s=0.0))
+
+
+def _calls(path) -> list[float]:
+    return [float(line.split()[1]) for line in path.read_text().splitlines()]
+
+
+def test_two_processes_never_use_the_gpu_at_once_and_a_compile_lets_the_other_in(tmp_path):
+    """B lets its turn go for 1 s in its load (as torch.compile's tracing does); A, started then, measures its whole
+    batch size in that second; B's calls come after A's, and B's row says it waited and compiled beside."""
+    lock = str(tmp_path / "gpu0.turn")
+    env = {**python_env(), gpu_turn.ENV: lock}
+    got: dict[str, list] = {}
+
+    def run(name: str, extra: dict[str, str], min_time_s: float) -> None:
+        got[name] = run_cell(_spec(tmp_path / name, min_time_s), 60, tmp_path / name, name, env={**env, **extra})
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    b_log, a_log = tmp_path / "b.log", tmp_path / "a.log"
+    tb = threading.Thread(target=run, args=("b", {"TURN_LOG": str(b_log), "TURN_RELEASE_S": "1.0"}, 0.2))
+    tb.start()
+    t0 = time.time()
+    while not (tmp_path / "b.log.released").exists() and time.time() - t0 < 30:
+        time.sleep(0.01)
+    ta = threading.Thread(target=run, args=("a", {"TURN_LOG": str(a_log)}, 0.3))
+    ta.start()
+    ta.join(60)
+    tb.join(60)
+    a, b = _calls(a_log), _calls(b_log)
+    released_at = float((tmp_path / "b.log.released").read_text())
+    assert released_at < min(a) and max(a) < min(b), "A measured inside B's release, B only after A was done"
+    [ra], [rb] = got["a"], got["b"]
+    assert ra.ok and rb.ok
+    assert rb.extra["gpu_turn"]["compiled_beside_s"] >= 0.9
+    assert rb.extra["gpu_turn"]["waited_s"] >= 0.0 and ra.extra["gpu_turn"]["waited_s"] < 1.0
+
+
+def test_a_turn_waits_for_the_holder_and_counts_its_wait(tmp_path):
+    lock = str(tmp_path / "t.lock")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({lock!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(0.5)\n")],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    turn = gpu_turn.Turn(lock)
+    with turn.holding():
+        assert turn.held
+        with turn.released():
+            assert not turn.held
+            time.sleep(0.05)
+        assert turn.held
+    assert not turn.held
+    stats = turn.take_stats()
+    assert stats["waited_s"] >= 0.3 and stats["compiled_beside_s"] >= 0.04
+    assert turn.take_stats() == {"waited_s": 0.0, "compiled_beside_s": 0.0}
+    holder.wait(10)
+
+
+def test_no_lock_file_no_turn(monkeypatch):
+    monkeypatch.delenv(gpu_turn.ENV, raising=False)
+    assert gpu_turn.current() is None
+    with gpu_turn.holding() as turn:
+        assert turn is None
+
+
+class _Handler:
+    def __init__(self):
+        self.end: list = []
+
+    def register_end_callback(self, fn):
+        self.end.append(fn)
+
+    def remove_end_callback(self, fn):
+        self.end.remove(fn)
+
+
+def test_compiling_beside_lets_go_until_the_compile_ends(tmp_path):
+    handler = _Handler()
+    torch = NS(_dynamo=NS(callback=NS(callback_handler=handler)))
+    turn = gpu_turn.Turn(str(tmp_path / "t.lock"))
+    with turn.holding():
+        with compiling_beside(torch, turn):
+            assert not turn.held and len(handler.end) == 1  # tracing: the other process may use the GPU
+            handler.end[0]("args of torch's callback")  # the compilation ended: the compiled code runs next
+            assert turn.held
+        assert turn.held and handler.end == []
+    with compiling_beside(torch, None):  # no turn: nothing registered
+        assert handler.end == []
+    with compiling_beside(NS(), turn):  # a torch without the callback: the turn is kept (held or not)
+        assert not turn.held
+
+
+def test_torch_runs_the_compile_end_callback_before_the_compiled_code():
+    """The contract compiling_beside relies on, in the installed torch: Dynamo's compile-end callbacks run after
+    the backend compiled the frame and before its compiled code is called."""
+    torch = pytest.importorskip("torch")
+    handler = getattr(getattr(torch._dynamo, "callback", None), "callback_handler", None)
+    if not hasattr(handler, "remove_end_callback"):
+        pytest.skip("this torch has no compile-end callbacks: compilation keeps the GPU")
+    order: list[str] = []
+
+    def backend(gm, example_inputs):
+        order.append("compiled")
+
+        def run(*args):
+            order.append("ran")
+            return gm(*args)
+        return run
+
+    def end(*_):
+        order.append("end")
+
+    torch._dynamo.reset()  # (which also clears the callbacks)
+    handler.register_end_callback(end)
+    try:
+        torch.compile(lambda x: x * 2 + 1, backend=backend)(torch.ones(3))
+    finally:
+        handler.remove_end_callback(end)
+        torch._dynamo.reset()
+    assert order[:3] == ["compiled", "end", "ran"]
+
+
+def test_a_gpu_slot_becomes_two_slots_of_that_gpu_sharing_a_lock(tmp_path):
+    gpu = Slot("cuda:0", {"index": 0, "name": "H", "uuid": "GPU-a"}, cores=(4, 5, 6, 7))
+    lane = Slot("cpu", {}, cores=(0, 1, 2, 3), threads=4)
+    small = Slot("cuda:1", {"index": 1, "name": "H", "uuid": "GPU-b"}, cores=(8,))
+    one, two, cpu, kept = with_turns([gpu, lane, small], str(tmp_path), siblings=lambda c: (c, c + 1) if c % 2 == 0
+                                     else (c - 1, c))
+    assert (one.cores, two.cores) == ((4, 5), (6, 7)) and (one.name, two.name) == ("cuda:0/1", "cuda:0/2")
+    assert one.env()[gpu_turn.ENV] == two.env()[gpu_turn.ENV] == str(tmp_path / "gpu-cuda0.turn")
+    assert one.env()["CUDA_VISIBLE_DEVICES"] == "GPU-a" and two.facts()["gpu_process"] == 2
+    assert cpu is lane and kept is small and gpu_turn.ENV not in kept.env() and kept.name == "cuda:1"
+
+
+def test_each_process_of_a_gpu_keeps_its_own_history_on_the_board():
+    """Two workers of one GPU: each takes a precision of its own; then torch.compile of the precision it measured
+    eagerly (cuDNN's choices are made in that process)."""
+    cells = [NS(runner=r, precision=p) for r in ("pytorch", "pytorch-compile") for p in ("fp32", "tf32")]
+    board = Board([(c, ("cuda:0",)) for c in cells], family=lambda c: "PyTorch")
+    first, second = board.take("cuda:0", "cuda:0/1"), board.take("cuda:0", "cuda:0/2")
+    assert (first.runner, first.precision, second.runner, second.precision) == ("pytorch", "fp32", "pytorch", "tf32")
+    assert board.take("cuda:0", "cuda:0/2").precision == "tf32" and board.take("cuda:0", "cuda:0/1").precision == "fp32"
+
+
+def test_turns_only_where_a_gpu_configuration_compiles(monkeypatch):
+    cell = lambda runner, kind="cuda": NS(runner=runner, kind=kind, device=f"{kind}:0" if kind == "cuda" else kind)  # noqa: E731
+    assert gpu_turn.wanted([cell("pytorch"), cell("pytorch-compile")])
+    assert not gpu_turn.wanted([cell("pytorch"), cell("onnxruntime")])
+    assert not gpu_turn.wanted([cell("pytorch-compile", "cpu")])
+    monkeypatch.setenv(gpu_turn.SWITCH, "0")
+    assert not gpu_turn.wanted([cell("pytorch-compile")])
+
+
+def test_one_gpu_gets_a_slot_of_its_own_where_its_processes_take_turns():
+    run = NS(environment=NS(gpus=[{"index": 0, "cuda": 0, "name": "H", "uuid": "GPU-a"}]), settings=NS(threads=2),
+             notes=[])
+    sel = NS(cpu_rows="after", gpus="spread")
+    cells = [NS(runner="pytorch-compile", kind="cuda", device="cuda:0")]
+    assert lanes(run, cells, sel) == ([], None)
+    slots, lane = lanes(run, cells, sel, turns=True)
+    assert [s.device for s in slots] == ["cuda:0"] and lane is None
+
+
+def test_a_comparison_that_compiles_on_a_stand_in_gpu_measures_it_with_two_processes(monkeypatch, cache_dir):
+    """Through compare() with one stand-in GPU (no GPU here) and torch.compile in the plan: the GPU's configurations
+    run in two measuring processes sharing its lock, each on its own cores, and the report says so; ONNX Runtime's
+    CUDA rows (no CUDA provider here: skipped by their child) name the GPU and which of its processes ran them."""
+    import infer_compare.catalog.device_kinds as dk
+    from infer_compare import compare
+    from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
+
+    monkeypatch.setattr(dk, "all_gpus", lambda: [{"index": 0, "name": "H", "uuid": "GPU-aaaa-0000"}])
+    probe = OnnxRuntimeRunner.probe.__func__
+    monkeypatch.setattr(OnnxRuntimeRunner, "probe", classmethod(lambda c, device="cpu": probe(c, "cpu")))
+    rep = compare("lenet5", backends=["onnxruntime", "pytorch-compile"], precisions=["fp32", "fp16"],
+                  devices=["cuda:0"], batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1, warmup_time_s=0.0,
+                  cache_dir=cache_dir)
+    ort = [r for r in rep.rows if r.backend == "onnxruntime"]
+    assert len(ort) == 2 and {r.extra["gpu_process"] for r in ort} <= {1, 2}
+    assert all(r.extra["gpu_uuid"] == "GPU-aaaa-0000" and r.extra["concurrent_with"] == "cuda:0" for r in ort)
+    assert any("two such processes taking turns" in n and "cuda:0/2" in n for n in rep.notes)
+    monkeypatch.setenv(gpu_turn.SWITCH, "0")
+    rep = compare("lenet5", backends=["onnxruntime", "pytorch-compile"], precisions=["fp32"], devices=["cuda:0"],
+                  batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1, warmup_time_s=0.0, cache_dir=cache_dir)
+    assert not any("taking turns" in n for n in rep.notes)
+    assert all("gpu_process" not in r.extra for r in rep.rows)
