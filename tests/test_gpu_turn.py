@@ -123,8 +123,31 @@ def test_compiling_beside_lets_go_until_the_compile_ends(tmp_path):
         assert turn.held and handler.end == []
     with compiling_beside(torch, None):  # no turn: nothing registered
         assert handler.end == []
-    with compiling_beside(NS(), turn):  # a torch without the callback: the turn is kept (held or not)
+    turn.release()
+    with compiling_beside(torch, turn):  # a deferred turn (a load that traces first): taken at the compile's end
         assert not turn.held
+        handler.end[0]()
+        assert turn.held
+    turn.release()
+    with compiling_beside(torch, turn):  # ... or after the block at the latest
+        assert not turn.held
+    assert turn.held
+    turn.release()
+    with compiling_beside(NS(), turn):  # a torch without the callback: taken before the block
+        assert turn.held
+    turn.release()
+
+
+def test_a_deferred_turn_is_taken_on_demand_and_let_go_at_the_end(tmp_path, monkeypatch):
+    monkeypatch.setenv(gpu_turn.ENV, str(tmp_path / "t.lock"))
+    with gpu_turn.holding(defer=True) as turn:
+        assert not turn.held
+        gpu_turn.take()
+        assert turn.held
+    assert not turn.held
+    with gpu_turn.holding() as turn:
+        assert turn.held
+    assert not turn.held
 
 
 def test_torch_runs_the_compile_end_callback_before_the_compiled_code():

@@ -5,11 +5,14 @@ Where a GPU's plan has torch.compile configurations, its slot is measured by two
 its own half of the slot's cores, sharing a lock file (``ENV`` names it; ``fcntl.flock``). A measuring process
 holds the lock for each batch size it measures: the load or re-shape, the cold first call, the warm-up, the timed
 loop, the parity outputs and the throughput scenario, as one configuration's process alone on its GPU did. The one
-exception: torch.compile's compilation of a new shape (backends/pytorch/run_cuda.py) lets the lock go while
-Dynamo traces the model and Inductor builds (or loads from its cache) the code, and takes it again when that
-compilation ends, before the compiled code first runs (``torch._dynamo``'s compile-end callback). Meanwhile the
-other process measures its own configuration on the GPU; so two GPU rows are never timed at the same time, and a
-timed row shares the host only with a tracing process on other cores. Each row says how long its process waited
+exception: torch.compile's rows (``TRACING_RUNNERS``) load their first two batch sizes without it (the two that
+compile: the first shape, then the recompile that makes the batch dynamic; a later one runs the dynamic graph at
+once), and that compilation (backends/pytorch/run_cuda.py) runs without it while Dynamo traces the model and
+Inductor builds (or loads from its cache) the code; the lock is taken when that compilation ends, before the
+compiled code first runs (``torch._dynamo``'s compile-end callback), or at the end of the load. Meanwhile the other process measures its
+own configuration on the GPU; so two GPU rows are never timed at the same time, and a timed row shares the host
+with a tracing process on other cores and, on the GPU, with what such a load does before it traces: the weights'
+copy to the GPU, the creation of its CUDA events and a zero batch (milliseconds, once per load or new shape). Each row says how long its process waited
 for the GPU and how long its compilation ran beside the other's work (``extra.gpu_turn``).
 
 A process that dies holding the lock frees it (the kernel drops an flock with its last descriptor).
@@ -88,13 +91,13 @@ class Turn:
         inside the block calls ``acquire`` takes it back earlier."""
         was = self.held
         self.release()
-        if was:
-            self._let_go = time.perf_counter()
+        self._let_go = time.perf_counter()
         try:
             yield
         finally:
             if was:
                 self.acquire()
+            self._let_go = None
 
     def take_stats(self) -> dict[str, float]:
         """The seconds waited and let go since the last call (a batch size's row), and start again."""
@@ -118,11 +121,26 @@ def current() -> Turn | None:
 
 
 @contextmanager
-def holding() -> Iterator[Turn | None]:
-    """The process's turn held while the block runs; nothing where it has none."""
+def holding(defer: bool = False) -> Iterator[Turn | None]:
+    """The process's turn held while the block runs, and let go at its end; nothing where it has none. ``defer``:
+    not taken at the start: by ``take`` (or torch.compile's compile end) before the block's first GPU work that
+    matters (a runner whose load traces on the CPU first: ``TRACING_RUNNERS``)."""
     turn = current()
     if turn is None:
         yield None
         return
-    with turn.holding():
+    if not defer:
+        with turn.holding():
+            yield turn
+        return
+    try:
         yield turn
+    finally:
+        turn.release()
+
+
+def take() -> None:
+    """Take this process's turn now, where it has one and does not hold it (a deferred ``holding``)."""
+    turn = current()
+    if turn is not None:
+        turn.acquire()

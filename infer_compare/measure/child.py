@@ -136,6 +136,7 @@ def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True)
     try:
         stage = "load"
         runner, load_s = sess.runner_for(batch)
+        gpu_turn.take()  # a load that traced first (host/gpu_turn.py): the GPU from here on
         if runner.fixed_batch is not None and runner.fixed_batch != batch:
             return CellResult.failed(batch, "skipped", f"the artifact has a static batch of {runner.fixed_batch}; "
                                                        f"batch {batch} cannot run", stage=stage)
@@ -183,6 +184,7 @@ def _measure_throughput(sess: Session, lat: CellResult, images: Batch) -> CellRe
                            f"not measured: the batch failed before the throughput scenario ({lat.error})")
     try:
         runner, _ = sess.runner_for(batch)
+        gpu_turn.take()
         meter = EnergyMeter()
         loop = spec.loop
         ts = ThroughputSettings(duration_s=float(loop.max_time_s or loop.min_time_s or 1.0),
@@ -213,8 +215,12 @@ def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
     scen = set(spec.scenarios) or {LATENCY}
     try:
         done: dict[int, list[CellResult]] = {}
-        for b in spec.batch_sizes:
-            with gpu_turn.holding() as turn:  # another process on this GPU waits (host/gpu_turn.py)
+        # another process on this GPU waits (host/gpu_turn.py); torch.compile's first two batch sizes, which compile
+        # (its first shape, then the recompile that makes the batch dynamic), load (trace) before taking it; a later
+        # one reuses the dynamic graph: its load's warm calls run the model at once, so it loads with the turn
+        tracing = spec.runner in gpu_turn.TRACING_RUNNERS
+        for i, b in enumerate(spec.batch_sizes):
+            with gpu_turn.holding(defer=tracing and i < 2) as turn:
                 lat = _turns(_measure_batch(sess, b, images, timed=LATENCY in scen), turn)
                 done[b] = [lat] if LATENCY in scen else []
                 if LATENCY in scen:

@@ -56,11 +56,16 @@ DEVICES_USED: set[int] = set()  # CUDA devices this process has measured on (a r
 
 @contextmanager
 def compiling_beside(torch: Any, turn: gpu_turn.Turn | None) -> Iterator[None]:
-    """Where this process takes turns with another on its GPU (host/gpu_turn.py): the GPU let go while torch.compile
-    traces and compiles (CPU work) in the block, taken back when Dynamo's compilation ends, before the compiled code
-    runs on the GPU (its compile-end callback), or at the block's end. A torch without that callback keeps it."""
+    """Where this process takes turns with another on its GPU (host/gpu_turn.py): the GPU left to the other while
+    torch.compile traces and compiles (CPU work) in the block, taken when Dynamo's compilation ends, before the
+    compiled code runs on the GPU (its compile-end callback), and held after the block. A torch without that
+    callback takes it before the block."""
     handler = getattr(getattr(getattr(torch, "_dynamo", None), "callback", None), "callback_handler", None)
-    if turn is None or not turn.held or not hasattr(handler, "remove_end_callback"):
+    if turn is None:
+        yield
+        return
+    if not hasattr(handler, "remove_end_callback"):
+        turn.acquire()
         yield
         return
 
@@ -74,6 +79,7 @@ def compiling_beside(torch: Any, turn: gpu_turn.Turn | None) -> Iterator[None]:
     finally:
         if take_back in getattr(handler, "end_callbacks", [take_back]):  # torch._dynamo.reset() clears them
             handler.remove_end_callback(take_back)
+        turn.acquire()
 
 
 class TorchEventRing:
