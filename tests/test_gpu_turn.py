@@ -244,3 +244,24 @@ def test_a_comparison_that_compiles_on_a_stand_in_gpu_measures_it_with_two_proce
                   batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1, warmup_time_s=0.0, cache_dir=cache_dir)
     assert not any("taking turns" in n for n in rep.notes)
     assert all("gpu_process" not in r.extra for r in rep.rows)
+
+
+def test_turns_beside_the_cpu_lane_keep_it_as_large_as_without_them(monkeypatch):
+    """32 CPUs: one GPU's two processes get 4 each (the lane keeps 24, 75 %); with two GPUs 4 each would leave the
+    lane 16 (under auto's 75 %): each GPU's two processes share the 4 one process would have had (lane 24)."""
+    import infer_compare.measure.gpus as gpus_mod
+    import infer_compare.measure.lanes as lanes_mod
+
+    monkeypatch.setattr(lanes_mod, "usable_cpus", lambda: list(range(32)))
+    monkeypatch.setattr(gpus_mod, "usable_cpus", lambda: list(range(32)))
+    monkeypatch.setattr(gpus_mod, "siblings_of", lambda c: (c,))
+    two = [{"index": i, "cuda": i, "name": "H", "uuid": f"GPU-{i}"} for i in (0, 1)]
+    run = NS(environment=NS(gpus=two), settings=NS(threads=32), notes=[])
+    sel = NS(cpu_rows="auto", gpus="spread", threads_asked=None)
+    cpu = NS(runner="onnxruntime", kind="cpu", device="cpu")
+    one_gpu = [NS(runner="pytorch-compile", kind="cuda", device="cuda:0"), cpu]
+    slots, lane = lanes(run, one_gpu, sel, turns=True)
+    assert [len(s.cores) for s in slots] == [8] and len(lane.cores) == 24
+    both = [*one_gpu, NS(runner="pytorch-compile", kind="cuda", device="cuda:1")]
+    slots, lane = lanes(run, both, sel, turns=True)
+    assert [len(s.cores) for s in slots] == [4, 4] and len(lane.cores) == 24 and not run.notes

@@ -32,17 +32,21 @@ from infer_compare.measure.parallel import run_on_slots
 def lanes(run: Any, cells: list[Any], sel: Any, turns: bool = False) -> tuple[list[Slot], Slot | None]:
     """(GPU slots, the CPU lane or None): a slot per CUDA device the plan names (this process's numbering,
     with its GPU's facts) where there are several, where the CPU configurations run beside the GPU ones, or
-    where each GPU's processes take turns (``turns``: each GPU's slot then has cores for each of them)."""
+    where each GPU's processes take turns (``turns``). Beside the CPU lane, each of a GPU's processes taking turns
+    gets the cores one process would have (GPU_LANE_CPUS) where the lane still keeps its share of the host; else
+    they share those of one (the CPU rows keep the lane they would have had without turns)."""
     devices = list(dict.fromkeys(c.device for c in cells if c.kind == "cuda" and c.device))
     gpus = list(getattr(run.environment, "gpus", ()) or ())
     cpu_cells = any(c.kind == "cpu" and c.device for c in cells)
     mode = getattr(sel, "cpu_rows", "after")
     if mode != "after" and sel.gpus != "sequential" and devices and cpu_cells:
-        got = make_lanes(gpus, devices, int(run.settings.threads or 1), parts=gpu_turn.PARTS if turns else 1)
         asked = getattr(sel, "threads_asked", None)  # --threads as given (sel.threads is filled in from the host)
-        beside, why = cpu_rows_beside(mode, got[1] if got else None, len(usable_cpus()), asked)
-        if beside and got is not None:
-            return got
+        why = ""
+        for parts in dict.fromkeys((gpu_turn.PARTS if turns else 1, 1)):
+            got = make_lanes(gpus, devices, int(run.settings.threads or 1), parts=parts)
+            beside, why = cpu_rows_beside(mode, got[1] if got else None, len(usable_cpus()), asked)
+            if beside and got is not None:
+                return got
         if why:
             run.notes.append(why)
     return (make_slots(gpus, devices) if len(devices) > 1 or (turns and devices) else []), None
