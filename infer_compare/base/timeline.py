@@ -82,13 +82,16 @@ def summary(rep: Any) -> str:
     rows = [r for r in rep.rows if r.load_s is not None]
     load = sum(float(r.load_s or 0.0) for r in rows)
     compiled = sum(float((getattr(r, "options", None) or {}).get("compile_s") or 0.0) for r in rows)  # torch.compile, inside load
+    beside = sum(float(((r.extra or {}).get("gpu_turn") or {}).get("compiled_beside_s") or 0.0) for r in rows)
     first = sum(float(r.first_infer_ms or 0.0) for r in rows) / 1e3
     warm = sum(float(((r.extra or {}).get("loop") or {}).get("warmup_ns") or 0.0) for r in rows) / 1e9
     meas = sum(float(r.measured_wall_s or 0.0) for r in rows)
     rest = conf - load - first - warm - meas
     parts = [f"preparing {_sum(spans, PREPARE):.1f} s", f"artifacts {_sum(spans, ARTIFACT):.1f} s",
              f"configurations {conf:.1f} s (loading {load:.1f} s"
-             + (f" of which torch.compile {compiled:.1f} s" if compiled else "") + f", cold first calls {first:.1f} s, warm-up "
+             + (f" of which torch.compile {compiled:.1f} s" if compiled else "")
+             + (f", {beside:.1f} s of it beside another configuration's GPU work" if beside else "")
+             + f", cold first calls {first:.1f} s, warm-up "
              f"{warm:.1f} s, measuring {meas:.1f} s, processes, parity and the rest {max(rest, 0.0):.1f} s)"]
     total = rep.elapsed_s if rep.elapsed_s is not None else spans[-1]["start_s"] + spans[-1]["wall_s"]
     return f"time: {total:.1f} s: " + ", ".join(parts)

@@ -139,6 +139,13 @@ def holding(defer: bool = False) -> Iterator[Turn | None]:
         turn.release()
 
 
+def waited() -> float:
+    """The seconds this process has waited for its turn since its last row (0 without a turn): a load that
+    waited inside (torch.compile's compile end) says its time without the wait."""
+    turn = current()
+    return turn.waited_s if turn is not None else 0.0
+
+
 def take() -> None:
     """Take this process's turn now, where it has one and does not hold it (a deferred ``holding``)."""
     turn = current()

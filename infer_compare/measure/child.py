@@ -134,9 +134,10 @@ def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True)
     outputs. With ``timed`` False (only the throughput scenario asked), load and parity outputs only."""
     spec, stage = sess.spec, "import"
     try:
-        stage = "load"
+        stage, w0 = "load", gpu_turn.waited()
         runner, load_s = sess.runner_for(batch)
-        gpu_turn.take()  # a load that traced first (host/gpu_turn.py): the GPU from here on
+        load_s -= gpu_turn.waited() - w0  # the GPU waited for inside the load (host/gpu_turn.py) is not loading
+        gpu_turn.take()  # a load that traced first: the GPU from here on
         if runner.fixed_batch is not None and runner.fixed_batch != batch:
             return CellResult.failed(batch, "skipped", f"the artifact has a static batch of {runner.fixed_batch}; "
                                                        f"batch {batch} cannot run", stage=stage)
