@@ -205,13 +205,19 @@ def test_each_process_of_a_gpu_keeps_its_own_history_on_the_board():
     assert board.take("cuda:0", "cuda:0/2").precision == "tf32" and board.take("cuda:0", "cuda:0/1").precision == "fp32"
 
 
-def test_turns_only_where_a_gpu_configuration_compiles(monkeypatch):
+def test_turns_only_where_a_gpu_configuration_compiles_on_a_gpu_with_room(monkeypatch):
     cell = lambda runner, kind="cuda": NS(runner=runner, kind=kind, device=f"{kind}:0" if kind == "cuda" else kind)  # noqa: E731
-    assert gpu_turn.wanted([cell("pytorch"), cell("pytorch-compile")])
-    assert not gpu_turn.wanted([cell("pytorch"), cell("onnxruntime")])
-    assert not gpu_turn.wanted([cell("pytorch-compile", "cpu")])
+    h100, orin = [{"memory_mib": 81559}], [{"memory_mib": 15656}]
+    assert gpu_turn.wanted([cell("pytorch"), cell("pytorch-compile")], h100, 100 << 20) == (True, "")
+    assert gpu_turn.wanted([cell("pytorch"), cell("onnxruntime")], h100) == (False, "")
+    assert gpu_turn.wanted([cell("pytorch-compile", "cpu")], h100) == (False, "")
+    small, why = gpu_turn.wanted([cell("pytorch-compile")], orin, 100 << 20)
+    assert not small and "15656 MiB" in why  # a Jetson's shared memory: one process, and the report says why
+    big, why = gpu_turn.wanted([cell("pytorch-compile")], h100, 2 << 30)  # weights over 1/50 of the GPU's memory
+    assert not big and "2048 MiB" in why
+    assert not gpu_turn.wanted([cell("pytorch-compile")], [], 0)[0]  # memory unknown: one process
     monkeypatch.setenv(gpu_turn.SWITCH, "0")
-    assert not gpu_turn.wanted([cell("pytorch-compile")])
+    assert gpu_turn.wanted([cell("pytorch-compile")], h100) == (False, "")
 
 
 def test_one_gpu_gets_a_slot_of_its_own_where_its_processes_take_turns():
@@ -232,7 +238,7 @@ def test_a_comparison_that_compiles_on_a_stand_in_gpu_measures_it_with_two_proce
     from infer_compare import compare
     from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
 
-    monkeypatch.setattr(dk, "all_gpus", lambda: [{"index": 0, "name": "H", "uuid": "GPU-aaaa-0000"}])
+    monkeypatch.setattr(dk, "all_gpus", lambda: [{"index": 0, "name": "H", "uuid": "GPU-aaaa-0000", "memory_mib": 81559}])
     probe = OnnxRuntimeRunner.probe.__func__
     monkeypatch.setattr(OnnxRuntimeRunner, "probe", classmethod(lambda c, device="cpu": probe(c, "cpu")))
     rep = compare("lenet5", backends=["onnxruntime", "pytorch-compile"], precisions=["fp32", "fp16"],

@@ -37,10 +37,26 @@ def enabled() -> bool:
     return hasattr(os, "fork") and os.environ.get(SWITCH, "1") not in ("0", "false", "no")
 
 
-def wanted(cells: list[Any]) -> bool:
-    """Whether a GPU's measuring processes should take turns: turns on, and some CUDA configuration of the plan
-    compiles (the other configurations have no CPU-only part long enough to overlap)."""
-    return enabled() and any(c.kind == "cuda" and c.device and c.runner in TRACING_RUNNERS for c in cells)
+MIN_GPU_MIB = 32 * 1024  # a smaller GPU (a Jetson's shared memory, a desktop card) keeps one measuring process
+WEIGHTS_SHARE = 0.02  # ... and so does one whose memory is under 50 times the model's weights
+
+
+def wanted(cells: list[Any], gpus: list[dict[str, Any]] | None = None, weights_bytes: int = 0) -> tuple[bool, str]:
+    """(whether a GPU's measuring processes should take turns, why not where they should not): turns on, some CUDA
+    configuration of the plan compiles (the others have no CPU-only part long enough to overlap), and every GPU
+    of ``gpus`` (device facts with ``memory_mib``) has room for two processes' GPU memory: at least MIN_GPU_MIB,
+    and 50 times the model's ``weights_bytes`` (the idle process keeps its weights and the memory its last batch
+    size cached while the other measures)."""
+    if not enabled() or not any(c.kind == "cuda" and c.device and c.runner in TRACING_RUNNERS for c in cells):
+        return False, ""
+    mems = [int(g.get("memory_mib") or 0) for g in (gpus or [])]
+    least = min(mems) if mems else 0
+    if least < MIN_GPU_MIB or weights_bytes > WEIGHTS_SHARE * least * 2**20:
+        known = f"{least} MiB" if least else "unknown"
+        return False, (f"one measuring process per GPU: the GPU's memory ({known}) leaves no room for a second process "
+                       f"taking turns (host/gpu_turn.py: at least {MIN_GPU_MIB} MiB and 50 times the model's "
+                       f"weights, {weights_bytes / 2**20:.0f} MiB)")
+    return True, ""
 
 
 class Turn:

@@ -115,7 +115,7 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
         names = [n for n in (sel.backends or known) if n in known and any(present.get(k) for k in known[n].device_kinds)]
         wanted = list(dict.fromkeys(preloads(names).values()))
         gpu_names = [n for n in names if "cuda" in known[n].device_kinds and known[n].preload]
-        parts = gpu_turn.PARTS if gpu_turn.enabled() and set(gpu_names) & set(gpu_turn.TRACING_RUNNERS) else 1
+        parts = turn_parts(gpu_names)
         extra = spare_slots(present, sel, parts) if gpu_names else 0
         for target in [servers] + [ForkServers(prog.log, str(cache.root)) for _ in range(extra)]:
             for mods in wanted:
@@ -123,6 +123,17 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
             if target is not servers:
                 servers.spares.append(target)
     return servers
+
+
+def turn_parts(gpu_names: list[str]) -> int:
+    """The measuring processes each GPU will likely have (host/gpu_turn.py: two where a GPU runner compiles and
+    the GPUs have the memory; the model's weights are judged later: a spare left without a slot costs its imports)."""
+    if not (gpu_turn.enabled() and set(gpu_names) & set(gpu_turn.TRACING_RUNNERS)):
+        return 1
+    from infer_compare.catalog.device_kinds import gpus  # deferred: the server process itself never needs it
+
+    mems = [int(g.get("memory_mib") or 0) for g in gpus()]
+    return gpu_turn.PARTS if mems and min(mems) >= gpu_turn.MIN_GPU_MIB else 1
 
 
 def spare_slots(present: dict[str, list[str]], sel: Any, parts: int = 1) -> int:

@@ -61,7 +61,7 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
     tags = {id(c): f"cell{i}" for i, c in enumerate(cells)}
     if not any(_on_cpu(c) for c in cells):
         prefetch.start()
-    turns = bool(workdir) and sel.gpus != "sequential" and gpu_turn.wanted(cells)
+    turns = bool(workdir) and sel.gpus != "sequential" and _turns_wanted(run, cells)
     slots, lane = lanes(run, cells, sel, turns)
     if turns:
         slots = with_turns(slots, str(workdir))
@@ -95,6 +95,24 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         for i, c in enumerate(cells):
             order.setdefault((c.runner, c.fmt, c.precision, c.kind), i)
         run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
+
+
+def _turns_wanted(run: Any, cells: list[Any]) -> bool:
+    """Whether each GPU's two processes take turns (host/gpu_turn.py), judged on the GPUs' memory and the model's
+    weights; where the plan compiles and they may not, the report says why."""
+    ok, why = gpu_turn.wanted(cells, list(getattr(run.environment, "gpus", ()) or ()), weights_bytes(run))
+    if why:
+        run.notes.append(why)
+    return ok
+
+
+def weights_bytes(run: Any) -> int:
+    """The bytes of the PyTorch model's parameters and buffers (0 without a PyTorch model)."""
+    model = getattr(getattr(run, "prep", None), "model", None)
+    try:
+        return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    except Exception:  # no PyTorch model (an ONNX file): nothing to weigh
+        return 0
 
 
 def _prefetch_when_cpu_lane_ends(rest: list[Any]) -> Callable[[Slot], None]:
