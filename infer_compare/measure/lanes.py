@@ -109,6 +109,8 @@ def _turns_wanted(run: Any, cells: list[Any]) -> bool:
 def weights_bytes(run: Any) -> int:
     """The bytes of the PyTorch model's parameters and buffers (0 without a PyTorch model)."""
     model = getattr(getattr(run, "prep", None), "model", None)
+    if model is None:
+        return 0
     try:
         return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
     except Exception:  # no PyTorch model (an ONNX file): nothing to weigh

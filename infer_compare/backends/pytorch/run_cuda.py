@@ -64,7 +64,7 @@ def compiling_beside(torch: Any, turn: gpu_turn.Turn | None) -> Iterator[None]:
     if turn is None:
         yield
         return
-    if not hasattr(handler, "remove_end_callback"):
+    if handler is None or not hasattr(handler, "remove_end_callback"):
         turn.acquire()
         yield
         return
