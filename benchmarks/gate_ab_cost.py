@@ -17,16 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gate_ab_quality import SELECTION, _code, _ic, _Saver  # noqa: E402
+from gate_ab_quality import SELECTION, _ic, common_options, ensure_bundle, run_models  # noqa: E402
 
 PHASES = ("start", "open", "load", "pilot", "blocks", "parity", "close")
 
@@ -98,12 +95,7 @@ def summary(rounds: list[dict]) -> dict:
 
 def bench_model(model: str, args, root: Path, save) -> None:
     res = save.state.setdefault(model, {"rounds": []})
-    bundle = root / f"{model}-bundle"
-    if not (bundle / "manifest.json").exists():
-        code, _, tail = _ic("export", "--model", model, "--formats", "pytorch,onnx,openvino", "--precisions", "fp32",
-                            "-o", str(bundle), "-q")
-        if code:
-            raise SystemExit(f"export of {model} failed: {tail}")
+    bundle = ensure_bundle(model, root)
     extra = ["--threads", str(args.threads)] if args.threads else []
     rng = random.Random(f"{model}:{args.seed}:{len(res['rounds'])}")
     for k in range(len(res["rounds"]), args.rounds):
@@ -120,25 +112,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="mobilenet_v2,lenet5")
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--work", default="", help="working folder (kept: bundles, runs); default a fresh temporary one")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--resume", action="store_true", help="continue the rounds already in --out")
-    args = ap.parse_args()
-    out = Path(args.out)
-    state = json.loads(out.read_text()) if args.resume and out.exists() else {}
-    state.setdefault("conditions", {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                                    "python": platform.python_version(), "selection": SELECTION,
-                                    "threads": args.threads or "default", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                    "command": " ".join(sys.argv), "code": _code()})
-    root = Path(args.work or state.get("work") or tempfile.mkdtemp(prefix="gate-ab-cost-"))
-    state["work"] = str(root)
-    save = _Saver(out, state)
-    for model in args.models.split(","):
-        bench_model(model, args, root, save)
-    save()
-    return 0
+    return run_models(common_options(ap).parse_args(), "gate-ab-cost-", bench_model)
 
 
 if __name__ == "__main__":

@@ -188,14 +188,20 @@ def _mdc(outcomes: list[dict]) -> dict:
     return {k: sorted(v)[len(v) // 2] for k, v in per.items()}
 
 
-def bench_model(model: str, args, root: Path, save) -> dict:
-    res = save.state.setdefault(model, {"outcomes": [], "plain_wall_s": []})
+def ensure_bundle(model: str, root: Path) -> Path:
+    """``root/MODEL-bundle``: ``infer-compare export`` of the model's PyTorch, ONNX and OpenVINO fp32 files, made once."""
     bundle = root / f"{model}-bundle"
     if not (bundle / "manifest.json").exists():
         code, _, tail = _ic("export", "--model", model, "--formats", "pytorch,onnx,openvino", "--precisions", "fp32",
                             "-o", str(bundle), "-q")
         if code:
             raise SystemExit(f"export of {model} failed: {tail}")
+    return bundle
+
+
+def bench_model(model: str, args, root: Path, save) -> dict:
+    res = save.state.setdefault(model, {"outcomes": [], "plain_wall_s": []})
+    bundle = ensure_bundle(model, root)
     site = _site(root)
     extra = ["--threads", str(args.threads)] if args.threads else []
     bases = []
@@ -250,25 +256,40 @@ def main() -> int:
     ap.add_argument("--models", default="lenet5,mobilenet_v2")
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--baselines", type=int, default=3, help="plain runs stored for the cross-run gate")
+    return run_models(common_options(ap).parse_args(), "gate-ab-quality-", bench_model)
+
+
+def common_options(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options every gate benchmark takes: threads, seed, work folder, output, resume."""
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default="", help="working folder (kept: bundles, runs); default a fresh temporary one")
     ap.add_argument("--out", required=True)
     ap.add_argument("--resume", action="store_true", help="continue the rounds already in --out")
-    args = ap.parse_args()
+    return ap
+
+
+def run_models(args, prefix: str, bench) -> int:
+    """``bench(model, args, root, save)`` for each of ``--models``, saving after each round and at the end."""
+    root, save = open_state(args, prefix)
+    for model in args.models.split(","):
+        bench(model, args, root, save)
+    save()
+    return 0
+
+
+def open_state(args, prefix: str) -> tuple[Path, _Saver]:
+    """The work folder and the saver of ``--out`` (continued with ``--resume``), its conditions recorded once: the
+    machine, the selection, the threads, the command and the code measured."""
     out = Path(args.out)
     state = json.loads(out.read_text()) if args.resume and out.exists() else {}
     state.setdefault("conditions", {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                                     "python": platform.python_version(), "selection": SELECTION,
                                     "threads": args.threads or "default", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                     "command": " ".join(sys.argv), "code": _code()})
-    root = Path(args.work or state.get("work") or tempfile.mkdtemp(prefix="gate-ab-quality-"))
+    root = Path(args.work or state.get("work") or tempfile.mkdtemp(prefix=prefix))
     state["work"] = str(root)
-    save = _Saver(out, state)
-    for model in args.models.split(","):
-        bench_model(model, args, root, save)
-    save()
-    return 0
+    return root, _Saver(out, state)
 
 
 if __name__ == "__main__":
