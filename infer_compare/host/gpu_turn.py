@@ -31,32 +31,40 @@ ENV = "INFER_COMPARE_GPU_TURN"  # the lock file shared by the measuring processe
 SWITCH = "INFER_COMPARE_GPU_TURNS"  # "0": one measuring process per GPU
 PARTS = 2  # measuring processes per GPU where its plan has torch.compile configurations
 TRACING_RUNNERS = ("pytorch-compile",)  # runners whose load has a long CPU-only part (the tracing) to overlap
+MIN_GPU_MIB = 32 * 1024  # a smaller GPU (a Jetson's shared memory, a desktop card) keeps one measuring process
+WEIGHTS_SHARE = 0.02  # ... and so does one whose memory is under 50 times the model's weights
 
 
 def enabled() -> bool:
     return hasattr(os, "fork") and os.environ.get(SWITCH, "1") not in ("0", "false", "no")
 
 
-MIN_GPU_MIB = 32 * 1024  # a smaller GPU (a Jetson's shared memory, a desktop card) keeps one measuring process
-WEIGHTS_SHARE = 0.02  # ... and so does one whose memory is under 50 times the model's weights
+def compiles_on_gpu(cells: list[Any]) -> bool:
+    """Turns on, and some CUDA configuration of the plan compiles (the others have no CPU-only part long enough
+    to overlap)."""
+    return enabled() and any(c.kind == "cuda" and c.device and c.runner in TRACING_RUNNERS for c in cells)
+
+
+def room(gpus: list[dict[str, Any]] | None, weights_bytes: int = 0) -> str:
+    """"" where every GPU of ``gpus`` (device facts with ``memory_mib``) has room for two processes' GPU memory (at
+    least MIN_GPU_MIB, and 50 times the model's ``weights_bytes``: the idle process keeps its weights and the memory
+    its last batch size cached while the other measures); else why not, for the report."""
+    mems = [int(g.get("memory_mib") or 0) for g in (gpus or [])]
+    least = min(mems) if mems else 0
+    if least >= MIN_GPU_MIB and weights_bytes <= WEIGHTS_SHARE * least * 2**20:
+        return ""
+    known = f"{least} MiB" if least else "unknown"
+    return (f"one measuring process per GPU: the GPU's memory ({known}) leaves no room for a second process taking "
+            f"turns (host/gpu_turn.py: at least {MIN_GPU_MIB} MiB and 50 times the model's weights, "
+            f"{weights_bytes / 2**20:.0f} MiB)")
 
 
 def wanted(cells: list[Any], gpus: list[dict[str, Any]] | None = None, weights_bytes: int = 0) -> tuple[bool, str]:
-    """(whether a GPU's measuring processes should take turns, why not where they should not): turns on, some CUDA
-    configuration of the plan compiles (the others have no CPU-only part long enough to overlap), and every GPU
-    of ``gpus`` (device facts with ``memory_mib``) has room for two processes' GPU memory: at least MIN_GPU_MIB,
-    and 50 times the model's ``weights_bytes`` (the idle process keeps its weights and the memory its last batch
-    size cached while the other measures)."""
-    if not enabled() or not any(c.kind == "cuda" and c.device and c.runner in TRACING_RUNNERS for c in cells):
+    """(whether each GPU's measuring processes take turns, why not where the plan compiles but the GPUs lack room)."""
+    if not compiles_on_gpu(cells):
         return False, ""
-    mems = [int(g.get("memory_mib") or 0) for g in (gpus or [])]
-    least = min(mems) if mems else 0
-    if least < MIN_GPU_MIB or weights_bytes > WEIGHTS_SHARE * least * 2**20:
-        known = f"{least} MiB" if least else "unknown"
-        return False, (f"one measuring process per GPU: the GPU's memory ({known}) leaves no room for a second process "
-                       f"taking turns (host/gpu_turn.py: at least {MIN_GPU_MIB} MiB and 50 times the model's "
-                       f"weights, {weights_bytes / 2**20:.0f} MiB)")
-    return True, ""
+    why = room(gpus, weights_bytes)
+    return not why, why
 
 
 class Turn:

@@ -132,8 +132,7 @@ def turn_parts(gpu_names: list[str]) -> int:
         return 1
     from infer_compare.catalog.device_kinds import gpus  # deferred: the server process itself never needs it
 
-    mems = [int(g.get("memory_mib") or 0) for g in gpus()]
-    return gpu_turn.PARTS if mems and min(mems) >= gpu_turn.MIN_GPU_MIB else 1
+    return 1 if gpu_turn.room(list(gpus())) else gpu_turn.PARTS
 
 
 def spare_slots(present: dict[str, list[str]], sel: Any, parts: int = 1) -> int:

@@ -100,10 +100,12 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
 def _turns_wanted(run: Any, cells: list[Any]) -> bool:
     """Whether each GPU's two processes take turns (host/gpu_turn.py), judged on the GPUs' memory and the model's
     weights; where the plan compiles and they may not, the report says why."""
-    ok, why = gpu_turn.wanted(cells, list(getattr(run.environment, "gpus", ()) or ()), weights_bytes(run))
+    if not gpu_turn.compiles_on_gpu(cells):
+        return False
+    why = gpu_turn.room(list(getattr(run.environment, "gpus", ()) or ()), weights_bytes(run))
     if why:
         run.notes.append(why)
-    return ok
+    return not why
 
 
 def weights_bytes(run: Any) -> int:
