@@ -37,7 +37,8 @@ $IC fleet run $B --address $H --out $O/both -b 1,4 $LOOP > $O/both.log 2>&1; ech
 $IC fleet run $B --address $H --out $O/none --targets node-z $LOOP > $O/none.log 2>&1; echo $? > $O/none.rc
 wait $BADTOK
 # 3: node-b killed mid-run (its raylet, then every process, -9); node-a's rows are kept
-LONG="--backends onnxruntime --device cpu --threads 1 -b 1 --min-time 8 --max-time 10 --target-ci 0"
+# (a fast machine's LeNet-5 reaches the loop's 100,000 calls in 2 s: the warm-up's 6 s keep the job running by time)
+LONG="--backends onnxruntime --device cpu --threads 1 -b 1 --warmup-time 6 --min-time 8 --max-time 10 --target-ci 0"
 $IC fleet run $B --address $H --out $O/kill $LONG > $O/kill.log 2>&1 &
 RUN=$!
 for i in $(seq 60); do [ "$(grep -c submitted $O/kill.log)" -ge 2 ] && break; sleep 0.5; done

@@ -97,7 +97,8 @@ def _add_how_to_measure(p: argparse.ArgumentParser):
                         "2%%; 0: no target, stop at --min-iters and --min-time)")
     m.add_argument("--min-iters", type=int, default=5, metavar="N", help="measure at least N calls (default 5)")
     m.add_argument("--min-time", type=_positive_float, default=0.2, metavar="S",
-                   help="and at least S seconds (default 0.2)")
+                   help="and at least S seconds (default 0.2), up to 100,000 calls (a row's loop.stopped_by says "
+                        "which ended it)")
     m.add_argument("--max-time", type=_positive_float, default=1.0, metavar="S",
                    help="each cell's budget: stop after S seconds even if the --target-ci is not met; the row "
                         "says so (default 1; raise it for tighter figures on slow models)")
