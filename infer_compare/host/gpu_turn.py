@@ -12,7 +12,8 @@ Inductor builds (or loads from its cache) the code; the lock is taken when that 
 compiled code first runs (``torch._dynamo``'s compile-end callback), or at the end of the load. Meanwhile the other process measures its
 own configuration on the GPU; so two GPU rows are never timed at the same time, and a timed row shares the host
 with a tracing process on other cores and, on the GPU, with what such a load does before it traces: the weights'
-copy to the GPU, the creation of its CUDA events and a zero batch (milliseconds, once per load or new shape). Each row says how long its process waited
+copy to the GPU, the creation of its CUDA events and a zero batch (milliseconds, once per load or new shape), and
+the CUDA context of a process whose first configuration it is. Each row says how long its process waited
 for the GPU and how long its compilation ran beside the other's work (``extra.gpu_turn``).
 
 A process that dies holding the lock frees it (the kernel drops an flock with its last descriptor).
