@@ -5,9 +5,9 @@ Where a GPU's plan has torch.compile configurations, its slot is measured by two
 its own half of the slot's cores, sharing a lock file (``ENV`` names it; ``fcntl.flock``). A measuring process
 holds the lock for each batch size it measures: the load or re-shape, the cold first call, the warm-up, the timed
 loop, the parity outputs and the throughput scenario, as one configuration's process alone on its GPU did. The one
-exception: torch.compile's rows (``TRACING_RUNNERS``) load their first two batch sizes without it (the two that
-compile: the first shape, then the recompile that makes the batch dynamic; a later one runs the dynamic graph at
-once), and that compilation (backends/pytorch/run_cuda.py) runs without it while Dynamo traces the model and
+exception: a runner whose catalog entry says its first loads are traced (``RunnerInfo.traced_loads``: torch.compile's
+first two batch sizes, its first shape and the recompile that makes the batch dynamic; a later one runs the dynamic
+graph at once) loads those without it, and that compilation (backends/pytorch/run_cuda.py) runs without it while Dynamo traces the model and
 Inductor builds (or loads from its cache) the code; the lock is taken when that compilation ends, before the
 compiled code first runs (``torch._dynamo``'s compile-end callback), or at the end of the load. Meanwhile the other process measures its
 own configuration on the GPU; so two GPU rows are never timed at the same time, and a timed row shares the host
@@ -31,7 +31,6 @@ from typing import Any
 ENV = "INFER_COMPARE_GPU_TURN"  # the lock file shared by the measuring processes of one GPU
 SWITCH = "INFER_COMPARE_GPU_TURNS"  # "0": one measuring process per GPU
 PARTS = 2  # measuring processes per GPU where its plan has torch.compile configurations
-TRACING_RUNNERS = ("pytorch-compile",)  # runners whose load has a long CPU-only part (the tracing) to overlap
 MIN_GPU_MIB = 32 * 1024  # a smaller GPU (a Jetson's shared memory, a desktop card) keeps one measuring process
 WEIGHTS_SHARE = 0.02  # ... and so does one whose memory is under 50 times the model's weights
 
@@ -40,10 +39,18 @@ def enabled() -> bool:
     return hasattr(os, "fork") and os.environ.get(SWITCH, "1") not in ("0", "false", "no")
 
 
+def traced_loads(runner: str) -> int:
+    """How many of a configuration's first batch sizes ``runner`` loads by tracing first (``RunnerInfo.traced_loads``)."""
+    from infer_compare.catalog.runtimes import runners  # deferred: loaded by then wherever this is asked
+
+    info = runners().get(runner)
+    return int(info.traced_loads) if info is not None else 0
+
+
 def compiles_on_gpu(cells: list[Any]) -> bool:
-    """Turns on, and some CUDA configuration of the plan compiles (the others have no CPU-only part long enough
-    to overlap)."""
-    return enabled() and any(c.kind == "cuda" and c.device and c.runner in TRACING_RUNNERS for c in cells)
+    """Turns on, and some CUDA configuration of the plan traces in its loads (the others have no CPU-only part
+    long enough to overlap)."""
+    return enabled() and any(c.kind == "cuda" and c.device and traced_loads(c.runner) for c in cells)
 
 
 def room(gpus: list[dict[str, Any]] | None, weights_bytes: int = 0) -> str:
@@ -149,7 +156,7 @@ def current() -> Turn | None:
 def holding(defer: bool = False) -> Iterator[Turn | None]:
     """The process's turn held while the block runs, and let go at its end; nothing where it has none. ``defer``:
     not taken at the start: by ``take`` (or torch.compile's compile end) before the block's first GPU work that
-    matters (a runner whose load traces on the CPU first: ``TRACING_RUNNERS``)."""
+    matters (a runner whose load traces on the CPU first: ``traced_loads``)."""
     turn = current()
     if turn is None:
         yield None

@@ -216,12 +216,11 @@ def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
     scen = set(spec.scenarios) or {LATENCY}
     try:
         done: dict[int, list[CellResult]] = {}
-        # another process on this GPU waits (host/gpu_turn.py); torch.compile's first two batch sizes, which compile
-        # (its first shape, then the recompile that makes the batch dynamic), load (trace) before taking it; a later
-        # one reuses the dynamic graph: its load's warm calls run the model at once, so it loads with the turn
-        tracing = spec.runner in gpu_turn.TRACING_RUNNERS
+        # another process on this GPU waits (host/gpu_turn.py); a runner's first loads that trace before any GPU work
+        # (torch.compile: two, RunnerInfo.traced_loads) take it only then; a later load runs the model at once
+        traced = gpu_turn.traced_loads(spec.runner) if gpu_turn.current() is not None else 0
         for i, b in enumerate(spec.batch_sizes):
-            with gpu_turn.holding(defer=tracing and i < 2) as turn:
+            with gpu_turn.holding(defer=i < traced) as turn:
                 lat = _turns(_measure_batch(sess, b, images, timed=LATENCY in scen), turn)
                 done[b] = [lat] if LATENCY in scen else []
                 if LATENCY in scen:

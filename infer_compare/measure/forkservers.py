@@ -128,7 +128,7 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
 def turn_parts(gpu_names: list[str]) -> int:
     """The measuring processes each GPU will likely have (host/gpu_turn.py: two where a GPU runner compiles and
     the GPUs have the memory; the model's weights are judged later: a spare left without a slot costs its imports)."""
-    if not (gpu_turn.enabled() and set(gpu_names) & set(gpu_turn.TRACING_RUNNERS)):
+    if not (gpu_turn.enabled() and any(gpu_turn.traced_loads(n) for n in gpu_names)):
         return 1
     from infer_compare.catalog.device_kinds import gpus  # deferred: the server process itself never needs it
 

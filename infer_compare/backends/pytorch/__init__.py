@@ -20,7 +20,7 @@ RUNTIME = Runtime(
                    formats=("pytorch",), options=f"{_OPTS}:EagerOptions", preload=_PRELOAD),
         RunnerInfo("pytorch-compile", "PyTorch torch.compile", "infer_compare.backends.pytorch.run:PyTorchCompileRunner",
                    ("cuda",), formats=("pytorch",), options=f"{_OPTS}:CompileOptions",
-                   preload=(*_PRELOAD, "?torch._inductor.compile_fx")),
+                   preload=(*_PRELOAD, "?torch._inductor.compile_fx"), traced_loads=2),
     ),
     libraries=(
         Library("torch", ("torch",), "pip install 'infer-compare[torch]'  (PyTorch: see pytorch.org for the build "
