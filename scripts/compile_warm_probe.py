@@ -17,6 +17,8 @@ import argparse
 import json
 import time
 
+from probe_common import profiled, warm_calls
+
 T0 = time.perf_counter()
 
 
@@ -24,32 +26,6 @@ def counters() -> dict:
     from torch._dynamo.utils import counters as c
 
     return {k: dict(v) for k, v in c.items() if k in ("inductor", "aot_autograd", "stats", "frames")}
-
-
-def compile_at(model, batch: int, dtype, torch) -> float:
-    t0 = time.perf_counter()
-    x = torch.zeros((batch, 3, 224, 224), device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-    with torch.inference_mode():
-        for _ in range(3):
-            model(x)
-    torch.cuda.synchronize()
-    return round(time.perf_counter() - t0, 3)
-
-
-def profiled(fn, n: int, out: dict, key: str):
-    import cProfile
-    import io
-    import pstats
-
-    pr = cProfile.Profile()
-    pr.enable()
-    got = fn()
-    pr.disable()
-    for order in ("cumulative", "tottime"):
-        s = io.StringIO()
-        pstats.Stats(pr, stream=s).sort_stats(order).print_stats(n)
-        out[f"{key}_{order}"] = s.getvalue()[-12000:]
-    return got
 
 
 def main() -> None:
@@ -79,9 +55,9 @@ def main() -> None:
     for i, b in enumerate(int(v) for v in a.batches.split(",")):
         before = counters()
         if a.profile and i == 0 and not a.again:
-            shapes[b] = profiled(lambda b=b: compile_at(cm, b, dtype, torch), a.profile, out, "profile_b1")
+            shapes[b] = profiled(lambda b=b: warm_calls(cm, torch, b, dtype), a.profile, out, "profile_b1")
         else:
-            shapes[b] = compile_at(cm, b, dtype, torch)
+            shapes[b] = warm_calls(cm, torch, b, dtype)
         out[f"counters_after_b{b}"] = counters()
         del before
     out["compile_s"] = shapes
@@ -91,9 +67,9 @@ def main() -> None:
         again = {}
         for b in shapes:
             if a.profile and b != 256:
-                again[b] = profiled(lambda b=b: compile_at(cm, b, dtype, torch), a.profile, out, f"profile_again_b{b}")
+                again[b] = profiled(lambda b=b: warm_calls(cm, torch, b, dtype), a.profile, out, f"profile_again_b{b}")
             else:
-                again[b] = compile_at(cm, b, dtype, torch)
+                again[b] = warm_calls(cm, torch, b, dtype)
         out["again_compile_s"] = again
         out["counters_after_again"] = counters()
     try:

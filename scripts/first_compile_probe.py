@@ -21,6 +21,11 @@ import sys
 import threading
 import time
 
+from probe_common import profiled, warm_calls
+
+# what the compile's entry points called (Dynamo's frame conversion, the compiled graph's first runs)
+CALLEES = r"convert_frame.py.*\(__call__\)|\(_compile\)|\(warm_calls\)|eval_frame.py.*\(_fn\)|runtime_wrappers"
+
 T0 = time.perf_counter()
 
 
@@ -33,38 +38,6 @@ def children() -> list[int]:
         except OSError:
             pass
     return out
-
-
-def calls(model, torch, batch: int, dtype) -> float:
-    t0 = time.perf_counter()
-    x = torch.zeros((batch, 3, 224, 224), device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-    with torch.inference_mode():
-        for _ in range(3):
-            model(x)
-    torch.cuda.synchronize()
-    return round(time.perf_counter() - t0, 3)
-
-
-def profiled(fn, n: int, out: dict):
-    """``fn()`` under cProfile; into ``out``: the ``n`` costliest functions by cumulative and own time, and what
-    the compile's entry points (Dynamo's frame conversion, the compiled graph's first runs) called."""
-    import cProfile
-    import io
-    import pstats
-
-    pr = cProfile.Profile()
-    pr.enable()
-    got = fn()
-    pr.disable()
-    for order in ("cumulative", "tottime"):
-        s = io.StringIO()
-        pstats.Stats(pr, stream=s).sort_stats(order).print_stats(n)
-        out[f"profile_{order}"] = s.getvalue()
-    s = io.StringIO()
-    st = pstats.Stats(pr, stream=s).sort_stats("cumulative")
-    st.print_callees(r"convert_frame.py.*\(__call__\)|\(_compile\)|\(calls\)|eval_frame.py.*\(_fn\)|runtime_wrappers")
-    out["profile_callees"] = s.getvalue()[:60000]
-    return got
 
 
 def main() -> None:
@@ -97,11 +70,11 @@ def main() -> None:
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision, torch.float32)
     t = time.perf_counter()
     model = torchvision.models.resnet50().eval().to("cuda", dtype=dtype).to(memory_format=torch.channels_last)
-    out["eager_s"] = {b: calls(model, torch, b, dtype) for b in (1, 32)}
+    out["eager_s"] = {b: warm_calls(model, torch, b, dtype) for b in (1, 32)}
     out["model_and_eager_s"] = round(time.perf_counter() - t, 3)
     before, th0 = set(sys.modules), threading.active_count()
     cm = torch.compile(model)
-    out["first_compile_s"] = {b: calls(cm, torch, b, dtype) for b in (1, 32)}
+    out["first_compile_s"] = {b: warm_calls(cm, torch, b, dtype) for b in (1, 32)}
     new = sorted(set(sys.modules) - before)
     out["first_compile_new_modules_n"] = len(new)
     out["first_compile_new_modules"] = new
@@ -110,9 +83,12 @@ def main() -> None:
     torch._dynamo.reset()
     cm = torch.compile(model)
     if a.profile:
-        out["again_compile_s"] = profiled(lambda: {b: calls(cm, torch, b, dtype) for b in (1, 32)}, a.profile, out)
+        def again() -> dict:
+            return {b: warm_calls(cm, torch, b, dtype) for b in (1, 32)}
+
+        out["again_compile_s"] = profiled(again, a.profile, out, "profile", keep=10**9, callees=CALLEES)
     else:
-        out["again_compile_s"] = {b: calls(cm, torch, b, dtype) for b in (1, 32)}
+        out["again_compile_s"] = {b: warm_calls(cm, torch, b, dtype) for b in (1, 32)}
     from torch._dynamo.utils import compile_times
 
     out["compile_times"] = compile_times(repr="str", aggregate=True)

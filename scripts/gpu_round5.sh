@@ -10,27 +10,12 @@
 #             and both, alternating, twice each (scripts/startup_local.sh)
 #   startup2  one more pair (one GPU, both)
 # Each step leaves a tarball of its reports (results.json and .md, terminal output, walls) in $OUT.
-set -u
-: "${OUT:?OUT=DIR}"
-export PYTHONUNBUFFERED=1
-pack() {  # NAME DIR: the reports without the HTML and CSV copies
-    tar czf "$OUT/$1.tgz" -C "$2" --exclude='*.html' --exclude='*.csv' --exclude='*-ps.txt' . && ls -la "$OUT/$1.tgz"
-}
-for step in "$@"; do
-    t0=$(date +%s)
-    case $step in
+. "$(dirname "$0")/gpu_round_lib.sh"  # set -u, OUT required, unbuffered Python
+step() {  # one STEP of the usage above
+    case $1 in
         setup)
-            mkdir -p /tmp/site
-            cat /tmp/parts/all.part.* | xz -dc | tar x -i -C /tmp/site || exit 3
-            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-                /tmp/whl/*.whl || exit 4
-            { date -u; nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total --format=csv; nproc
-              lscpu | grep -i "model name"; python3 --version
-              PYTHONPATH=/tmp/site python3 -c "import onnxruntime as o, torch, ray, pydantic
-print('onnxruntime', o.__version__, o.get_available_providers(), 'torch', torch.__version__, 'cuda', torch.version.cuda,
-      'cudnn', torch.backends.cudnn.version(), 'ray', ray.__version__, 'pydantic', pydantic.__version__)"
-            } > "$OUT/gpus.txt" 2>&1
-            cat "$OUT/gpus.txt" ;;
+            unpack_parts
+            machine_facts onnxruntime torch ray pydantic ;;
         fleet)
             SAMPLE_PS=0 scripts/multi_gpu_fleet.sh /tmp/o export local-cold local local-a fleet fleet-a \
                 local local-b fleet fleet-b
@@ -45,7 +30,7 @@ print('onnxruntime', o.__version__, o.get_available_providers(), 'torch', torch.
         startup2)
             scripts/startup_local.sh /tmp/s2 one-gpu-warm-3 two-gpus-warm-3
             pack r5-startup2 /tmp/s2 ;;
-        *) echo "unknown step $step" ;;
+        *) echo "unknown step $1" ;;
     esac
-    echo "step $step: $(( $(date +%s) - t0 )) s"
-done
+}
+run_steps "$@"

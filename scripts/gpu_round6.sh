@@ -7,27 +7,13 @@
 #           runs), then one GPU visible and both, warm, alternating with main's code (scripts/startup_local.sh)
 #   second  the rest of the alternation
 # Each step leaves a tarball of its reports (results.json and .md, terminal output, stamps, walls) in $OUT.
-set -u
-: "${OUT:?OUT=DIR}"
-export PYTHONUNBUFFERED=1 MAIN_CODE=/tmp/main
-pack() {  # NAME DIR: the reports without the HTML and CSV copies
-    tar czf "$OUT/$1.tgz" -C "$2" --exclude='*.html' --exclude='*.csv' . && ls -la "$OUT/$1.tgz"
-}
-for step in "$@"; do
-    t0=$(date +%s)
-    case $step in
+. "$(dirname "$0")/gpu_round_lib.sh"  # set -u, OUT required, unbuffered Python
+export MAIN_CODE=/tmp/main
+step() {  # one STEP of the usage above
+    case $1 in
         setup)
-            mkdir -p /tmp/site
-            cat /tmp/parts/all.part.* | xz -dc | tar x -i -C /tmp/site || exit 3
-            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-                /tmp/whl/*.whl || exit 4
-            { date -u; nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total --format=csv; nproc
-              lscpu | grep -i "model name"; python3 --version
-              PYTHONPATH=/tmp/site python3 -c "import onnxruntime as o, torch, pydantic
-print('onnxruntime', o.__version__, o.get_available_providers(), 'torch', torch.__version__, 'cuda', torch.version.cuda,
-      'cudnn', torch.backends.cudnn.version(), 'pydantic', pydantic.__version__)"
-            } > "$OUT/gpus.txt" 2>&1
-            cat "$OUT/gpus.txt" ;;
+            unpack_parts
+            machine_facts onnxruntime torch pydantic ;;
         first)
             mkdir -p /tmp/s && cp "$OUT/gpus.txt" /tmp/s/
             COLD_CACHE=/tmp/c1 scripts/startup_local.sh /tmp/s two-gpus-cold one-gpu-warm-main-1 one-gpu-warm-1 \
@@ -36,7 +22,7 @@ print('onnxruntime', o.__version__, o.get_available_providers(), 'torch', torch.
         second)
             scripts/startup_local.sh /tmp/s2 one-gpu-warm-main-2 one-gpu-warm-3 two-gpus-warm-3 two-gpus-warm-main-1
             pack r6-second /tmp/s2 ;;
-        *) echo "unknown step $step" ;;
+        *) echo "unknown step $1" ;;
     esac
-    echo "step $step: $(( $(date +%s) - t0 )) s"
-done
+}
+run_steps "$@"

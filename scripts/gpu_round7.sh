@@ -10,15 +10,9 @@
 #   one2    three more warm pairs, one GPU
 #   two     both GPUs, warm, turns on and off alternating, with one-GPU runs between (the ratio)
 # Each step leaves a tarball of its reports (results.json and .md, terminal output, stamps, walls) in $OUT.
-set -u
-: "${OUT:?OUT=DIR}"
-export PYTHONUNBUFFERED=1
-pack() {  # NAME DIR: the reports without the HTML and CSV copies
-    tar czf "$OUT/$1.tgz" -C "$2" --exclude='*.html' --exclude='*.csv' . && ls -la "$OUT/$1.tgz"
-}
-for step in "$@"; do
-    t0=$(date +%s)
-    case $step in
+. "$(dirname "$0")/gpu_round_lib.sh"  # set -u, OUT required, unbuffered Python
+step() {  # one STEP of the usage above
+    case $1 in
         setup)
             mkdir -p /tmp/site
             cat /tmp/parts/onnxruntime_gpu-*.part.* > /tmp/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl
@@ -30,13 +24,7 @@ for step in "$@"; do
                 PYTHONPATH=/tmp/site python3 -c "import ${m%%:*}" 2>/dev/null && continue
                 for w in ${m#*:}; do python3 -m pip install -q --no-index --no-deps --target /tmp/site build/r7/whl/$w-*.whl; done
             done
-            { date -u; nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total --format=csv; nproc
-              lscpu | grep -i "model name"; python3 --version
-              PYTHONPATH=/tmp/site python3 -c "import onnxruntime as o, torch, pydantic
-print('onnxruntime', o.__version__, o.get_available_providers(), 'torch', torch.__version__, 'cuda', torch.version.cuda,
-      'cudnn', torch.backends.cudnn.version(), 'pydantic', pydantic.__version__)"
-            } > "$OUT/gpus.txt" 2>&1
-            cat "$OUT/gpus.txt" ;;
+            machine_facts onnxruntime torch pydantic ;;
         smoke)
             CUDA_VISIBLE_DEVICES=0 PYTHONPATH=$PWD:/tmp/site timeout 400 python3 -m infer_compare --model resnet50 \
                 --backends pytorch,pytorch-compile --precisions fp16 -b 1,32 --device cuda:0 --cache-dir /tmp/c1 \
@@ -63,7 +51,7 @@ EOF
             scripts/startup_local.sh /tmp/s3 two-gpus-warm-1 two-gpus-warm-off-1 one-gpu-warm-5 one-gpu-warm-off-5 \
                 two-gpus-warm-off-2 two-gpus-warm-2
             pack r7-two /tmp/s3 ;;
-        *) echo "unknown step $step" ;;
+        *) echo "unknown step $1" ;;
     esac
-    echo "step $step: $(( $(date +%s) - t0 )) s"
-done
+}
+run_steps "$@"
