@@ -205,19 +205,27 @@ def test_each_process_of_a_gpu_keeps_its_own_history_on_the_board():
     assert board.take("cuda:0", "cuda:0/2").precision == "tf32" and board.take("cuda:0", "cuda:0/1").precision == "fp32"
 
 
+def _wanted(cells, gpus=None, weights_bytes=0) -> tuple[bool, str]:
+    """As measure/lanes.py decides: (turns, why not where the plan compiles but the GPUs lack room)."""
+    if not gpu_turn.compiles_on_gpu(cells):
+        return False, ""
+    why = gpu_turn.room(gpus, weights_bytes)
+    return not why, why
+
+
 def test_turns_only_where_a_gpu_configuration_compiles_on_a_gpu_with_room(monkeypatch):
     cell = lambda runner, kind="cuda": NS(runner=runner, kind=kind, device=f"{kind}:0" if kind == "cuda" else kind)  # noqa: E731
     h100, orin = [{"memory_mib": 81559}], [{"memory_mib": 15656}]
-    assert gpu_turn.wanted([cell("pytorch"), cell("pytorch-compile")], h100, 100 << 20) == (True, "")
-    assert gpu_turn.wanted([cell("pytorch"), cell("onnxruntime")], h100) == (False, "")
-    assert gpu_turn.wanted([cell("pytorch-compile", "cpu")], h100) == (False, "")
-    small, why = gpu_turn.wanted([cell("pytorch-compile")], orin, 100 << 20)
+    assert _wanted([cell("pytorch"), cell("pytorch-compile")], h100, 100 << 20) == (True, "")
+    assert _wanted([cell("pytorch"), cell("onnxruntime")], h100) == (False, "")
+    assert _wanted([cell("pytorch-compile", "cpu")], h100) == (False, "")
+    small, why = _wanted([cell("pytorch-compile")], orin, 100 << 20)
     assert not small and "15656 MiB" in why  # a Jetson's shared memory: one process, and the report says why
-    big, why = gpu_turn.wanted([cell("pytorch-compile")], h100, 2 << 30)  # weights over 1/50 of the GPU's memory
+    big, why = _wanted([cell("pytorch-compile")], h100, 2 << 30)  # weights over 1/50 of the GPU's memory
     assert not big and "2048 MiB" in why
-    assert not gpu_turn.wanted([cell("pytorch-compile")], [], 0)[0]  # memory unknown: one process
+    assert not _wanted([cell("pytorch-compile")], [], 0)[0]  # memory unknown: one process
     monkeypatch.setenv(gpu_turn.SWITCH, "0")
-    assert gpu_turn.wanted([cell("pytorch-compile")], h100) == (False, "")
+    assert _wanted([cell("pytorch-compile")], h100) == (False, "")
 
 
 def test_one_gpu_gets_a_slot_of_its_own_where_its_processes_take_turns():

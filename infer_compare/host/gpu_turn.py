@@ -1,20 +1,21 @@
 """Two measuring processes on one GPU, taking turns: the GPU's work of one at a time, and torch.compile's tracing
 (Python on the CPU, nothing on the GPU) in one while the other uses the GPU.
 
-Where a GPU's plan has torch.compile configurations, its slot is measured by two processes (``PARTS``), each on
-its own half of the slot's cores, sharing a lock file (``ENV`` names it; ``fcntl.flock``). A measuring process
-holds the lock for each batch size it measures: the load or re-shape, the cold first call, the warm-up, the timed
-loop, the parity outputs and the throughput scenario, as one configuration's process alone on its GPU did. The one
-exception: a runner whose catalog entry says its first loads are traced (``RunnerInfo.traced_loads``: torch.compile's
-first two batch sizes, its first shape and the recompile that makes the batch dynamic; a later one runs the dynamic
-graph at once) loads those without it, and that compilation (backends/pytorch/run_cuda.py) runs without it while Dynamo traces the model and
-Inductor builds (or loads from its cache) the code; the lock is taken when that compilation ends, before the
-compiled code first runs (``torch._dynamo``'s compile-end callback), or at the end of the load. Meanwhile the other process measures its
-own configuration on the GPU; so two GPU rows are never timed at the same time, and a timed row shares the host
-with a tracing process on other cores and, on the GPU, with what such a load does before it traces: the weights'
-copy to the GPU, the creation of its CUDA events and a zero batch (milliseconds, once per load or new shape), and
-the CUDA context of a process whose first configuration it is. Each row says how long its process waited
-for the GPU and how long its compilation ran beside the other's work (``extra.gpu_turn``).
+Where a GPU's plan has configurations whose loads trace (``RunnerInfo.traced_loads``: torch.compile) and the GPU
+has room for two processes (``room``), its slot is measured by two processes (``PARTS``), each on its own half of
+the slot's cores, sharing a lock file (``ENV`` names it; ``fcntl.flock``). A measuring process holds the lock for
+each batch size it measures: the load or re-shape, the cold first call, the warm-up, the timed loop, the parity
+outputs and the throughput scenario, as one configuration's process alone on its GPU did. The one exception: a
+runner's traced loads (torch.compile's first two batch sizes: its first shape, and the recompile that makes the
+batch dynamic; a later one runs the dynamic graph at once) run without it while Dynamo traces the model and
+Inductor builds (or loads from its cache) the code (backends/pytorch/run_cuda.py); the lock is taken when that
+compilation ends, before the compiled code first runs (``torch._dynamo``'s compile-end callback), or at the end of
+the load. Meanwhile the other process measures its own configuration on the GPU: two GPU rows are never timed at
+the same time, and a timed row shares the host with a tracing process on other cores and, on the GPU, with what
+such a load does before it traces: the weights' copy to the GPU, the creation of its CUDA events and a zero batch
+(milliseconds, once per load or new shape), and the CUDA context of a process whose first configuration it is.
+Each row says how long its process waited for the GPU and how long its compilation ran beside the other's work
+(``extra.gpu_turn``).
 
 A process that dies holding the lock frees it (the kernel drops an flock with its last descriptor).
 ``INFER_COMPARE_GPU_TURNS=0``: one process per GPU, as before.
@@ -65,14 +66,6 @@ def room(gpus: list[dict[str, Any]] | None, weights_bytes: int = 0) -> str:
     return (f"one measuring process per GPU: the GPU's memory ({known}) leaves no room for a second process taking "
             f"turns (host/gpu_turn.py: at least {MIN_GPU_MIB} MiB and 50 times the model's weights, "
             f"{weights_bytes / 2**20:.0f} MiB)")
-
-
-def wanted(cells: list[Any], gpus: list[dict[str, Any]] | None = None, weights_bytes: int = 0) -> tuple[bool, str]:
-    """(whether each GPU's measuring processes take turns, why not where the plan compiles but the GPUs lack room)."""
-    if not compiles_on_gpu(cells):
-        return False, ""
-    why = room(gpus, weights_bytes)
-    return not why, why
 
 
 class Turn:
