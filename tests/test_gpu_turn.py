@@ -206,11 +206,14 @@ def test_each_process_of_a_gpu_keeps_its_own_history_on_the_board():
 
 
 def _wanted(cells, gpus=None, weights_bytes=0) -> tuple[bool, str]:
-    """As measure/lanes.py decides: (turns, why not where the plan compiles but the GPUs lack room)."""
-    if not gpu_turn.compiles_on_gpu(cells):
-        return False, ""
-    why = gpu_turn.room(gpus, weights_bytes)
-    return not why, why
+    """measure/lanes.py's decision for a run on ``gpus`` whose model has ``weights_bytes``: (turns, the report's note
+    saying why not, where the plan compiles but the GPUs lack room)."""
+    from infer_compare.measure.lanes import _turns_wanted
+
+    weights = NS(numel=lambda: weights_bytes, element_size=lambda: 1)
+    run = NS(environment=NS(gpus=gpus or []), prep=NS(model=NS(parameters=lambda: [weights], buffers=lambda: [])),
+             notes=[])
+    return _turns_wanted(run, cells), "".join(run.notes)
 
 
 def test_turns_only_where_a_gpu_configuration_compiles_on_a_gpu_with_room(monkeypatch):
