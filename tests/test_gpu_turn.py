@@ -118,19 +118,16 @@ def test_compiling_beside_lets_go_until_the_compile_ends(tmp_path):
     handler = _Handler()
     torch = NS(_dynamo=NS(callback=NS(callback_handler=handler)))
     turn = gpu_turn.Turn(str(tmp_path / "t.lock"))
-    with turn.holding():
-        with compiling_beside(torch, turn):
-            assert not turn.held and len(handler.end) == 1  # tracing: the other process may use the GPU
-            handler.end[0]("args of torch's callback")  # the compilation ended: the compiled code runs next
-            assert turn.held
+    with compiling_beside(torch, turn):  # a deferred turn (a load that traces first): taken at the compile's end
+        assert not turn.held and len(handler.end) == 1  # tracing: the other process may use the GPU
+        handler.end[0]("args of torch's callback")  # the compilation ended: the compiled code runs next
+        assert turn.held
+    assert turn.held and handler.end == []
+    with compiling_beside(torch, turn):  # held already (a shape the dynamic graph serves at once): kept throughout
         assert turn.held and handler.end == []
+    assert turn.held
     with compiling_beside(torch, None):  # no turn: nothing registered
         assert handler.end == []
-    turn.release()
-    with compiling_beside(torch, turn):  # a deferred turn (a load that traces first): taken at the compile's end
-        assert not turn.held
-        handler.end[0]()
-        assert turn.held
     turn.release()
     with compiling_beside(torch, turn):  # ... or after the block at the latest
         assert not turn.held

@@ -56,12 +56,13 @@ DEVICES_USED: set[int] = set()  # CUDA devices this process has measured on (a r
 
 @contextmanager
 def compiling_beside(torch: Any, turn: gpu_turn.Turn | None) -> Iterator[None]:
-    """Where this process takes turns with another on its GPU (host/gpu_turn.py): the GPU left to the other while
-    torch.compile traces and compiles (CPU work) in the block, taken when Dynamo's compilation ends, before the
-    compiled code runs on the GPU (its compile-end callback), and held after the block. A torch without that
-    callback takes it before the block."""
+    """Where this process takes turns with another on its GPU (host/gpu_turn.py) and does not hold it (a load that
+    traces first: measure/child.py defers the turn): the GPU left to the other while torch.compile traces and
+    compiles (CPU work) in the block, taken when Dynamo's compilation ends, before the compiled code runs on the GPU
+    (its compile-end callback), and held after the block. A turn already held stays held: the block's calls may run
+    compiled code at once (a shape the dynamic graph serves). A torch without that callback takes it before."""
     handler = getattr(getattr(getattr(torch, "_dynamo", None), "callback", None), "callback_handler", None)
-    if turn is None:
+    if turn is None or turn.held:
         yield
         return
     if handler is None or not hasattr(handler, "remove_end_callback"):
@@ -177,7 +178,6 @@ class CudaRows:
 
         t0, w0 = time.perf_counter(), gpu_turn.waited()
         dummy = self._zeros(shape)
-        torch.cuda.synchronize(self._dev)
         with compiling_beside(torch, gpu_turn.current()), torch.inference_mode():
             for _ in range(WARM_CALLS):
                 if self._mark_step is not None:
