@@ -84,7 +84,8 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
                 one_cell(c, tag, s)
 
         run_on_slots(work, used, measure, run.cancel, family=lambda c: (c.kind, runtime_of(c.runner)),
-                     on_done=_prefetch_when_cpu_lane_ends(rest))
+                     on_done=_prefetch_when_cpu_lane_ends(rest),
+                     traced=(lambda c: gpu_turn.traced_loads(c.runner) > 0) if turns else None)
         run.concurrent = {}
     for i, c in enumerate(rest):
         if not any(map(_on_cpu, rest[i:])):

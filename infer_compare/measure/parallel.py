@@ -28,13 +28,21 @@ class Board:
     precision it has measured already (cuDNN's algorithm choices for that precision and shape are made:
     torch.compile after eager), then one of that process and a precision no other GPU has measured, then one
     that starts another process on a precision no other GPU has measured, last one whose precision another GPU
-    has measured (it is tuned twice). Without ``family``: plan order."""
+    has measured (it is tuned twice). Without ``family``: plan order.
 
-    def __init__(self, work: list[tuple[Any, tuple[str, ...]]], family: Callable[[Any], Any] | None = None):
+    With ``traced`` (whether a configuration's loads trace on the CPU first: torch.compile, host/gpu_turn.py),
+    where a GPU's processes take turns, ties go to what overlaps: a process whose partner on that GPU is on a
+    configuration that traces takes one that does not, and the other way round; the GPU's first process takes
+    one that does not (so that its partner's tracing starts beside GPU work, not a wait for it)."""
+
+    def __init__(self, work: list[tuple[Any, tuple[str, ...]]], family: Callable[[Any], Any] | None = None,
+                 traced: Callable[[Any], bool] | None = None):
         self.todo = list(work)
         self.lock = threading.Lock()
         self.family = family
+        self.traced = traced
         self.seen: dict[str, list[tuple[Any, str]]] = {}  # device -> (family, precision) measured there, in order
+        self.now: dict[str, tuple[str, bool]] = {}  # worker -> (its device, whether its latest configuration traces)
 
     def rank(self, who: str, cell: Any) -> int:
         if self.family is None:
@@ -49,16 +57,28 @@ class Board:
             return 1
         return 2 if not elsewhere else 3
 
+    def overlap(self, device: str, who: str, cell: Any) -> int:
+        """0 where ``cell`` would overlap the GPU's other process (see the class), else 1; 0 without ``traced`` or
+        for a worker that is its device's only one (its name is the device's)."""
+        if self.traced is None or who == device:  # a GPU's one process, the CPU lane: plan order
+            return 0
+        partners = [t for w, (d, t) in self.now.items() if d == device and w != who]
+        want = not partners[-1] if partners else False
+        return int(bool(self.traced(cell)) != want)
+
     def take(self, device: str, who: str | None = None) -> Any | None:
         """The next configuration for the worker ``who`` (its slot's name; default ``device``) measuring on
         ``device``, or None."""
         who = who or device
         with self.lock:
-            mine = [(self.rank(who, cell), i) for i, (cell, allowed) in enumerate(self.todo) if device in allowed]
+            mine = [(self.rank(who, cell), self.overlap(device, who, cell), i)
+                    for i, (cell, allowed) in enumerate(self.todo) if device in allowed]
             if not mine:
                 return None
-            _, i = min(mine)
+            i = min(mine)[-1]
             cell = self.todo.pop(i)[0]
+            if self.traced is not None:
+                self.now[who] = (device, bool(self.traced(cell)))
             if self.family is not None:
                 self.seen.setdefault(who, []).append((self.family(cell), str(getattr(cell, "precision", ""))))
             return cell
@@ -67,12 +87,12 @@ class Board:
 def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
                  measure_one: Callable[[Any, Slot], None], cancel: threading.Event,
                  family: Callable[[Any], Any] | None = None,
-                 on_done: Callable[[Slot], None] | None = None) -> None:
+                 on_done: Callable[[Slot], None] | None = None, traced: Callable[[Any], bool] | None = None) -> None:
     """Measure every (cell, devices) of ``work`` on the slots, concurrently; returns when all are done.
     ``family``: see Board. ``on_done(slot)``: called from a slot's worker when the board has nothing left for
-    it (not after an error or a cancel). An exception in a worker (an interrupt included) cancels the others and
+    it (not after an error or a cancel). ``traced``: see Board. An exception in a worker (an interrupt included) cancels the others and
     is raised here."""
-    board = Board(work, family)
+    board = Board(work, family, traced)
     errors: list[BaseException] = []
 
     def worker(slot: Slot) -> None:
