@@ -1,8 +1,11 @@
 """Issue 37, sixth round: the comparison's tail, after its last row: writing the report (json, md, csv, html with
 its plots) and printing the table, timed in a fresh interpreter from a saved results.json.
 
-Usage: python3 scripts/tail_probe.py RESULTS.json OUTDIR [--prefetch]   (--prefetch: the report writers
-imported first, as they would be while the rows are measured; their import time printed apart)"""
+Usage: python3 scripts/tail_probe.py RESULTS.json OUTDIR [--prefetch | --warm] [--profile]
+  --prefetch: the report writers imported first (report/writers.py), their import time printed apart
+  --warm: as the comparison's prefetch thread does since round 8 (measure/prefetch.py): imported and one tiny
+          figure drawn
+  --profile: the 12 functions the HTML writing spent most time in, by cumulative time"""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ T0 = time.perf_counter()
 
 def main() -> None:
     src, out = sys.argv[1], Path(sys.argv[2])
-    res: dict = {"prefetch": "--prefetch" in sys.argv}
+    res: dict = {"prefetch": "--prefetch" in sys.argv, "warm": "--warm" in sys.argv}
     t = time.perf_counter()
     from infer_compare.base.records import load_report
     from infer_compare.report import write_all
@@ -26,15 +29,23 @@ def main() -> None:
 
     rep = load_report(src)
     res["import_load_s"] = round(time.perf_counter() - t, 3)
-    if res["prefetch"]:
+    if res["prefetch"] or res["warm"]:
         t = time.perf_counter()
-        from infer_compare.fleet.overlap import REPORT_WRITERS, _import_all
+        from infer_compare.measure.prefetch import warm
+        from infer_compare.report.writers import import_writers
 
-        res["prefetched"] = _import_all(REPORT_WRITERS)
+        res["prefetched"] = warm() if res["warm"] else import_writers()
         res["prefetch_s"] = round(time.perf_counter() - t, 3)
+    profile = None
     for fmt in ("json", "md", "csv", "html"):
         t = time.perf_counter()
-        write_all(rep, out, (fmt,))
+        if fmt == "html" and "--profile" in sys.argv:
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.runcall(write_all, rep, out, (fmt,))
+        else:
+            write_all(rep, out, (fmt,))
         res[f"write_{fmt}_s"] = round(time.perf_counter() - t, 3)
     t = time.perf_counter()
     with redirect_stdout(io.StringIO()):
@@ -42,6 +53,10 @@ def main() -> None:
     res["print_s"] = round(time.perf_counter() - t, 3)
     res["total_s"] = round(time.perf_counter() - T0, 3)
     print("TAIL " + json.dumps(res))
+    if profile is not None:
+        import pstats
+
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(12)
 
 
 if __name__ == "__main__":
