@@ -29,6 +29,7 @@ from infer_compare.regress.check import load_baselines
 def cmd_compare(args, argv: list[str]) -> int:
     from dataclasses import replace
 
+    pyc = keep_bytecode(args)  # first: the imports below (numpy, the measuring code) find their bytecode there too
     # deferred: the CLI's start (--help, env, report) stays light without it (+34 modules)
     from infer_compare.api import compare
 
@@ -37,7 +38,6 @@ def cmd_compare(args, argv: list[str]) -> int:
         raise UsageError(f"weights file not found: {args.weights}")
     gate = _gate_setup(args)  # a bad baseline, rule or environment fails before any work
     saver = Saver(output_dir(args))
-    pyc = keep_bytecode(args)
 
     def measure(into: Saver, only: dict | None = None):
         with RichProgress(args.quiet) as prog:
@@ -105,6 +105,7 @@ def _same_model_and_selection(args, base) -> None:
 
 @cleans_up
 def cmd_export(args, argv: list[str]) -> int:
+    keep_bytecode(args)  # first: the imports below find their bytecode there too (host/pycache.py)
     # deferred: the CLI's start (--help, env, report) stays light without it (+30 modules)
     from infer_compare.bundle import export_bundle
 
@@ -120,7 +121,6 @@ def cmd_export(args, argv: list[str]) -> int:
         probe.unlink()
     except OSError as e:
         raise UsageError(f"bundle directory {out} is not writable: {e.strerror or e}") from None
-    keep_bytecode(args)
     try:
         with RichProgress(args.quiet) as prog:
             man = export_bundle(args.model, args.output_dir, weights=args.weights, formats=args.formats,
@@ -163,6 +163,7 @@ def cmd_export(args, argv: list[str]) -> int:
 
 @cleans_up
 def cmd_run(args, argv: list[str]) -> int:
+    pyc = keep_bytecode(args)  # first: the imports below find their bytecode there too (host/pycache.py)
     # deferred: the CLI's start (--help, env, report) stays light without it (+30 modules)
     from infer_compare.bundle import run_bundle, verify
 
@@ -175,7 +176,6 @@ def cmd_run(args, argv: list[str]) -> int:
     opts = measure_options(args)
     args.model = f"{Path(args.bundle).resolve().name}"
     saver = Saver(output_dir(args))
-    pyc = keep_bytecode(args)
     try:
         with RichProgress(args.quiet) as prog:
             log_bytecode(prog, pyc)

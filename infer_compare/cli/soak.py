@@ -49,6 +49,7 @@ def _growth_failures(rep, bound: float | None) -> int:
 
 
 def cmd_soak(args, argv: list[str]) -> int:
+    keep_bytecode(args)  # first: the imports below find their bytecode there too (host/pycache.py)
     # deferred: the CLI's start (--help, env, report) stays light without it (+6 modules)
     from infer_compare.report.soak import print_soak
 
@@ -58,7 +59,6 @@ def cmd_soak(args, argv: list[str]) -> int:
     kw = _checked(args)
     name = args.model or Path(args.bundle).resolve().name
     saver = Saver(output_dir(argparse.Namespace(output_dir=args.output_dir, model=f"{name}-soak")))
-    keep_bytecode(args)
     try:
         with RichProgress(args.quiet) as prog:
             rep = soak(args.model, bundle=args.bundle, weights=args.weights,
