@@ -72,6 +72,10 @@ def test_two_processes_never_use_the_gpu_at_once_and_a_compile_lets_the_other_in
     assert 0.45 <= turn_b["compiled_beside_s"] < 1.0 and turn_b["waited_s"] >= 0.4
     assert rb.load_s < 0.8, "the wait for A is not B's load time"
     assert ra.extra["gpu_turn"]["waited_s"] < 0.5
+    holds = [(h, who) for who, r in (("a", ra), ("b", rb)) for h in r.extra["gpu_turn"]["held"]]
+    holds.sort()
+    assert {w for _, w in holds} == {"a", "b"}
+    assert all(h0[1] <= h1[0] + 0.002 for (h0, _), (h1, _) in zip(holds, holds[1:], strict=False)), "no two holds overlap"
 
 
 def test_a_turn_waits_for_the_holder_and_counts_its_wait(tmp_path):
@@ -92,7 +96,16 @@ def test_a_turn_waits_for_the_holder_and_counts_its_wait(tmp_path):
     assert not turn.held
     stats = turn.take_stats()
     assert stats["waited_s"] >= 0.3 and stats["compiled_beside_s"] >= 0.04
-    assert turn.take_stats() == {"waited_s": 0.0, "compiled_beside_s": 0.0}
+    (a0, a1), (b0, b1) = stats["held"]  # two holds, the release between them
+    assert a0 <= a1 and b0 - a1 >= 0.04 and b0 <= b1
+    assert turn.take_stats() == {"waited_s": 0.0, "compiled_beside_s": 0.0, "held": []}
+    with turn.holding():
+        time.sleep(0.02)
+        first = turn.take_stats()["held"]  # a hold still on: up to now, and the rest in the next call's
+        time.sleep(0.02)
+    (c0, c1), = first
+    (d0, d1), = turn.take_stats()["held"]
+    assert c1 - c0 >= 0.015 and d0 == c1 and d1 - d0 >= 0.015
     holder.wait(10)
 
 

@@ -69,8 +69,9 @@ def room(gpus: list[dict[str, Any]] | None, weights_bytes: int = 0) -> str:
 
 
 class Turn:
-    """This process's hold on its GPU's lock file, with the seconds it waited for it and the seconds it let it go
-    inside a configuration (``released``)."""
+    """This process's hold on its GPU's lock file, with the seconds it waited for it, the seconds it let it go
+    inside a configuration (``released``) and when it held it (``holds``: wall-clock seconds since the epoch, so that
+    the holds of a GPU's processes line up: benchmarks/gpu_busy.py tells from them how long each GPU was idle)."""
 
     def __init__(self, path: str):
         import fcntl
@@ -82,6 +83,8 @@ class Turn:
         self.waited_s = 0.0
         self.beside_s = 0.0
         self._let_go: float | None = None  # when ``released`` let the lock go, until it is taken again
+        self.holds: list[tuple[float, float]] = []  # (taken, let go), time.time()
+        self._since = 0.0
 
     def acquire(self) -> None:
         if self.held:
@@ -93,9 +96,11 @@ class Turn:
         self._fcntl.flock(self.fd, self._fcntl.LOCK_EX)
         self.waited_s += time.perf_counter() - t0
         self.held = True
+        self._since = time.time()
 
     def release(self) -> None:
         if self.held:
+            self.holds.append((self._since, time.time()))
             self._fcntl.flock(self.fd, self._fcntl.LOCK_UN)
             self.held = False
 
@@ -124,10 +129,18 @@ class Turn:
                 self.acquire()
             self._let_go = None
 
-    def take_stats(self) -> dict[str, float]:
-        """The seconds waited and let go since the last call (a batch size's row), and start again."""
-        out = {"waited_s": round(self.waited_s, 3), "compiled_beside_s": round(self.beside_s, 3)}
+    def take_stats(self) -> dict[str, Any]:
+        """The seconds waited and let go since the last call (a batch size's row), and the holds since (``held``:
+        [taken, let go or now], epoch seconds to the millisecond; a hold still on goes on in the next call's); then
+        start again."""
+        now = time.time()
+        holds = self.holds + ([(self._since, now)] if self.held else [])
+        out = {"waited_s": round(self.waited_s, 3), "compiled_beside_s": round(self.beside_s, 3),
+               "held": [[round(a, 3), round(b, 3)] for a, b in holds]}
         self.waited_s = self.beside_s = 0.0
+        self.holds = []
+        if self.held:
+            self._since = now
         return out
 
 
