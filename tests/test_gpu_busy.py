@@ -4,19 +4,12 @@ constructed report (no measured time is asserted)."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.bench_modules import bench_module
 
 
 def _busy():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import gpu_busy
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return gpu_busy
+    return bench_module("gpu_busy")
 
 
 def _row(gpu: int, process: int, precision: str, held: list[list[float]]) -> dict:

@@ -4,23 +4,18 @@ The numbers are benchmark_app's saved report and stand-ins: no assertion is on a
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.bench_modules import bench_module
+
 DATA = Path(__file__).parent / "data" / "benchmark_app"
 
 
 def _harness():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import harness_openvino
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return harness_openvino
+    return bench_module("harness_openvino")
 
 
 def test_benchmark_app_reports_are_read():
