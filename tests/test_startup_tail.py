@@ -161,25 +161,3 @@ def test_the_parent_polls_fast_only_between_a_childs_last_result_and_its_end(mon
     monkeypatch.setattr(isolate, "FINAL_WINDOW_S", 0.0175)  # four fast polls (0.015 s < 0.0175 s after three)
     sleeps = _watched(monkeypatch, tmp_path, 20)
     assert sleeps == [isolate.POLL_S] * 6 + [isolate.FINAL_POLL_S] * 4 + [isolate.POLL_S] * 10
-
-
-def test_the_prefetch_draws_one_figure_after_its_imports_and_the_measuring_waits_for_it(monkeypatch):
-    """Where every writer imported, the thread draws a tiny figure (matplotlib's first drawing, done before the
-    report's); ``join`` returns once it is done, so the report never draws beside it."""
-    drawn: list[str] = []
-    monkeypatch.setattr(prefetch, "_started", None)
-    monkeypatch.setattr(prefetch, "draw_once", lambda: (time.sleep(0.3), drawn.append("figure")))
-    t0 = time.perf_counter()
-    assert prefetch.start() is not None
-    prefetch.join()
-    assert drawn == ["figure"] and time.perf_counter() - t0 >= 0.3 and not prefetch._started.is_alive()
-    assert prefetch.warm(("json", "infer_compare.no_such_module")) == ["json"] and drawn == ["figure"]  # no drawing
-    monkeypatch.setattr(prefetch, "_started", None)
-    prefetch.join()  # none started: returns at once
-
-
-def test_the_warm_up_figure_draws_with_the_installed_matplotlib():
-    pytest.importorskip("matplotlib")
-    from infer_compare.report.writers import draw_once
-
-    assert draw_once() is True

@@ -4,10 +4,9 @@ After its last row a comparison writes its report; the HTML one draws its plots 
 first figure are fixed work: measured on a lent H100 host (scripts/tail_probe.py, the 65 rows of a resnet50
 report), writing results.html took 2.0-2.2 s in a fresh interpreter and 1.1-1.3 s once matplotlib, its SVG backend
 and report/plots.py were imported (0.4-0.5 s of imports). Here a background thread of the comparison's own process
-imports them and draws one tiny figure (``writers.draw_once``: matplotlib's first drawing sets up its fonts and text
-layout, 0.35 s of the plots' 1.05 s on the 2-core VM), so that the writing after the last row finds them ready.
-Python's import locks make an import from two threads safe; a drawing is not (matplotlib's font objects are
-shared), so the measuring ends with ``join()``: the report draws only once this thread is done.
+imports them, so that the writing after the last row finds them imported. Imports only: Python's import locks make
+an import from two threads safe, whereas drawing a figure here while the report draws its own would share
+matplotlib's font objects between threads.
 
 When: only once no CPU configuration is left to measure (measure/lanes.py starts it: at once where the plan has
 none, when the CPU lane's worker ends, or before the first GPU-only cell of the configurations measured in turn),
@@ -24,7 +23,7 @@ import os
 import threading
 from collections.abc import Sequence
 
-from infer_compare.report.writers import REPORT_WRITERS, draw_once, import_writers
+from infer_compare.report.writers import REPORT_WRITERS, import_writers
 
 _lock = threading.Lock()
 _started: threading.Thread | None = None
@@ -35,25 +34,14 @@ def enabled() -> bool:
 
 
 def warm(modules: Sequence[str] = REPORT_WRITERS, cores: Sequence[int] = ()) -> list[str]:
-    """Import ``modules`` in order, stopping at the first that fails, then draw one tiny figure where they all
-    imported; the modules imported. ``cores``: this thread runs on them (Linux), where given."""
+    """Import ``modules`` in order, stopping at the first that fails; the modules imported. ``cores``: this thread
+    runs on them (Linux), where given."""
     if cores and hasattr(os, "sched_setaffinity"):
         try:
             os.sched_setaffinity(0, set(cores))  # pid 0: the calling thread only (Linux)
         except OSError:
             pass
-    done = import_writers(modules)
-    if list(done) == list(modules) and "infer_compare.report.plots" in done:
-        draw_once()
-    return done
-
-
-def join() -> None:
-    """Wait for the prefetch, where one started: after this the report may draw (see above)."""
-    with _lock:
-        started = _started
-    if started is not None:
-        started.join()
+    return import_writers(modules)
 
 
 def start(cores: Sequence[int] = ()) -> threading.Thread | None:

@@ -43,7 +43,6 @@ from infer_compare.catalog.device_kinds import DEVICE_KINDS, kind_of
 from infer_compare.catalog.formats import RUNNERS, get_format
 from infer_compare.catalog.runtimes import load_impl
 from infer_compare.host.boards import measurement_warnings
-from infer_compare.measure import prefetch
 from infer_compare.measure.bench import LoopSettings
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.forkservers import ForkServers, preloads
@@ -313,7 +312,6 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     finally:
         run.timeline.mark("closing", PREPARE)
         run.close_servers()
-        prefetch.join()  # its warm-up figure drawn before the report draws its own (measure/prefetch.py)
         shutil.rmtree(work, ignore_errors=True)
         run.warnings.extend(m for m in cache.messages if m not in run.warnings)
     return run.report()

@@ -23,26 +23,3 @@ def import_writers(modules: Sequence[str] = REPORT_WRITERS) -> list[str]:
         except Exception:  # noqa: BLE001 - a prefetch never fails the run
             break
     return done
-
-
-def draw_once() -> bool:
-    """A tiny figure drawn to SVG, as report/plots.py draws (constrained layout, a log axis, a legend, a box plot):
-    matplotlib's first drawing sets up fonts and text layout once per process (0.35 s of a resnet50 report's 1.05 s
-    of plots on the 2-core VM; 0.08 s for this figure). True where it drew; never raises. Not beside another
-    thread's drawing: matplotlib's font objects are shared (measure/prefetch.py joins its thread first)."""
-    try:
-        import io
-
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=(2, 1.5), dpi=96, layout="constrained")
-        ax = fig.add_subplot()
-        ax.set_xscale("log")
-        ax.plot([1, 10, 100], [1, 2, 3], marker="o", label="warm-up")
-        ax.boxplot([[1.0, 2.0, 3.0]])
-        ax.set_xlabel("ms")
-        ax.legend()
-        fig.savefig(io.StringIO(), format="svg")
-        return True
-    except Exception:  # noqa: BLE001 - a warm-up never fails the run
-        return False
