@@ -1,8 +1,9 @@
 #!/bin/bash
 # Issue 37, round 8, on a lent two-GPU machine: this checkout against main's code before it (unpacked from
 # build/r8/main.tgz into /tmp/main-code, MAIN_CODE), alternating, one GPU and two GPUs, warm. Round 8's changes: the
-# board pairs each GPU's two processes so that one traces while the other measures (measure/parallel.py), and the
-# report's first figure is drawn while the GPU rows are measured (measure/prefetch.py).
+# board pairs each GPU's two processes so that one traces while the other measures (measure/parallel.py), and (in
+# these runs; taken out after, no gain) the report's first figure drawn while the GPU rows were measured.
+# build/r8/main.tgz: `git archive fabd848 infer_compare pyproject.toml | gzip > build/r8/main.tgz`.
 # Usage: OUT=DIR scripts/gpu_round8.sh STEP...
 #   setup   round 7's setup (ONNX Runtime GPU from /tmp/parts, the small wheels) and main's code into /tmp/main-code
 #   a       an empty --cache-dir first (fills the caches), then one GPU and two GPUs, main and this code alternating
