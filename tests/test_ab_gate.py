@@ -343,6 +343,11 @@ def test_a_real_ab_run_unchanged_passes_and_twice_as_slow_fails(lenet_bundle, tm
     assert len(abs_) == 2 and all(ab["loaded_side_by_side"] for ab in abs_)
     if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1:  # both sides' calling threads: one CPU
         assert abs_[0]["calling_thread_cpu"] == abs_[1]["calling_thread_cpu"] == max(os.sched_getaffinity(0))
+    from infer_compare.host import malloc
+
+    if malloc.available():  # both sides' processes under glibc's fixed thresholds, and the verdict's method says so
+        assert all(ab["malloc"].startswith("glibc ") and "fixed" in ab["malloc"] for ab in abs_)
+        assert "malloc in both sides' processes: glibc" in md
     slow = _gate(lenet_bundle, tmp_path / "slow", "--threads", "1", "--python-b", _slow_python(tmp_path),
                  backend="openvino")
     assert slow.returncode == 1, slow.stdout[-3000:] + slow.stderr[-2000:]

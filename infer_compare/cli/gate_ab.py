@@ -51,6 +51,10 @@ def build_gate_parser() -> _Parser:
                         "alone; --replicates or less: never more)")
     g.add_argument("--side-time", type=float, default=d.side_time_s, metavar="S",
                    help=f"seconds of timed calls per side and row, split into the blocks (default {d.side_time_s})")
+    g.add_argument("--malloc", choices=("fixed", "default"), default="fixed" if d.malloc else "default",
+                   help="glibc's malloc thresholds in both sides' processes: fixed (the default: the same in every "
+                        "process whatever it did before, so that no process is lastingly slower for where its "
+                        "buffers came from) or default (moving with each process's history, as in a plain run)")
     g.add_argument("--seed", type=int, default=0, help="seed of the order of the sides in each pair (default 0)")
     g.add_argument("--fail-on", action="append", default=None, metavar="RULE",
                    help="exit 1 when B is worse than A beyond RULE (repeatable); default: "
@@ -119,7 +123,7 @@ def _gate(args, argv: list[str], opts, prog, saver: Saver, servers):
         raise
 
     plan = PairPlan(pairs=args.pairs, replicates=args.replicates, side_time_s=args.side_time, seed=args.seed,
-                    max_replicates=max(args.replicates, args.max_replicates))
+                    max_replicates=max(args.replicates, args.max_replicates), malloc=args.malloc == "fixed")
     return ab_gate(args.bundle_a, args.bundle_b, rules=args.fail_on, python_a=args.python_a, python_b=args.python_b,
                    plan=plan, options=opts, progress=prog, command=["infer-compare", "gate", *argv], on_row=saver,
                    allow_missing=args.allow_missing, allow_condition_change=args.allow_condition_change,

@@ -58,6 +58,10 @@ class PairPlan:
     # each side's calling thread pinned to one CPU, the same for both, while its blocks are timed (ab_child._Pin:
     # the virtual CPUs of a shared VM run at speeds of their own); the runtime's own threads keep theirs
     pin: bool = True
+    # glibc's malloc thresholds fixed in both sides' processes before their first load (host/malloc.py: by default
+    # they move with each process's history, and PyTorch's MobileNet v2 processes on the 2-core VM ran 16 % apart
+    # for their whole life by it); only where both sides' infer-compare can (their greetings say so), else neither
+    malloc: bool = True
 
     @property
     def per_replicate(self) -> int:
@@ -187,6 +191,7 @@ class _Series:
         self.load_s: dict[str, list[float]] = {s: [] for s in SIDES}
         self.cpus: dict[str, list[Any]] = {s: [] for s in SIDES}  # each process's pinned calling thread's CPU
         self.opened = False  # both sides' runners loaded at the same time (their load times taken side by side)
+        self.malloc: list[str] = []  # each process pair's malloc settings (_malloc)
         self.wall: dict[str, float] = {}  # where this batch size's wall time went: load, pilot, blocks, parity
 
     def phase(self, name: str, t0: float) -> float:
@@ -198,7 +203,7 @@ class _Series:
         ab = {"calls_per_block": self.calls, "pairs": len(self.first), "replicates": replicates,
               "replicates_planned": plan.replicates, "loaded_first": self.loaded_first,
               "first": "".join(self.first), "seed": plan.seed, "loaded_side_by_side": self.opened,
-              "load": Load.summary(self.loads), "wall_s": self.wall}
+              "load": Load.summary(self.loads), "wall_s": self.wall, "malloc": _one(self.malloc or [""])}
         return {s: _result(self.b, self.loaded[s], self.samples[s], self.par.get(s) or {},
                            {**ab, "side": s, "load_s": [round(x, 3) for x in self.load_s[s]],
                             "calling_thread_cpu": _one(self.cpus[s])}) for s in SIDES}
@@ -235,6 +240,22 @@ def _batch(kids: dict[str, Child], specs: dict[str, CellSpec], ser: _Series, pla
     if first and specs["a"].parity_inputs:
         ser.par = _both(kids, {"op": "parity", "batch": ser.b}, plan)
         ser.phase("parity", t)
+
+
+def _malloc(kids: dict[str, Child], plan: PairPlan) -> str:
+    """Both sides' malloc thresholds fixed (plan.malloc), before anything is loaded, where both can; the settings
+    both processes run with, in words (the rows' ``extra.ab.malloc``)."""
+    if not plan.malloc:
+        return "glibc's default (thresholds moving with each process's history; --malloc default)"
+    cannot = [s.upper() for s, k in kids.items() if not k.hello.get("malloc")]
+    if cannot:
+        return (f"the C library's default: side {' and '.join(cannot)} cannot fix its malloc thresholds (not glibc, "
+                "or its infer-compare is older than this setting), so neither side's are")
+    got = {s: k.ask({"op": "malloc"}, plan.timeout_s) for s, k in kids.items()}
+    for s, r in got.items():
+        if not r.get("ok"):
+            raise SideFailed.answered(s, r)
+    return _one([r.get("malloc", "") for r in got.values()])
 
 
 def _open(kids: dict[str, Child], b: int, plan: PairPlan) -> None:
@@ -314,7 +335,9 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
             return _one_side(specs, pythons, env, work, tag, plan, e, servers)
         series[0].phase("start", t)
         try:
+            fixed = _malloc(kids, plan)
             for ser in series:
+                ser.malloc.append(fixed)
                 _batch(kids, specs, ser, plan, rng)
         except SideFailed as e:
             return _failed(kids, specs, plan, e)

@@ -16,6 +16,8 @@ prints go to stderr):
   and library versions;
 * ``{"op": "block", "calls": N}``: N timed calls; answers their times in ns, in order;
 * ``{"op": "parity", "batch": B}``: the parity inputs at batch B, outputs saved where the spec says;
+* ``{"op": "malloc"}``: glibc's malloc thresholds fixed in this process (host/malloc.py), sent by the parent
+  before the first load where both sides' greetings say ``"malloc": true``; answers what was set;
 * ``{"op": "quit"}``.
 
 ``--fifo IN OUT`` after SPEC: commands from the named pipe IN, answers to OUT (a child forked by its side's
@@ -35,6 +37,7 @@ from typing import Any
 from infer_compare.base import batches
 from infer_compare.base.errors import BackendUnavailable
 from infer_compare.base.version import __version__
+from infer_compare.host import malloc
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.child import Session, parity_outputs, tile
 
@@ -142,6 +145,8 @@ def _answer(side: _Side, cmd: dict[str, Any]) -> dict[str, Any]:
             return side.block(int(cmd["calls"]))
         if op == "parity":
             return side.parity(int(cmd["batch"]))
+        if op == "malloc":
+            return {"ok": True, "malloc": malloc.fix()}
         return {"ok": False, "status": "run_failed", "error": f"unknown command {op!r}"}
     except Exception as e:
         if isinstance(e, BackendUnavailable):
@@ -170,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         proto.write(json.dumps(d) + "\n")
         proto.flush()
 
-    say({"hello": PROTOCOL, "version": __version__, "python": sys.version.split()[0]})
+    say({"hello": PROTOCOL, "version": __version__, "python": sys.version.split()[0], "malloc": malloc.available()})
     with open(argv[0]) as f:
         side = _Side(CellSpec.from_dict(json.load(f)))
     for line in commands:

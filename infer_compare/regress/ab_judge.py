@@ -138,6 +138,12 @@ def _verdict(rule: Rule, label: str, m: Any, p: Paired, values: tuple, n: int, c
     return Check(rule, label, va, vb, shown, ci, verdict, from_to, raw_change=shown, judged_change=shown)
 
 
+def _malloc(b: Report) -> str:
+    """The malloc settings the rows' processes ran with (measure/ab.py), said once in the method."""
+    got = sorted({str(((r.extra or {}).get("ab") or {}).get("malloc") or "") for r in b.rows} - {""})
+    return f"; malloc in both sides' processes: {'; '.join(got)}" if got else ""
+
+
 def _with_paired(d: RowDiff, rules: tuple[Rule, ...]) -> RowDiff:
     a, b = d.baseline, d.current
     if not d.measured_in_both or a is None or b is None:
@@ -161,5 +167,5 @@ def judge_ab(a: Report, b: Report, rules: Any, *, allow_missing: bool = False,
     applied = any(c.verdict != NA for d in rows for c in d.checks)
     notes = tuple(n for n in base.notes if not n.startswith("one baseline run")
                   and not (applied and n.startswith(NO_RULE_APPLIED)))
-    return replace(base, rules=all_rules, rows=rows, timing="paired (A/B)", method=METHOD, notes=notes,
+    return replace(base, rules=all_rules, rows=rows, timing="paired (A/B)", method=METHOD + _malloc(b), notes=notes,
                    default_rules=rules is AB_RULES)
