@@ -348,6 +348,7 @@ def test_a_real_ab_run_unchanged_passes_and_twice_as_slow_fails(lenet_bundle, tm
     if malloc.available():  # both sides' processes under glibc's fixed thresholds, and the verdict's method says so
         assert all(ab["malloc"].startswith("glibc ") and "fixed" in ab["malloc"] for ab in abs_)
         assert "malloc in both sides' processes: glibc" in md
+        assert "malloc in both sides&#x27; processes: glibc" in (tmp_path / "same" / "results.html").read_text()
     slow = _gate(lenet_bundle, tmp_path / "slow", "--threads", "1", "--python-b", _slow_python(tmp_path),
                  backend="openvino")
     assert slow.returncode == 1, slow.stdout[-3000:] + slow.stderr[-2000:]

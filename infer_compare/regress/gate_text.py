@@ -64,7 +64,8 @@ def to_html(result: RegressionResult) -> str:
     colour = "#b00020" if not result.passed else "#a06000" if result.unjudged else "#1b5e20"
     parts = ['<section id="gate"><h2>Regression gate</h2>',
              f'<p style="color:{colour};font-weight:bold">{e(verdict_line(result))}</p>',
-             f"<p>Rules: {e(result.rules_text)}; timings: {e(result.timing)}</p>"]
+             f"<p>Rules: {e(result.rules_text)}; timings: {e(result.timing)}"
+             + (f" ({e(result.method)})" if result.method else "") + "</p>"]
     for title, items in (("Violations", result.violations), ("Not judged (not a pass)", result.unjudged)):
         if items:
             parts.append(f"<h3>{e(title)}</h3><ul>" + "".join(f"<li>{e(x)}</li>" for x in items) + "</ul>")
