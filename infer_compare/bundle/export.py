@@ -250,13 +250,15 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
                   max_batch: int = DEFAULT_MAX_BATCH, seed: int = 0, cache_dir: str | os.PathLike | None = None,
                   use_cache: bool = True, threads: int | None = None, command: Iterable[str] | None = None,
                   progress: Progress | None = None, export_timeout_s: float = 1800.0,
-                  runner_options: dict[str, Any] | None = None, output_kinds: Any = None) -> dict[str, Any]:
+                  runner_options: dict[str, Any] | None = None, output_kinds: Any = None,
+                  input_shape: Any = None) -> dict[str, Any]:
     """Build every artifact of the selection (through the artifact cache) and write the
     bundle to ``out_dir`` (absent or empty). Returns the manifest. ``runner_options``: the options
     that describe how artifacts are built (e.g. ``{"onnxruntime": {"int8_reduce_range": "on"}}`` for an
     int8 file meant for a CPU without VNNI), as ``compare(runner_options=...)``. ``output_kinds``: as
     ``compare(output_kinds=...)``, checked against the model's outputs and recorded in the manifest
-    ("output_kinds"), so that ``run`` judges parity by them."""
+    ("output_kinds"), so that ``run`` judges parity by them. ``input_shape``: as ``compare(input_shape=...)``, the sizes
+    the model leaves open (a .onnx file's dynamic dimensions); the bundle records the shape it was exported at."""
     prog = progress or Progress()
     formats_t, precisions_t = check_choice("format", formats, FORMATS), check_choice("precision", precisions, PRECISIONS)
     out = _checked_out(out_dir, parity_samples, max_batch)
@@ -270,7 +272,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     prog.task("probing the environment")
     environment = env.collect()
     threads = threads or environment.cores_physical or environment.cores_logical or 1
-    prep = prepare_any(model, weights=weights, input_shape=None, example_input=None, data=None,
+    prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=None, data=None,
                        parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed, cache=cache,
                        threads=threads, prog=prog, warn=warn)
     judge_outputs_as(prep, kinds)  # a kind that does not fit an output: one line, before any export

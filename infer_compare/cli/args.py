@@ -287,6 +287,8 @@ def build_export_parser() -> argparse.ArgumentParser:
                             "their source and are built on the device. Run it there with 'infer-compare run DIR'.")
     p.add_argument("--model", "-m", required=True, help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, ...")
     p.add_argument("--weights", default="auto", metavar="auto|random|PATH", help="as for a comparison (default auto)")
+    p.add_argument("--input-shape", metavar="SHAPE", help="as for a comparison: the sizes the model leaves open (a "
+                                                          ".onnx file's dynamic dimensions); recorded in the bundle")
     p.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats (default all): {', '.join(FORMATS)}")
     p.add_argument("--precisions", type=_csv, metavar="LIST",
                    help=f"comma-separated precisions (default all): {', '.join(PRECISIONS)}")
