@@ -8,9 +8,8 @@ process did before. Measured on the 2-core development VM (PyTorch 2.14 CPU, Mob
 threads, the A/B gate's processes forked from one server): every call faulted about 2,600 pages in some
 processes and about 3,400 in others, and took 10.6-11.3 ms in the first and 12.4-12.9 ms in the second, for
 the process's whole life: two processes of the same code up to 16 % apart. With the thresholds fixed (below)
-the calls faulted 0-2 pages and took 8.3-8.8 ms; the process pairs of an unchanged gate agreed within a few
-per cent, as the other runtimes' do (ONNX Runtime and OpenVINO keep their own memory arenas and were not
-moved by it).
+the calls faulted 0-7 pages a block of three and took 7.2-9.2 ms; the process pairs of unchanged gates agreed
+within a few per cent, as the other runtimes' do (ONNX Runtime and OpenVINO keep their own memory arenas).
 
 ``fix()`` sets the mmap threshold to glibc's largest (32 MiB on 64-bit systems: larger blocks are always
 mapped on their own, every call alike) and the trim threshold to 1 GiB (the heap's top is kept), which also
