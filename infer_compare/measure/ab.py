@@ -47,8 +47,8 @@ class PairPlan:
     max_replicates: int = 10
     # each side's timed calls per row, in seconds, split into the blocks (0.6 until the malloc fix: with the
     # process pairs' lasting differences gone, a MobileNet v2 gate on the 2-core VM printed detectable changes of
-    # 6.9-7.6 % a row (medians of 20 rounds), so the blocks were shortened for the gate's cost; MobileNet v2's PyTorch blocks, held at 3
-    # calls, did not change)
+    # 6.9-7.6 % a row (medians of 20 rounds), so the blocks were shortened for the gate's cost; MobileNet v2's
+    # PyTorch blocks, held at 3 calls, did not change)
     side_time_s: float = 0.4
     # each process's warm-up after its load (besides the run's --warmup calls): short, as every process pair
     # warms up again, and whatever warm-up leaves falls on both sides of the pairs alike (0.05 until the malloc fix)
