@@ -90,8 +90,8 @@ def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
                  on_done: Callable[[Slot], None] | None = None, traced: Callable[[Any], bool] | None = None) -> None:
     """Measure every (cell, devices) of ``work`` on the slots, concurrently; returns when all are done.
     ``family``: see Board. ``on_done(slot)``: called from a slot's worker when the board has nothing left for
-    it (not after an error or a cancel). ``traced``: see Board. An exception in a worker (an interrupt included) cancels the others and
-    is raised here."""
+    it (not after an error or a cancel). ``traced``: see Board. An exception in a worker (an interrupt included)
+    cancels the others and is raised here."""
     board = Board(work, family, traced)
     errors: list[BaseException] = []
 
