@@ -5,7 +5,11 @@ seconds inside the span and the longest idle gaps (with the configurations on ei
 fixed parts: from the earliest hold of any GPU back to the run's start, and from the last hold to the run's end
 (``elapsed_s`` of the report, whose clock starts when the comparison starts, after the interpreter and the CLI).
 
-    python benchmarks/gpu_busy.py RESULTS.json [RESULTS.json ...] [--gaps 3]
+    python benchmarks/gpu_busy.py RESULTS.json [RESULTS.json ...] [--gaps 3] [--walls WALLS.txt]
+
+``--walls``: the walls.txt of scripts/startup_local.sh (each run's name, wall seconds and start, epoch seconds):
+for each report in a folder of a run's name, also the first hold's seconds after the command started and the last
+hold's before it ended (what does not halve with a second GPU: start-up, and the report and exit).
 
 A hold that ends after a configuration's last row (its full parity, the resident's reset) is counted in the next
 row of its process, or not at all after that process's last row: the busy figure is a lower bound, by those
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 
 def _holds(rep: dict) -> dict[str, list[tuple[float, float, str]]]:
@@ -46,7 +51,17 @@ def _union(holds: list[tuple[float, float, str]]) -> tuple[float, list[tuple[flo
     return busy + (cur1 - cur0), gaps
 
 
-def report(path: str, n_gaps: int) -> None:
+def read_walls(path: str | None) -> dict[str, tuple[float, float]]:
+    """Run name -> (start epoch, wall seconds), from startup_local.sh's walls.txt lines that have a start."""
+    out: dict[str, tuple[float, float]] = {}
+    for line in open(path).read().splitlines() if path else ():
+        f = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+        if "start" in f and "wall_s" in f:
+            out[line.split()[0]] = (float(f["start"]), float(f["wall_s"]))
+    return out
+
+
+def report(path: str, n_gaps: int, walls: dict[str, tuple[float, float]] | None = None) -> None:
     rep = json.load(open(path))
     per_gpu = _holds(rep)
     print(f"== {path}: elapsed {rep.get('elapsed_s')} s")
@@ -66,15 +81,22 @@ def report(path: str, n_gaps: int) -> None:
     elapsed = float(rep.get("elapsed_s") or 0)
     print(f"  all GPUs' holds span {last - first:.1f} s of the report's {elapsed:.1f} s: {elapsed - (last - first):.1f} s "
           f"before the first hold and after the last")
+    run = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if walls and run in walls:
+        start, wall = walls[run]
+        print(f"  the command ({wall:.1f} s): first hold {first - start:.2f} s after its start, last hold "
+              f"{start + wall - last:.2f} s before its end")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="+")
     ap.add_argument("--gaps", type=int, default=3, help="the longest idle gaps to show per GPU (default 3)")
+    ap.add_argument("--walls", help="scripts/startup_local.sh's walls.txt: holds against each command's start and end")
     a = ap.parse_args()
+    walls = read_walls(a.walls)
     for path in a.results:
-        report(path, a.gaps)
+        report(path, a.gaps, walls)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 # The code run is this checkout's, or, for the runs named *-main, the one under $MAIN_CODE (another checkout,
 # e.g. main's infer_compare/ unpacked there): each run starts in its code's directory, which is on PYTHONPATH.
 # Each run's folder gets stamps.txt too: its output lines with the seconds since the command started (where the
-# time outside the report's clock goes: before the first line, after the last).
+# time outside the report's clock goes: before the first line, after the last); walls.txt gives each run's start
+# (epoch seconds), which `benchmarks/gpu_busy.py --walls` places the GPUs' first and last holds against.
 set -u
 O=${1:?usage: startup_local.sh OUT RUN...}; shift; mkdir -p "$O"
 HERE=$PWD
@@ -28,7 +29,7 @@ one() {  # NAME LIMIT_S CACHE [VAR=VALUE...] -- [flags]; CODE (default: this che
     (cd "$code" && env "${envs[@]}" PYTHONPATH="$code:/tmp/site" timeout "$limit" ${PRE:-} python3 -m infer_compare \
         --model resnet50 --cache-dir "$cache" -o "$O/$name" "$@") 2>&1 | stamped "$O/$name.txt" "$O/$name.stamps"
     local rc=${PIPESTATUS[0]} t1; t1=$(date +%s.%N)
-    echo "$name rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))") code=$code ${PRE:-} ${envs[*]} $*" \
+    echo "$name rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))") start=$t0 code=$code ${PRE:-} ${envs[*]} $*" \
         | tee -a "$O/walls.txt"
     mkdir -p "$O/$name" && mv "$O/$name.txt" "$O/$name/terminal.txt" && mv "$O/$name.stamps" "$O/$name/stamps.txt"
 }

@@ -41,3 +41,17 @@ def test_a_report_without_holds_says_so(tmp_path, capsys):
     path.write_text(json.dumps({"rows": [_row(0, 1, "fp32", [])], "elapsed_s": 5.0}))
     _busy().report(str(path), 3)
     assert "no row says when its process held its GPU" in capsys.readouterr().out
+
+
+def test_the_holds_against_the_commands_start_and_end_from_startup_locals_walls(tmp_path, capsys):
+    t = 1_000_000.0
+    run = tmp_path / "two-gpus-warm-1"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"rows": [_row(0, 1, "fp32", [[t + 3.5, t + 20]])], "elapsed_s": 21}))
+    walls = tmp_path / "walls.txt"
+    walls.write_text(f"two-gpus-cold rc=0 wall_s=70.0 code=/x X=1\ntwo-gpus-warm-1 rc=0 wall_s=22.5 start={t} code=/x X=1\n")
+    gb = _busy()
+    assert gb.read_walls(str(walls)) == {"two-gpus-warm-1": (t, 22.5)}  # a line without a start is left out
+    gb.report(str(run / "results.json"), 1, gb.read_walls(str(walls)))
+    assert "the command (22.5 s): first hold 3.50 s after its start, last hold 2.50 s before its end" in \
+        capsys.readouterr().out

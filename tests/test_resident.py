@@ -167,3 +167,27 @@ def test_a_forked_resident_finds_the_servers_imports_frozen_and_says_where_its_t
     assert set(rows[0].extra["harness_s"]) >= {"prepare_s", "around_loop_s"}
     assert rows[1].extra["resident_process"]["reset"]["gc_collected"] is True
     assert rows[1].extra["resident_process"]["reset"]["between_s"] >= 0
+
+
+def test_closing_without_waiting_hands_back_the_processes_and_reap_ends_them(tmp_path, residents):
+    """The end of a comparison (measure/run.py close_servers): the residents are told to end and their fork server
+    is killed at once, and what is left of their exits is waited for beside the report's writing (``reap``), which
+    kills a process still running after its limit."""
+    import subprocess
+    import sys
+
+    from infer_compare.measure.residents import reap
+
+    srv = ForkServer(("numpy", "infer_compare.measure.child", "tests.fake_runners"))
+    assert srv.start(env=python_env()), srv.failed
+    [a] = _measure(tmp_path, residents, "PidRunner", "a", server=srv)
+    procs = residents.close(wait=False)
+    assert a.ok and len(procs) == 1 and residents.live == {}
+    server_proc = srv.close(wait=False)
+    assert server_proc is not None and srv.close(wait=False) is None  # closed once
+    reap([*procs, server_proc])
+    assert server_proc.returncode is not None and procs[0].returncode is not None
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    t0 = time.perf_counter()
+    reap([stuck], limit_s=0.3)
+    assert stuck.wait(timeout=5) == -9 and time.perf_counter() - t0 < 5

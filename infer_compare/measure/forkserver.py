@@ -149,19 +149,23 @@ class ForkServer:
                 self._status.setdefault(pid, _reap_orphan(pid))
         return self._status[pid]
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> subprocess.Popen | None:
         """End the server. Its children are done (or killed) by now and it holds nothing to save, so it is
-        killed rather than left to finalise its imports (1.2 s of interpreter teardown with torch loaded)."""
+        killed rather than left to finalise its imports (1.2 s of interpreter teardown with torch loaded). With
+        ``wait``, waited for here; else its process is returned for the caller to wait for."""
         if self.proc is None:
-            return
+            return None
+        proc, self.proc, self.ready = self.proc, None, False
         try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
+            if proc.stdin:
+                proc.stdin.close()
         except OSError:
             pass
-        self.proc.kill()
-        self.proc.wait()
-        self.proc, self.ready = None, False
+        proc.kill()
+        if not wait:
+            return proc
+        proc.wait()
+        return None
 
 
 def _reap_orphan(pid: int) -> int:

@@ -76,13 +76,13 @@ class ForkServers:
         self.log("fork server ready: " + ", ".join(m.lstrip("?") for m in srv.modules)
                  + " imported once for all configurations")
 
-    def close(self) -> None:
-        for srv in self.servers.values():
-            srv.close()
+    def close(self, wait: bool = True) -> list[Any]:
+        """Kill every server (and spare); with ``wait``, waited for here, else their processes are returned."""
+        procs = [srv.close(wait) for srv in self.servers.values()]
         self.servers.clear()
-        for spare in self.spares:
-            spare.close()
+        procs += [spare.close(wait) for spare in self.spares]
         self.spares.clear()
+        return [p for p in procs if p is not None]
 
 
 def preloads(runner_names: Any) -> dict[str, tuple[str, ...]]:

@@ -15,7 +15,7 @@ from typing import Any
 from infer_compare.catalog.device_kinds import kind_of
 from infer_compare.catalog.runtimes import runtimes
 from infer_compare.host import gpu_turn
-from infer_compare.measure import prefetch
+from infer_compare.measure import balance, prefetch
 from infer_compare.measure.gpus import (
     Slot,
     assign,
@@ -83,10 +83,16 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
             with pinned_thread(s.cores if not s.is_gpu else ()):  # the lane's own work (an export) on its cores
                 one_cell(c, tag, s)
 
-        run_on_slots(work, used, measure, run.cancel, family=lambda c: (c.kind, runtime_of(c.runner)),
-                     on_done=_prefetch_when_cpu_lane_ends(rest),
-                     traced=(lambda c: gpu_turn.traced_loads(c.runner) > 0) if turns else None)
+        store = run.cache
+        key = balance.store_key(run.prep.minfo, run.settings) if store is not None else ""
+        board = run_on_slots(work, used, measure, run.cancel, family=lambda c: (c.kind, runtime_of(c.runner)),
+                             on_done=_prefetch_when_cpu_lane_ends(rest),
+                             traced=(lambda c: gpu_turn.traced_loads(c.runner) > 0) if turns else None,
+                             seconds=_expected(balance.load(store, key), used) if store is not None else None)
         run.concurrent = {}
+        if board.note():
+            run.notes.append(board.note())
+        balance.save(store, key, balance.measured(run.rows, board.done))
     for i, c in enumerate(rest):
         if not any(map(_on_cpu, rest[i:])):
             prefetch.start()
@@ -96,6 +102,16 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         for i, c in enumerate(cells):
             order.setdefault((c.runner, c.fmt, c.precision, c.kind), i)
         run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
+
+
+def _expected(known: dict[str, dict[str, tuple[float, float]]], slots: list[Slot]) -> Any:
+    """(cell, its devices) -> the (GPU seconds, own seconds) the store expects of it on that GPU model
+    (measure/balance.py)."""
+    pool = {s.device: s.pool for s in slots}
+
+    def seconds(cell: Any, allowed: tuple[str, ...]) -> tuple[float, float] | None:
+        return known.get(pool.get(allowed[0], ""), {}).get(balance.label(cell))
+    return seconds
 
 
 def _turns_wanted(run: Any, cells: list[Any]) -> bool:

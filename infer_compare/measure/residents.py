@@ -175,16 +175,25 @@ class Residents:
                 if r.server is server:
                     self._end(k, r, kill=False)
 
-    def close(self) -> None:
-        """End every resident: each sees the end of its pipe at once; one still running after
-        STOP_WAIT_S is killed."""
+    def close(self, wait: bool = True) -> list[Any]:
+        """End every resident: each sees the end of its pipe at once and exits. With ``wait``, waited for here (one
+        still running after STOP_WAIT_S is killed); else their processes are returned for the caller to ``reap``."""
         with self.lock:
             live, self.live = list(self.live.values()), {}
-        t0 = time.perf_counter()
         for r in live:
             r._close_pipe()
-        for r in live:
-            try:
-                r.proc.wait(timeout=max(0.1, STOP_WAIT_S - (time.perf_counter() - t0)))
-            except subprocess.TimeoutExpired:
-                kill_group(r.proc)
+        procs = [r.proc for r in live]
+        if not wait:
+            return procs
+        reap(procs)
+        return []
+
+
+def reap(procs: list[Any], limit_s: float = STOP_WAIT_S) -> None:
+    """Wait for ``procs`` (told to end), killing the process group of any still running after ``limit_s`` in all."""
+    t0 = time.perf_counter()
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, limit_s - (time.perf_counter() - t0)))
+        except subprocess.TimeoutExpired:
+            kill_group(p)

@@ -51,7 +51,7 @@ from infer_compare.measure.isolate import CORES_ENV, run_cell
 from infer_compare.measure.lanes import measure_cells
 from infer_compare.measure.plan import Cell, Selection, plan_cells, settings_for
 from infer_compare.measure.residents import NOTE as RESIDENT_NOTE
-from infer_compare.measure.residents import Residents
+from infer_compare.measure.residents import Residents, reap
 from infer_compare.measure.residents import enabled as residents_enabled
 from infer_compare.measure.rows import record_from_result
 from infer_compare.measure.run_notes import run_notes, scenario_notes
@@ -85,6 +85,7 @@ class _Run:
         # measures one configuration's spec: (spec, timeout_s, workdir, tag, server, settings, env=, cancel=)
         self.cell_runner: Callable[..., list] = self.isolated
         self.residents: Residents | None = None  # GPU configurations: a resident process per runtime and GPU
+        self.cache: Cache | None = None  # set by measure(): lanes keep each GPU configuration's seconds there
 
     def report(self) -> Report:
         """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
@@ -146,11 +147,15 @@ class _Run:
                         residents=self.residents if resident else None)
 
     def close_servers(self) -> None:
-        if self.residents is not None:
-            self.residents.close()  # before the servers: a forked resident is in a session of its own
-        self.servers.close()
-        for s in self.slot_servers.values():
-            s.close()  # closing twice is harmless
+        """End the resident processes (before their fork servers: a forked resident is in a session of its own) and
+        the fork servers. Their exits (a resident's CUDA context going: 0.3-0.4 s at the end of a warm 2 x H200 run)
+        are waited for by a thread of their own, beside the report's writing; the process's end joins it
+        (host/process_end.py), and any still running after residents.STOP_WAIT_S is killed."""
+        procs = self.residents.close(wait=False) if self.residents is not None else []
+        for s in [self.servers, *self.slot_servers.values()]:
+            procs += s.close(wait=False)  # closing twice is harmless
+        if procs:
+            threading.Thread(target=reap, args=(procs,), name="reap-measuring-processes").start()
 
 
 def row_base(c: Cell, threads: int) -> dict[str, Any]:
@@ -289,6 +294,7 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
                command, on_row,
                time.perf_counter() if t_start is None else t_start)
     chain = chain_for(prep, sel, settings, cache, prog)
+    run.cache = cache
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
     run.cells = cells
     # a cell_runner starts its own processes: no fork server

@@ -1,0 +1,153 @@
+"""Spreading a pool of identical GPUs' configurations so that the GPUs end together (issue 37).
+
+Without knowing how long each configuration keeps its GPU, the board (measure/parallel.py) hands them out in
+plan order, and the pool waits at the end for whichever GPU drew the longer work: on 2 x H200, ResNet-50's two
+GPUs ended 0.4 to 4 s apart (reports/gpu-h200x2p-r8-*). So each configuration's GPU seconds are kept in the
+cache after a run, and the next run of the same model and settings plans by them:
+
+* **Measured**: two figures per configuration. Its GPU seconds, what it keeps its GPU from others: the seconds
+  its process held the GPU (the turns of host/gpu_turn.py, each row's ``extra.gpu_turn.held``), or, where a GPU
+  had one process (no turns), its wall time in its worker. And its own seconds, what it takes with a GPU to itself:
+  its wall time less the seconds its process waited for the other's turns (torch.compile's tracing included,
+  which beside another configuration costs the GPU nothing). Kept per GPU model (a pool), the last KEEP runs of
+  each; the medians plan.
+* **Kept**: ``<cache root>/gpu-seconds/<key>.json``, the key made of the model (its name, weights' hash, inputs and
+  outputs) and the settings that shape the work (the GPU batch sizes, the sampling rule, scenarios; not the
+  devices: a one-GPU run's figures plan a two-GPU run). ``--no-cache`` neither reads nor writes; a file that cannot be read or written is no plan.
+* **Planned**: the unit is a *group*, the configurations of one runtime and precision (what a GPU's process
+  keeps together: torch.compile after eager reuses cuDNN's choices for that precision, and split it would tune
+  them twice). The groups are split over the pool's GPUs so that the largest expected sum is smallest
+  (``partition``: every split for two GPUs, longest first otherwise). A plan is made only where every group of the
+  pool has a figure; else plan order, and the report says why.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+from infer_compare.base.cache import Cache, key_of
+
+DIR = "gpu-seconds"
+KEEP = 3  # runs kept per configuration and GPU model; their median plans
+EXHAUSTIVE_MAX = 12  # at most this many groups: every split over two GPUs is tried (2 ** 11 of them, 5 ms)
+SHAPING = ("batch_sizes", "warmup_iters", "min_iters", "min_time_s", "parity_samples", "target_ci", "max_time_s",
+           "warmup_time_s", "scenarios", "io", "concurrency")  # the settings that change a configuration's work
+MODEL = ("name", "family", "weights", "weights_hash", "input_shape", "num_classes", "inputs", "outputs")  # its identity
+
+
+def label(cell: Any) -> str:
+    """A configuration's name in the store: runner, format and precision."""
+    return f"{cell.runner} {cell.fmt} {cell.precision}"
+
+
+def store_key(minfo: Any, settings: Any) -> str:
+    """The store's key for this model and the settings that shape each configuration's work."""
+    s = settings.to_dict() if hasattr(settings, "to_dict") else dict(settings)
+    m = minfo.to_dict() if hasattr(minfo, "to_dict") else dict(minfo)
+    shaping = {k: s.get(k) for k in SHAPING}
+    shaping["batch_sizes"] = (s.get("batch_sizes") or {}).get("cuda")
+    return key_of({"model": {k: m.get(k) for k in MODEL}, "settings": shaping})
+
+
+def _path(cache: Cache, key: str) -> Any:
+    return cache.root / DIR / f"{key}.json"
+
+
+def _pair(x: Any) -> tuple[float, float] | None:
+    if isinstance(x, list) and len(x) == 2 and all(isinstance(v, int | float) for v in x):
+        return float(x[0]), float(x[1])
+    return None
+
+
+def _read(cache: Cache, key: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """The store's runs: GPU model -> label -> [(GPU seconds, own seconds) per run]; {} for a file unread."""
+    try:
+        got = json.loads(_path(cache, key).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(got, dict):
+        return {}
+    return {str(pool): {str(k): [p for p in map(_pair, v) if p] for k, v in per.items() if isinstance(v, list)}
+            for pool, per in got.items() if isinstance(per, dict)}
+
+
+def load(cache: Cache | None, key: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """GPU model -> configuration label -> the medians of its kept (GPU seconds, own seconds); {} without a store."""
+    if cache is None or not cache.enabled:
+        return {}
+    return {pool: {k: (statistics.median(g for g, _ in v), statistics.median(o for _, o in v))
+                   for k, v in per.items() if v} for pool, per in _read(cache, key).items()}
+
+
+def save(cache: Cache | None, key: str, measured: dict[str, dict[str, tuple[float, float]]]) -> None:
+    """Add this run's figures (GPU model -> label -> (GPU seconds, own seconds)) to the store, keeping each one's
+    last KEEP; a cache that cannot be written just does not remember."""
+    if cache is None or not cache.enabled or getattr(cache, "unwritable", False) or not measured:
+        return
+    kept = _read(cache, key)
+    for pool, per in measured.items():
+        for k, (gpu_s, own_s) in per.items():
+            runs = kept.setdefault(pool, {}).setdefault(k, [])
+            runs.append((round(float(gpu_s), 3), round(float(own_s), 3)))
+            kept[pool][k] = runs[-KEEP:]
+    path = _path(cache, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(kept, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def measured(rows: Iterable[Any], done: Iterable[tuple[Any, Any, float]]) -> dict[str, dict[str, tuple[float, float]]]:
+    """This run's (GPU seconds, own seconds) of each configuration measured on a GPU slot (see the module):
+    ``done`` holds (cell, slot, wall seconds in its worker); the rows, when their process held the GPU and how long
+    it waited for it."""
+    held: dict[tuple[str, str], float] = {}
+    waited: dict[tuple[str, str], float] = {}
+    for r in rows:
+        x = getattr(r, "extra", None) or {}
+        turn = x.get("gpu_turn") or {}
+        if turn and x.get("gpu_name"):
+            k = (str(x["gpu_name"]), f"{r.backend} {r.format} {r.precision}")
+            held[k] = held.get(k, 0.0) + sum(float(b) - float(a) for a, b in turn.get("held") or [])
+            waited[k] = waited.get(k, 0.0) + float(turn.get("waited_s") or 0.0)
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for cell, slot, wall in done:
+        if not slot.is_gpu:
+            continue
+        k = (slot.pool, label(cell))
+        gpu_s = held[k] if slot.turn and held.get(k) else wall
+        out.setdefault(slot.pool, {})[k[1]] = (gpu_s, max(gpu_s, wall - waited.get(k, 0.0)))
+    return out
+
+
+def partition(costs: dict[Any, float], devices: list[str]) -> dict[Any, str]:
+    """Each group (key -> expected seconds, in plan order) on one of ``devices``, the largest sum as small as can
+    be: every split for two devices and at most EXHAUSTIVE_MAX groups (ties: the split that moves fewest groups
+    off the first device, then plan order), else the longest group first onto the least loaded device."""
+    groups = list(costs)
+    if len(devices) == 1 or not groups:
+        return {g: devices[0] for g in groups}
+    if len(devices) == 2 and len(groups) <= EXHAUSTIVE_MAX:
+        best: tuple[float, int, tuple[int, ...]] | None = None
+        for bits in itertools.product((0, 1), repeat=len(groups) - 1):
+            side = (0, *bits)  # the first group on the first device: the mirror splits are the same
+            load = [sum(costs[g] for g, s in zip(groups, side, strict=True) if s == d) for d in (0, 1)]
+            cand = (round(max(load), 6), sum(side), side)
+            best = cand if best is None or cand < best else best
+        assert best is not None
+        return {g: devices[s] for g, s in zip(groups, best[2], strict=True)}
+    load = {d: 0.0 for d in devices}
+    out = {}
+    for g in sorted(groups, key=lambda g: -costs[g]):
+        d = min(devices, key=lambda d: (load[d], devices.index(d)))
+        out[g] = d
+        load[d] += costs[g]
+    return out
