@@ -9,6 +9,9 @@
 #   a       an empty --cache-dir first (two GPUs: fills the caches and the GPU seconds), then one GPU and two GPUs,
 #           this code and main's
 #   b       more pairs, this code and main's, in another order
+#   c1, c2  a second lease, after the GPU seconds were kept per group (their median) and results.html was written
+#           beside: an empty --cache-dir, two warm one-GPU runs (so that the first two-GPU plan does not lean on the
+#           cold run's figures), then two GPUs; then main's pair and this code's pairs (one lease, two calls)
 # Each step leaves a tarball of its reports (results.json and .md, terminal output, stamps, walls) in $OUT, and
 # busy.txt: benchmarks/gpu_busy.py on each report, with the holds against each command's start and end.
 . "$(dirname "$0")/gpu_round_lib.sh"  # set -u, OUT required, unbuffered Python
@@ -30,6 +33,13 @@ step() {  # one STEP of the usage above
             scripts/startup_local.sh /tmp/s9b two-gpus-warm-3 one-gpu-warm-3 two-gpus-warm-main-2 \
                 one-gpu-warm-main-2 two-gpus-warm-4 one-gpu-warm-4
             busy /tmp/s9b; pack r9-b /tmp/s9b ;;
+        c1)
+            COLD_CACHE=/tmp/c1 scripts/startup_local.sh /tmp/s9c two-gpus-cold one-gpu-warm-5 one-gpu-warm-6 \
+                two-gpus-warm-5 ;;
+        c2)
+            scripts/startup_local.sh /tmp/s9c one-gpu-warm-main-3 two-gpus-warm-main-3 two-gpus-warm-6 \
+                one-gpu-warm-7 two-gpus-warm-7
+            busy /tmp/s9c; pack r9-c /tmp/s9c ;;
         *) echo "unknown step $1" ;;
     esac
 }

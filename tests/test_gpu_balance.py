@@ -168,7 +168,7 @@ def test_on_a_real_two_gpu_runs_figures_the_plan_ends_the_pool_sooner_than_plan_
     assert max(planned.values()) - half < 1.5
 
 
-def test_the_store_keeps_the_last_runs_per_gpu_model_and_plans_by_their_median(tmp_path):
+def test_the_store_keeps_the_last_runs_per_gpu_model(tmp_path):
     cache = Cache(tmp_path)
     key = balance.store_key({"name": "m", "notes": ["built"]}, {"batch_sizes": {"cuda": [1]}, "devices": ["cuda:0"]})
     assert key == balance.store_key({"name": "m", "notes": ["cached"]},
@@ -177,16 +177,31 @@ def test_the_store_keeps_the_last_runs_per_gpu_model_and_plans_by_their_median(t
     assert key != balance.store_key({"name": "m", "weights_hash": "b"}, {"batch_sizes": {"cuda": [1]}})
     for s in (1.0, 9.0, 2.0, 3.0):
         balance.save(cache, key, {"H100": {"pytorch pytorch fp32": (s, 10 * s)}})
-    assert balance.load(cache, key) == {"H100": {"pytorch pytorch fp32": (3.0, 30.0)}}  # the medians of the last 3
+    assert balance.load(cache, key) == {"H100": [{"pytorch pytorch fp32": (s, 10 * s)} for s in (9.0, 2.0, 3.0)]}
     assert balance.load(Cache(tmp_path, enabled=False), key) == {} and balance.load(None, key) == {}
     (tmp_path / balance.DIR / f"{key}.json").write_text("not json")
     assert balance.load(cache, key) == {}
 
 
+def test_a_groups_estimate_is_the_median_of_its_sums_shared_as_its_configurations_medians():
+    """fp16's cuDNN autotuning (4 s) lands on eager or torch.compile, whichever ran first: the group's sum holds."""
+    eager, comp = Cell("pytorch", "pytorch", "fp16", "cuda", "cuda:0"), Cell("pytorch", "pytorch-compile", "fp16",
+                                                                             "cuda", "cuda:0")
+    ort = Cell("onnx", "onnxruntime", "fp16", "cuda", "cuda:0")
+    runs = [{"pytorch pytorch fp16": (5.0, 5.0), "pytorch-compile pytorch fp16": (1.0, 6.0), "onnxruntime onnx fp16": (3.0, 4.0)},
+            {"pytorch pytorch fp16": (1.0, 1.0), "pytorch-compile pytorch fp16": (5.2, 9.0)},
+            {"pytorch pytorch fp16": (1.2, 1.2), "pytorch-compile pytorch fp16": (5.0, 8.0)}]
+    est = balance.estimates([eager, comp, ort], runs, _family)
+    assert round(est[eager][0] + est[comp][0], 6) == 6.2  # sums 6.0, 6.2, 6.2 (the medians per configuration: 3.2)
+    assert round(est[eager][0] / est[comp][0], 6) == round(1.2 / 5.0, 6)
+    assert round(est[eager][1] + est[comp][1], 6) == 10.0 and est[ort] == (3.0, 4.0)  # ort: the one run that has it
+    assert balance.estimates([eager], [], _family) == {}
+
+
 def test_a_configurations_gpu_seconds_are_its_held_seconds_where_its_process_took_turns():
     class Row:
-        def __init__(self, precision, held, waited):
-            self.backend, self.format, self.precision = "pytorch", "pytorch", precision
+        def __init__(self, precision, held, waited, status="ok"):
+            self.backend, self.format, self.precision, self.status = "pytorch", "pytorch", precision, status
             self.extra = {"gpu_name": "H", "gpu_turn": {"held": held, "waited_s": waited}}
 
     turns, alone, cpu = Slot("cuda:0", {"name": "H"}, turn="/tmp/l"), Slot("cuda:1", {"name": "H"}), Slot("cpu")
@@ -195,6 +210,8 @@ def test_a_configurations_gpu_seconds_are_its_held_seconds_where_its_process_too
     got = balance.measured(rows, [(c32, turns, 9.0), (c16, alone, 4.0), (c32, cpu, 7.0)])
     # fp32: held 3 s of its 9 s, waited 1.5 s for the other process's turns: 7.5 s its own (its tracing included)
     assert got == {"H": {"pytorch pytorch fp32": (3.0, 7.5), "pytorch pytorch fp16": (4.0, 4.0)}}
+    rows.append(Row("fp16", [], 0.0, status="run_failed"))  # a configuration that failed: no figure
+    assert balance.measured(rows, [(c32, turns, 9.0), (c16, alone, 4.0)]) == {"H": {"pytorch pytorch fp32": (3.0, 7.5)}}
 
 
 def test_a_second_comparison_on_two_stand_in_gpus_is_planned_by_the_first(monkeypatch, cache_dir):
@@ -218,8 +235,8 @@ def test_a_second_comparison_on_two_stand_in_gpus_is_planned_by_the_first(monkey
     first = run()
     assert any("spread in plan order, not by their GPU seconds: onnxruntime fp32 has no" in n for n in first.notes)
     kept = list((Path(cache_dir) / balance.DIR).glob("*.json"))
-    assert len(kept) == 1 and set(json.loads(kept[0].read_text())["H"]) == {"onnxruntime onnx fp32",
-                                                                            "onnxruntime onnx fp16"}
+    assert len(kept) == 1 and set(json.loads(kept[0].read_text())["H"][0]) == {"onnxruntime onnx fp32",
+                                                                               "onnxruntime onnx fp16"}
     second = run()
     assert any("by the GPU seconds each took in earlier runs" in n and "planned cuda:0" in n for n in second.notes)
     assert {r.device for r in second.rows if r.device.startswith("cuda")} == {"cuda:0", "cuda:1"}

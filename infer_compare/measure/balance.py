@@ -10,8 +10,8 @@ cache after a run, and the next run of the same model and settings plans by them
   had one process (no turns), its wall time in its worker. And its own seconds, what it takes with a GPU to itself:
   its wall time less the seconds its process waited for the other's turns (torch.compile's tracing included,
   which beside another configuration costs the GPU nothing). Kept per GPU model (a pool), the last KEEP runs of
-  each; the medians plan.
-* **Kept**: ``<cache root>/gpu-seconds/<key>.json``, the key made of the model (its name, weights' hash, inputs and
+  each. Per group (below), the median of its sums plans (``estimates``).
+* **Kept**: ``<cache root>/gpu-seconds/<key>.json`` (GPU model -> its last KEEP runs), the key made of the model (its name, weights' hash, inputs and
   outputs) and the settings that shape the work (the GPU batch sizes, the sampling rule, scenarios; not the
   devices: a one-GPU run's figures plan a two-GPU run). ``--no-cache`` neither reads nor writes; a file that cannot be read or written is no plan.
 * **Planned**: the unit is a *group*, the configurations of one runtime and precision (what a GPU's process
@@ -27,10 +27,11 @@ import itertools
 import json
 import os
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from infer_compare.base.cache import Cache, key_of
+from infer_compare.base.records import EXPORT_FAILED, RUN_FAILED
 
 DIR = "gpu-seconds"
 KEEP = 3  # runs kept per configuration and GPU model; their median plans
@@ -58,43 +59,37 @@ def _path(cache: Cache, key: str) -> Any:
     return cache.root / DIR / f"{key}.json"
 
 
-def _pair(x: Any) -> tuple[float, float] | None:
-    if isinstance(x, list) and len(x) == 2 and all(isinstance(v, int | float) for v in x):
-        return float(x[0]), float(x[1])
-    return None
+Run = dict[str, tuple[float, float]]  # one run's figures: configuration label -> (GPU seconds, own seconds)
 
 
-def _read(cache: Cache, key: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """The store's runs: GPU model -> label -> [(GPU seconds, own seconds) per run]; {} for a file unread."""
+def _run(x: Any) -> Run:
+    if not isinstance(x, dict):
+        return {}
+    return {str(k): (float(v[0]), float(v[1])) for k, v in x.items()
+            if isinstance(v, list) and len(v) == 2 and all(isinstance(f, int | float) for f in v)}
+
+
+def load(cache: Cache | None, key: str) -> dict[str, list[Run]]:
+    """GPU model -> its kept runs (oldest first); {} without a store or for a file that cannot be read."""
+    if cache is None or not cache.enabled:
+        return {}
     try:
         got = json.loads(_path(cache, key).read_text())
     except (OSError, ValueError):
         return {}
     if not isinstance(got, dict):
         return {}
-    return {str(pool): {str(k): [p for p in map(_pair, v) if p] for k, v in per.items() if isinstance(v, list)}
-            for pool, per in got.items() if isinstance(per, dict)}
+    return {str(pool): [r for r in map(_run, runs) if r] for pool, runs in got.items() if isinstance(runs, list)}
 
 
-def load(cache: Cache | None, key: str) -> dict[str, dict[str, tuple[float, float]]]:
-    """GPU model -> configuration label -> the medians of its kept (GPU seconds, own seconds); {} without a store."""
-    if cache is None or not cache.enabled:
-        return {}
-    return {pool: {k: (statistics.median(g for g, _ in v), statistics.median(o for _, o in v))
-                   for k, v in per.items() if v} for pool, per in _read(cache, key).items()}
-
-
-def save(cache: Cache | None, key: str, measured: dict[str, dict[str, tuple[float, float]]]) -> None:
-    """Add this run's figures (GPU model -> label -> (GPU seconds, own seconds)) to the store, keeping each one's
-    last KEEP; a cache that cannot be written just does not remember."""
+def save(cache: Cache | None, key: str, measured: dict[str, Run]) -> None:
+    """Add this run's figures (GPU model -> label -> (GPU seconds, own seconds)) to the store, keeping the last
+    KEEP runs of each GPU model; a cache that cannot be written just does not remember."""
     if cache is None or not cache.enabled or getattr(cache, "unwritable", False) or not measured:
         return
-    kept = _read(cache, key)
-    for pool, per in measured.items():
-        for k, (gpu_s, own_s) in per.items():
-            runs = kept.setdefault(pool, {}).setdefault(k, [])
-            runs.append((round(float(gpu_s), 3), round(float(own_s), 3)))
-            kept[pool][k] = runs[-KEEP:]
+    kept = load(cache, key)
+    for pool, run in measured.items():
+        kept[pool] = [*kept.get(pool, []), {k: (round(g, 3), round(o, 3)) for k, (g, o) in run.items()}][-KEEP:]
     path = _path(cache, key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,22 +100,49 @@ def save(cache: Cache | None, key: str, measured: dict[str, dict[str, tuple[floa
         pass
 
 
-def measured(rows: Iterable[Any], done: Iterable[tuple[Any, Any, float]]) -> dict[str, dict[str, tuple[float, float]]]:
-    """This run's (GPU seconds, own seconds) of each configuration measured on a GPU slot (see the module):
-    ``done`` holds (cell, slot, wall seconds in its worker); the rows, when their process held the GPU and how long
-    it waited for it."""
+def estimates(cells: Iterable[Any], runs: list[Run], group_of: Callable[[Any], Any]) -> dict[Any, tuple[float, float]]:
+    """Each cell's expected (GPU seconds, own seconds) from the kept ``runs``. Per group (``group_of``: one runtime
+    and precision), the median over the runs that have all its cells of the group's sums, shared among its cells
+    as their own medians are: a group's cuDNN autotuning lands on whichever of its configurations came first, so a
+    configuration's figure moves between runs while the group's sum holds. A group no run has whole: no figures."""
+    groups: dict[Any, list[Any]] = {}
+    for c in cells:
+        groups.setdefault(group_of(c), []).append(c)
+    out: dict[Any, tuple[float, float]] = {}
+    for cs in groups.values():
+        whole = [r for r in runs if all(label(c) in r for c in cs)]
+        if not whole:
+            continue
+        for i, part in ((0, "g"), (1, "o")):
+            total = statistics.median(sum(r[label(c)][i] for c in cs) for r in whole)
+            each = {c: statistics.median(r[label(c)][i] for r in whole) for c in cs}
+            norm = sum(each.values())
+            for c in cs:
+                share = each[c] / norm if norm > 0 else 1 / len(cs)
+                g, o = out.get(c, (0.0, 0.0))
+                out[c] = (total * share, o) if part == "g" else (g, total * share)
+    return out
+
+
+def measured(rows: Iterable[Any], done: Iterable[tuple[Any, Any, float]]) -> dict[str, Run]:
+    """This run's (GPU seconds, own seconds) of each configuration measured on a GPU slot (see the module), but
+    one with a failed row: ``done`` holds (cell, slot, wall seconds in its worker); the rows, when their process
+    held the GPU and how long it waited for it."""
     held: dict[tuple[str, str], float] = {}
     waited: dict[tuple[str, str], float] = {}
+    failed: set[str] = set()  # a configuration that failed took a time that says nothing of the next run's
     for r in rows:
         x = getattr(r, "extra", None) or {}
+        if r.status in (RUN_FAILED, EXPORT_FAILED):
+            failed.add(f"{r.backend} {r.format} {r.precision}")
         turn = x.get("gpu_turn") or {}
         if turn and x.get("gpu_name"):
             k = (str(x["gpu_name"]), f"{r.backend} {r.format} {r.precision}")
             held[k] = held.get(k, 0.0) + sum(float(b) - float(a) for a, b in turn.get("held") or [])
             waited[k] = waited.get(k, 0.0) + float(turn.get("waited_s") or 0.0)
-    out: dict[str, dict[str, tuple[float, float]]] = {}
+    out: dict[str, Run] = {}
     for cell, slot, wall in done:
-        if not slot.is_gpu:
+        if not slot.is_gpu or label(cell) in failed:
             continue
         k = (slot.pool, label(cell))
         gpu_s = held[k] if slot.turn and held.get(k) else wall

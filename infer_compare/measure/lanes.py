@@ -88,7 +88,7 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         board = run_on_slots(work, used, measure, run.cancel, family=lambda c: (c.kind, runtime_of(c.runner)),
                              on_done=_prefetch_when_cpu_lane_ends(rest),
                              traced=(lambda c: gpu_turn.traced_loads(c.runner) > 0) if turns else None,
-                             seconds=_expected(balance.load(store, key), used) if store is not None else None)
+                             seconds=_expected(balance.load(store, key), used, work) if store is not None else None)
         run.concurrent = {}
         if board.note():
             run.notes.append(board.note())
@@ -104,13 +104,19 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
 
 
-def _expected(known: dict[str, dict[str, tuple[float, float]]], slots: list[Slot]) -> Any:
-    """(cell, its devices) -> the (GPU seconds, own seconds) the store expects of it on that GPU model
-    (measure/balance.py)."""
+def _expected(kept: dict[str, list[balance.Run]], slots: list[Slot], work: list[tuple[Any, tuple[str, ...]]]) -> Any:
+    """(cell, its devices) -> the (GPU seconds, own seconds) the kept runs on that GPU model expect of it, by
+    group (measure/balance.py estimates), or None."""
     pool = {s.device: s.pool for s in slots}
+    by_pool: dict[str, list[Any]] = {}
+    for cell, allowed in work:
+        by_pool.setdefault(pool.get(allowed[0], ""), []).append(cell)
+    est: dict[Any, tuple[float, float]] = {}
+    for p, cells in by_pool.items():
+        est.update(balance.estimates(cells, kept.get(p, []), lambda c: (runtime_of(c.runner), c.precision)))
 
     def seconds(cell: Any, allowed: tuple[str, ...]) -> tuple[float, float] | None:
-        return known.get(pool.get(allowed[0], ""), {}).get(balance.label(cell))
+        return est.get(cell)
     return seconds
 
 
