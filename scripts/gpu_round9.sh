@@ -12,6 +12,8 @@
 #   c1, c2  a second lease, after the GPU seconds were kept per group (their median) and results.html was written
 #           beside: an empty --cache-dir, two warm one-GPU runs (so that the first two-GPU plan does not lean on the
 #           cold run's figures), then two GPUs; then main's pair and this code's pairs (one lease, two calls)
+#   d       a third lease, after the plan counted each GPU's tracing (its processes' own seconds): the same order as
+#           c1, then three pairs of this code
 # Each step leaves a tarball of its reports (results.json and .md, terminal output, stamps, walls) in $OUT, and
 # busy.txt: benchmarks/gpu_busy.py on each report, with the holds against each command's start and end.
 . "$(dirname "$0")/gpu_round_lib.sh"  # set -u, OUT required, unbuffered Python
@@ -40,6 +42,10 @@ step() {  # one STEP of the usage above
             scripts/startup_local.sh /tmp/s9c one-gpu-warm-main-3 two-gpus-warm-main-3 two-gpus-warm-6 \
                 one-gpu-warm-7 two-gpus-warm-7
             busy /tmp/s9c; pack r9-c /tmp/s9c ;;
+        d)
+            COLD_CACHE=/tmp/c1 scripts/startup_local.sh /tmp/s9d two-gpus-cold one-gpu-warm-8 one-gpu-warm-9 \
+                two-gpus-warm-8 two-gpus-warm-9 one-gpu-warm-10 two-gpus-warm-10
+            busy /tmp/s9d; pack r9-d /tmp/s9d ;;
         *) echo "unknown step $1" ;;
     esac
 }

@@ -150,26 +150,40 @@ def measured(rows: Iterable[Any], done: Iterable[tuple[Any, Any, float]]) -> dic
     return out
 
 
-def partition(costs: dict[Any, float], devices: list[str]) -> dict[Any, str]:
-    """Each group (key -> expected seconds, in plan order) on one of ``devices``, the largest sum as small as can
-    be: every split for two devices and at most EXHAUSTIVE_MAX groups (ties: the split that moves fewest groups
-    off the first device, then plan order), else the longest group first onto the least loaded device."""
+def load_of(parts: int, sums: tuple[float, float]) -> float:
+    """A GPU's expected span from its groups' summed (GPU seconds, own seconds) and its measuring processes: the
+    GPU's work one after another, and each process's own work (torch.compile's tracing included) shared among
+    ``parts`` processes, whichever is longer: a GPU given several torch.compile groups cannot hide their tracing
+    behind its GPU work (2 x H200: three of them on one GPU left it idle 7.4-8.9 s of 37 s)."""
+    return max(sums[0], sums[1] / max(1, parts))
+
+
+def partition(costs: dict[Any, tuple[float, float]], devices: list[str],
+              parts: dict[str, int] | None = None) -> dict[Any, str]:
+    """Each group (key -> expected (GPU seconds, own seconds), in plan order) on one of ``devices`` (``parts``: each
+    one's measuring processes, default 1), the largest ``load_of`` as small as can be: every split for two devices
+    and at most EXHAUSTIVE_MAX groups (ties: the split that moves fewest groups off the first device), else the
+    longest group first onto the device it loads least."""
     groups = list(costs)
+    n = {d: (parts or {}).get(d, 1) for d in devices}
     if len(devices) == 1 or not groups:
         return {g: devices[0] for g in groups}
+
+    def span(d: str, gs: Iterable[Any]) -> float:
+        gs = list(gs)
+        return load_of(n[d], (sum(costs[g][0] for g in gs), sum(costs[g][1] for g in gs)))
+
     if len(devices) == 2 and len(groups) <= EXHAUSTIVE_MAX:
         best: tuple[float, int, tuple[int, ...]] | None = None
         for bits in itertools.product((0, 1), repeat=len(groups) - 1):
-            side = (0, *bits)  # the first group on the first device: the mirror splits are the same
-            load = [sum(costs[g] for g, s in zip(groups, side, strict=True) if s == d) for d in (0, 1)]
-            cand = (round(max(load), 6), sum(side), side)
+            side = (0, *bits)  # the first group on the first device (with equal devices the mirror is the same)
+            worst = max(span(d, [g for g, s in zip(groups, side, strict=True) if s == i]) for i, d in enumerate(devices))
+            cand = (round(worst, 6), sum(side), side)
             best = cand if best is None or cand < best else best
         assert best is not None
         return {g: devices[s] for g, s in zip(groups, best[2], strict=True)}
-    load = {d: 0.0 for d in devices}
-    out = {}
-    for g in sorted(groups, key=lambda g: -costs[g]):
-        d = min(devices, key=lambda d: (load[d], devices.index(d)))
+    out: dict[Any, str] = {}
+    for g in sorted(groups, key=lambda g: -max(costs[g])):
+        d = min(devices, key=lambda d: (span(d, [*(x for x in out if out[x] == d), g]), devices.index(d)))
         out[g] = d
-        load[d] += costs[g]
     return out

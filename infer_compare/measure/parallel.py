@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from infer_compare.measure.balance import partition
+from infer_compare.measure.balance import load_of, partition
 from infer_compare.measure.gpus import Slot
 
 JOIN_POLL_S = 0.2
@@ -23,6 +23,7 @@ JOIN_POLL_S = 0.2
 
 WAIT = object()  # Board.take: nothing for this worker now, but work it may take later (ask again)
 WAIT_POLL_S = 0.1
+NOTED_MOVE_S = 0.5  # a group taken over that is expected to take less (a configuration its child skips) is not noted
 
 
 class Board:
@@ -44,7 +45,8 @@ class Board:
     With ``seconds`` ((cell, its devices) -> (the GPU seconds it is expected to keep its GPU from others, the
     seconds it takes with a GPU to itself), or None; measure/balance.py), where every configuration that several
     GPUs may measure has figures, a plan: each group (one runtime and precision) on one GPU of its pool, the pool's
-    largest sum of GPU seconds as small as can be (balance.partition). A worker takes from its GPU's groups first;
+    largest expected span as small as can be (balance.partition: its GPU seconds, or its processes' own seconds
+    shared among them, ``parts``, whichever is longer). A worker takes from its GPU's groups first;
     with none left, a group still untouched on another GPU where taking it ends the pool sooner (that GPU's
     remaining GPU seconds, running configurations' included, exceed ours plus the group's own seconds: torch.compile's
     tracing then overlaps nothing), else it waits (``WAIT``) while such work is left: the other GPU may yet run late."""
@@ -52,8 +54,9 @@ class Board:
     def __init__(self, work: list[tuple[Any, tuple[str, ...]]], family: Callable[[Any], Any] | None = None,
                  traced: Callable[[Any], bool] | None = None,
                  seconds: Callable[[Any, tuple[str, ...]], tuple[float, float] | None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, parts: dict[str, int] | None = None):
         self.todo = list(work)
+        self.parts = dict(parts or {})  # device -> its measuring processes (two where they take turns)
         self.lock = threading.Lock()
         self.family = family
         self.traced = traced
@@ -65,7 +68,7 @@ class Board:
         self.plan: dict[Any, str] = {}  # group -> the device planned for it
         self.expected: dict[str, float] = {}  # device -> the GPU seconds planned for it
         self.why_no_plan = ""
-        self.moved: list[tuple[str, str, str]] = []  # (group's name, planned device, device that took it)
+        self.moved: list[tuple[str, str, str, float]] = []  # (group's name, planned device, taker, its own seconds)
         self.touched: set[Any] = set()  # groups of which a configuration has been taken
         self.running: dict[str, tuple[str, Any, float]] = {}  # worker -> (device, cell, when taken)
         self.ended: dict[str, float] = {}  # device -> when its latest configuration ended (clock)
@@ -77,7 +80,7 @@ class Board:
         return (allowed, self.family(cell) if self.family else None, str(getattr(cell, "precision", "")))
 
     def _make_plan(self, seconds: Callable[[Any, tuple[str, ...]], tuple[float, float] | None]) -> None:
-        pools: dict[tuple[str, ...], dict[Any, float]] = {}
+        pools: dict[tuple[str, ...], dict[Any, tuple[float, float]]] = {}
         for cell, allowed in self.todo:
             if len(allowed) < 2:
                 continue
@@ -88,12 +91,13 @@ class Board:
                 return
             self.cost[cell], self.alone[cell] = float(s[0]), max(float(s[0]), float(s[1]))
             g = self.group(cell, allowed)
-            pools.setdefault(allowed, {})[g] = pools.get(allowed, {}).get(g, 0.0) + self.cost[cell]
+            was = pools.setdefault(allowed, {}).get(g, (0.0, 0.0))
+            pools[allowed][g] = (was[0] + self.cost[cell], was[1] + self.alone[cell])
         for allowed, costs in pools.items():
-            self.plan.update(partition(costs, list(allowed)))
-            for g, d in self.plan.items():
-                if g[0] == allowed:
-                    self.expected[d] = self.expected.get(d, 0.0) + costs[g]
+            self.plan.update(partition(costs, list(allowed), self.parts))
+            for d in allowed:
+                mine = [c for g, c in costs.items() if self.plan[g] == d]
+                self.expected[d] = load_of(self.parts.get(d, 1), (sum(c[0] for c in mine), sum(c[1] for c in mine)))
 
     def remaining(self, device: str, now: float) -> float:
         """The expected GPU seconds ``device`` has left: its planned configurations not yet taken, and what its
@@ -149,7 +153,8 @@ class Board:
         g = self._steal(device, cands, now)
         if g is None:
             return WAIT
-        self.moved.append((f"{g[1][1] if isinstance(g[1], tuple) else g[1]} {g[2]}", self.plan[g], device))
+        own = sum(self.alone.get(c, 0.0) for c, a in self.todo if self.group(c, a) == g)
+        self.moved.append((f"{g[1][1] if isinstance(g[1], tuple) else g[1]} {g[2]}", self.plan[g], device, own))
         self.plan[g] = device
         return [x for x in cands if self.group(x[1], x[2]) == g]
 
@@ -186,7 +191,8 @@ class Board:
         if not self.expected:
             return ""
         planned = ", ".join(f"{d} {s:.1f} s" for d, s in self.expected.items())
-        moved = "".join(f"; {d2} took {g} over from {d1}, which would have ended later" for g, d1, d2 in self.moved)
+        moved = "".join(f"; {d2} took {g} over from {d1}, which would have ended later" for g, d1, d2, s in self.moved
+                        if s >= NOTED_MOVE_S)
         ends = [self.ended[d] for d in self.expected if d in self.ended]
         spread = f"; their last configurations ended {max(ends) - min(ends):.1f} s apart" if len(ends) > 1 else ""
         return ("GPU configurations spread over the GPUs of each model by the GPU seconds each took in earlier runs of "
@@ -204,7 +210,10 @@ def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
     ``family``, ``traced``, ``seconds``: see Board. ``on_done(slot)``: called from a slot's worker when the board
     has nothing left for it (not after an error or a cancel). An exception in a worker (an interrupt included)
     cancels the others and is raised here."""
-    board = Board(work, family, traced, seconds)
+    parts: dict[str, int] = {}
+    for s in slots:
+        parts[s.device] = parts.get(s.device, 0) + 1
+    board = Board(work, family, traced, seconds, parts=parts)
     errors: list[BaseException] = []
 
     def worker(slot: Slot) -> None:
