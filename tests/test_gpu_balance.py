@@ -235,14 +235,15 @@ def test_a_configurations_gpu_seconds_are_its_held_seconds_where_its_process_too
 
 def test_a_second_comparison_on_two_stand_in_gpus_is_planned_by_the_first(monkeypatch, cache_dir):
     """Through compare() with two stand-in GPUs (no GPU here; ONNX Runtime's CUDA rows are skipped by their
-    children, which still take their time): the first run says it had no figures and keeps them in the cache; the
-    second plans by them and says how."""
+    children, which still take their time), the plan switched on: the first run says it had no figures and keeps
+    them in the cache; the second plans by them and says how; switched off (the default), plan order."""
     import infer_compare.catalog.device_kinds as dk
     from infer_compare import compare
     from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
 
     gpus = [{"index": i, "name": "H", "uuid": f"GPU-{i}"} for i in (0, 1)]
     monkeypatch.setattr(dk, "all_gpus", lambda: [dict(g) for g in gpus])
+    monkeypatch.setenv(balance.SWITCH, "1")
     probe = OnnxRuntimeRunner.probe.__func__
     monkeypatch.setattr(OnnxRuntimeRunner, "probe", classmethod(lambda c, device="cpu": probe(c, "cpu")))
 
@@ -258,4 +259,7 @@ def test_a_second_comparison_on_two_stand_in_gpus_is_planned_by_the_first(monkey
                                                                                "onnxruntime onnx fp16"}
     second = run()
     assert any("by the GPU seconds each took in earlier runs" in n and "planned cuda:0" in n for n in second.notes)
+    monkeypatch.setenv(balance.SWITCH, "0")  # the default: plan order, the figures still kept
+    third = run()
+    assert not any("GPU seconds" in n for n in third.notes) and len(balance.load(Cache(cache_dir), kept[0].stem)["H"]) == 3
     assert {r.device for r in second.rows if r.device.startswith("cuda")} == {"cuda:0", "cuda:1"}

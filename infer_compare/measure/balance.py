@@ -19,6 +19,11 @@ cache after a run, and the next run of the same model and settings plans by them
   them twice). The groups are split over the pool's GPUs so that the largest expected sum is smallest
   (``partition``: every split for two GPUs, longest first otherwise). A plan is made only where every group of the
   pool has a figure; else plan order, and the report says why.
+
+**Off by default** (``INFER_COMPARE_GPU_PLAN=1`` turns it on; the figures are kept either way): on three leases of
+2 x H200 (round 9, reports/gpu-x2-round9.md) the planned runs' two GPUs still ended 2.6-5.0 s apart (10 s with the
+first version, which counted GPU seconds alone), no closer than in plan order (1.9-4.0 s): a group's figures move by
+1-2 s from run to run with what ran before it in its process (cuDNN's autotuning, the CUDA context).
 """
 
 from __future__ import annotations
@@ -33,12 +38,18 @@ from typing import Any
 from infer_compare.base.cache import Cache, key_of
 from infer_compare.base.records import EXPORT_FAILED, RUN_FAILED
 
+SWITCH = "INFER_COMPARE_GPU_PLAN"  # 1: plan by the kept figures; default off (round 9 did not show it helps)
 DIR = "gpu-seconds"
 KEEP = 3  # runs kept per configuration and GPU model; their median plans
 EXHAUSTIVE_MAX = 12  # at most this many groups: every split over two GPUs is tried (2 ** 11 of them, 5 ms)
 SHAPING = ("batch_sizes", "warmup_iters", "min_iters", "min_time_s", "parity_samples", "target_ci", "max_time_s",
            "warmup_time_s", "scenarios", "io", "concurrency")  # the settings that change a configuration's work
 MODEL = ("name", "family", "weights", "weights_hash", "input_shape", "num_classes", "inputs", "outputs")  # its identity
+
+
+def enabled() -> bool:
+    """Whether the board plans by the kept figures (they are kept either way)."""
+    return os.environ.get(SWITCH, "0") in ("1", "true", "yes")
 
 
 def label(cell: Any) -> str:

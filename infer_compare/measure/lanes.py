@@ -88,7 +88,8 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         board = run_on_slots(work, used, measure, run.cancel, family=lambda c: (c.kind, runtime_of(c.runner)),
                              on_done=_prefetch_when_cpu_lane_ends(rest),
                              traced=(lambda c: gpu_turn.traced_loads(c.runner) > 0) if turns else None,
-                             seconds=_expected(balance.load(store, key), used, work) if store is not None else None)
+                             seconds=_expected(balance.load(store, key), used, work)
+                             if store is not None and balance.enabled() else None)
         run.concurrent = {}
         if board.note():
             run.notes.append(board.note())
