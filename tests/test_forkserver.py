@@ -171,3 +171,21 @@ def test_spare_servers_for_each_gpu_beyond_the_first(monkeypatch):
     assert len(servers.spares) == 1 and len({i for i, _ in launched}) == 2  # its own and one spare's
     spare = servers.take_spare()
     assert spare is not None and servers.take_spare() is None
+
+
+def test_closing_without_waiting_hands_back_every_server_process_its_spares_included():
+    """measure/run.py close_servers: each server killed, and one flat list of processes for the reaper."""
+    from infer_compare.measure.residents import reap
+
+    servers, spare = ForkServers(), ForkServers()
+    try:
+        assert servers.for_modules(("json",)) is not None and spare.for_modules(("csv",)) is not None
+        servers.spares.append(spare)
+        procs = servers.close(wait=False)
+        assert len(procs) == 2 and all(hasattr(p, "wait") for p in procs)
+        assert servers.servers == {} and servers.spares == [] and servers.close(wait=False) == []
+        reap(procs)
+        assert all(p.returncode is not None for p in procs)
+    finally:
+        servers.close()
+        spare.close()

@@ -78,11 +78,12 @@ class ForkServers:
 
     def close(self, wait: bool = True) -> list[Any]:
         """Kill every server (and spare); with ``wait``, waited for here, else their processes are returned."""
-        procs = [srv.close(wait) for srv in self.servers.values()]
+        procs = [p for p in (srv.close(wait) for srv in self.servers.values()) if p is not None]
         self.servers.clear()
-        procs += [spare.close(wait) for spare in self.spares]
+        for spare in self.spares:  # a spare is a ForkServers of its own
+            procs += spare.close(wait)
         self.spares.clear()
-        return [p for p in procs if p is not None]
+        return procs
 
 
 def preloads(runner_names: Any) -> dict[str, tuple[str, ...]]:
