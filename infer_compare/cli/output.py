@@ -98,23 +98,15 @@ class Saver:
         except OSError:
             pass  # write() says so at the end
 
-    def write(self, rep, pending: list | None = None) -> dict:
-        """Every format; ``pending``: see report.write_all (results.html written beside)."""
+    def write(self, rep) -> dict:
         import tempfile
 
         # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
         from infer_compare.report import write_all
 
         try:
-            return write_all(rep, self.out, self.formats, pending)
+            return write_all(rep, self.out, self.formats)
         except OSError as e:
-            for wait in pending or ():  # the page started beside goes to the fallback folder with the rest
-                try:
-                    wait()
-                except OSError:
-                    pass
-            if pending:
-                pending.clear()
             fallback = Path(tempfile.mkdtemp(prefix="infer-compare-results-"))
             paths = write_all(rep, fallback, self.formats)
             print(f"infer-compare: could not write to {self.out} ({e.strerror or e}); results saved in {fallback}",
@@ -131,19 +123,10 @@ class Saver:
 
 def finish(rep, saver: Saver) -> int:
     # deferred: the CLI's start (--help, env, report) stays light without it (+5 modules)
-    from infer_compare.measure import prefetch
     from infer_compare.report.terminal import print_report
 
-    prefetch.wait()  # no import under way in another thread when the page's writer is forked
-    pending: list = []
-    paths = saver.write(rep, pending)  # results.html by a forked child meanwhile (report/beside.py)
+    paths = saver.write(rep)
     print_report(rep)
-    for wait in pending:
-        try:
-            wait()
-        except OSError as e:
-            print(f"infer-compare: could not write results.html ({e.strerror or e})", file=sys.stderr)
-            paths.pop("html", None)
     print(f"results: {', '.join(str(p) for p in paths.values())}")
     return exit_code(rep)
 

@@ -55,12 +55,3 @@ def start(cores: Sequence[int] = ()) -> threading.Thread | None:
                                         name="infer-compare-report-prefetch", daemon=True)
             _started.start()
         return _started
-
-
-def wait() -> None:
-    """Until the prefetch (if any was started) has done its imports: a fork (report/beside.py) must not copy a
-    module lock that this thread holds mid-import, which the child would wait on for ever."""
-    with _lock:
-        started = _started
-    if started is not None:
-        started.join()
