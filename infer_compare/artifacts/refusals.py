@@ -6,35 +6,21 @@ Timeouts and crashes are not remembered; ``--no-cache`` (a disabled cache) neith
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from typing import Any
 
 from infer_compare.base.cache import Cache, key_of
+from infer_compare.base.cache_notes import read_note, write_note
 
 
 def refusal(cache: Cache, kind: str, parts: dict[str, Any]) -> dict[str, Any] | None:
     """{"reason", "created"} of a refusal remembered for ``parts``; None."""
-    if not cache.enabled:
-        return None
-    try:
-        rec = json.loads((cache.root / kind / f"{key_of(parts)}.refused.json").read_text())
-    except (OSError, ValueError):
-        return None
+    rec = read_note(cache, cache.root / kind / f"{key_of(parts)}.refused.json")
     return rec if isinstance(rec, dict) and isinstance(rec.get("reason"), str) else None
 
 
 def remember_refusal(cache: Cache, kind: str, parts: dict[str, Any], reason: str) -> None:
     """Keep the refusal for later runs; a cache that cannot be written just does not remember."""
-    if not cache.enabled or cache.unwritable:
-        return
-    path = cache.root / kind / f"{key_of(parts)}.refused.json"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        tmp.write_text(json.dumps({"reason": reason, "parts": parts, "created": when}, default=str))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    write_note(cache, cache.root / kind / f"{key_of(parts)}.refused.json",
+               {"reason": reason, "parts": parts, "created": when}, default=str)

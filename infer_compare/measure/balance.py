@@ -29,13 +29,13 @@ first version, which counted GPU seconds alone), no closer than in plan order (1
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import statistics
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from infer_compare.base.cache import Cache, key_of
+from infer_compare.base.cache_notes import read_note, write_note
 from infer_compare.base.records import EXPORT_FAILED, RUN_FAILED
 
 SWITCH = "INFER_COMPARE_GPU_PLAN"  # 1: plan by the kept figures; default off (round 9 did not show it helps)
@@ -82,12 +82,7 @@ def _run(x: Any) -> Run:
 
 def load(cache: Cache | None, key: str) -> dict[str, list[Run]]:
     """GPU model -> its kept runs (oldest first); {} without a store or for a file that cannot be read."""
-    if cache is None or not cache.enabled:
-        return {}
-    try:
-        got = json.loads(_path(cache, key).read_text())
-    except (OSError, ValueError):
-        return {}
+    got = read_note(cache, _path(cache, key)) if cache is not None else None
     if not isinstance(got, dict):
         return {}
     return {str(pool): [r for r in map(_run, runs) if r] for pool, runs in got.items() if isinstance(runs, list)}
@@ -96,19 +91,12 @@ def load(cache: Cache | None, key: str) -> dict[str, list[Run]]:
 def save(cache: Cache | None, key: str, measured: dict[str, Run]) -> None:
     """Add this run's figures (GPU model -> label -> (GPU seconds, own seconds)) to the store, keeping the last
     KEEP runs of each GPU model; a cache that cannot be written just does not remember."""
-    if cache is None or not cache.enabled or getattr(cache, "unwritable", False) or not measured:
+    if cache is None or not measured:
         return
     kept = load(cache, key)
     for pool, run in measured.items():
         kept[pool] = [*kept.get(pool, []), {k: (round(g, 3), round(o, 3)) for k, (g, o) in run.items()}][-KEEP:]
-    path = _path(cache, key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(kept, indent=1, sort_keys=True))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    write_note(cache, _path(cache, key), kept, indent=1, sort_keys=True)
 
 
 def estimates(cells: Iterable[Any], runs: list[Run], group_of: Callable[[Any], Any]) -> dict[Any, tuple[float, float]]:

@@ -85,14 +85,15 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
 
         store = run.cache
         key = balance.store_key(run.prep.minfo, run.settings) if store is not None else ""
-        board = run_on_slots(work, used, measure, run.cancel, family=lambda c: (c.kind, runtime_of(c.runner)),
+        board = run_on_slots(work, used, measure, run.cancel, family=family_of,
                              on_done=_prefetch_when_cpu_lane_ends(rest),
                              traced=(lambda c: gpu_turn.traced_loads(c.runner) > 0) if turns else None,
                              seconds=_expected(balance.load(store, key), used, work)
                              if store is not None and balance.enabled() else None)
         run.concurrent = {}
-        if board.note():
-            run.notes.append(board.note())
+        note = board.note()
+        if note:
+            run.notes.append(note)
         balance.save(store, key, balance.measured(run.rows, board.done))
     for i, c in enumerate(rest):
         if not any(map(_on_cpu, rest[i:])):
@@ -114,7 +115,7 @@ def _expected(kept: dict[str, list[balance.Run]], slots: list[Slot], work: list[
         by_pool.setdefault(pool.get(allowed[0], ""), []).append(cell)
     est: dict[Any, tuple[float, float]] = {}
     for p, cells in by_pool.items():
-        est.update(balance.estimates(cells, kept.get(p, []), lambda c: (runtime_of(c.runner), c.precision)))
+        est.update(balance.estimates(cells, kept.get(p, []), lambda c: (family_of(c), c.precision)))  # Board.group's
 
     def seconds(cell: Any, allowed: tuple[str, ...]) -> tuple[float, float] | None:
         return est.get(cell)
@@ -156,6 +157,11 @@ def _on_cpu(c: Any) -> bool:
     """A configuration whose timing the host's CPU carries: every one measured off a CUDA GPU (the CPU's own, an
     accelerator driven from the host); a cell with no device measures nothing."""
     return c.kind != "cuda" and bool(c.device)
+
+
+def family_of(cell: Any) -> tuple[str, str]:
+    """A configuration's measuring process on the board (measure/parallel.py): its device kind and its runtime."""
+    return (cell.kind, runtime_of(cell.runner))
 
 
 def runtime_of(runner: str) -> str:
