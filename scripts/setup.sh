@@ -5,7 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
+if [ ! -x .venv/bin/python ]; then
+  # A new environment takes about 7.6 GB (PyTorch's CUDA build and its NVIDIA libraries 5.5 GB of it, measured
+  # on x86_64): say so before pip fails half-way with "No space left on device".
+  free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
+  if [ -n "$free_kb" ] && [ "$free_kb" -lt 10000000 ]; then
+    echo "setup.sh: warning: $((free_kb / 1000000)) GB free here; a new .venv takes about 8 GB" >&2
+  fi
+  "$PY" -m venv .venv
+fi
 V=.venv/bin/python
 extras="all"
 [ "${1:-}" = "--dev" ] && extras="all,dev"
