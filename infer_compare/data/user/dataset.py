@@ -143,9 +143,9 @@ def _load_folder(p: Path, spec: PreprocessSpec, input_shape, max_images: int | N
     if not listing.files:
         suffixes = " ".join(im.IMAGE_SUFFIXES)
         raise UsageError(f"no images in {p} (looked for {suffixes}, in class sub-folders or at the top)")
-    if spec.crop:  # the sample shape is known before decoding anything
-        c, k = spec.channels, spec.crop
-        _check_shape((c, k, k) if spec.layout == "nchw" else (k, k, c), input_shape, spec, p)
+    if spec.crop or spec.target():  # the sample shape is known before decoding anything
+        c, (h, w) = spec.channels, spec.target() or (spec.crop, spec.crop)
+        _check_shape((c, h, w) if spec.layout == "nchw" else (h, w, c), input_shape, spec, p)
     n_files = len(listing.files)
     want = n_files if max_images is None else min(max_images, n_files)
     order = list(range(n_files)) if want == n_files else selection_order(n_files, listing.labels, seed)
