@@ -102,6 +102,8 @@ class ParityResult(Record):
     near_ties: int = 0  # class scores: samples whose top-two margin a flip within tolerance can cross (not judged)
     # detections (parity/detections.py): reference, kept, lost, added, near_threshold counts; ious, score_errs means
     detections: dict[str, Any] = field(default_factory=dict)
+    # sequences (parity/sequences.py): samples, same, changed, tie_only texts; steps judged and differing; confidence error
+    sequences: dict[str, Any] = field(default_factory=dict)
 
     @property
     def reason(self) -> str:

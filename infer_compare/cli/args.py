@@ -177,7 +177,9 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     d.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
                    help="what output NAME means, and so how parity judges it (repeatable; default: inferred from "
                         "its shape and values): scores ([N, classes]: cosine, top-1), map (probabilities or a "
-                        "dense map: mask IoU, errors relative to its scale), regression (values, boxes), other")
+                        "dense map: mask IoU, errors relative to its scale), sequence or ctc ([N, steps, classes]: "
+                        "the text a recognizer reads, greedy CTC decoding), detections[:FORMAT] (a detector's head, "
+                        "decoded), regression (values, boxes), other")
 
 
 def data_options(args):

@@ -1,6 +1,6 @@
 """What each output means, and so how parity judges it (parity/outputs.py).
 
-Four kinds, inferred from an output's shape and reference values, or given with
+The kinds, inferred from an output's shape and reference values, or given with
 ``--output-kind NAME=KIND``:
 
 * ``scores``: class scores or logits, [N, classes]: cosine, top-1/top-5 (the classifier rules, unchanged);
@@ -8,6 +8,9 @@ Four kinds, inferred from an output's shape and reference values, or given with
   (IoU of the maps thresholded at 0.5, at 0 for logits, or of the per-pixel argmax over C > 1 channels),
   errors relative to the map's scale (1 for probabilities), cosine only on samples whose reference is
   not near zero;
+* ``sequence``: class scores at every step, [N, steps, classes] (a text recognizer's CTC head): the greedy
+  decoding (the text) and its confidence, step agreement (parity/sequences.py); inferred where every step's values
+  are probabilities summing to 1, logits only when given;
 * ``regression``: values or boxes ([N], [N, 1], [N, boxes, 4], ...): errors relative to the output's
   scale, cosine only where the reference is not near zero;
 * ``other``: judged as regression values.
@@ -24,21 +27,36 @@ from infer_compare.base.errors import UsageError
 from infer_compare.parity.detections import GROUP_FORMATS, parse_head, recognize
 
 SCORES, MAP, REGRESSION, OTHER, DETECTIONS = "scores", "map", "regression", "other", "detections"
+SEQUENCE = "sequence"
 KINDS = {SCORES: "class scores or logits [N, classes]", MAP: "probabilities or a dense map [N, H, W] or [N, C, H, W]",
+         SEQUENCE: "class scores at every step [N, steps, classes], judged on the text read (CTC greedy decoding, "
+                   "blank 0) and its confidence (parity/sequences.py)",
          REGRESSION: "regression values or boxes", OTHER: "anything else (judged as regression values)",
          DETECTIONS: "a detection head, decoded and judged by detections kept and added "
                      "(detections:yolo|yolov8|yolo-noobj[+grid] in one output; ssd|ssd-nobg|post-nms|torchvision over "
                      "several; parity/detections.py, parity/det_groups.py)"}
 ALIASES = {"logits": SCORES, "classes": SCORES, "class-scores": SCORES, "probabilities": MAP, "mask": MAP,
-           "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION, "values": REGRESSION, "yolo": DETECTIONS}
+           "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION, "values": REGRESSION, "yolo": DETECTIONS,
+           "ctc": SEQUENCE, "recognizer": SEQUENCE, "text": SEQUENCE, "sequences": SEQUENCE}
 MIN_SPATIAL = 4  # a [N, C, H, W] output is a dense map when H and W are at least this
 MIN_SPATIAL_3D = 8  # a [N, H, W] output is one when H, W >= this and its values are probabilities
+SUM_TOLERANCE = 1e-3  # a step whose probabilities sum to 1 within this is a distribution (softmax applied)
 
 
 def is_probability(ref: Any) -> bool:
     """Every reference value finite and in [0, 1]."""
     a = np.asarray(ref)
     return bool(a.size) and bool(np.isfinite(a).all()) and float(a.min()) >= 0.0 and float(a.max()) <= 1.0
+
+
+def is_step_distribution(ref: Any) -> bool:
+    """[N, steps >= 2, classes >= 2] whose every step is a probability distribution over the classes."""
+    a = np.asarray(ref)
+    if a.ndim != 3 or min(a.shape[1:]) < 2 or not a.size or not np.isfinite(a).all():
+        return False
+    if float(a.min()) < 0.0 or float(a.max()) > 1.0:
+        return False
+    return bool(np.abs(a.sum(-1, dtype=np.float64) - 1.0).max() <= SUM_TOLERANCE)
 
 
 def infer_kind(ref: Any) -> str:
@@ -51,6 +69,8 @@ def infer_kind(ref: Any) -> str:
         return MAP
     if nd == 3 and recognize(ref) is not None:
         return DETECTIONS
+    if nd == 3 and is_step_distribution(ref):
+        return SEQUENCE
     if nd == 3 and min(shape[1:]) >= MIN_SPATIAL_3D and is_probability(ref):
         return MAP
     return REGRESSION if nd <= 3 else OTHER
@@ -66,6 +86,8 @@ def misfit(kind: str, shape: tuple[int, ...]) -> str:
                                                  f"[N, {', '.join(map(str, sample))}]")
     if kind.split(":")[0] == DETECTIONS and len(sample) != 2:
         return f"a detection head is [N, anchors, values] or [N, values, anchors]; this output is [N, {', '.join(map(str, sample))}]"
+    if kind == SEQUENCE and len(sample) != 2:
+        return f"a sequence is [N, steps, classes]; this output is [N{''.join(f', {d}' for d in sample)}]"
     if kind == MAP and len(sample) not in (2, 3):
         return f"a dense map is [N, H, W] or [N, C, H, W]; this output is [N{''.join(f', {d}' for d in sample)}]"
     return ""

@@ -14,7 +14,8 @@ floor: non-finite outputs, a mean cosine below :data:`FLOOR_COSINE_MEAN` or a sa
 below :data:`FLOOR_COSINE_WORST`.
 
 These are the rules for class scores. Every output is judged by what it means (kinds.py:
-scores, map, regression, other; :func:`compare_kind`): outputs that are not class scores go to
+scores, map, sequence, detections, regression, other; :func:`compare_kind`): a recognizer's sequences go to
+sequences.compare_sequences (the text read), a detector's head to detections.compare_detections, the others to
 values.compare_values (errors relative to their scale, cosine only where the reference is not
 near zero, mask IoU for dense maps; never failing at float rounding level, checks.ROUNDING_REL). Each
 result names the check that decided it and its margin (:func:`decide`).
@@ -30,8 +31,9 @@ from infer_compare.base.records import ParityResult
 from infer_compare.catalog.formats import Tolerance
 from infer_compare.parity.det_groups import Group, find_groups
 from infer_compare.parity.detections import compare_detections, parse_head, recognize
-from infer_compare.parity.kinds import DETECTIONS, REGRESSION, SCORES, infer_kind
+from infer_compare.parity.kinds import DETECTIONS, REGRESSION, SCORES, SEQUENCE, infer_kind
 from infer_compare.parity.scores import compare
+from infer_compare.parity.sequences import compare_sequences
 from infer_compare.parity.values import compare_values
 
 
@@ -63,7 +65,7 @@ def _missing(name: str, why: str, tol: Tolerance, judge: bool, n: int) -> Parity
 def compare_kind(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str = "", labels: np.ndarray | None = None,
                  judge: bool = True, judge_top1: bool = True, note: str = "") -> ParityResult:
     """One output judged by what it means (``kind``, parity/kinds.py; "" infers it): class scores by
-    :func:`compare`, anything else by values.compare_values."""
+    :func:`compare`, sequences by sequences.compare_sequences, anything else by values.compare_values."""
     if np.shape(out) != np.shape(ref):  # a failed row that says so, never an exception out of the comparison
         return _missing("", f"output shape {list(np.shape(out))} differs from the reference's {list(np.shape(ref))}",
                         tol, judge, len(ref))
@@ -75,6 +77,8 @@ def compare_kind(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str = "
         kind = infer_kind(ref) if infer_kind(ref) != DETECTIONS else REGRESSION
     if kind == SCORES:
         return compare(ref, out, tol, labels=labels, judge=judge, judge_top1=judge_top1, note=note)
+    if kind == SEQUENCE:
+        return compare_sequences(ref, out, tol, judge=judge, note=note)
     return compare_values(ref, out, tol, kind, judge=judge, note=note)
 
 

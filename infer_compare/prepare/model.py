@@ -17,6 +17,7 @@ from infer_compare.parity.detections import FORMATS, parse_head, recognize
 from infer_compare.parity.kinds import (
     DETECTIONS,
     KINDS,
+    REGRESSION,
     SCORES,
     check_output_kinds,
     infer_kind,
@@ -76,7 +77,12 @@ def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
         if kind != SCORES:
             what = _head_text(kind) or KINDS[kind]
             prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as {kind.split(':')[0]} "
-                              f"({what}; parity/kinds.py; --output-kind NAME=KIND to say otherwise)")
+                              f"({what}; parity/kinds.py; --output-kind NAME=KIND to say otherwise)"
+                              + (LOGITS_HINT if kind == REGRESSION and np.ndim(a) == 3 else ""))
+
+
+# a [N, steps, classes] output that is not a softmax is judged on its values: a recognizer's logits are one
+LOGITS_HINT = "; a recognizer's per-step logits are judged on the text they read with --output-kind NAME=ctc"
 
 
 def _detection_groups(prep: Any, refs: dict[str, Any], kinds: dict[str, str]) -> set[str]:

@@ -17,7 +17,8 @@ def judged_text(p: ParityResult) -> str:
     return (f"{p.kind or 'output'}, judged by {p.metric} {p.metric_value:.5g} (limit {p.metric_limit:.4g}): "
             f"{verdict}, {how}" + (f"; mask IoU {p.mask_iou:.4f}" if p.mask_iou is not None and
                                    p.metric != "mask IoU" else "")
-            + (f"; cosine left out on {p.cosine_skipped} near-zero samples" if p.cosine_skipped else ""))
+            + (f"; cosine left out on {p.cosine_skipped} near-zero samples" if p.cosine_skipped else "")
+            + (f"; {p.sequences['text']}" if (p.sequences or {}).get("text") else ""))
 
 
 def row_lines(r: RunRecord) -> list[str]:
