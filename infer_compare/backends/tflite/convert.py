@@ -1,7 +1,8 @@
 """PyTorch -> TFLite conversion worker: ``python -m infer_compare.backends.tflite.convert SPEC``.
 
 Route: litert-torch (``litert_torch.convert``) on the PyTorch module wrapped with
-``to_channel_last_io`` so that the file takes NHWC input, batch 1, static shape.
+``to_channel_last_io`` so that the file takes NHWC input, batch 1, static shape; a float file is run once on
+the sample beside its module, and how far off it is recorded (convert_check.py).
 
 - fp32: the float file as converted.
 - fp16: the fp32 file with its weights cast to float16 by ai-edge-quantizer
@@ -136,14 +137,8 @@ def _load_module(spec: dict[str, Any], shapes: dict[str, tuple[int, ...]] | None
     return model.eval()
 
 
-def _float_file(edge_of, precision: str, tmp: str, out: str, times: dict[str, float]) -> dict[str, Any]:
+def _float_file(edge: Any, precision: str, tmp: str, out: str, times: dict[str, float]) -> dict[str, Any]:
     """fp32, or fp16 weights (ai-edge-quantizer FLOAT_CASTING) on the fp32 file; what was applied."""
-    import torch
-
-    t = time.perf_counter()
-    with torch.inference_mode():
-        edge = edge_of()
-    times["convert"] = time.perf_counter() - t
     if precision == "fp32":
         edge.export(tmp)
         return {"weights": "float32", "io": "float32"}
@@ -209,7 +204,6 @@ def _name_the_node(error: Exception, model: Any, spec: dict[str, Any]) -> None:
 
 
 def convert(spec: dict[str, Any]) -> dict[str, Any]:
-    import numpy as np
 
     # deferred: the conversion child's start stays light without it (+1 module)
     from infer_compare.backends.tflite.convert_onnx import io_map, load_inputs
@@ -229,26 +223,23 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
         from torch._export.converter import TS2EPConverter
 
         model = TS2EPConverter(model, tuple(torch.from_numpy(c[:1]) for c in calib)).convert().module()
-    # image inputs (4-D, 1 or 3 channels) are NHWC in the file, as TFLite and the Edge TPU expect
-    channel_last = [c.ndim == 4 and c.dtype.kind == "f" and c.shape[1] in (1, 3) for c in calib]
-    feeds = [torch.from_numpy(np.ascontiguousarray(c.transpose(0, 2, 3, 1) if cl else c))
-             for c, cl in zip(calib, channel_last, strict=True)]
-    sample = tuple(f[:1] for f in feeds)  # static batch 1: dynamic batch fails in litert-torch 0.10 (JAX shapes)
-    idx = [i for i, cl in enumerate(channel_last) if cl]
-    wrapped = litert_torch.to_channel_last_io(model, args=idx) if idx else model
-    try:
-        wrapped = wrapped.eval()
-    except NotImplementedError:  # an ExportedProgram's module has no train/eval modes: it is inference-only
-        pass
-    applied: dict[str, Any] = {"route": "onnx2torch + litert-torch" if spec.get("onnx") else "litert-torch",
-                               "batch": 1, "layout": "NHWC" if idx else "as given",
+    # deferred: the conversion child's start stays light without it (+1 module)
+    from infer_compare.backends.tflite.convert_check import checked, layout_io
+
+    wrapped, sample, feeds, channel_last = layout_io(model, calib)
+    applied: dict[str, Any] = {"route": "onnx2torch + litert-torch" if spec.get("onnx") else "litert-torch", "batch": 1,
                                "litert_torch": getattr(litert_torch, "__version__", None), "torch": torch.__version__}
     if getattr(model, "folded_constant_inputs", None):
         applied["constant_inputs_folded"] = model.folded_constant_inputs
     tmp = out + ".part"
     try:
         if precision in ("fp32", "fp16"):
-            applied.update(_float_file(lambda: litert_torch.convert(wrapped, sample), precision, tmp, out, times))
+            t = time.perf_counter()
+            with torch.inference_mode():
+                edge = litert_torch.convert(wrapped, sample)
+            times["convert"] = time.perf_counter() - t
+            applied.update(checked(edge, wrapped, sample))  # the file beside its module (convert_check.py)
+            applied.update(_float_file(edge, precision, tmp, out, times))
         elif precision == "int8":
             applied.update(_int8_file(wrapped, sample, feeds, spec.get("observer") or "minmax", tmp, times))
         else:
@@ -256,6 +247,7 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:
         _name_the_node(e, model, spec)
         raise
+    applied["layout"] = "NHWC" if any(channel_last) else "as given"
     applied["io_map"] = io_map(wrapped, sample, tmp, names, spec.get("output_names") or [], channel_last)
     os.replace(tmp, out)
     return {"ok": True, "options": applied, "times_s": {k: round(v, 2) for k, v in times.items()}}

@@ -118,7 +118,7 @@ def load_inputs(spec: dict[str, Any]) -> tuple[list[str], list[Any]]:
     return names, [a.astype(np.float32) if a.dtype.kind == "f" else a for a in arrays]
 
 
-def _flat(out: Any) -> list[Any]:
+def flat(out: Any) -> list[Any]:
     import torch
 
     leaves, _ = torch.utils._pytree.tree_flatten(out)
@@ -139,7 +139,7 @@ def io_map(module: Any, sample: tuple, path: str, input_names: list[str], output
     if len(got) != len(want) or any(a != b for a, b in zip(got, want, strict=False)):
         raise UnsupportedModel(f"the file's inputs {got} are not the model's {want} in order")
     with torch.no_grad():
-        model_outs = _flat(module(*sample))
+        model_outs = flat(module(*sample))
     names = list(output_names) if len(output_names) == len(model_outs) else [
         f"output_{i}" for i in range(len(model_outs))] if len(model_outs) > 1 else []
     rec: dict[str, Any] = {"inputs": list(input_names), "channel_last": list(channel_last),

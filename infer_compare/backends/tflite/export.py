@@ -21,6 +21,7 @@ from infer_compare import models
 from infer_compare.backends.exporter import ExportContext, Exporter, ExportResult
 from infer_compare.backends.tflite import common
 from infer_compare.backends.tflite.bindings import write_io_map
+from infer_compare.backends.tflite.convert_check import DIVERGED
 from infer_compare.backends.tflite.options import TFLiteOptions
 from infer_compare.base.batches import each, is_multi, save
 from infer_compare.base.errors import BackendUnavailable, ExportError, ExportRefused
@@ -87,9 +88,33 @@ class TFLiteExporter(Exporter):
         if precision == "int8":
             _check_int8_opt_in(ctx, _onnx_params(source) if ctx.model is None else None)
         path = out_dir / "model.tflite"
-        res = _convert_in_child(ctx, source, out_dir / ".work", path, precision)
-        return _describe(path, precision, res)
+        return _describe(path, precision, _convert_checked(ctx, source, out_dir / ".work", path, precision))
 
+
+def _off(res: dict) -> float | None:
+    """How far the child's float file is off its module (convert_check.py), where it was measured."""
+    off = (res.get("options") or {}).get("off_its_module")
+    return float(off) if isinstance(off, int | float) else None
+
+
+def _convert_checked(ctx: ExportContext, source: str | None, work: Path, path: Path, precision: str) -> dict:
+    """The conversion, in a fresh child again while its float file is off its module (convert_check.py: whether
+    litert-torch gets such a model right changes from one process to the next), at most CONVERT_TRIES times; the
+    last result, with every try's figure (``conversion_tries``) where there was more than one."""
+    res = _convert_in_child(ctx, source, work, path, precision)
+    figures = [_off(res)]
+    while (figures[-1] or 0.0) > DIVERGED and len(figures) < CONVERT_TRIES:
+        ctx.log(f"TFLite {precision}: the file is off its own module by {figures[-1]:.3g} of the largest output; "
+                f"converting again in a fresh process ({len(figures) + 1} of {CONVERT_TRIES})")
+        res = _convert_in_child(ctx, source, work, path, precision)
+        figures.append(_off(res))
+    if len(figures) > 1:
+        res.setdefault("options", {})["conversion_tries"] = figures
+    return res
+
+
+# conversions of one file while its float file is off its module (convert_check.py): each in a fresh process
+CONVERT_TRIES = 3
 
 def _is_onnx(source: str | None) -> bool:
     return bool(source) and str(source).lower().endswith(".onnx")
@@ -174,7 +199,23 @@ def _describe(path: Path, precision: str, res: dict) -> ExportResult:
         notes.append(_int8_note(info))
     if precision == "fp16":
         notes.append("fp16 weights, dequantized to fp32 when the interpreter loads the file; compute is fp32")
+    notes += _check_notes(opts)
     return ExportResult(str(path), opts, notes)
+
+
+def _check_notes(opts: dict) -> list[str]:
+    """What the float file's check against its module found (convert_check.py), where it found something."""
+    off, tries = _off({"options": opts}), opts.get("conversion_tries") or []
+    said = ", ".join("?" if t is None else f"{t:.3g}" for t in tries)
+    if off is not None and off > DIVERGED:
+        return [f"the converted file is off its own PyTorch module by {off:.3g} of the largest output on the "
+                f"conversion sample: the conversion's error (litert-torch's lowering or TFLite's kernels), not the "
+                f"data's" + (f"; {len(tries)} conversions, each off by {said}" if tries else "")
+                + " (backends/tflite/convert_check.py)"]
+    if tries:
+        return [f"converted {len(tries)} times in fresh processes, the file off its own PyTorch module by {said} of "
+                f"the largest output: the last kept (backends/tflite/convert_check.py)"]
+    return []
 
 
 def _int8_note(info: dict) -> str:
