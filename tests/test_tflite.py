@@ -211,3 +211,25 @@ def test_the_check_compares_the_file_with_its_module():
     scale = float(np.abs(right).max())
     assert off_by(lambda x: right + 0.5 * scale, module, sample) == pytest.approx(0.5)
     assert off_by(lambda x: right[:, :2], module, sample) is None  # not paired here: io_map pairs it
+
+
+def test_constants_are_made_contiguous_in_storage_of_their_own():
+    import torch
+
+    from infer_compare.backends.tflite.convert_check import contiguous_constants
+
+    shared = torch.nn.Linear(4, 6)
+    shared.weight = torch.nn.Parameter(torch.randn(4, 6).t())  # a transposed view, as onnx2torch keeps a MatMul's
+    model = torch.nn.Sequential(shared, torch.nn.ReLU(), torch.nn.Linear(6, 6))
+    model.register_buffer("table", torch.arange(12.0).reshape(3, 4).t())
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        before = model(x)
+    assert contiguous_constants(model) == 2
+    assert all(p.is_contiguous() for p in model.parameters()) and model.table.is_contiguous()
+    with torch.no_grad():
+        assert torch.allclose(model(x), before, atol=1e-6)  # the same values (a GEMM on another layout may round differently)
+    tied = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
+    tied[1].weight = tied[0].weight
+    tied[0].weight.data = tied[0].weight.data.t()
+    assert contiguous_constants(tied) == 1 and tied[1].weight is tied[0].weight

@@ -224,13 +224,16 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
 
         model = TS2EPConverter(model, tuple(torch.from_numpy(c[:1]) for c in calib)).convert().module()
     # deferred: the conversion child's start stays light without it (+1 module)
-    from infer_compare.backends.tflite.convert_check import checked, layout_io
+    from infer_compare.backends.tflite.convert_check import checked, contiguous_constants, layout_io
 
+    made_contiguous = contiguous_constants(model)  # litert-torch's constant cache (convert_check.py)
     wrapped, sample, feeds, channel_last = layout_io(model, calib)
     applied: dict[str, Any] = {"route": "onnx2torch + litert-torch" if spec.get("onnx") else "litert-torch", "batch": 1,
                                "litert_torch": getattr(litert_torch, "__version__", None), "torch": torch.__version__}
     if getattr(model, "folded_constant_inputs", None):
         applied["constant_inputs_folded"] = model.folded_constant_inputs
+    if made_contiguous:
+        applied["constants_made_contiguous"] = made_contiguous
     tmp = out + ".part"
     try:
         if precision in ("fp32", "fp16"):

@@ -1,15 +1,23 @@
-"""The float file run once on the conversion sample beside the module it was converted from (the converter child's
-part; convert.py calls it), so that a file the conversion got wrong says so before any parity sample runs.
+"""Two guards of the converter child (convert.py calls them) against a file that computes something else than
+the module it was converted from.
 
-Measured (2-core EPYC, litert-torch 0.10.0, torch 2.14.1, 2026-11-27; /tmp scripts, not kept): RapidOCR's PP-OCRv4
-text recognizer (onnx2torch's module of the ONNX file), converted by ``litert_torch.convert``, gave files off by
-0.17-0.95 of the module's largest output, with NHWC input (``to_channel_last_io``) or without, differing from one
-conversion to the next (three in one process: 0.95, 0.93, 0.93); ``torch.export`` of the same module agreed with
-ONNX Runtime to 1.9e-6, so the error comes after the export, in litert-torch's lowering or TFLite's kernels. Other
-converter children got it right (4.1e-6). Some conversions in a process that had run the module eagerly agreed to
-1e-5-2.4e-5, but not in the converter child (0.64-0.68 after such a run): the cause was not found. So the exporter
-converts again in a fresh process while the file is off (export.py, ``CONVERT_TRIES``), and a file still off says
-so in its notes; its rows' parity judges it on every parity sample.
+Found on RapidOCR's PP-OCRv4 text recognizer (onnx2torch's module of the ONNX file; 2-core EPYC, litert-torch
+0.10.0, torch 2.14.1, 2026-11-27; /tmp scripts, not kept): ``litert_torch.convert`` gave files off by 0.17-0.95 of
+the module's largest output in some processes and right (2.5e-5) in others, NHWC or not, while ``torch.export`` of
+the module agreed with ONNX Runtime to 1.9e-6. Running two files on one input with every tensor kept, the first
+output that differed was a FULLY_CONNECTED's: its weight in the wrong file was another layer's of the same shape
+(``p2o/MatMul/10``'s in place of ``p2o/MatMul/22``'s). litert-torch's constant cache (backend/inline_consts.py,
+``_ConstantFingerprint``) keys a constant by its storage's ``data_ptr``, shape, stride and offset after
+``.contiguous()``; onnx2torch keeps a Linear's weight as the transposed view of the ONNX MatMul's (9 such weights
+here), so each is copied into a temporary, freed after use, whose address the next same-shape weight's temporary
+may get: the cache then hands back the first weight. Hence:
+
+* :func:`contiguous_constants`: every parameter and buffer laid out contiguously in storage of its own before the
+  conversion, so no temporary is made;
+* :func:`checked`: each float file run once on the sample beside its module, its error kept (``off_its_module``);
+  the exporter converts again in a fresh process while it is over :data:`DIVERGED` (export.py), for a cause not
+  yet known. int8 files are not checked this way (their own rounding hides such an error; their parity judges
+  them).
 """
 
 from __future__ import annotations
@@ -18,6 +26,22 @@ from typing import Any
 
 # fp32 files agreed with their modules to about 2.5e-5 of the largest output (the recognizer above, when right)
 DIVERGED = 1e-3
+
+
+def contiguous_constants(module: Any) -> int:
+    """Every parameter and buffer of ``module`` made contiguous in storage of its own (shared parameters stay
+    shared); how many were not."""
+    n = 0
+    for p in module.parameters():
+        if not p.is_contiguous():
+            p.data = p.data.contiguous()
+            n += 1
+    for mod in module.modules():
+        for name, b in list(mod._buffers.items()):
+            if b is not None and not b.is_contiguous():
+                mod._buffers[name] = b.contiguous()
+                n += 1
+    return n
 
 
 def layout_io(model: Any, calib: list[Any]) -> tuple[Any, tuple, list[Any], list[bool]]:
