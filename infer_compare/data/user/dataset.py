@@ -144,7 +144,7 @@ def _load_folder(p: Path, spec: PreprocessSpec, input_shape, max_images: int | N
         suffixes = " ".join(im.IMAGE_SUFFIXES)
         raise UsageError(f"no images in {p} (looked for {suffixes}, in class sub-folders or at the top)")
     if spec.crop or spec.target():  # the sample shape is known before decoding anything
-        c, (h, w) = spec.channels, spec.target() or (spec.crop, spec.crop)
+        c, (h, w) = spec.channels, spec.target() or (int(spec.crop or 0), int(spec.crop or 0))
         _check_shape((c, h, w) if spec.layout == "nchw" else (h, w, c), input_shape, spec, p)
     n_files = len(listing.files)
     want = n_files if max_images is None else min(max_images, n_files)
