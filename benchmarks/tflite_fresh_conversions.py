@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 CHILD = """
 import contextlib, io, json, sys
@@ -33,9 +35,11 @@ print(json.dumps({"made_contiguous": made, "off": off_by(edge, w, sample)}))
 
 
 def one(path: str, name: str, shape: tuple[int, ...], fix: bool) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, path, name, json.dumps(shape), "1" if fix else "0"],
-                         capture_output=True, text=True, check=True, env={"TF_CPP_MIN_LOG_LEVEL": "3",
-                                                                         "PATH": "/usr/bin:/bin"})
+    """One conversion in a fresh process, in a temporary folder (onnx2torch's static copy of the file goes there)."""
+    with tempfile.TemporaryDirectory() as work:
+        out = subprocess.run([sys.executable, "-c", CHILD, os.path.abspath(path), name, json.dumps(shape),
+                              "1" if fix else "0"], capture_output=True, text=True, check=True, cwd=work,
+                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
