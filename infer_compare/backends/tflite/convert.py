@@ -1,8 +1,9 @@
 """PyTorch -> TFLite conversion worker: ``python -m infer_compare.backends.tflite.convert SPEC``.
 
 Route: litert-torch (``litert_torch.convert``) on the PyTorch module wrapped with
-``to_channel_last_io`` so that the file takes NHWC input, batch 1, static shape; a float file is run once on
-the sample beside its module, and how far off it is recorded (convert_check.py).
+``to_channel_last_io`` so that the file takes NHWC input, batch 1, static shape; the module's weights made
+contiguous first, and a float file run once on the sample beside its module, how far off it is recorded
+(convert_check.py: litert-torch's constant cache gave a layer another's weight).
 
 - fp32: the float file as converted.
 - fp16: the fp32 file with its weights cast to float16 by ai-edge-quantizer
@@ -204,7 +205,6 @@ def _name_the_node(error: Exception, model: Any, spec: dict[str, Any]) -> None:
 
 
 def convert(spec: dict[str, Any]) -> dict[str, Any]:
-
     # deferred: the conversion child's start stays light without it (+1 module)
     from infer_compare.backends.tflite.convert_onnx import io_map, load_inputs
 

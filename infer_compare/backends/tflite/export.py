@@ -32,8 +32,12 @@ from infer_compare.host import launch
 CONVERTER_HINT = ("pip install litert-torch ai-edge-litert  (the TFLite converter; it needs torch and brings "
                   "ai-edge-quantizer)")
 ONNX_HINT = "pip install 'infer-compare[tflite-onnx]'  (onnx2torch: ONNX -> PyTorch, then litert-torch)"
-EXPORTER_REV = 5  # 2: io_map (several inputs and outputs), the ONNX route; 3: ONNX made static first; 4: <file>.io.json
+EXPORTER_REV = 6  # 2: io_map (several inputs and outputs), the ONNX route; 3: ONNX made static first; 4: <file>.io.json
 # 5: constant inputs of Reshape/Slice/Resize folded (convert_constants.py); int8 files with float parts kept
+# 6: weights made contiguous before converting (a layer could get another's weight: convert_check.py), float files
+#    checked against their module and converted again while off
+# conversions of one file while its float file is off its module (convert_check.py): each in a fresh process
+CONVERT_TRIES = 3
 # Full-integer int8 of models above this size is built only on request (or for an Edge TPU):
 # ResNet-50 (25.6 M parameters) took 339 s wall, 1.5 GB peak here (2 shared cores, load ~5).
 LARGE_INT8_PARAMS = 10_000_000
@@ -98,9 +102,10 @@ def _off(res: dict) -> float | None:
 
 
 def _convert_checked(ctx: ExportContext, source: str | None, work: Path, path: Path, precision: str) -> dict:
-    """The conversion, in a fresh child again while its float file is off its module (convert_check.py: whether
-    litert-torch gets such a model right changes from one process to the next), at most CONVERT_TRIES times; the
-    last result, with every try's figure (``conversion_tries``) where there was more than one."""
+    """The conversion, in a fresh child again while its float file is off its module (convert_check.py: a cause of
+    that which changed from one process to the next was found and removed; this guards against others), at most
+    CONVERT_TRIES times; the last result, with every try's figure (``conversion_tries``) where there was more
+    than one."""
     res = _convert_in_child(ctx, source, work, path, precision)
     figures = [_off(res)]
     while (figures[-1] or 0.0) > DIVERGED and len(figures) < CONVERT_TRIES:
@@ -112,9 +117,6 @@ def _convert_checked(ctx: ExportContext, source: str | None, work: Path, path: P
         res.setdefault("options", {})["conversion_tries"] = figures
     return res
 
-
-# conversions of one file while its float file is off its module (convert_check.py): each in a fresh process
-CONVERT_TRIES = 3
 
 def _is_onnx(source: str | None) -> bool:
     return bool(source) and str(source).lower().endswith(".onnx")
