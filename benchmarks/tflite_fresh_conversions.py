@@ -22,7 +22,8 @@ import contextlib, io, json, sys
 import numpy as np, torch
 import litert_torch
 from infer_compare.backends.tflite.convert_onnx import onnx_module
-from infer_compare.backends.tflite.convert_check import contiguous_constants, layout_io, off_by
+from infer_compare.backends.tflite.convert import layout_io
+from infer_compare.backends.tflite.convert_check import contiguous_constants, off_by
 path, name, shape, fix = sys.argv[1], sys.argv[2], tuple(json.loads(sys.argv[3])), sys.argv[4] == "1"
 x = np.random.default_rng(0).uniform(-1, 1, size=shape).astype(np.float32)
 gm = onnx_module(path, {name: shape})

@@ -68,7 +68,7 @@ def test_lenet_tflite_rows_pass_parity(tflite_report, precision):
     assert r.options["interpreter"].startswith(("ai_edge_litert", "tflite_runtime"))
     assert r.options["input"].startswith("NHWC")
     if precision in ("fp32", "fp16"):  # the float file was run beside its module once (convert_check.py)
-        assert r.export.options["off_its_module"] <= 1e-3 and "conversion_tries" not in r.export.options
+        assert r.export.options["off_its_module"] <= 1e-3
     if precision == "fp32":
         assert r.parity.cosine_mean > 0.99999 and r.parity.top1_agreement == 1.0
     elif precision == "fp16":
@@ -173,29 +173,13 @@ def test_large_int8_is_opt_in(monkeypatch):
                                          num_classes=10, calibration=None))
 
 
-def test_a_file_off_its_module_is_converted_again_in_a_fresh_process(monkeypatch, tmp_path):
-    """litert-torch's file of RapidOCR's recognizer was off its module by 0.17-0.95 in some processes and right in
-    others (convert_check.py): the exporter converts again, at most CONVERT_TRIES times, and says what each gave."""
-    from infer_compare.backends.tflite import export as ex
+def test_a_float_file_off_its_module_says_so():
+    """The check's figure (convert_check.py) becomes a note where the file is off its module, none where it is not."""
+    from infer_compare.backends.tflite.export import _check_notes
 
-    for figures, calls, note in (([0.64, 0.38, 4e-6], 3, "converted 3 times in fresh processes"),
-                                 ([2e-6], 1, None),
-                                 ([0.5, 0.5, 0.5, 0.5], ex.CONVERT_TRIES, "is off its own PyTorch module by 0.5")):
-        given = iter(figures)
-        made: list[int] = []
-
-        def child(ctx, source, work, path, precision, given=given, made=made):
-            made.append(1)
-            return {"ok": True, "options": {"off_its_module": next(given)}}
-
-        monkeypatch.setattr(ex, "_convert_in_child", child)
-        ctx = type("Ctx", (), {"log": staticmethod(lambda msg: None)})()
-        res = ex._convert_checked(ctx, None, tmp_path, tmp_path / "model.tflite", "fp32")
-        assert len(made) == calls
-        notes = ex._check_notes(res["options"])
-        assert notes == [] if note is None else note in notes[0]
-        if calls > 1:
-            assert res["options"]["conversion_tries"] == figures[:calls]
+    assert _check_notes({"off_its_module": 2e-6}) == [] and _check_notes({}) == []
+    (note,) = _check_notes({"off_its_module": 0.46})
+    assert note.startswith("the converted file is off its own PyTorch module by 0.46 of the largest output")
 
 
 def test_the_check_compares_the_file_with_its_module():

@@ -28,7 +28,7 @@ from infer_compare.catalog.formats import Tolerance
 from infer_compare.parity.checks import checks_result, cosines
 from infer_compare.parity.detections import INT8_SCORE_ERR
 from infer_compare.parity.kinds import SEQUENCE, is_step_distribution
-from infer_compare.parity.scores import INT8_TIE_REL
+from infer_compare.parity.scores import near_ties
 
 BLANK = 0
 DEFAULT_MIN_AGREEMENT = 0.9
@@ -44,33 +44,33 @@ def probabilities(a: np.ndarray, softmax: bool) -> np.ndarray:
     return e / e.sum(-1, keepdims=True)
 
 
+def _kept(ids: np.ndarray, blank: int = BLANK) -> np.ndarray:
+    """Which steps CTC's greedy decoding keeps: the first of each run of one class, not the blank."""
+    keep = np.ones(len(ids), dtype=bool)
+    keep[1:] = ids[1:] != ids[:-1]
+    return keep & (ids != blank)
+
+
 def decode(ids: np.ndarray, blank: int = BLANK) -> tuple[int, ...]:
     """CTC's greedy decoding of one sample's step classes: repeats merged, then the blank dropped."""
     ids = np.asarray(ids)
-    keep = np.ones(len(ids), dtype=bool)
-    keep[1:] = ids[1:] != ids[:-1]
-    return tuple(int(i) for i in ids[keep] if i != blank)
+    return tuple(int(i) for i in ids[_kept(ids, blank)])
 
 
-def _confidence(p: np.ndarray, ids: np.ndarray, blank: int = BLANK) -> float | None:
-    """The mean probability of the steps a decoding keeps (the first of each run, not blank); None: no text."""
-    keep = np.ones(len(ids), dtype=bool)
-    keep[1:] = ids[1:] != ids[:-1]
-    keep &= ids != blank
+def _confidence(p: np.ndarray, ids: np.ndarray) -> float | None:
+    """The mean probability of the steps a decoding keeps; None: no text."""
+    keep = _kept(ids)
     return float(p[np.flatnonzero(keep), ids[keep]].mean()) if keep.any() else None
 
 
 def step_ties(p: np.ndarray, tol: Tolerance) -> np.ndarray:
-    """[N, steps]: the reference steps whose top-two probability margin is under twice the error the precision
-    may make (``max_rel_err``; int8: scores.INT8_TIE_REL): a flip there stays within the tolerance."""
-    top2 = -np.sort(-p, axis=-1)[..., :2]
-    allowed = tol.max_rel_err if tol.max_rel_err is not None else INT8_TIE_REL
-    return (top2[..., 0] - top2[..., 1]) < 2.0 * allowed
+    """[N, steps]: the reference steps that are near-ties by the class-score rule (scores.near_ties: a top-two
+    margin under twice the error the precision may make), each step taken as one sample's class scores."""
+    return near_ties(p.reshape(-1, p.shape[-1]), tol).reshape(p.shape[:-1])
 
 
-def tally(ref: np.ndarray, out: np.ndarray, tol: Tolerance) -> dict[str, Any]:
-    """The figures of the module docstring, sample by sample."""
-    softmax = not is_step_distribution(ref)
+def tally(ref: np.ndarray, out: np.ndarray, tol: Tolerance, softmax: bool) -> dict[str, Any]:
+    """The figures of the module docstring, sample by sample; ``softmax``: the reference is logits."""
     pr, po = probabilities(ref, softmax), probabilities(out, softmax)
     ri, oi = pr.argmax(-1), po.argmax(-1)
     ties = step_ties(pr, tol)
@@ -127,10 +127,11 @@ def compare_sequences(ref: np.ndarray, out: np.ndarray, tol: Tolerance, judge: b
         raise ValueError(f"output shape {out.shape} differs from the reference's {ref.shape}")
     n = len(ref)
     nonfinite = not np.isfinite(out).all()
-    t = tally(ref, np.nan_to_num(out, nan=0.0), tol)
+    softmax = not is_step_distribution(ref)
+    t = tally(ref, np.nan_to_num(out, nan=0.0), tol, softmax)
     r, o = ref.reshape(n, -1), np.nan_to_num(out, nan=0.0).reshape(n, -1)
     diff = np.abs(o - r)
-    scale = 1.0 if is_step_distribution(ref) else (float(np.abs(r).max()) or 1.0)
+    scale = (float(np.abs(r).max()) or 1.0) if softmax else 1.0
     cos = cosines(r, o, diff)
     worst = int(np.argmin(cos))
     max_abs = float(diff.max()) if diff.size else 0.0

@@ -28,6 +28,9 @@ from infer_compare.prepare.inputs import DataOptions
 from infer_compare.prepare.prepared import prepare_model
 from infer_compare.prepare.user import prepare_user_model
 
+# a [N, steps, classes] output that is not a softmax is judged on its values: a recognizer's logits are one
+LOGITS_HINT = "; a recognizer's per-step logits are judged on the text they read with --output-kind NAME=ctc"
+
 
 def check_model(model: Any, parity_samples: int | None) -> None:
     """A built-in name must be known, before any work (the user's own model is checked when loaded)."""
@@ -80,9 +83,6 @@ def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
                               f"({what}; parity/kinds.py; --output-kind NAME=KIND to say otherwise)"
                               + (LOGITS_HINT if kind == REGRESSION and np.ndim(a) == 3 else ""))
 
-
-# a [N, steps, classes] output that is not a softmax is judged on its values: a recognizer's logits are one
-LOGITS_HINT = "; a recognizer's per-step logits are judged on the text they read with --output-kind NAME=ctc"
 
 
 def _detection_groups(prep: Any, refs: dict[str, Any], kinds: dict[str, str]) -> set[str]:

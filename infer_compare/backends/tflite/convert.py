@@ -138,6 +138,26 @@ def _load_module(spec: dict[str, Any], shapes: dict[str, tuple[int, ...]] | None
     return model.eval()
 
 
+def layout_io(model: Any, calib: list[Any]) -> tuple[Any, tuple, list[Any], list[bool]]:
+    """(the module to convert, its batch-1 sample, the calibration feeds, which inputs are NHWC): image inputs
+    (4-D float, 1 or 3 channels) NHWC in the file, as TFLite and the Edge TPU expect."""
+    import litert_torch
+    import numpy as np
+    import torch
+
+    cl = [c.ndim == 4 and c.dtype.kind == "f" and c.shape[1] in (1, 3) for c in calib]
+    feeds = [torch.from_numpy(np.ascontiguousarray(c.transpose(0, 2, 3, 1) if x else c))
+             for c, x in zip(calib, cl, strict=True)]
+    sample = tuple(f[:1] for f in feeds)  # static batch 1: dynamic batch fails in litert-torch 0.10 (JAX shapes)
+    idx = [i for i, x in enumerate(cl) if x]
+    wrapped = litert_torch.to_channel_last_io(model, args=idx) if idx else model
+    try:
+        wrapped = wrapped.eval()
+    except NotImplementedError:  # an ExportedProgram's module has no train/eval modes: it is inference-only
+        pass
+    return wrapped, sample, feeds, cl
+
+
 def _float_file(edge: Any, precision: str, tmp: str, out: str, times: dict[str, float]) -> dict[str, Any]:
     """fp32, or fp16 weights (ai-edge-quantizer FLOAT_CASTING) on the fp32 file; what was applied."""
     if precision == "fp32":
@@ -224,7 +244,7 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
 
         model = TS2EPConverter(model, tuple(torch.from_numpy(c[:1]) for c in calib)).convert().module()
     # deferred: the conversion child's start stays light without it (+1 module)
-    from infer_compare.backends.tflite.convert_check import checked, contiguous_constants, layout_io
+    from infer_compare.backends.tflite.convert_check import checked, contiguous_constants
 
     made_contiguous = contiguous_constants(model)  # litert-torch's constant cache (convert_check.py)
     wrapped, sample, feeds, channel_last = layout_io(model, calib)

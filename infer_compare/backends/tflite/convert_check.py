@@ -15,16 +15,15 @@ may get: the cache then hands back the first weight. Hence:
 * :func:`contiguous_constants`: every parameter and buffer laid out contiguously in storage of its own before the
   conversion, so no temporary is made;
 * :func:`checked`: each float file run once on the sample beside its module, its error kept (``off_its_module``);
-  the exporter converts again in a fresh process while it is over :data:`DIVERGED` (export.py), for a cause not
-  yet known. int8 files are not checked this way (their own rounding hides such an error; their parity judges
-  them).
+  a file over :data:`DIVERGED` says so in its notes (export.py). int8 files are not checked this way (their own
+  rounding hides such an error; their parity judges them).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# fp32 files agreed with their modules to about 2.5e-5 of the largest output (the recognizer above, when right)
+# fp32 files agreed with their modules to 2e-5-4e-6 of the largest output (the recognizer above, ResNet-50)
 DIVERGED = 1e-3
 
 
@@ -42,26 +41,6 @@ def contiguous_constants(module: Any) -> int:
                 mod._buffers[name] = b.contiguous()
                 n += 1
     return n
-
-
-def layout_io(model: Any, calib: list[Any]) -> tuple[Any, tuple, list[Any], list[bool]]:
-    """(the module to convert, its batch-1 sample, the calibration feeds, which inputs are NHWC): image inputs
-    (4-D float, 1 or 3 channels) NHWC in the file, as TFLite and the Edge TPU expect."""
-    import litert_torch
-    import numpy as np
-    import torch
-
-    cl = [c.ndim == 4 and c.dtype.kind == "f" and c.shape[1] in (1, 3) for c in calib]
-    feeds = [torch.from_numpy(np.ascontiguousarray(c.transpose(0, 2, 3, 1) if x else c))
-             for c, x in zip(calib, cl, strict=True)]
-    sample = tuple(f[:1] for f in feeds)  # static batch 1: dynamic batch fails in litert-torch 0.10 (JAX shapes)
-    idx = [i for i, x in enumerate(cl) if x]
-    wrapped = litert_torch.to_channel_last_io(model, args=idx) if idx else model
-    try:
-        wrapped = wrapped.eval()
-    except NotImplementedError:  # an ExportedProgram's module has no train/eval modes: it is inference-only
-        pass
-    return wrapped, sample, feeds, cl
 
 
 def off_by(edge: Any, module: Any, sample: tuple) -> float | None:

@@ -35,9 +35,7 @@ ONNX_HINT = "pip install 'infer-compare[tflite-onnx]'  (onnx2torch: ONNX -> PyTo
 EXPORTER_REV = 6  # 2: io_map (several inputs and outputs), the ONNX route; 3: ONNX made static first; 4: <file>.io.json
 # 5: constant inputs of Reshape/Slice/Resize folded (convert_constants.py); int8 files with float parts kept
 # 6: weights made contiguous before converting (a layer could get another's weight: convert_check.py), float files
-#    checked against their module and converted again while off
-# conversions of one file while its float file is off its module (convert_check.py): each in a fresh process
-CONVERT_TRIES = 3
+#    checked against their module
 # Full-integer int8 of models above this size is built only on request (or for an Edge TPU):
 # ResNet-50 (25.6 M parameters) took 339 s wall, 1.5 GB peak here (2 shared cores, load ~5).
 LARGE_INT8_PARAMS = 10_000_000
@@ -92,30 +90,8 @@ class TFLiteExporter(Exporter):
         if precision == "int8":
             _check_int8_opt_in(ctx, _onnx_params(source) if ctx.model is None else None)
         path = out_dir / "model.tflite"
-        return _describe(path, precision, _convert_checked(ctx, source, out_dir / ".work", path, precision))
-
-
-def _off(res: dict) -> float | None:
-    """How far the child's float file is off its module (convert_check.py), where it was measured."""
-    off = (res.get("options") or {}).get("off_its_module")
-    return float(off) if isinstance(off, int | float) else None
-
-
-def _convert_checked(ctx: ExportContext, source: str | None, work: Path, path: Path, precision: str) -> dict:
-    """The conversion, in a fresh child again while its float file is off its module (convert_check.py: a cause of
-    that which changed from one process to the next was found and removed; this guards against others), at most
-    CONVERT_TRIES times; the last result, with every try's figure (``conversion_tries``) where there was more
-    than one."""
-    res = _convert_in_child(ctx, source, work, path, precision)
-    figures = [_off(res)]
-    while (figures[-1] or 0.0) > DIVERGED and len(figures) < CONVERT_TRIES:
-        ctx.log(f"TFLite {precision}: the file is off its own module by {figures[-1]:.3g} of the largest output; "
-                f"converting again in a fresh process ({len(figures) + 1} of {CONVERT_TRIES})")
-        res = _convert_in_child(ctx, source, work, path, precision)
-        figures.append(_off(res))
-    if len(figures) > 1:
-        res.setdefault("options", {})["conversion_tries"] = figures
-    return res
+        res = _convert_in_child(ctx, source, out_dir / ".work", path, precision)
+        return _describe(path, precision, res)
 
 
 def _is_onnx(source: str | None) -> bool:
@@ -206,18 +182,13 @@ def _describe(path: Path, precision: str, res: dict) -> ExportResult:
 
 
 def _check_notes(opts: dict) -> list[str]:
-    """What the float file's check against its module found (convert_check.py), where it found something."""
-    off, tries = _off({"options": opts}), opts.get("conversion_tries") or []
-    said = ", ".join("?" if t is None else f"{t:.3g}" for t in tries)
-    if off is not None and off > DIVERGED:
-        return [f"the converted file is off its own PyTorch module by {off:.3g} of the largest output on the "
-                f"conversion sample: the conversion's error (litert-torch's lowering or TFLite's kernels), not the "
-                f"data's" + (f"; {len(tries)} conversions, each off by {said}" if tries else "")
-                + " (backends/tflite/convert_check.py)"]
-    if tries:
-        return [f"converted {len(tries)} times in fresh processes, the file off its own PyTorch module by {said} of "
-                f"the largest output: the last kept (backends/tflite/convert_check.py)"]
-    return []
+    """What the float file's check against its module found (convert_check.py), where the file is off."""
+    off = opts.get("off_its_module")
+    if not isinstance(off, int | float) or off <= DIVERGED:
+        return []
+    return [f"the converted file is off its own PyTorch module by {off:.3g} of the largest output on the conversion "
+            f"sample: the conversion's error (litert-torch's lowering or TFLite's kernels), not the data's "
+            f"(backends/tflite/convert_check.py)"]
 
 
 def _int8_note(info: dict) -> str:
