@@ -7,7 +7,7 @@ fixed parts: from the earliest hold of any GPU back to the run's start, and from
 
     python benchmarks/gpu_busy.py RESULTS.json [RESULTS.json ...] [--gaps 3] [--walls WALLS.txt]
 
-``--walls``: the walls.txt of scripts/startup_local.sh (each run's name, wall seconds and start, epoch seconds):
+``--walls``: the walls.txt of benchmarks/gpu/startup_local.sh (each run's name, wall seconds and start, epoch seconds):
 for each report in a folder of a run's name, also the first hold's seconds after the command started and the last
 hold's before it ended (what does not halve with a second GPU: start-up, and the report and exit).
 
@@ -92,7 +92,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="+")
     ap.add_argument("--gaps", type=int, default=3, help="the longest idle gaps to show per GPU (default 3)")
-    ap.add_argument("--walls", help="scripts/startup_local.sh's walls.txt: holds against each command's start and end")
+    ap.add_argument("--walls", help="benchmarks/gpu/startup_local.sh's walls.txt: holds against each command's start and end")
     a = ap.parse_args()
     walls = read_walls(a.walls)
     for path in a.results:

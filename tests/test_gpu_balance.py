@@ -17,7 +17,7 @@ from infer_compare.measure.parallel import WAIT, Board
 from infer_compare.measure.plan import Cell
 
 BOTH = ("cuda:0", "cuda:1")
-REPORTS = Path(__file__).parent.parent / "reports"
+REPORTS = Path(__file__).parent / "data" / "reports"  # two real two-GPU runs' results.json
 
 
 def _family(c: Cell) -> tuple[str, str]:
@@ -171,10 +171,10 @@ def _simulate(board: Board, seconds: dict[Cell, float], now: list[float]) -> dic
 
 
 def test_on_a_real_two_gpu_runs_figures_the_plan_ends_the_pool_sooner_than_plan_order():
-    """The held seconds of each configuration in reports/gpu-h200x2p-r8-two-gpus-warm-4 (whose GPUs' last holds
-    ended 4.0 s apart) plan the same work by the figures of run 5: the pool's end comes closer to half the work."""
-    est = _held(REPORTS / "gpu-h200x2p-r8-two-gpus-warm-5" / "results.json")
-    real = _held(REPORTS / "gpu-h200x2p-r8-two-gpus-warm-4" / "results.json")
+    """The held seconds of each configuration in tests/data/reports/gpu-h200x2-two-gpus-warm-4 (whose GPUs'
+    last holds ended 4.0 s apart) plan the same work by the figures of run 5: the pool's end comes closer to half the work."""
+    est = _held(REPORTS / "gpu-h200x2-two-gpus-warm-5" / "results.json")
+    real = _held(REPORTS / "gpu-h200x2-two-gpus-warm-4" / "results.json")
     cells = [c for c in _cells() if balance.label(c) in real]
     assert len(cells) == 11
     secs = {c: real[balance.label(c)] for c in cells}
