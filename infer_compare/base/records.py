@@ -13,6 +13,7 @@ from typing import Any
 from infer_compare.base.errors import SchemaError
 from infer_compare.base.known_fields import report_fields
 from infer_compare.base.latency import PERCENTILE_MIN_SAMPLES, LatencyStats, percentile_rule  # noqa: F401  (re-exported)
+from infer_compare.base.report_files import render_for, write_atomic
 from infer_compare.base.schema import read_json, validate
 from infer_compare.base.serial import Record, decode  # noqa: F401  (Record is re-exported)
 from infer_compare.base.soak_records import SoakResult, SoakWindow  # noqa: F401  (Report.soak; re-exported)
@@ -283,31 +284,15 @@ class Report(Record):
         return decode(cls, d)
 
     def save(self, path) -> None:
-        """Write the JSON atomically (a temporary file renamed into place). On failure nothing
-        is left behind and an OSError names the path and the cause (``str(e)`` is one line)."""
-        import contextlib
-        import json
-        import os
-        import tempfile
-
-        path = os.fspath(path)
-        tmp = None
-        try:
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_dict(), f, indent=1)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException as e:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-            if isinstance(e, OSError):
-                raise OSError(e.errno, e.strerror or str(e), path) from e
-            raise
+        """Write the report to ``path`` in the format its suffix names, atomically (a temporary file
+        renamed into place): ``.json`` (what ``load_report`` reads back), ``.md`` (Markdown), ``.csv``
+        (one line per row) or ``.html`` (one self-contained page with its plots): the renderers of
+        ``infer-compare report`` (infer_compare/report/, which registers them in base/report_files.py
+        when it is imported; ``infer_compare.compare``, ``infer_compare.load_report`` and the CLI import
+        it). The suffix is read case-blind. Another suffix raises ValueError naming the accepted ones,
+        before anything is written. On failure nothing is left behind and an OSError names the path and
+        the cause (one line)."""
+        write_atomic(path, render_for(self, path))
 
     @property
     def failed(self) -> bool:

@@ -6,9 +6,9 @@ Enters: a Report. Leaves: text and files (terminal, JSON, Markdown, CSV, HTML), 
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from infer_compare.base import report_files
 from infer_compare.base.records import Report
+from infer_compare.base.report_files import write_all  # noqa: F401  (re-exported: every format in a folder)
 from infer_compare.report.csv import render as csv_render
 from infer_compare.report.html import render as html_render
 from infer_compare.report.markdown import render as md
@@ -30,16 +30,7 @@ def render(report: Report, fmt: str) -> str:
     raise ValueError(f"unknown report format {fmt!r}")
 
 
-def write_all(report: Report, out_dir: Path, formats=("json", "md", "csv", "html")) -> dict[str, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for fmt in formats:
-        p = out_dir / f"results.{fmt}"
-        if fmt == "json":
-            report.save(p)
-        else:
-            tmp = p.with_suffix(p.suffix + ".tmp")
-            tmp.write_text(render(report, fmt), encoding="utf-8")
-            tmp.replace(p)
-        paths[fmt] = p
-    return paths
+# Report.save(path) writes the format its suffix names (base/report_files.py): the renderers above
+report_files.register(".md", md)
+report_files.register(".csv", csv_render)
+report_files.register(".html", html_render)
