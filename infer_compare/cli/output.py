@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from infer_compare.base import report_files
 from infer_compare.base.diskfull import DISK_FULL, is_disk_full
-from infer_compare.base.errors import UsageError
+from infer_compare.base.report_files import writable_dir
 
 
 def keep_bytecode(args) -> str | None:
@@ -41,14 +42,7 @@ def output_dir(args) -> Path:
     else:
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(args.model).split(":")[-1]).stem) or "model"
         out = Path("infer-compare-results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    try:
-        make_dir(out)
-        probe = out / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise UsageError(f"output directory {out} is not writable: {e.strerror or e}") from None
-    return out
+    return writable_dir(out, make_dir)
 
 
 _created: list[Path] = []
@@ -83,42 +77,15 @@ def cleans_up(cmd):
     return wrapped
 
 
-class Saver:
-    """Saves each partial report (``on_row``) and writes the final one: every format, atomically, to the
-    output directory, or to a fresh temporary one when that fails (nothing measured is lost)."""
-
-    def __init__(self, out: Path, formats: tuple[str, ...] = ("json", "md", "csv", "html")):
-        self.out, self.formats = out, formats
-        self.last = None
-
-    def __call__(self, rep) -> None:
-        self.last = rep
-        try:
-            rep.save(self.out / "results.json")
-        except OSError:
-            pass  # write() says so at the end
+class Saver(report_files.Saver):
+    """The result folder's writer (base/report_files.py, shared with ``compare(output_dir=...)``), which
+    loads the renderers it dispatches to only when it writes, so that the CLI's start stays light."""
 
     def write(self, rep) -> dict:
-        import tempfile
+        # deferred: the CLI's start (--help, env, report) stays light without it (+118 modules, numpy too)
+        import infer_compare.report  # noqa: F401  (registers the Markdown, CSV and HTML renderers)
 
-        # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
-        from infer_compare.report import write_all
-
-        try:
-            return write_all(rep, self.out, self.formats)
-        except OSError as e:
-            fallback = Path(tempfile.mkdtemp(prefix="infer-compare-results-"))
-            paths = write_all(rep, fallback, self.formats)
-            print(f"infer-compare: could not write to {self.out} ({e.strerror or e}); results saved in {fallback}",
-                  file=sys.stderr)
-            return paths
-
-    def interrupted(self) -> None:
-        """On Ctrl-C/SIGTERM: the partial report (marked incomplete by the measuring code) in every format."""
-        if self.last is not None:
-            paths = self.write(self.last)
-            print(f"infer-compare: partial results ({len(self.last.rows)} rows, incomplete) saved: "
-                  f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+        return super().write(rep)
 
 
 def finish(rep, saver: Saver) -> int:
