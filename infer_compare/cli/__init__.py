@@ -15,19 +15,19 @@ it (api, fleet, soak, regress, bundle, ...); nothing imports it.
     infer-compare fleet run DIR --address H:P     a bundle on every node of a Ray cluster (docs/fleet.md)
 
 Exit codes: 0 ok, 1 parity failure or regression (or an explicitly requested backend
-skipped or failed), 2 usage error, 3 (the gates) rows not judged.
+skipped or failed, or no row measured), 2 usage error, 3 (the gates) rows not judged (or none
+compared); 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (what was measured is saved, marked incomplete).
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 from typing import NoReturn
 
+from infer_compare.base import interrupts
 from infer_compare.base.errors import InferCompareError
-from infer_compare.base.interrupts import Terminated, on_sigterm
 from infer_compare.cli.args import (
     build_diff_parser,
     build_env_parser,
@@ -51,7 +51,7 @@ SUBCOMMANDS = ("env", "compare", "report", "diff", "export", "run", "gate", "mer
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_sigterm)
+        interrupts.install()  # SIGTERM and SIGHUP stop a run as Ctrl-C does (what was measured is saved)
     try:
         code = _dispatch(argv)
         sys.stdout.flush()  # a reader that closed the pipe early is seen here, not at the interpreter's exit
@@ -61,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"infer-compare: error: {e}" + (f" (install: {hint})" if hint else ""), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt as e:
-        term = isinstance(e, Terminated)
-        print(f"infer-compare: {'terminated (SIGTERM)' if term else 'interrupted'}", file=sys.stderr)
-        return 143 if term else 130
+        code, said = interrupts.exit_status(e)
+        print(f"infer-compare: {said}", file=sys.stderr)
+        return code
     except BrokenPipeError:
         return _pipe_closed()
 
