@@ -58,7 +58,8 @@ def cmd_soak(args, argv: list[str]) -> int:
 
     kw = _checked(args)
     name = args.model or Path(args.bundle).resolve().name
-    saver = Saver(output_dir(argparse.Namespace(output_dir=args.output_dir, model=f"{name}-soak")))
+    saver = Saver(output_dir(argparse.Namespace(output_dir=args.output_dir, model=f"{name}-soak",
+                                                overwrite=args.overwrite)))
     try:
         with RichProgress(args.quiet) as prog:
             rep = soak(args.model, bundle=args.bundle, weights=args.weights,
