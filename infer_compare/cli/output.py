@@ -31,18 +31,46 @@ def keep_bytecode(args) -> str | None:
 
 def log_bytecode(prog, prefix: str | None) -> None:
     if prefix:
-        prog.log(f"the installation keeps no bytecode: Python's is kept in {prefix} (INFER_COMPARE_PYCACHE=0: off)")
+        prog.log(f"the installation keeps no bytecode: Python's is kept in {prefix} "
+                 "(INFER_COMPARE_PYCACHE=0: off)")
 
 
 def output_dir(args) -> Path:
     """The result folder, created (with its missing parents, which ``created_dirs`` remembers for
-    ``remove_if_empty``) and checked writable before any work."""
+    ``remove_if_empty``) and checked writable before any work; a new one beside it where it holds an
+    earlier run's results (``kept_apart``)."""
     if args.output_dir:
         out = Path(args.output_dir)
     else:
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(args.model).split(":")[-1]).stem) or "model"
         out = Path("infer-compare-results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = kept_apart(out, getattr(args, "overwrite", False))
     return writable_dir(out, make_dir)
+
+
+# what a run leaves in its folder: results.<format>, and the gates' verdict
+EARLIER_RESULTS = ("results.json", "results.md", "results.csv", "results.html", "gate.json")
+
+
+def kept_apart(out: Path, overwrite: bool) -> Path:
+    """``out``; or, where it holds an earlier run's results and not ``overwrite``, a new dated folder beside
+    it (``results/`` -> ``results-2026-12-01T2215/``, then ``-2``, ``-3`` within one minute), said in one
+    line: a second run into one folder never replaces the first one's results."""
+    found = [f for f in EARLIER_RESULTS if (out / f).exists()]
+    if not found:
+        return out
+    if overwrite:
+        print(f"infer-compare: replacing the earlier results in {out}/ ({', '.join(found)}; --overwrite)",
+              file=sys.stderr)
+        return out
+    base = out if out.name else out.resolve()
+    stamp = time.strftime("%Y-%m-%dT%H%M")
+    new, k = base.with_name(f"{base.name}-{stamp}"), 2
+    while new.exists():
+        new, k = base.with_name(f"{base.name}-{stamp}-{k}"), k + 1
+    print(f"infer-compare: {out}/ holds an earlier run's results (kept): this run's go to {new}/ "
+          "(--overwrite replaces them)", file=sys.stderr)
+    return new
 
 
 _created: list[Path] = []
@@ -101,7 +129,8 @@ def finish(rep, saver: Saver) -> int:
 def _ran_elsewhere(rep, skipped) -> bool:
     """The skipped row's backend measured the same precision and device (and batch size, where the skip has
     one) in another format (OpenVINO's float rows run its own IR, not the ONNX file): nothing was left out."""
-    return any(r.backend == skipped.backend and r.precision == skipped.precision and r.device == skipped.device
+    return any(r.backend == skipped.backend and r.precision == skipped.precision
+               and r.device == skipped.device
                and skipped.batch_size in (None, r.batch_size) and r.status in ("ok", "parity_failed")
                for r in rep.rows)
 
@@ -138,6 +167,10 @@ def requested_not_run(rep) -> list:
 
 def exit_code(rep) -> int:
     code = 0
+    if not any(r.status in ("ok", "parity_failed") for r in rep.rows):
+        print(f"infer-compare: no row was measured ({_none_measured(rep)}): nothing was compared",
+              file=sys.stderr)
+        code = 1
     failed = [r for r in rep.rows if r.status == "parity_failed"]
     if failed:
         print(f"infer-compare: {len(failed)} row(s) outside parity tolerance", file=sys.stderr)
@@ -150,6 +183,20 @@ def exit_code(rep) -> int:
     bad = requested_not_run(rep)
     if bad:
         print(f"infer-compare: {len(bad)} row(s) of explicitly requested backends did not run "
-              f"({', '.join(sorted({r.backend for r in bad}))}): see the skipped/failed rows above", file=sys.stderr)
+              f"({', '.join(sorted({r.backend for r in bad}))}): see the skipped/failed rows above",
+              file=sys.stderr)
         code = 1
     return code
+
+
+def _none_measured(rep) -> str:
+    """Why a run measured no row: '1 skipped, 2 failed' (the first reason), or that none was selected."""
+    if not rep.rows:
+        return "no configuration was selected or available"
+    counts: dict[str, int] = {}
+    for r in rep.rows:
+        key = "skipped" if r.status == "skipped" else "failed"
+        counts[key] = counts.get(key, 0) + 1
+    first = next((r for r in rep.rows if r.reason), None)
+    said = ", ".join(f"{n} {k}" for k, n in counts.items())
+    return said + (f"; e.g. {first.label}: {first.reason}" if first is not None else "")
