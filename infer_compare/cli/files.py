@@ -119,7 +119,7 @@ def cmd_merge(args, argv: list[str]) -> int:
     from infer_compare.report import write_all
 
     # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
-    from infer_compare.report.merge import merge_reports
+    from infer_compare.report.merge import check_merge_target, merge_reports
 
     labels = [x.strip() for lab in args.label for x in lab.split(",")]  # --label a,b as --label a --label b
     if any(not x for x in labels):
@@ -127,6 +127,9 @@ def cmd_merge(args, argv: list[str]) -> int:
     reps = [load_report(p) for p in args.results]
     merged = merge_reports(reps, labels=labels, sources=args.results, command=["infer-compare", "merge", *argv])
     out = Path(args.output_dir)
+    said = check_merge_target(out, args.results, args.overwrite)  # never over results a merge did not write
+    if said:
+        print(f"infer-compare: {said}", file=sys.stderr)
     try:
         paths = write_all(merged, out)
     except OSError as e:

@@ -9,9 +9,12 @@ model) or given per file (``--label``). Every machine's full environment is kept
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from infer_compare.base.errors import UsageError
 from infer_compare.base.records import SCHEMA_VERSION, Environment, Report, Settings
@@ -157,3 +160,44 @@ def merge_reports(reports: Sequence[Report], labels: Sequence[str | None] | None
                   not_run=tuple(f"{lab}:{x}" for r, lab in zip(reports, final, strict=True) for x in r.not_run),
                   incomplete_reason="; ".join(f"{lab}: {r.incomplete_reason}" for r, lab in zip(reports, final,
                                               strict=True) if not r.complete))
+
+
+# what a results folder holds: results.<format>, and the gates' verdict
+RESULT_FILES = ("results.json", "results.md", "results.csv", "results.html", "gate.json")
+
+
+def _written_by_merge(path: Path) -> bool:
+    """The results.json at ``path`` is an earlier merge's (its command is ``infer-compare merge``)."""
+    try:
+        command = json.loads(path.read_text(encoding="utf-8")).get("command") or []
+    except (OSError, ValueError, AttributeError):
+        return False
+    return list(command[:2]) == ["infer-compare", "merge"]
+
+
+def _same_file(a: Path, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_merge_target(out: Path, sources: Sequence[str], overwrite: bool = False) -> str:
+    """Before a merge writes into ``out``: '' when nothing is there, a line to say when it replaces an
+    earlier merge's files (or anything, with ``overwrite``); a UsageError (one line, exit 2) when ``out``
+    holds results that no merge wrote (a measured run's, which nothing else holds) or one of the files
+    being merged."""
+    out = Path(out)
+    found = [f for f in RESULT_FILES if (out / f).exists()]
+    if not found:
+        return ""
+    if overwrite:
+        return f"replacing the results in {out}/ ({', '.join(found)}; --overwrite)"
+    merged = out / "results.json"
+    if any(_same_file(merged, s) for s in sources):
+        raise UsageError(f"merge -o {out}: {merged} is one of the files merged; write the merge to another "
+                         "folder (--overwrite replaces it)")
+    if not merged.exists() or not _written_by_merge(merged):
+        raise UsageError(f"merge -o {out}: the folder holds results that merge did not write "
+                         f"({', '.join(found)}); give another folder, or --overwrite to replace them")
+    return f"replacing the earlier merge in {out}/"
