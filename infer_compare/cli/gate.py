@@ -1,6 +1,7 @@
 """The cross-run regression gate after a comparison (``--baseline``): judge the run against results stored
 earlier; when it cannot pass on timings alone, measure the rows it could not pass ``--confirm N`` more times,
-every time (no stopping at a pass), and judge each side's median run. Rows not judged exit 3, not 0.
+every time (no stopping at a pass), and judge each side's median run. Rows not judged exit 3, not 0, and so
+does a gate that compared no row.
 
 One run on a shared machine can land at a slower speed level than the baseline runs did (other
 tenants, frequency), which reads as a timing regression though the code did not change. A row slower only
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from infer_compare.cli.output import Saver
 from infer_compare.regress import check_regression, print_result
-from infer_compare.regress.results import NOT_JUDGED
+from infer_compare.regress.results import MEASURED, NOT_JUDGED
 from infer_compare.regress.rules import confirm_wait
 
 NOT_JUDGED_EXIT = 3
@@ -56,14 +57,28 @@ def judge_run(args, gate, rep, out: Path, measure: Callable) -> int:
 
 
 def gate_status(result, allow_unjudged: bool) -> int:
-    """0 pass, 1 regression, 3 rows not judged (unless allowed): a row the gate could not judge is no pass."""
+    """0 pass, 1 regression, 3 rows not judged (unless allowed): a row the gate could not judge is no pass,
+    and a gate that compared no row at all (neither side measured one; --allow-unjudged does not accept it)
+    is none either."""
     if not result.passed:
         return 1
+    if not result.matched:
+        print(f"infer-compare: no row was measured on both sides ({_sides(result)}): nothing was compared, "
+              "not a pass", file=sys.stderr)
+        return NOT_JUDGED_EXIT
     if result.unjudged and not allow_unjudged:
         print(f"infer-compare: {len(result.unjudged)} check(s) not judged (listed above): not a pass "
               "(--allow-unjudged accepts it)", file=sys.stderr)
         return NOT_JUDGED_EXIT
     return 0
+
+
+def _sides(result) -> str:
+    """How many rows each side measured: 'baseline 0 rows, current 2 rows'."""
+    base = sum(1 for d in result.rows if any(a.status in MEASURED for a in (d.baselines or (d.baseline,))
+                                             if a is not None))
+    cur = sum(1 for d in result.rows if d.current is not None and d.current.status in MEASURED)
+    return f"baseline {base} row(s) measured, current {cur}"
 
 
 def _why(result) -> str:

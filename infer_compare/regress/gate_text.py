@@ -13,6 +13,8 @@ from infer_compare.regress.results import REGRESSION, RegressionResult
 def verdict_line(result: RegressionResult) -> str:
     if not result.passed:
         return f"REGRESSION: {len(result.violations)} violation(s)"
+    if not result.matched:
+        return "NOTHING COMPARED: no row was measured in both runs (not a pass)"
     if result.unjudged:
         return f"NOT JUDGED: {len(result.unjudged)} check(s) could not be judged (not a pass)"
     return "PASS: no regression"
