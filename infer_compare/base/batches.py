@@ -75,16 +75,13 @@ def save(path: Any, x: Batch) -> None:
         np.savez(f, **{k: np.asarray(v) for k, v in x.items()})
 
 
-def load(path: Any) -> Batch:
+def load(path: Any, *, mmap: bool = False) -> Batch:
     """What :func:`save` wrote: an array, or {name: array} in the order written; every header is
-    checked against the file before anything is allocated (base/npyfile.py: ValueError, one line)."""
-    got = npyfile.load(path)
-    if isinstance(got, np.ndarray):
-        return got
-    try:
-        return {k: got[k] for k in got.files}
-    finally:
-        got.close()
+    checked against the file and the memory available before anything is allocated, a compressed
+    array inflated once (base/npyfile.py: ValueError, one line). ``mmap``: memory-mapped where the
+    file holds the bytes uncompressed (for files nothing rewrites while they are in use: a bundle's,
+    the user's; never the exchange files between processes)."""
+    return npyfile.load(path, mmap=mmap)
 
 
 def digest_update(h: Any, x: Batch | None) -> None:
