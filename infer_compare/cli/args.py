@@ -240,7 +240,7 @@ def build_env_parser() -> argparse.ArgumentParser:
 def build_report_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="infer-compare report", description="Print a saved results.json as the terminal table, or "
                                                          "re-render it as HTML, Markdown, CSV or JSON.")
-    p.add_argument("results", metavar="RESULTS.json")
+    p.add_argument("results", metavar="RESULTS.json", help="a results.json written by any subcommand")
     p.add_argument("--format", "-f", choices=("terminal", "html", "md", "csv", "json"), default="terminal",
                    help="output format (default: the terminal table; $COLUMNS sets its width when piped)")
     add_output(p, p, "write here instead of standard output", file=True)
@@ -291,7 +291,9 @@ def build_export_parser() -> argparse.ArgumentParser:
                             "the reference inputs and PyTorch outputs, labels, calibration inputs and a manifest of "
                             "sha256 hashes. TensorRT engines (and formats whose exporter is missing here) travel as "
                             "their source and are built on the device. Run it there with 'infer-compare run DIR'.")
-    p.add_argument("--model", "-m", required=True, help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, ...")
+    p.add_argument("--model", "-m", required=True,
+                   help="as for a comparison: a built-in or torchvision name, or your own .onnx, .tflite, "
+                        "TorchScript or .pt2 file, or package.module:callable (docs/own-model.md)")
     p.add_argument("--weights", default="auto", metavar="auto|random|PATH", help="as for a comparison (default auto)")
     p.add_argument("--input-shape", metavar="SHAPE", help="as for a comparison: the sizes the model leaves open (a "
                                                           ".onnx file's dynamic dimensions); recorded in the bundle")
@@ -325,7 +327,7 @@ def build_run_parser() -> argparse.ArgumentParser:
                             "present, check parity against the bundle's PyTorch reference, and write the reports.",
                 epilog="Exit codes: 0 ok, 1 parity failure or a requested backend did not run, 2 usage error "
                        "(including a bundle that fails verification).")
-    p.add_argument("bundle", metavar="DIR")
+    p.add_argument("bundle", metavar="DIR", help="a bundle directory written by 'infer-compare export'")
     _add_measure_args(p)
     p.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
                    help="what output NAME means (default: what the bundle recorded at export, else inferred)")
@@ -343,7 +345,8 @@ def build_merge_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="infer-compare merge",
                 description="Merge results.json files of one model from several machines into one comparison "
                             "(results.json/.md/.csv/.html); each row's device is prefixed by a machine label.")
-    p.add_argument("results", nargs="+", metavar="RESULTS.json")
+    p.add_argument("results", nargs="+", metavar="RESULTS.json",
+                   help="results.json files of one model, one per machine")
     add_output(p, p, "where the merged results.json, .md, .csv and .html go", required=True)
     p.add_argument("--label", action="append", default=[], metavar="NAME",
                    help="machine label of each file, in order (repeatable, or comma-separated: --label a,b; default: "
@@ -361,7 +364,8 @@ def build_soak_parser() -> argparse.ArgumentParser:
                        "requested backend did not run or RSS grew faster than --max-rss-growth, 2 usage error; "
                        "130/143 interrupted (the finished windows are saved, marked incomplete).")
     g = p.add_argument_group("what to soak")
-    g.add_argument("--model", "-m", help="resnet50, mobilenet_v2, lenet5, ... (or --bundle)")
+    g.add_argument("--model", "-m",
+                   help="as for a comparison: a built-in name or your own file (or --bundle)")
     g.add_argument("--bundle", metavar="DIR", help="a bundle written by 'infer-compare export' instead of --model")
     g.add_argument("--weights", default="auto", metavar="auto|random|PATH", help="as for a comparison (default auto)")
     g.add_argument("--backends", type=_csv, metavar="LIST",

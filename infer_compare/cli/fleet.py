@@ -40,7 +40,7 @@ def build_fleet_parser():
     j.add_argument("--block", action="store_true", help="keep the node in the foreground (a systemd unit; Ctrl-C leaves)")
     j.add_argument("--dry-run", action="store_true", help="print the `ray start` command and stop")
     r = sub.add_parser("run", help="measure a bundle (infer-compare export) on every node")
-    r.add_argument("bundle", metavar="DIR")
+    r.add_argument("bundle", metavar="DIR", help="a bundle directory written by 'infer-compare export'")
     r.add_argument("--address", required=True, metavar="HOST:PORT", help="the Ray head")
     r.add_argument("--targets", type=_csv, metavar="LIST", help="only these nodes (default: every node)")
     add_output(r, r, "where the merged results go", required=True)
