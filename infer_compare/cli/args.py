@@ -156,7 +156,7 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--no-cache", action="store_true",
                    help="rebuild every artifact privately for this run (the cache is neither read nor written)")
     o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
-    add_gate_args(p.add_argument_group("regression gate (see docs/reports-and-regression.md)"), with_baseline=True)
+    add_gate_args(p.add_argument_group("regression gate (see docs/gate.md)"), with_baseline=True)
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ One run on a shared machine can land at a slower speed level than the baseline r
 tenants, frequency), which reads as a timing regression though the code did not change. A row slower only
 in runs where the host itself ran slow (the calibration workload, regress/judge.py BUSY_HOST) is not
 judged. Where the baseline can be run again, the A/B gate (``infer-compare gate``, cli/gate_ab.py) measures
-both sides in one run instead. docs/reports-and-regression.md has the figures.
+both sides in one run instead. docs/gate.md has the figures.
 """
 
 from __future__ import annotations

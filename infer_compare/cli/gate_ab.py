@@ -30,7 +30,7 @@ def build_gate_parser() -> _Parser:
                             "the paired ratios of adjacent blocks. Each side may run under its own interpreter "
                             "(another runtime version, another infer-compare checkout).",
                 epilog="Exit codes: 0 pass, 1 regression, 3 rows not judged (unless --allow-unjudged), 2 usage "
-                       "error. docs/reports-and-regression.md has the recipe and the measured error rates.")
+                       "error. docs/gate.md has the recipe and the measured error rates.")
     p.add_argument("bundle_a", metavar="A", help="the baseline bundle (infer-compare export)")
     p.add_argument("bundle_b", metavar="B", help="the candidate bundle (may be A itself when only the interpreter "
                                                  "differs)")

@@ -28,7 +28,7 @@ def add_gate_args(g, with_baseline: bool) -> None:
     g.add_argument("--timing", choices=TIMINGS, default=BEST,
                    help="judge latency and throughput with each side at its fastest sustained level, the fastest "
                         "block of consecutive calls over its runs (best, the default; measured on a shared 2-core "
-                        "machine in docs/reports-and-regression.md); as ratios to each run's PyTorch "
+                        "machine in docs/gate.md); as ratios to each run's PyTorch "
                         "fp32 row (reference); to a calibration workload timed before each row (calibrated); or "
                         "as measured, the most favourable pair of runs (absolute)")
     g.add_argument("--allow-unjudged", action="store_true",

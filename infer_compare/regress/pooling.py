@@ -10,7 +10,7 @@ its runs' (``best``), the same statistic on both sides, which does not improve b
 runner is slower in every block of every run; a slow level is not in all of them. Runs made at different
 times still see different levels: the A/B gate (regress/ab.py), which measures both sides side by side, is
 the way to judge small changes.
-docs/reports-and-regression.md has the figures that chose it.
+docs/gate.md has the figures that chose it.
 
 A machine that is uniformly slower (or faster) today shows in two witnesses that do not depend on
 the code under test changing one runtime: the change three quarters of the run's rows share (their

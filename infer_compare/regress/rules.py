@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from infer_compare.base.errors import UsageError
 from infer_compare.regress.metrics import _ALIASES, METRICS
 
-# Applied when no rule is given (the gate's documented defaults; docs/reports-and-regression.md says how
+# Applied when no rule is given (the gate's documented defaults; docs/gate.md says how
 # they were chosen): each row's timings at its fastest sustained level on either side (--timing best).
 DEFAULT_RULES = ("p50:+12%", "throughput:-12%", "accuracy:-0.5")
 # --confirm's default: how many more times the rows the first run could not pass are measured, every time
