@@ -23,6 +23,7 @@ from infer_compare.data.user import (
     preprocess_spec,
     split_eval_calibration,
 )
+from infer_compare.data.user.checks import changed_values, converted
 
 
 @dataclass(frozen=True)
@@ -104,10 +105,34 @@ def data_sets(shape: tuple[int, ...], opts: DataOptions, spec, n_calib: int, see
     if data.skipped:
         prog.warn(f"{data.skipped} file(s) in {opts.data} could not be decoded and were skipped "
                   f"(e.g. {'; '.join(data.skipped_examples[:2])})")
-    cast = (lambda a: as_input_dtype(np.asarray(a), dtype)) if images else np.asarray  # arrays stay as given
-    return DataSets(calibration=cast(calib.images), eval=cast(ev.images), eval_labels=ev.labels,
+    notes: list[str] = []
+    evx = model_dtype(ev.images, dtype, images, data.arrays, notes)
+    cax = model_dtype(calib.images, dtype, images, calib.arrays, notes)
+    said = "; ".join(dict.fromkeys(notes))
+    return DataSets(calibration=cax, eval=evx, eval_labels=ev.labels,
                     description=ev.description + (f"; all {len(ev)} evaluated; int8 calibration: "
-                                                  f"{calib.description}" if opts.calibration else ""))
+                                                  f"{calib.description}" if opts.calibration else "")
+                    + (f"; converted to the model's input dtype: {said}" if said else ""))
+
+
+def model_dtype(x: Any, dtype: str, images: bool, arrays: bool, notes: list[str]) -> np.ndarray:
+    """The inputs in the model input's ``dtype``: decoded pixels through ``as_input_dtype``; arrays (a .npy or
+    .npz) converted where numpy casts them within their kind, what that did added to ``notes`` ("int8 ->
+    float32 (values kept exactly)"), else left as given (the reference refuses them in one line)."""
+    a = np.asarray(x)
+    if not arrays:
+        return as_input_dtype(a, dtype) if images else a
+    if np.can_cast(a.dtype, dtype, "same_kind"):
+        out, said = converted(a, dtype)
+        notes += [said] if said else []
+        return out
+    if not images:
+        return a
+    out = as_input_dtype(a, dtype)
+    n, _ = changed_values(a, out)
+    notes.append(f"{a.dtype} -> {dtype} (rounded and clipped to 0..255: {n} of {a.size} values changed)"
+                 if n else f"{a.dtype} -> {dtype} (values kept exactly)")
+    return out
 
 
 def builtin_data_sets(spec, opts: DataOptions, calibration_samples: int | None, seed: int, prog: Progress) -> DataSets:

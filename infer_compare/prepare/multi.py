@@ -30,6 +30,7 @@ from infer_compare.base.progress import Progress
 from infer_compare.base.records import ModelInfo
 from infer_compare.data.bundled import DataSets
 from infer_compare.data.user import PreprocessSpec, load_data, split_eval_calibration
+from infer_compare.data.user.checks import converted
 from infer_compare.parity.outputs import is_classifier
 from infer_compare.prepare.inputs import bundled_photos, image_spec_of
 from infer_compare.prepare.user_model import reference_note
@@ -49,14 +50,15 @@ def _io_text(um) -> str:
 # ---------------------------------------------------------------- inputs
 
 
-def _cast(um, arrays: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
-    """The arrays in the model's input order and declared dtypes."""
+def _cast(um, arrays: dict[str, np.ndarray], where: str, notes: list[str]) -> dict[str, np.ndarray]:
+    """The arrays in the model's input order and declared dtypes; what a conversion did goes to ``notes``."""
     out = {}
     for s in um.inputs:
         a = arrays[s.name]
         if a.dtype != np.dtype(s.dtype) and not np.can_cast(a.dtype, s.dtype, "same_kind"):
             raise UsageError(f"{where}: input '{s.name}' is {a.dtype}; the model takes {s.dtype}")
-        out[s.name] = np.ascontiguousarray(a, dtype=s.dtype)
+        out[s.name], said = converted(a, s.dtype, f"input {s.name!r}")
+        notes += [said] if said else []
     return out
 
 
@@ -88,10 +90,13 @@ def _from_data(um, opts, n_calib: int, seed: int, prog: Progress) -> DataSets:
     given = input_values(um, opts.values)
     ev_in = {**given_rows(given, count(ev.images)), **ev.images}
     ca_in = {**given_rows(given, count(calib.images)), **calib.images}
-    return DataSets(calibration=_cast(um, ca_in, opts.calibration or opts.data),
-                    eval=_cast(um, ev_in, opts.data), eval_labels=ev.labels,
+    notes: list[str] = []
+    cax, evx = _cast(um, ca_in, opts.calibration or opts.data, notes), _cast(um, ev_in, opts.data, notes)
+    said = "; ".join(dict.fromkeys(notes))
+    return DataSets(calibration=cax, eval=evx, eval_labels=ev.labels,
                     description=ev.description + (f"; calibration: {calib.description}" if opts.calibration else
-                                                  f"; {len(calib)} of them held out for int8 calibration"))
+                                                  f"; {len(calib)} of them held out for int8 calibration")
+                    + (f"; converted to the model's input dtypes: {said}" if said else ""))
 
 
 def random_input(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
@@ -160,6 +165,9 @@ def input_values(um, values: dict[str, str]) -> dict[str, np.ndarray]:
             raise UsageError(f"--input-value {name}={text}: {len(vals)} values; input '{name}' takes one sample "
                              f"of shape {'x'.join(map(str, sample)) or 'scalar'} (1 or {size} values)")
         a = np.asarray(vals, dtype=np.float64)
+        if not np.isfinite(a).all():
+            raise UsageError(f"--input-value {name}={text}: NaN or Inf; a runtime's outputs on it cannot be "
+                             "compared with the reference")
         if dt.kind in "iu" and (a.min() < np.iinfo(dt).min or a.max() > np.iinfo(dt).max):
             raise UsageError(f"--input-value {name}={text}: out of the range of {s.dtype}")
         out[name] = (np.full(sample, a[0]) if len(vals) == 1 else a.reshape(sample)).astype(dt)

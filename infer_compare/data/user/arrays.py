@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from infer_compare.base import npyfile
 from infer_compare.base.errors import UsageError
+from infer_compare.data.user.checks import converted
 from infer_compare.data.user.spec import fmt_shape
 
 ONLY_OUTPUT = ""  # key of the reference outputs of a .npz "reference" array: the model's only output
@@ -22,6 +23,7 @@ class Arrays:
     n: int
     labels: np.ndarray | None = None
     reference: dict[str, np.ndarray] | None = None
+    notes: list[str] = field(default_factory=list)  # what reading them did: "x: float64 -> float32 (...)"
 
 
 def first_line(e: BaseException) -> str:
@@ -34,12 +36,17 @@ def fits(sample: tuple[int, ...], want: Shape) -> bool:
     return len(sample) == len(want) and all(w is None or w < 0 or s == w for s, w in zip(sample, want, strict=True))
 
 
-def _as_input(a: np.ndarray, want: Shape | None, where: str) -> np.ndarray:
-    """dtype kept when integer or bool, float32 otherwise; a single sample gets its batch axis."""
+def _as_input(a: np.ndarray, want: Shape | None, where: str, notes: list[str] | None = None,
+              name: str = "") -> np.ndarray:
+    """dtype kept when integer or bool, float32 otherwise (what that lost goes to ``notes``); a single
+    sample gets its batch axis."""
     if a.dtype.kind in "iub":
         pass
     elif a.dtype.kind == "f":
-        a = a.astype(np.float32, copy=False)
+        if a.dtype != np.float32:
+            a, said = converted(a, np.float32, f"input {name!r}" if name else "")
+            if notes is not None:
+                notes.append(said)
     else:
         raise UsageError(f"{where}: arrays of dtype {a.dtype} cannot be model inputs (numbers only)")
     if a.ndim == 0:
@@ -73,8 +80,9 @@ def load_npy(path: Path, input_shape: Shape | None) -> Arrays:
     a = _open(path)
     if not isinstance(a, np.ndarray):
         raise UsageError(f"cannot read {path}: not a .npy array")
-    a = _as_input(a, input_shape, str(path))
-    return Arrays(a, len(a))
+    notes: list[str] = []
+    a = _as_input(a, input_shape, str(path), notes)
+    return Arrays(a, len(a), notes=notes)
 
 
 def load_npz(path: Path, input_shape: Shape | Mapping[str, Shape] | None) -> Arrays:
@@ -94,7 +102,8 @@ def load_npz(path: Path, input_shape: Shape | Mapping[str, Shape] | None) -> Arr
     if not names:
         raise UsageError(f"{path} holds no input array (only labels/reference)")
     shapes = _shapes_for(names, input_shape, path)
-    inputs = {k: _as_input(arrays[k], shapes.get(k), f"{path}[{k}]") for k in names}
+    notes: list[str] = []
+    inputs = {k: _as_input(arrays[k], shapes.get(k), f"{path}[{k}]", notes, k) for k in names}
     counts = {k: len(v) for k, v in inputs.items()}
     if len(set(counts.values())) > 1:
         raise UsageError(f"{path}: the inputs have different numbers of samples: "
@@ -103,7 +112,7 @@ def load_npz(path: Path, input_shape: Shape | Mapping[str, Shape] | None) -> Arr
     labels = _labels(arrays["labels"], n, path) if "labels" in arrays else None
     ref = {(ONLY_OUTPUT if k == "reference" else k[len("reference_"):]): _reference(v, n, f"{path}[{k}]")
            for k, v in arrays.items() if k == "reference" or k.startswith("reference_")}
-    return Arrays(inputs, n, labels, ref or None)
+    return Arrays(inputs, n, labels, ref or None, notes)
 
 
 def _shapes_for(names: list[str], input_shape, path: Path) -> dict[str, Shape]:

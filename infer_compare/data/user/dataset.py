@@ -12,6 +12,7 @@ import numpy as np
 from infer_compare.base.errors import UsageError
 from infer_compare.catalog import deps
 from infer_compare.data.user import arrays as arr
+from infer_compare.data.user import checks
 from infer_compare.data.user import images as im
 from infer_compare.data.user.spec import PreprocessSpec, fmt_shape
 
@@ -29,6 +30,7 @@ class UserData:
     reference_outputs: dict[str, np.ndarray] | None = None  # output name ("" = the only output) -> N x ...
     labels_from: str = ""  # "sorted folder names" or "labels file PATH" (a folder of class folders)
     folders: int = 0  # its class folders
+    arrays: bool = False  # read from a .npy/.npz (fed as they are), not decoded from images
 
     def __len__(self) -> int:
         return _count(self.images)
@@ -100,14 +102,15 @@ def load_data(path, *, preprocess: PreprocessSpec, input_shape: tuple[int, ...] 
     if suffix not in (".npy", ".npz"):
         raise UsageError(f"--data takes a folder of images, a .npy or a .npz file; got {path}")
     a = arr.load_npy(p, input_shape) if suffix == ".npy" else arr.load_npz(p, input_shape)
-    data = UserData(a.inputs, a.labels, skipped=0, reference_outputs=a.reference)
+    checks.refuse_nonfinite(a.inputs, str(path))  # before anything is measured (data/user/checks.py says why)
+    data = UserData(a.inputs, a.labels, skipped=0, reference_outputs=a.reference, arrays=True)
     if progress is not None:
         progress(a.n, a.n)
     n = a.n
     if max_images is not None and max_images < n:
         data = data.subset(sorted(selection_order(n, a.labels, seed)[:max_images]))
         n = max_images
-    data.description = _describe_arrays(p, data, n, a.n)
+    data.description = _describe_arrays(p, data, n, a.n, a.notes)
     return data
 
 
@@ -121,7 +124,7 @@ def _positive_int(v) -> int:
     return n
 
 
-def _describe_arrays(p: Path, data: UserData, n: int, total: int) -> str:
+def _describe_arrays(p: Path, data: UserData, n: int, total: int, notes: list[str]) -> str:
     if isinstance(data.images, dict):
         what = ", ".join(f"{k} {fmt_shape(v.shape[1:])} {v.dtype}" for k, v in data.images.items())
     else:
@@ -130,7 +133,8 @@ def _describe_arrays(p: Path, data: UserData, n: int, total: int) -> str:
     extra = ("; with labels" if data.labels is not None else "") + (
         f"; reference outputs: {', '.join(k or '(the only output)' for k in data.reference_outputs)}"
         if data.reference_outputs else "")
-    return f"{n} samples{of} from {p} ({what}), used as they are{extra}"
+    read = f"; converted on reading: {'; '.join(notes)}" if notes else ""
+    return f"{n} samples{of} from {p} ({what}), no preprocessing{read}{extra}"
 
 
 def _load_folder(p: Path, spec: PreprocessSpec, input_shape, max_images: int | None, labels_file: str | None,
