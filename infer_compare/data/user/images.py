@@ -148,7 +148,10 @@ def decode_one(path: Path, spec: PreprocessSpec, done: list[str] | None = None) 
 
     with Image.open(path) as img:
         img.load()  # a truncated file fails here, not later
+        frames = int(getattr(img, "n_frames", 1) or 1)
         img, notes = modes.standard(img)
+        if frames > 1:  # an animated GIF, PNG or WebP, a multi-page TIFF: PIL gives its first frame
+            notes.append(f"animated: the first of its {frames} frames used")
         if done is not None:
             done += notes
         return apply(img, spec)
