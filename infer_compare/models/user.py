@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,6 +248,29 @@ def static_batch_of(inputs: tuple[TensorSpec, ...]) -> int | None:
     if not firsts or "batch" in firsts or not isinstance(firsts[0], int):
         return None
     return firsts[0]
+
+
+def name_problem(path: str) -> str:
+    """'' when the runtimes can open ``path`` by name, else why not, in one line. ONNX, ONNX Runtime,
+    OpenVINO, TensorRT, TFLite and TorchScript open a file by its UTF-8 name (their C++ side), while a name
+    the locale cannot decode (a Latin-1 byte under a UTF-8 or C locale) reaches Python as escapes that have
+    no UTF-8 form: no library could open it, whatever the file holds."""
+    raw = os.fsencode(path)
+    try:
+        if path.encode("utf-8") == raw:
+            return ""
+    except UnicodeEncodeError:
+        pass
+    shown = raw.decode("utf-8", "backslashreplace")
+    enc = sys.getfilesystemencoding()
+    try:
+        raw.decode("utf-8")
+        why = f"its bytes are not its name in UTF-8 (the locale's encoding is {enc})"
+    except UnicodeDecodeError as e:
+        part = raw[raw.rfind(b"/", 0, e.start) + 1:].split(b"/")[0].decode("utf-8", "backslashreplace")
+        why = f"byte 0x{raw[e.start]:02x} in '{part}' is not UTF-8, and the locale ({enc}) cannot decode it"
+    return (f"{shown}: the file name cannot be opened by the runtimes: {why}; they open files by UTF-8 "
+            "names, so rename it (or its folder) to a UTF-8 name and run again (its content was not read)")
 
 
 def sha256_files(paths: list[str]) -> str:

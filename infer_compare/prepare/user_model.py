@@ -23,6 +23,7 @@ from infer_compare.models.user import (
     TensorSpec,
     UserModel,
     fmt_shape,
+    name_problem,
     parse_input_shapes,
 )
 from infer_compare.prepare import tflite_file
@@ -44,6 +45,9 @@ def load_user_model(ref: Any, *, weights: str | None = None, input_shapes: Mappi
         return user_torch.from_factory(text, weights, input_shapes, example_input)
     if not os.path.exists(path):
         raise UsageError(f"model file not found: {text}")
+    bad_name = name_problem(os.path.abspath(path))
+    if bad_name:  # a name problem, not a content problem: said before any library reads the file
+        raise UsageError(bad_name)
     if not os.path.isfile(path):
         raise UsageError(f"{text} is not a file (a model file is one of {', '.join(SUFFIXES)})")
     suffix = Path(path).suffix.lower()
