@@ -27,7 +27,7 @@ import threading
 from typing import NoReturn
 
 from infer_compare.base import interrupts
-from infer_compare.base.errors import InferCompareError
+from infer_compare.base.errors import InferCompareError, UsageError
 from infer_compare.cli.args import (
     build_diff_parser,
     build_env_parser,
@@ -42,6 +42,7 @@ from infer_compare.cli.compare import cmd_compare, cmd_export, cmd_run
 from infer_compare.cli.files import cmd_diff, cmd_env, cmd_merge, cmd_report
 from infer_compare.cli.flags import runner_options_from_args  # noqa: F401
 from infer_compare.cli.output import requested_not_run  # noqa: F401
+from infer_compare.cli.parser import unknown_subcommand
 from infer_compare.cli.soak import cmd_soak
 from infer_compare.host.process_end import end_process
 
@@ -112,6 +113,10 @@ def _dispatch(argv: list[str]) -> int:
         return cmd_fleet(argv[1:])
     if argv and argv[0] == "compare":
         argv = argv[1:]
+    elif argv and not argv[0].startswith("-"):  # the comparison takes no positional argument
+        raise unknown_subcommand(argv[0], SUBCOMMANDS)
+    elif not argv:
+        raise UsageError("give --model MODEL, or a subcommand (infer-compare --help lists them)")
     return cmd_compare(build_parser().parse_args(argv), argv)
 
 

@@ -4,34 +4,30 @@ flags are generated from the runners' declarations (flags.py)."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 from infer_compare.base.errors import UsageError
 from infer_compare.base.version import __version__
 from infer_compare.catalog.formats import FORMATS, PRECISIONS, RUNNERS
 from infer_compare.cli.flags import add_runner_option_flags
 from infer_compare.cli.gate_args import add_gate_args
+from infer_compare.cli.parser import (
+    MAIN_DESCRIPTION,
+    MAIN_EPILOG,
+    MAIN_USAGE,
+    Parser,
+    RawDescriptionHelpFormatter,
+)
+
+_Parser = Parser  # the name the other parsers import
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2
-        self.print_usage(sys.stderr)
-        raise UsageError(message)
-
-    def parse_known_args(self, args=None, namespace=None):
-        ns, rest = super().parse_known_args(args, namespace)
-        for dest, flag in getattr(self, "required_outputs", ()):  # see add_output
-            if getattr(ns, dest, None) is None:
-                self.error(f"the following arguments are required: {flag}")
-        return ns, rest
-
-
-def add_output(p: _Parser, g, help: str, required: bool = False, file: bool = False) -> None:
+def add_output(p: _Parser, g, help: str, required: bool = False, file: bool = False, common=None) -> None:
     """Where a subcommand writes: ``-o/--output-dir DIR`` in every subcommand (``-o/--output FILE`` for the
-    one that writes a single file, ``report``); the old spelling ``--out`` is still accepted, hidden."""
+    one that writes a single file, ``report``); the old spelling ``--out`` is still accepted, hidden.
+    ``common``: the group of the most used options, where ``-o`` goes instead of ``g``."""
     flag, dest = ("--output", "output") if file else ("--output-dir", "output_dir")
-    g.add_argument(flag, "-o", dest=dest, metavar="FILE" if file else "DIR",
-                   help=help + (" (required)" if required else ""))
+    (common or g).add_argument(flag, "-o", dest=dest, metavar="FILE" if file else "DIR",
+                               help=help + (" (required)" if required else ""))
     g.add_argument("--out", dest=dest, help=argparse.SUPPRESS)  # the spelling before 0.2
     if not file and p.prog != "infer-compare export":  # a bundle's folder must be absent or empty: no flag there
         g.add_argument("--overwrite", action="store_true",
@@ -86,11 +82,13 @@ def _add_scenario_args(m) -> None:
                         "call (--ort-no-io-binding and --tensorrt-io are aliases)")
 
 
-def _add_how_to_measure(p: argparse.ArgumentParser):
-    """The measuring options shared by the comparison and `run`; returns the group for more."""
+def _add_how_to_measure(p: argparse.ArgumentParser, common=None):
+    """The measuring options shared by the comparison and `run`; returns the group for more. ``common``: the
+    group of the most used options, where --batch-sizes and --max-time go."""
     m = p.add_argument_group("how to measure")
-    m.add_argument("--batch-sizes", "-b", metavar="LIST",
-                   help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; 1 on Edge TPU)")
+    (common or m).add_argument("--batch-sizes", "-b", metavar="LIST",
+                               help="comma-separated batch sizes (default: 1,8 on CPU; 1,32,256 on CUDA; "
+                                    "1 on Edge TPU)")
     m.add_argument("--threads", type=int, help="CPU threads per backend (default: physical cores)")
     m.add_argument("--warmup", type=int, default=2, metavar="N",
                    help="warm-up calls after the cold first call, which is timed on its own (default 2)")
@@ -103,9 +101,9 @@ def _add_how_to_measure(p: argparse.ArgumentParser):
     m.add_argument("--min-time", type=_positive_float, default=0.2, metavar="S",
                    help="and at least S seconds (default 0.2), up to 100,000 calls (a row's loop.stopped_by says "
                         "which ended it)")
-    m.add_argument("--max-time", type=_positive_float, default=1.0, metavar="S",
-                   help="each cell's budget: stop after S seconds even if the --target-ci is not met; the row "
-                        "says so (default 1; raise it for tighter figures on slow models)")
+    (common or m).add_argument("--max-time", type=_positive_float, default=1.0, metavar="S",
+                               help="each cell's budget: stop after S seconds even if the --target-ci is not met; "
+                                    "the row says so (default 1; raise it for tighter figures on slow models)")
     m.add_argument("--parity-every-batch", action="store_true",
                    help="compare all parity inputs at every batch size (default: all at the largest batch size, "
                         "a subset of at least 8 at the others)")
@@ -117,17 +115,19 @@ def _add_how_to_measure(p: argparse.ArgumentParser):
     return m
 
 
-def _add_compare_args(p: argparse.ArgumentParser) -> None:
+def _add_compare_args(p: argparse.ArgumentParser, c) -> None:
+    """The comparison's options; the ten most used in ``c`` (the first group of --help), the rest by topic."""
     g = p.add_argument_group("what to measure")
-    g.add_argument("--model", "-m", required=True,
+    c.add_argument("--model", "-m", required=True,
                    help="resnet50, mobilenet_v2, mobilenet_v3_large, lenet5, any torchvision classification model, "
-                        "or your own: a .onnx file, a TorchScript (.pt) or ExportedProgram (.pt2) file, or "
-                        "package.module:callable returning a torch.nn.Module (docs/own-model.md)")
+                        "or your own: a .onnx file, a TorchScript (.pt) or ExportedProgram (.pt2) file, a .tflite "
+                        "file (LiteRT on the CPU is its reference), or package.module:callable returning a "
+                        "torch.nn.Module (docs/own-model.md)")
     g.add_argument("--weights", default="auto", metavar="auto|random|PATH",
                    help="auto: pretrained weights from the local torch hub cache, else seeded random weights "
                         "(LeNet-5: trained on the bundled digits); random; or a state-dict file (also for a "
                         "package.module:callable model) (default: auto)")
-    g.add_argument("--input-shape", metavar="SHAPE",
+    c.add_argument("--input-shape", metavar="SHAPE",
                    help="the model's input shape where the model does not fix it: 1x3x224x224, or "
                         "name:1x3x224x224,name2:... for several inputs")
     g.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
@@ -137,21 +137,23 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--artifact", action="append", default=[], metavar="PATH",
                    help="also measure this pre-built file exactly as given (.onnx, .xml, .engine/.plan, .tflite, "
                         "*_edgetpu.tflite), against the same reference; repeatable")
-    _add_data_args(p)
-    g.add_argument("--backends", type=_csv, metavar="LIST",
+    _add_data_args(p, c)
+    c.add_argument("--backends", type=_csv, metavar="LIST",
                    help=f"comma-separated runners (default: all): {', '.join(r for r in RUNNERS if r != 'null')}")
-    g.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats (default: all): {', '.join(FORMATS)}")
-    g.add_argument("--precisions", type=_csv, metavar="LIST",
+    c.add_argument("--formats", type=_csv, metavar="LIST",
+                   help=f"comma-separated formats (default: all): {', '.join(FORMATS)}")
+    c.add_argument("--precisions", type=_csv, metavar="LIST",
                    help=f"comma-separated precisions (default: all): {', '.join(PRECISIONS)}")
-    g.add_argument("--device", type=_csv, metavar="LIST", dest="devices",
+    c.add_argument("--device", type=_csv, metavar="LIST", dest="devices",
                    help="cpu, cuda, cuda:N, edgetpu (default: every device present)")
-    m = _add_how_to_measure(p)
+    m = _add_how_to_measure(p, c)
     m.add_argument("--parity-samples", type=int, metavar="N",
                    help="inputs compared with the reference (default: 32 photos; LeNet: all 450 test digits)")
     m.add_argument("--seed", type=int, default=0, help="seed for random weights and crops (default 0)")
     add_runner_option_flags(p)
     o = p.add_argument_group("output and cache")
-    add_output(p, o, "where results.json, .md, .csv and .html go (default ./infer-compare-results/<model>-<time>/)")
+    add_output(p, o, "where results.json, .md, .csv and .html go (default ./infer-compare-results/<model>-<time>/)",
+               common=c)
     o.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare or $INFER_COMPARE_CACHE)")
     o.add_argument("--no-cache", action="store_true",
                    help="rebuild every artifact privately for this run (the cache is neither read nor written)")
@@ -159,10 +161,11 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     add_gate_args(p.add_argument_group("regression gate (see docs/gate.md)"), with_baseline=True)
 
 
-def _add_data_args(p: argparse.ArgumentParser) -> None:
+def _add_data_args(p: argparse.ArgumentParser, c) -> None:
     d = p.add_argument_group("your data (default: the bundled photos; LeNet-5: the bundled digits)")
-    d.add_argument("--data", metavar="PATH", help="a folder of images (one sub-folder per class gives labels and an "
-                   "accuracy column; a flat folder gives inputs only), or a .npy/.npz file of inputs")
+    c.add_argument("--data", metavar="PATH", help="a folder of images (one sub-folder per class gives labels and an "
+                   "accuracy column; a flat folder gives inputs only), or a .npy/.npz file of inputs (default: "
+                   "the bundled photos; LeNet-5: the bundled digits)")
     d.add_argument("--labels", metavar="FILE", help="folder name -> class index (JSON, or 'name index' lines), when "
                    "the sorted folder order is not the model's class order")
     d.add_argument("--calibration", metavar="PATH", help="int8 calibration data (default: a part of --data kept "
@@ -211,22 +214,16 @@ def input_values(items: list[str]) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="infer-compare",
-        description="Export a vision model to ONNX, OpenVINO IR, TensorRT and TFLite/Edge TPU, run each with its "
-                    "runtime, measure latency and throughput, and check every output against PyTorch.",
-        epilog="Subcommands (each has --help): 'infer-compare env' lists every backend, why it is (un)available "
-               "and how to install it; 'report RESULTS.json' prints a saved result as the terminal table "
-               "(--format html|md|csv|json re-renders it); 'gate A B' measures two bundles (baseline, candidate) side by side and judges B; 'diff BASELINE... CURRENT' is "
-               "the regression gate across runs; "
-               "'export' writes a bundle for another device; 'run BUNDLE' measures a bundle on the device; "
-               "'merge A.json B.json -o DIR' joins results of several machines; 'fleet' measures a bundle on every "
-               "machine of a Ray cluster and merges it; 'soak' runs one configuration for hours. Exit codes: 0 ok, "
-               "1 parity failure, regression, or a requested backend did not run, 2 usage error, 3 (gates) rows "
-               "not judged.",
-    )
-    p.add_argument("--version", action="version", version=f"infer-compare {__version__}")
-    _add_compare_args(p)
+    """The comparison (no subcommand). Its --help: the subcommands, the ten most used options, the rest by
+    topic, then -h and --version."""
+    p = _Parser(prog="infer-compare", usage=MAIN_USAGE, description=MAIN_DESCRIPTION, add_help=False,
+                formatter_class=RawDescriptionHelpFormatter, epilog=MAIN_EPILOG)
+    common = p.add_argument_group("most used options (the others follow, by topic)")
+    _add_compare_args(p, common)
+    h = p.add_argument_group("help")
+    h.add_argument("-h", "--help", action="help", help="show this help and exit")
+    h.add_argument("--version", action="version", version=f"infer-compare {__version__}",
+                   help="show the version and exit")
     return p
 
 
@@ -272,7 +269,7 @@ def build_diff_parser() -> argparse.ArgumentParser:
 
 def _add_measure_args(p: argparse.ArgumentParser) -> None:
     """What/how to measure, for `run` (the bundle fixes the model, weights and inputs)."""
-    g = p.add_argument_group("what to measure (default: everything the bundle carries, on every device present)")
+    g = p.add_argument_group("what to measure (default: all the bundle carries, on every device present)")
     g.add_argument("--backends", type=_csv, metavar="LIST",
                    help=f"comma-separated runners: {', '.join(r for r in RUNNERS if r != 'null')}")
     g.add_argument("--formats", type=_csv, metavar="LIST", help=f"comma-separated formats: {', '.join(FORMATS)}")

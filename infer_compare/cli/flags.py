@@ -81,8 +81,15 @@ def add_runner_option_flags(p: argparse.ArgumentParser, builds_only: bool = Fals
         extra = f" (one of: {', '.join(shown)})" if shown else ""
         default = f"default: {f.default}" if f.default not in ("", None) else "default: automatic"
         g.add_argument(fl.flag, dest=fl.dest, type=_TYPES[f.kind], default=None,
-                       metavar="{" + ",".join(shown) + "}" if shown else f.kind.upper(),
+                       metavar=_metavar(f, shown),
                        help=f"{f.help}{extra}; {default} [{who}]")
+
+
+def _metavar(f: OptionField, shown: list[str]) -> str:
+    """'{U8S8,S8S8}'; where the choices would not fit an 80-column help line, the field's name (the help
+    lists them: 'one of: ...')."""
+    braces = "{" + ",".join(shown) + "}"
+    return braces if shown and len(braces) <= 40 else f.name.upper() if shown else f.kind.upper()
 
 
 def runner_options_from_args(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
