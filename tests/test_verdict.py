@@ -109,7 +109,7 @@ def test_terminal_and_markdown_show_the_verdict(cpu_report):
     print_report(cpu_report, Console(file=buf, width=220, no_color=True))
     out = buf.getvalue()
     table_end = out.index("precision: asked→ran")  # the legend right under the table
-    assert out.index("Verdict") > table_end and out.index("Verdict") < out.index("skipped (")
+    assert out.index("Verdict") > table_end and out.index("Verdict") > out.index("skipped (")  # the verdict last
     assert "fastest at batch 1: openvino openvino int8" in out and "highest throughput:" in out
     md = render(cpu_report, "md")
     assert "**Verdict**" in md and "- smallest artifact: openvino openvino int8" in md

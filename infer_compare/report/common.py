@@ -7,6 +7,7 @@ from collections import OrderedDict
 from typing import Any
 
 from infer_compare.base.layout import named_io
+from infer_compare.base.printable import printable
 from infer_compare.base.records import (
     LATENCY,
     OK,
@@ -273,14 +274,16 @@ def is_parity_failure(r: RunRecord) -> bool:
 def md_escape(s: object) -> str:
     """Text from the results (model names, reasons, notes: whatever the input carried) made inert for
     Markdown viewers that render HTML: no tag, comment or autolink can open (``<`` as ``&lt;``), no link or
-    image (``[`` ``]`` escaped), no table cell split (``|``) and no line break."""
-    s = " ".join(str(s).splitlines()) if s is not None else ""
+    image (``[`` ``]`` escaped), no table cell split (``|``) and no line break; a control character (an ESC)
+    written as a visible escape (base/printable.py)."""
+    s = " ".join(printable(s, keep="\n\t").splitlines()) if s is not None else ""
     return (s.replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
             .replace("[", "\\[").replace("]", "\\]").replace("`", "\\`"))
 
 
 def md_code(s: str) -> str:
-    """``s`` as a code span, the fence longer than any run of backticks in it (CommonMark)."""
-    s = " ".join(s.splitlines())
+    """``s`` as a code span, the fence longer than any run of backticks in it (CommonMark); control
+    characters made visible."""
+    s = " ".join(printable(s, keep="\n\t").splitlines())
     fence = "`" * (max((len(run) for run in re.findall("`+", s)), default=0) + 1)
     return f"{fence} {s} {fence}"

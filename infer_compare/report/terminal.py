@@ -21,12 +21,15 @@ STATUS_STYLE = {"ok": "green", "skipped": "dim", "export_failed": "red", "run_fa
 # always stay. Columns with one value in every row go before any of these, said once above the table.
 # cos (parity with the PyTorch reference) goes last: a fast row is worth choosing only when it computes the
 # same thing. img/s goes before it where every row ran the latency scenario (one call after another: img/s
-# is then about batch / p50, which the table shows); with throughput rows it is their headline, acc goes first.
-DROP_ORDER = ("export s", "peak RSS MB", "load s", "n", "p99 ms", "size MB", "±CI", "top-1", "img/s", "acc", "cos")
+# is then about batch / p50, which the table shows); with throughput rows it is their headline, acc goes
+# first.
+DROP_ORDER = ("export s", "peak RSS MB", "load s", "n", "p99 ms", "size MB", "±CI", "top-1", "img/s",
+              "acc", "cos")
 DROP_ORDER_THROUGHPUT = (*DROP_ORDER[:-3], "acc", "img/s", "cos")
 KEEP = ("backend", "precision", "batch", "p50 ms", "status")
 SHORT_BACKEND = {"onnxruntime": "ort", "onnxruntime-trt": "ort-trt", "onnxruntime-openvino": "ort-ov",
-                 "openvino": "ov", "pytorch": "torch", "tensorrt": "trt", "tflite": "litert", "edgetpu": "edgetpu"}
+                 "openvino": "ov", "pytorch": "torch", "tensorrt": "trt", "tflite": "litert",
+                 "edgetpu": "edgetpu"}
 
 
 def console_for_stdout(default: int = 200):
@@ -48,7 +51,8 @@ def short_precision(r) -> str:
     ran = r.exec_precision or ""
     head = ran.split(":")[0].split(" (")[0].strip()
     out = r.precision
-    qualifier = head[len(r.precision) + 2:] if head.startswith(r.precision + ", ") else ""  # "int8, float output"
+    # "int8, float output"
+    qualifier = head[len(r.precision) + 2:] if head.startswith(r.precision + ", ") else ""
     if head and head != r.precision and not head.startswith(r.precision + "+") and not qualifier:
         out += f"→{head}"
     m = re.search(r"(\d+) of (\d+)", ran)
@@ -112,11 +116,13 @@ def _table(rep: Report, width: int):
 
     rows = common.measured_rows(rep)
     cells = [_cells(r) for r in rows]
-    keep, dropped, consts, short = fit(cells, width, any(getattr(r, "scenario", "") == THROUGHPUT for r in rows))
+    keep, dropped, consts, short = fit(cells, width, any(getattr(r, "scenario", "") == THROUGHPUT
+                                                         for r in rows))
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False)
     for i in keep:
         c = common.COLUMNS[i]
-        t.add_column(c, justify="left" if c in ("backend", "format", "precision", "device", "status") else "right",
+        t.add_column(c, justify="left" if c in ("backend", "format", "precision",
+                                                "device", "status") else "right",
                      no_wrap=True, overflow="fold")
     for r, row in zip(rows, cells, strict=True):
         row = [safe(SHORT_BACKEND.get(x, x) if short and common.COLUMNS[i] == "backend" else x)
@@ -129,9 +135,10 @@ def _table(rep: Report, width: int):
     if consts:
         notes.append("every row: " + ", ".join(f"{k} {v}" for k, v in consts.items()))
     if dropped or short:
-        notes.append(f"{width} columns: " + (f"{', '.join(dropped)} not shown (results.md has them)" if dropped else "")
+        notes.append(f"{width} columns: " + (f"{', '.join(dropped)} not shown (results.md "
+                                             "has them)" if dropped else "")
                      + ("; " if dropped and short else "") + ("backend names abbreviated" if short else ""))
-    return t, notes, dropped
+    return t, notes, dropped, consts
 
 
 def print_report(rep: Report, console=None) -> None:
@@ -139,27 +146,30 @@ def print_report(rep: Report, console=None) -> None:
     (a line per runtime); the verdict last, where the terminal's last screen shows it under the table."""
     con = console or console_for_stdout()
     _print_head(rep, con)
-    t, notes, dropped = _table(rep, con.width)
+    t, notes, dropped, consts = _table(rep, con.width)
     for n in notes[:1] if notes and notes[0].startswith("every row") else []:
         con.print(f"[dim]{safe(n)}[/]")
     con.print(t)
     if any("→" in c[2] or re.search(r" \d+/\d+", c[2]) for c in map(_cells, common.measured_rows(rep))):
-        con.print("[dim]precision: asked→ran where they differ; N/M: nodes or layers that ran in that precision "
-                  "(int8: integer kernels)[/]")
+        con.print("[dim]precision: asked→ran where they differ; N/M: nodes or layers that ran in that "
+                  "precision (int8: integer kernels)[/]")
     for n in notes:
         if not n.startswith("every row"):
             con.print(f"[dim]({safe(n)})[/]")
+    hidden = set(dropped) | set(consts)
     for line in common.latency_notes(rep):
-        if any(line.startswith(mark) for col, mark in _COLUMN_NOTES if col in dropped):
+        if any(line.startswith(mark) for col, mark in _COLUMN_NOTES if col in hidden):
             continue  # it explains a column the table does not show (results.md has both)
         con.print(f"[dim]{safe(line)}[/]")
     for r in common.failures(rep):
-        print_wrapped(con, f"{r.status} {r.label}: {r.reason}", indent=0, head=len(r.status), head_style="red")
+        print_wrapped(con, f"{r.status} {r.label}: {r.reason}", indent=0, head=len(r.status),
+                      head_style="red")
     print_skips(rep, con)
     print_verdict(rep, con)
 
 
-# a note under the table that explains a column: left out where the column is not shown
+# a note under the table that explains a column: left out where the table does not show that column (dropped,
+# or one value in every row); results.md has the column and the note
 _COLUMN_NOTES = (("±CI", "±CI:"), ("p99 ms", "– in a percentile column"))
 
 

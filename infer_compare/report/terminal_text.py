@@ -10,6 +10,7 @@ from collections import OrderedDict
 
 from infer_compare.base.printable import printable
 from infer_compare.base.records import SKIPPED, Report, RunRecord
+from infer_compare.catalog.runtimes import runtimes
 
 
 def safe(s: object, keep: str = "") -> str:
@@ -22,7 +23,8 @@ def safe(s: object, keep: str = "") -> str:
 
 def wrap(text: str, width: int, indent: int = 2, hang: int = 4) -> list[str]:
     """``text`` (plain, printable) as lines of at most ``width`` columns, broken only between words (a word
-    longer than a line stays whole), the first indented by ``indent`` spaces, the rest by ``indent + hang``."""
+    longer than a line stays whole); the first line indented by ``indent`` spaces, the rest by
+    ``indent + hang``."""
     return textwrap.wrap(" ".join(text.split()), width=max(width, 20), initial_indent=" " * indent,
                          subsequent_indent=" " * (indent + hang), break_long_words=False,
                          break_on_hyphens=False) or [""]
@@ -57,8 +59,6 @@ def short_reason(reason: str) -> str:
 
 def _runtime_titles() -> dict[str, str]:
     try:
-        from infer_compare.catalog.runtimes import runtimes
-
         return {r.name: rt.title for rt in runtimes() for r in rt.runners}
     except Exception:  # a declaration that fails to load: the runner's own name stands in
         return {}
@@ -76,7 +76,7 @@ def _what(rows: list[RunRecord], multi_backend: bool, multi_format: bool, with_p
     out = []
     for (backend, fmt, device), its in items.items():
         parts = [backend] if multi_backend else []
-        parts += [fmt] if multi_format else []
+        parts += [fmt] if multi_format and not (multi_backend and fmt == backend) else []
         parts += [_precs(its)] if with_precs else []
         batches = list(dict.fromkeys(r.batch_size for r in its if r.batch_size is not None))
         parts += [f"at batch {'/'.join(map(str, batches))}"] if batches else []
@@ -93,7 +93,8 @@ def _clauses(rows: list[RunRecord]) -> list[str]:
         if r.skip_kind == "no_device":  # every row on that device: counted
             key = (r.device, why)
         else:  # 'PyTorch fp16 is measured on CUDA devices only' for fp16, tf32, bf16: one clause
-            key = ("", re.sub(rf"(?<![\w.-]){re.escape(r.precision)}(?![\w.-])", "\0", why) if r.precision else why)
+            word = rf"(?<![\w.-]){re.escape(r.precision)}(?![\w.-])"
+            key = ("", re.sub(word, "\0", why) if r.precision else why)
         groups.setdefault(key, []).append(r)
     multi_backend = len({r.backend for r in rows}) > 1
     multi_format = len({r.format for r in rows}) > 1
