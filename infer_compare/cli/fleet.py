@@ -16,6 +16,7 @@ from infer_compare.base.records import load_report
 from infer_compare.bundle import verify
 from infer_compare.cli.args import _add_measure_args, _csv, _Parser, _positive_float, add_output
 from infer_compare.cli.flags import measure_options
+from infer_compare.cli.output import kept_apart
 from infer_compare.fleet.auth import enable
 from infer_compare.fleet.connect import connect
 from infer_compare.fleet.join import join, node_name, require_ray
@@ -88,7 +89,7 @@ def _cmd_run(args, argv: list[str]) -> int:
     check_reachable(args.address)
     enable(addresses=(args.address,))  # before Ray is imported: it reads RAY_AUTH_MODE once
     kw = _run_kwargs(args)
-    out = Path(args.output_dir)
+    out = kept_apart(Path(args.output_dir), args.overwrite)  # earlier results kept unless --overwrite
     with RayOutput(out / LOG_NAME) as io:  # Ray's own output (raylet dumps, warnings) into a log, not the terminal
         ray = connect(args.address)
         prefetch()  # the report writers' imports while the nodes measure (fleet/overlap.py)
