@@ -1,4 +1,5 @@
-"""The progress callbacks the CLI implements with a rich display; the API alone is silent."""
+"""The progress callbacks: what a run reports as it goes. The rich display that the CLI and, by default,
+the Python API show implements them (base/progress_display.py)."""
 
 from __future__ import annotations
 
