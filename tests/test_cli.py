@@ -3,6 +3,7 @@ no traceback), a real run, and the exit code of a parity failure."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -32,6 +33,74 @@ def test_help_and_version():
     assert p.returncode == 0 and "--model" in p.stdout and "--batch-sizes" in p.stdout
     p = cli("--version")
     assert p.returncode == 0 and "infer-compare" in p.stdout
+
+
+def _help80(*args) -> list[str]:
+    env = python_env()
+    env["COLUMNS"] = "80"
+    p = subprocess.run([PY, "-m", "infer_compare.cli", *args, "--help"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+def test_help_leads_with_the_subcommands_and_the_ten_most_used_options():
+    from infer_compare.cli import SUBCOMMANDS
+
+    lines = _help80()
+    top = lines[:16]  # the first screen: usage, then one line per subcommand
+    assert all(len(ln) <= 80 for ln in top), top
+    named = [ln.split()[0] for ln in top if ln.startswith("  ") and not ln.startswith("   ")]
+    assert named == ["env", "report", "diff", "gate", "export", "run", "merge", "soak", "fleet", "compare"]
+    assert set(named) == set(SUBCOMMANDS)
+    headings = [ln for ln in lines if ln and not ln.startswith(" ") and ln.endswith(":")]
+    assert headings[0] == "subcommands (each has --help):"
+    assert headings[1].startswith("most used options") and headings[-1] == "help:", headings
+    first = lines.index(headings[1])
+    group = lines[first + 1:lines.index(headings[2])]
+    flags = [ln.split()[0].rstrip(",") for ln in group if re.match(r"  -", ln)]
+    assert flags == ["--model", "--input-shape", "--data", "--backends", "--formats", "--precisions",
+                     "--device", "--batch-sizes", "--max-time", "--output-dir"]
+    model = " ".join(" ".join(group).split())
+    assert ".tflite" in model.split("--input-shape")[0]  # --model takes a .tflite file too
+    order = ["what to measure", "your data", "how to measure", "PyTorch options", "output and cache",
+             "regression gate", "help"]  # the rest by topic
+    at = [next(i for i, h in enumerate(headings) if h.startswith(t)) for t in order]
+    assert at == sorted(at) and at[0] == 2, headings
+
+
+def test_every_option_keeps_a_help_text():
+    import argparse
+
+    from infer_compare.cli import build_parser, build_run_parser
+
+    for p in (build_parser(), build_run_parser()):
+        for a in p._actions:
+            assert a.help and a.help.strip(), a.option_strings or a.dest
+            assert a.help == argparse.SUPPRESS or len(a.help) > 5
+
+
+def test_an_unknown_option_is_one_line_naming_the_closest():
+    p = cli("--modle", "x")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines() == ["infer-compare: error: unknown option --modle (did you mean --model?)"]
+    p = cli("--model", "lenet5", "--bach-sizes", "1")
+    assert p.stderr.splitlines() == [
+        "infer-compare: error: unknown option --bach-sizes (did you mean --batch-sizes?)"]
+    assert p.returncode == 2
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["envv"], "unknown subcommand envv (did you mean env?)"),
+    (["mrege", "a.json"], "unknown subcommand mrege (did you mean merge?)"),
+    (["report", "r.json", "--fromat", "html"], "unknown option --fromat (did you mean --format?)"),
+    (["fleet", "jion"], "unknown subcommand fleet jion (did you mean join?)"),
+    (["diff", "a.json", "b.json", "--fial-on", "p50:+5%"],
+     "unknown option --fial-on (did you mean --fail-on?)"),
+])
+def test_subcommands_and_their_options_misspelled_are_one_line(argv, line):
+    p = cli(*argv)
+    assert p.returncode == 2 and p.stderr.splitlines() == [f"infer-compare: error: {line}"], p.stderr
 
 
 def test_env_lists_every_backend():

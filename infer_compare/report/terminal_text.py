@@ -125,7 +125,7 @@ def skip_summary(rep: Report) -> tuple[str, list[tuple[str, str, list[str]]]]:
         hints = list(dict.fromkeys(" ".join(r.hint.split()) for r in rows if r.hint and r.hint.strip()))
         lines.append((title, "; ".join(_clauses(rows)), hints))
     n = len(skipped)
-    head = f"skipped ({n} row{'s' if n != 1 else ''}; results.md lists each with its whole reason):"
+    head = f"skipped ({n} row{'s' if n != 1 else ''}; results.md has each with its reason):"
     return head, lines
 
 
