@@ -25,6 +25,7 @@ from infer_compare.base.progress import Progress, Warnings
 from infer_compare.base.records import SKIPPED
 from infer_compare.base.version import __version__
 from infer_compare.bundle.common import BUNDLE_KIND, BUNDLE_VERSION, DEFAULT_MAX_BATCH, MANIFEST, sha256_file
+from infer_compare.bundle.export_torch import bundle_spec, torch_root_as_data
 from infer_compare.catalog.formats import FORMATS, PRECISIONS, get_format
 from infer_compare.catalog.runtimes import load_impl
 from infer_compare.host import env
@@ -166,13 +167,21 @@ def _artifact_files(chain: ArtifactChain, key: Key, roots: Iterable[Key] = ()) -
     return files, main.relative_to(entry).as_posix()
 
 
-def _write_artifacts(tmp: Path, plan: Plan, chain: ArtifactChain, roots: Iterable[Key] = ()) -> list[dict[str, Any]]:
+def _write_artifacts(tmp: Path, plan: Plan, chain: ArtifactChain, roots: Iterable[Key] = (),
+                     replaced: dict[Key, tuple[Path, str]] | None = None) -> list[dict[str, Any]]:
+    """Each shipped artifact's files under artifacts/<format>-<precision>/; ``replaced``: {key: (file, note)}
+    carried instead of the chain's (a factory's module as an ExportedProgram, export_torch.py)."""
     out = []
+    replaced = replaced or {}
     for fmt, prec in plan.ship:
         rec = chain.done[(fmt, prec)]
         d = f"artifacts/{fmt}-{prec}"
         (tmp / d).mkdir(parents=True)
-        files, main_rel = _artifact_files(chain, (fmt, prec), tuple(roots))
+        if (fmt, prec) in replaced:
+            files, main_rel = [(replaced[(fmt, prec)][0], "weights.pt")], "weights.pt"
+            rec = rec.replace(notes=tuple(rec.notes) + (replaced[(fmt, prec)][1],))
+        else:
+            files, main_rel = _artifact_files(chain, (fmt, prec), tuple(roots))
         for srcf, rel in files:
             dst = tmp / d / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -218,7 +227,7 @@ def _manifest(prep: Prepared, plan: Plan, data: dict[str, Any], artifacts: list[
     return {
         "kind": BUNDLE_KIND, "bundle_version": BUNDLE_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "tool_version": __version__, "command": list(command or sys.argv), "model": minfo.to_dict(),
-        "model_spec": dict(prep.model_spec),
+        "model_spec": bundle_spec(prep),  # data only: no module, factory, path or loader (manifest_schema.py)
         "input": {"shape": list(minfo.input_shape), "dtype": "float32", "layout": "NCHW",
                   "preprocessing": dict(prep.preprocessing)},
         "selection": selection, "data": data, "artifacts": artifacts, "deferred": plan.deferred,
@@ -280,19 +289,35 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     chain.export_timeout_s = float(export_timeout_s)
     prog.task("exporting")
     _collect(plan, chain, warn)
+    work = Path(tempfile.mkdtemp(prefix="infer-compare-export-"))
+    try:
+        replaced = torch_root_as_data(prep, plan, work, warn)  # a model whose PyTorch form is code: data
+        return _write_all(out, prep, plan, chain, replaced, environment, warnings, command, kinds,
+                          selection_of(formats_t, precisions_t, plan, max_batch, seed), int(max_batch), prog)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def selection_of(formats_t, precisions_t, plan: Plan, max_batch: int, seed: int) -> dict[str, Any]:
+    return {"formats": list(formats_t or ()), "precisions": list(precisions_t or ()),
+            "exported": [list(k) for k in plan.wanted], "max_batch": int(max_batch), "seed": int(seed)}
+
+
+def _write_all(out: Path, prep: Prepared, plan: Plan, chain: ArtifactChain, replaced, environment, warnings,
+               command, kinds, selection: dict[str, Any], max_batch: int, prog: Progress) -> dict[str, Any]:
+    """The bundle written to ``out`` (through a temporary folder beside it); its manifest."""
+    warn = warnings
     prog.task(f"writing the bundle {out}")
-    selection = {"formats": list(formats_t or ()), "precisions": list(precisions_t or ()),
-                 "exported": [list(k) for k in plan.wanted], "max_batch": int(max_batch), "seed": int(seed)}
     manifest: dict[str, Any] = {}
 
     def write(tmp: Path) -> None:
-        data = _write_data(tmp, prep, plan, stream_batches(int(max_batch)) if prep.stream is not None else ())
-        artifacts = _write_artifacts(tmp, plan, chain, prep.carried)
+        data = _write_data(tmp, prep, plan, stream_batches(max_batch) if prep.stream is not None else ())
+        artifacts = _write_artifacts(tmp, plan, chain, prep.carried, replaced)
         _offline_builds(tmp, plan, artifacts, warn)
         manifest.update(_manifest(prep, plan, data, artifacts, selection, environment, warnings, command))
         manifest["output_kinds"] = dict(prep.output_kinds or kinds)  # the user's and the loader's (models/torchvision_det.py)
         if prep.stream is not None:  # rows depend on how they are grouped: a reference per batch size
-            manifest["stream"] = {"batches": list(stream_batches(int(max_batch)))}
+            manifest["stream"] = {"batches": list(stream_batches(max_batch))}
         manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
                              for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str) + "\n")

@@ -1,11 +1,15 @@
 """The shape of a bundle's manifest.json (bundle/export.py writes it), checked in full by
 bundle/verify.py with base/schema.check_type before any of it is used: every section the device side
-reads, with its type; unknown keys pass (newer exporters add some). Formats, precisions and paths are
-checked against the catalog and the bundle's folder afterwards (verify.py)."""
+reads, with its type; unknown keys pass (newer exporters add some), except in ``model_spec``. Formats,
+precisions and paths are checked against the catalog and the bundle's folder afterwards (verify.py).
+
+A bundle carries data, never code: ``model_spec`` only names what the installed tool already knows (a
+built-in architecture, or a user's model that travels as an ONNX, TFLite or ExportedProgram file), and
+its keys are closed (``MODEL_SPEC_KEYS``): a module, a factory, a path or a loader has no place in it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 # pydantic reads typing.TypedDict only from Python 3.12 on; typing_extensions comes with pydantic
 from typing_extensions import Required, TypedDict
@@ -92,6 +96,21 @@ class ExportEnvironment(TypedDict, total=False):
     gpus: list[dict[str, Any]]
 
 
+class ModelSpec(TypedDict, total=False):
+    """What the device side rebuilds the PyTorch model from, with its root artifact's file (models/__init__.py
+    ``rebuild_received``): a built-in family's architecture by name, or a user's model by its kind."""
+
+    name: Required[str]
+    family: Required[Literal["lenet", "torchvision", "user"]]
+    kind: Literal["onnx", "tflite", "exported_program"]  # a user's model: how its root travels (data only)
+    input_shape: list[int]
+    num_classes: int
+
+
+MODEL_SPEC_KEYS = frozenset(ModelSpec.__annotations__)
+USER_KINDS = ("onnx", "tflite", "exported_program")
+
+
 class Manifest(TypedDict, total=False):
     kind: Required[str]
     bundle_version: Required[int]
@@ -99,7 +118,7 @@ class Manifest(TypedDict, total=False):
     tool_version: str
     command: list[str]
     model: Required[dict[str, Any]]  # a ModelInfo record: checked as one (base/schema.validate)
-    model_spec: Required[dict[str, Any]]
+    model_spec: Required[ModelSpec]
     input: Required[Input]
     selection: Selection | None
     data: Required[Data]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from infer_compare.artifacts.chain import Key, Unbuilt
-from infer_compare.base import npyfile
+from infer_compare.base import memory, npyfile
 from infer_compare.base.batches import count, load
 from infer_compare.base.errors import UsageError
 from infer_compare.base.progress import Progress, Warnings
@@ -25,36 +25,57 @@ from infer_compare.host import env
 from infer_compare.measure.options import MeasureOptions
 from infer_compare.measure.plan import Selection, check_devices_present
 from infer_compare.measure.run import measure as measure_all
+from infer_compare.models import received_spec
 from infer_compare.prepare.model import judge_outputs_as, kind_options
 from infer_compare.prepare.prepared import Prepared
 
 
 def _load_array(v: Verified, name: str):
-
+    """A data entry's arrays, read once (memory-mapped where the file holds them uncompressed)."""
     d = v.manifest["data"].get(name)
     if d is None:
         return None
     try:
         if d.get("compressed") == "npz" and "arrays" not in d:  # one array, compressed, named as its entry
-            got = load(v.path(d["path"]))
+            got = load(v.path(d["path"]), mmap=True)
             if not isinstance(got, dict) or list(got) != [name]:
                 raise ValueError(f"it holds {list(got) if isinstance(got, dict) else 'one unnamed array'}, not '{name}'")
             return got[name]
         if str(d["path"]).endswith(".npz"):  # several inputs or outputs: {name: array} in the model's order
-
-            got = load(v.path(d["path"]))
+            got = load(v.path(d["path"]), mmap=True)
             if not isinstance(got, dict) or list(got) != list(d.get("arrays") or got):
                 raise ValueError(f"its arrays {list(got)} are not the manifest's {list(d.get('arrays') or ())}")
             return got
-        return npyfile.load(v.path(d["path"]))
+        return npyfile.load(v.path(d["path"]), mmap=True)
     except (ValueError, OSError) as e:
         raise BundleError(f"bundle: data/{name} cannot be read as a numpy array: {e}") from None
 
 
+def check_data_fits(v: Verified) -> int:
+    """Bytes the bundle's arrays take once read, all of them together: BundleError (one line) before any is
+    read when they pass the share of the memory available that arrays may take (base/npyfile.py)."""
+    total = 0
+    for name, d in v.manifest["data"].items():
+        if name == "description" or not isinstance(d, dict):
+            continue
+        try:
+            total += npyfile.need(v.path(d["path"]))
+        except (ValueError, OSError) as e:
+            raise BundleError(f"bundle: data/{name} cannot be read as a numpy array: {e}") from None
+    if total > npyfile.cap():
+        avail = memory.available()
+        raise BundleError(f"bundle: its data needs {total / 2**30:.2f} GiB once read; at most "
+                          f"{npyfile.CAP_SHARE:.0%} of the memory may go to arrays and "
+                          f"{memory.describe(avail)}: the run cannot fit here; refused before it starts")
+    return total
+
+
 def load_inputs(v: Verified):
-    """(DataSets, reference) from a verified bundle, with their shapes checked."""
+    """(DataSets, reference) from a verified bundle, with their shapes checked: every array read once, after
+    they are known to fit together in the memory available."""
     import numpy as np
 
+    check_data_fits(v)
     shape = tuple(int(x) for x in v.manifest["input"].get("shape", ()))
     ev, ref = _load_array(v, "eval"), _load_array(v, "reference")
     calib, labels = _load_array(v, "calibration"), _load_array(v, "labels")
@@ -70,7 +91,7 @@ def load_inputs(v: Verified):
         raise BundleError(f"bundle: labels have shape {labels.shape} {labels.dtype}, expected {len(ev)} integers")
     ds = DataSets(calibration=calib if calib is not None else ev[:0], eval=ev, eval_labels=labels,
                   description=str(v.manifest["data"].get("description", "")))
-    return ds, ref.astype(np.float32)
+    return ds, ref.astype(np.float32, copy=False)
 
 
 def _several(v: Verified, ev, ref, calib, labels):
@@ -82,7 +103,8 @@ def _several(v: Verified, ev, ref, calib, labels):
         rows = {len(a) for a in (x.values() if isinstance(x, dict) else [x])}
         if rows != {n} or n == 0:
             raise BundleError(f"bundle: {what} have {sorted(rows)} rows, expected {n} for every array")
-    ref = {k: a.astype(np.float32) for k, a in ref.items()} if isinstance(ref, dict) else ref.astype(np.float32)
+    ref = ({k: a.astype(np.float32, copy=False) for k, a in ref.items()} if isinstance(ref, dict)
+           else ref.astype(np.float32, copy=False))
     empty = {k: a[:0] for k, a in ev.items()} if isinstance(ev, dict) else ev[:0]
     ds = DataSets(calibration=calib if calib is not None else empty, eval=ev, eval_labels=labels,
                   description=str(v.manifest["data"].get("description", "")))
@@ -174,7 +196,10 @@ def prepared_from_bundle(v: Verified) -> Prepared:
     notes += [f"{d['format']} {d['precision']}: {d.get('note', '')}" for d in man.get("deferred", [])
               if (d["format"], d["precision"]) not in v.placed]
     notes += [str(n) for n in man.get("notes", [])]
-    return Prepared(minfo=minfo, model_spec=dict(man["model_spec"]),
+    # the spec the device side rebuilds the PyTorch model from: its data-only fields, marked received, so that
+    # models.rebuild takes the data-only path (a built-in architecture or an ExportedProgram), never the
+    # user's (a manifest's model_spec is never passed on as it is)
+    return Prepared(minfo=minfo, model_spec=received_spec(man["model_spec"]),
                     preprocessing=dict(man["input"].get("preprocessing") or {}), ds=ds, ref=ref, model=None,
                     weights_path=None, notes=notes, carried=carried, unbuilt=_unbuilt(man, carried, minfo.name),
                     stream=_stream(v, ref))

@@ -1,5 +1,10 @@
 """Verifying a bundle before anything in it is loaded: the manifest, every file's size
-and sha256, no path that leaves the bundle, no unlisted file."""
+and sha256, no path that leaves the bundle, no unlisted file anywhere in its folder.
+
+A bundle is data, never code: its model spec names only what the installed tool knows (a built-in
+architecture, or a user's model whose root travels as an ONNX, TFLite or ExportedProgram file), never a
+module, a factory, a path or a loader (manifest_schema.MODEL_SPEC_KEYS); its files lie under
+``artifacts/`` and ``data/`` only; its PyTorch files are weights-only archives (bundle/torchfile.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +26,8 @@ from infer_compare.bundle.common import (
     BundleError,
     sha256_file,
 )
-from infer_compare.bundle.manifest_schema import Manifest
+from infer_compare.bundle.manifest_schema import MODEL_SPEC_KEYS, USER_KINDS, Manifest
+from infer_compare.bundle.torchfile import check_weights_only
 from infer_compare.catalog.formats import FORMATS, PRECISIONS
 
 
@@ -79,10 +85,46 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         raise BundleError(f"bundle version {v!r} is not readable by infer-compare {__version__} (reads 1.."
                           f"{BUNDLE_VERSION}; upgrade infer-compare)")
     where = f"bundle {mpath}"
+    check_model_spec(man.get("model_spec"))
     check_type(Manifest, man, where=where, error=BundleError)
     validate(ModelInfo, man["model"], where=f"{where}: model", fields=report_fields(STATUSES, SCENARIOS),
              error=BundleError)
     return man
+
+
+CODE_HINT = "a bundle carries data, never code; export it again with this version of infer-compare"
+TOP_DIRS = ("artifacts", "data")
+
+
+def check_model_spec(spec: Any) -> None:
+    """The manifest's model spec names only what the installed tool knows: BundleError (one line) for a
+    key beyond MODEL_SPEC_KEYS (a module, a factory, a path, a loader), an unknown family or kind."""
+    if not isinstance(spec, dict):
+        return  # the schema check says what is wrong
+    extra = sorted(str(k) for k in spec if k not in MODEL_SPEC_KEYS)
+    if extra:
+        raise BundleError(f"bundle manifest: model_spec names {extra[0]!r} ({str(spec[extra[0]])[:80]!r}): "
+                          f"{CODE_HINT}; refused")
+    family, kind, name = spec.get("family"), spec.get("kind"), spec.get("name")
+    if family == "user" and kind not in USER_KINDS:
+        raise BundleError(f"bundle manifest: model_spec kind {kind!r} is not data a bundle may carry (only "
+                          f"{', '.join(USER_KINDS)}): {CODE_HINT}; refused")
+    if family == "lenet" and name != "lenet5" or family == "torchvision" and not (
+            isinstance(name, str) and name.isidentifier() and name.islower()):
+        raise BundleError(f"bundle manifest: model_spec names {family} model {name!r}, not one this tool "
+                          "builds; refused")
+
+
+def _check_torch_files(root: Path, man: dict[str, Any]) -> None:
+    """PyTorch artifacts: a built-in model's state dict or a user's ExportedProgram, weights-only."""
+    spec = man["model_spec"]
+    for a in man.get("artifacts", []):
+        if a["format"] != "pytorch":
+            continue
+        if spec.get("family") == "user" and spec.get("kind") != "exported_program":
+            raise BundleError(f"bundle manifest: a pytorch artifact for a user's {spec.get('kind')} model; "
+                              "refused")
+        check_weights_only(root / a["path"], a["path"])
 
 
 def _check_structure(man: dict[str, Any]) -> None:
@@ -121,6 +163,8 @@ def _check_files(root: Path, files: dict[str, Any], digests: Mapping[str, str] |
     digests = digests or {}
     for rel, meta in files.items():
         p = _check_rel(root, rel, "file")
+        if rel.split("/", 1)[0] not in TOP_DIRS or "/" not in rel:
+            raise BundleError(f"bundle manifest: file {rel} lies outside artifacts/ and data/; refused")
         if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str) or not isinstance(meta.get("size"), int):
             raise BundleError(f"bundle manifest: no sha256/size for {rel}")
         size = p.stat().st_size
@@ -154,6 +198,24 @@ def _drop_ins(root: Path, man: dict[str, Any]) -> tuple[dict[tuple[str, str], st
     return placed, allowed
 
 
+def _check_unlisted(root: Path, files: dict[str, Any], allowed: set[str]) -> None:
+    """Nothing in the bundle's folder but the manifest, its listed files and the drop-ins of ``allowed``:
+    anything else (a ``.py`` beside the manifest, a link, a socket) is refused, named."""
+    for sub in TOP_DIRS:
+        if (root / sub).is_symlink():
+            raise BundleError(f"bundle: {sub}/ is a symbolic link; refused")
+    for dirpath, dirnames, filenames in os.walk(root):
+        links = sorted(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))
+        for name in sorted(filenames) + links:
+            p = Path(dirpath, name)
+            rel = p.relative_to(root).as_posix()
+            if rel == MANIFEST:
+                continue
+            if p.is_symlink() or not p.is_file() or (rel not in files and rel not in allowed):
+                raise BundleError(f"bundle: {rel} is not in the manifest's file list; refused (a bundle "
+                                  "holds its listed files only)")
+
+
 def _check_references(root: Path, man: dict[str, Any], allowed: set[str] = frozenset()) -> None:
     """Paths referenced elsewhere are listed; nothing unlisted lies under artifacts/ or data/ (but the
     drop-in files of ``allowed``)."""
@@ -165,15 +227,7 @@ def _check_references(root: Path, man: dict[str, Any], allowed: set[str] = froze
         _check_rel(root, rel, what)
         if rel not in files:
             raise BundleError(f"bundle manifest: {what} {rel!r} has no hash in the file list; refused")
-    for sub in ("artifacts", "data"):
-        base = root / sub
-        if base.is_symlink():
-            raise BundleError(f"bundle: {sub}/ is a symbolic link; refused")
-        if base.is_dir():
-            for p in base.rglob("*"):
-                rel = p.relative_to(root).as_posix()
-                if p.is_symlink() or (p.is_file() and rel not in files and rel not in allowed):
-                    raise BundleError(f"bundle: {rel} is not in the manifest's file list; refused")
+    _check_unlisted(root, files, allowed)
     for k in ("eval", "reference"):
         if k not in man["data"]:
             raise BundleError(f"bundle manifest: data '{k}' is missing")
@@ -190,4 +244,5 @@ def verify(bundle_dir: str | os.PathLike, *, digests: Mapping[str, str] | None =
     n_bytes = _check_files(root, man["files"], digests, hashes)
     placed, allowed = _drop_ins(root, man)
     _check_references(root, man, allowed)
+    _check_torch_files(root, man)
     return Verified(root, man, len(man["files"]), n_bytes, placed, hashed=hashes)

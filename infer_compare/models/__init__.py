@@ -39,7 +39,7 @@ from infer_compare.models.user import UserModel as UserModel
 from infer_compare.models.user import looks_like_user_model as looks_like_user_model
 from infer_compare.models.user import parse_input_shapes as parse_input_shapes
 from infer_compare.models.user import state_dict_hash as state_dict_hash  # the weights' hash in reports
-from infer_compare.models.user_torch import import_callable, load_weights
+from infer_compare.models.user_torch import as_state_dict, import_callable, load_weights, weights_only_load
 from infer_compare.models.user_torchfile import load_exported_module
 
 BUILTIN = ("resnet50", "mobilenet_v2", "mobilenet_v3_large", "lenet5")
@@ -91,12 +91,49 @@ def build_architecture(spec: dict[str, Any] | ModelSpec):
     return tvz.build(s["name"], int(s.get("num_classes", 1000)))
 
 
+RECEIVED = "received"  # set (True) by bundle/run.py on the spec of a received bundle: never read from a file
+
+
+def received_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A received bundle's model spec, rebuilt from its data-only fields (a manifest's own keys are never
+    passed on): what ``rebuild`` turns into a module by ``rebuild_received``, never by the user's code."""
+    out: dict[str, Any] = {k: spec[k] for k in ("name", "family", "kind", "input_shape", "num_classes")
+                           if k in spec}
+    out[RECEIVED] = True
+    return out
+
+
+def rebuild_received(spec: dict[str, Any], path: str):
+    """The module of a received bundle's PyTorch artifact, from data only: a built-in architecture the
+    installed tool knows, with the weights-only state dict at ``path``, or an ExportedProgram loaded with
+    ``weights_only`` forced and pickle refused. Nothing is imported by name, no TorchScript is loaded, no
+    factory called: anything else is a UsageError."""
+    family, kind, name = spec.get("family"), spec.get("kind"), str(spec.get("name"))
+    if family == "user" and kind == "exported_program":
+        return load_exported_module(path)
+    if family == "lenet" and name == "lenet5" or family == "torchvision" and name in _torchvision_names():
+        sd = as_state_dict(weights_only_load(path))
+        if sd is None:
+            raise UsageError(f"{path} holds no state dict (a mapping of parameter names to tensors)")
+        built = {"name": name, "family": family, "num_classes": int(spec.get("num_classes") or 1000)}
+        return with_state_dict(lambda: build_architecture(built), sd).eval()
+    raise UsageError(f"a received bundle's PyTorch model is a {family} {kind or name}: bundles carry a "
+                     "built-in model's state dict or an ExportedProgram, never code; refused")
+
+
+def _torchvision_names() -> list[str]:
+    return tvz.classification_names() if deps.has("torchvision") else []
+
+
 def rebuild(spec: dict[str, Any], path: str):
     """The eval-mode module that ``spec`` (a model spec) and its root artifact ``path`` describe, in any
     process: a built-in architecture with the state dict at ``path``; the user's TorchScript or .pt2
-    file; a user factory called again with the state dict at ``path``."""
+    file; a user factory called again with the state dict at ``path`` (the user's own command line only:
+    a received bundle's spec goes to ``rebuild_received``, data only)."""
     import torch
 
+    if spec.get(RECEIVED) or spec.get("family") not in ("user", "lenet", "torchvision"):
+        return rebuild_received(spec, path)
     if spec.get("family") != "user":  # built without the random initialisation the state dict replaces
         sd = torch.load(path, map_location="cpu", weights_only=True)
         return with_state_dict(lambda: build_architecture(spec), sd).eval()
