@@ -63,12 +63,10 @@ def _as_input(a: np.ndarray, want: Shape | None, where: str, notes: list[str] | 
 
 
 def _open(path: Path):
-    try:
-        npyfile.check(path)  # every header against the file's bytes before anything is allocated
+    try:  # every header against the file's bytes and the memory available before anything is allocated;
+        return npyfile.load(path, mmap=True)  # memory-mapped where uncompressed, inflated once where not
     except ValueError as e:
         raise UsageError(f"cannot read {e}") from None
-    try:
-        return np.load(path, allow_pickle=False)
     except Exception as e:
         if "allow_pickle" in str(e):  # object arrays need pickle: refused
             raise UsageError(f"cannot read {path}: it holds Python objects (refused: only numeric arrays, "
@@ -88,16 +86,9 @@ def load_npy(path: Path, input_shape: Shape | None) -> Arrays:
 def load_npz(path: Path, input_shape: Shape | Mapping[str, Shape] | None) -> Arrays:
     """Every array except "labels" and "reference"/"reference_<output>" is a model input, by name."""
     z = _open(path)
-    if not hasattr(z, "files"):
+    if not isinstance(z, dict):
         raise UsageError(f"cannot read {path}: not a .npz archive")
-    try:
-        arrays = {k: z[k] for k in z.files}
-    except Exception as e:
-        why = "it holds Python objects (refused: numeric arrays only)" if "allow_pickle" in str(e) else first_line(e)
-        raise UsageError(f"cannot read {path}: {why}") from None
-    finally:
-        if hasattr(z, "close"):
-            z.close()
+    arrays = dict(z)
     names = [k for k in arrays if k != "labels" and k != "reference" and not k.startswith("reference_")]
     if not names:
         raise UsageError(f"{path} holds no input array (only labels/reference)")
