@@ -1,13 +1,13 @@
-"""What an A/B gate run costs against a plain run of the same selection, and where the gate's time goes, on the
-machine as it is now.
+"""What an A/B gate run costs against a plain run of the same selection, and where the gate's time goes, on
+the machine as it is now.
 
-For each model: one bundle (``infer-compare export``, as benchmarks/gate_ab_quality.py makes it), then ``--rounds``
-rounds, each a plain ``run BUNDLE`` and an unchanged ``gate BUNDLE BUNDLE`` in an order drawn at random. Recorded
-per round: both wall times, the load average before it, the plain rows' timed calls (a plain run's loop stops once
-its median is within the CI target: few calls on a quiet machine, many on a noisy one), and the gate rows' process
-pairs, pairs of blocks and seconds by phase (``extra.ab.wall_s``: start, open, load, pilot, blocks, parity, close).
-Saved after every round (``--out``); ``--resume`` continues. Timings only: the verdicts' error rates are
-benchmarks/gate_ab_quality.py's.
+For each model: one bundle (``infer-compare export``, as benchmarks/gate_ab_quality.py makes it), then
+``--rounds`` rounds, each a plain ``run BUNDLE`` and an unchanged ``gate BUNDLE BUNDLE`` in an order drawn at
+random. Recorded per round: both wall times, the load average before it, the plain rows' timed calls (a plain
+run's loop stops once its median is within the CI target: few calls on a quiet machine, many on a noisy one),
+and the gate rows' process pairs, pairs of blocks and seconds by phase (``extra.ab.wall_s``: start, open,
+load, pilot, blocks, parity, close). Saved after every round (``--out``); ``--resume`` continues. Timings
+only: the verdicts' error rates are benchmarks/gate_ab_quality.py's.
 
     python benchmarks/gate_ab_cost.py --models mobilenet_v2,lenet5 --rounds 8 --out OUT.json
 """
@@ -37,18 +37,21 @@ def _rows(path: Path) -> list[dict]:
 
 def plain_facts(out: Path) -> dict:
     """Each plain row's timed calls and its median's CI half-width (relative)."""
-    return {f"{r['backend']}/{r['format']}": {"n": (r.get("loop") or {}).get("n") or len(r.get("samples_ns") or ()),
-                                              "loop_wall_s": round(((r.get("loop") or {}).get("wall_ns") or 0) / 1e9, 3)}
+    return {f"{r['backend']}/{r['format']}":
+            {"n": (r.get("loop") or {}).get("n") or len(r.get("samples_ns") or ()),
+             "loop_wall_s": round(((r.get("loop") or {}).get("wall_ns") or 0) / 1e9, 3)}
             for r in _rows(out / "results.json")}
 
 
 def gate_facts(out: Path) -> dict:
-    """Each gate row's process pairs, pairs of blocks and seconds by phase (side B's row holds the pair's own)."""
+    """Each gate row's process pairs, pairs of blocks and seconds by phase (side B's row holds the pair's
+    own)."""
     facts = {}
     for r in _rows(out / "results.json"):
         ab = (r.get("extra") or {}).get("ab") or {}
         if ab:
-            facts[f"{r['backend']}/{r['format']}"] = {"replicates": ab.get("replicates"), "pairs": ab.get("pairs"),
+            facts[f"{r['backend']}/{r['format']}"] = {"replicates": ab.get("replicates"),
+                                                      "pairs": ab.get("pairs"),
                                                      "calls_per_block": ab.get("calls_per_block"),
                                                      "wall_s": ab.get("wall_s") or {}}
     return facts
@@ -66,20 +69,24 @@ def one_round(bundle: Path, work: Path, rng: random.Random, extra: list[str]) ->
         got[kind] = {"exit": code, "wall_s": round(wall, 2),
                      "rows": plain_facts(out) if kind == "plain" else gate_facts(out),
                      **({"tail": tail[-1500:]} if code not in (0, 1, 3) else {})}
-    got["ratio"] = round(got["gate"]["wall_s"] / got["plain"]["wall_s"], 3) if got["plain"]["wall_s"] else None
+    got["ratio"] = (round(got["gate"]["wall_s"] / got["plain"]["wall_s"], 3) if got["plain"]["wall_s"]
+                    else None)
     return got
 
 
 def _median(xs: list[float]) -> float | None:
     xs = sorted(xs)
-    return None if not xs else (xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2)
+    return None if not xs else (xs[len(xs) // 2] if len(xs) % 2
+                                else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2)
 
 
 def summary(rounds: list[dict]) -> dict:
-    """Medians over the rounds: the walls, their ratio, and the gate's seconds by phase (summed over its rows)."""
+    """Medians over the rounds: the walls, their ratio, and the gate's seconds by phase (summed over its
+    rows)."""
     plain = [r["plain"]["wall_s"] for r in rounds]
     gate = [r["gate"]["wall_s"] for r in rounds]
-    phases = {p: _median([sum((f.get("wall_s") or {}).get(p, 0.0) for f in r["gate"]["rows"].values()) for r in rounds])
+    phases = {p: _median([sum((f.get("wall_s") or {}).get(p, 0.0) for f in r["gate"]["rows"].values())
+                          for r in rounds])
               for p in PHASES}
     calls = {}
     for r in rounds:

@@ -1,7 +1,8 @@
-"""The A/B gate's verdict on simulated rows of a given noise: how often unchanged code fails, how often a change is
-caught, and the detectable change printed, as the gate takes them (regress/paired.py, regress/ab_judge.py):
-``--replicates`` process pairs, then as many more as ``replicates_needed`` asks for (up to ``--most``), each
-process pair timing ``--pairs-each`` pairs of blocks; every pair's log ratio drawn as change + N(0, block_sd).
+"""The A/B gate's verdict on simulated rows of a given noise: how often unchanged code fails, how often a
+change is caught, and the detectable change printed, as the gate takes them (regress/paired.py,
+regress/ab_judge.py): ``--replicates`` process pairs, then as many more as ``replicates_needed`` asks for (up
+to ``--most``), each process pair timing ``--pairs-each`` pairs of blocks; every pair's log ratio drawn as
+change + N(0, block_sd).
 
 This is the statistic alone, on Gaussian noise with no difference between processes: where a row's measured
 false failures are above it, the machine's noise has more in it than the block-to-block spread (heavier tails,
@@ -69,9 +70,9 @@ def main() -> int:
         for ch in (float(x) for x in args.changes.split(",")):
             r = rates(ch, sd, args, rng)
             out["rows"].append(r)
-            print(f"block sd {sd:.3f} change {ch:+.0%}: regression {r['regression_percent']:.2f} %, not judged "
-                  f"{r['not_judged_percent']:.2f} %, median detectable change {r['median_mdc_percent']} %, "
-                  f"process pairs {r['mean_process_pairs']}", flush=True)
+            print(f"block sd {sd:.3f} change {ch:+.0%}: regression {r['regression_percent']:.2f} %, "
+                  f"not judged {r['not_judged_percent']:.2f} %, median detectable "
+                  f"change {r['median_mdc_percent']} %, process pairs {r['mean_process_pairs']}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0

@@ -35,8 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-SELECTION = ["--backends", "pytorch,onnxruntime,openvino", "--formats", "pytorch,onnx,openvino", "--precisions", "fp32",
-             "--device", "cpu", "-b", "1", "-q"]
+SELECTION = ["--backends", "pytorch,onnxruntime,openvino", "--formats", "pytorch,onnx,openvino",
+             "--precisions", "fp32", "--device", "cpu", "-b", "1", "-q"]
 KINDS = ("unchanged", "slow5", "slow10", "slow20")
 SLOW = {"slow5": 0.05, "slow10": 0.10, "slow20": 0.20}
 # a gate run whose only unjudged rows were disturbed (other processes took CPU time while they were timed) is
@@ -46,14 +46,15 @@ RETRIES_DISTURBED = 2
 TARGETS = {"onnxruntime": ("onnxruntime.run", "OnnxRuntimeRunner", "onnxruntime/onnx/fp32/cpu/b1"),
            "openvino": ("openvino.run", "OpenVinoRunner", "openvino/openvino/fp32/cpu/b1"),
            "pytorch": ("pytorch.run", "PyTorchRunner", "pytorch/pytorch/fp32/cpu/b1")}
-# the injection, a sitecustomize on the path of the gate and of both sides' processes (one interpreter: both sides'
-# children come from one fork server, as in a user's gate without --python-b): the named runner's calls made
-# ``1 + k`` times as long by a busy wait, in side B's processes only (a child whose arguments name a side-B spec,
-# measure/ab.py's "<tag>-b.spec.json"); a side-A process puts the runner's own method back at its first call, so A
-# runs unwrapped. GATE_AB_INJECT_ALL=1: in every process (a plain run, for the cross-run gate). The side is decided
-# at a process's first call: at 7c8688b-35683cb it was looked up in sys.argv at every call, about 1-2 us, which
-# made LeNet-5's 30-50 us calls slower by several per cent more than the injection said (the rows' estimates
-# show it: +10.7 % for "+5 %"); MobileNet v2's calls (4-25 ms) did not notice.
+# the injection, a sitecustomize on the path of the gate and of both sides' processes (one interpreter: both
+# sides' children come from one fork server, as in a user's gate without --python-b): the named runner's calls
+# made ``1 + k`` times as long by a busy wait, in side B's processes only (a child whose arguments name a
+# side-B spec, measure/ab.py's "<tag>-b.spec.json"); a side-A process puts the runner's own method back at its
+# first call, so A runs unwrapped. GATE_AB_INJECT_ALL=1: in every process (a plain run, for the cross-run
+# gate). The side is decided at a process's first call: at 7c8688b-35683cb it was looked up in sys.argv at
+# every call, about 1-2 us, which made LeNet-5's 30-50 us calls slower by several per cent more than the
+# injection said (the rows' estimates show it: +10.7 % for "+5 %"); MobileNet v2's calls (4-25 ms) did not
+# notice.
 SITE = '''
 import os, sys, time
 _t = os.environ.get("GATE_AB_INJECT", "")
@@ -120,11 +121,12 @@ def _judged(gate_json: Path, changed: str | None) -> dict:
                                     "message": c.get("message", "")}
     caught = bool(changed) and any(v.startswith(f"{changed}: p50") for v in viol)
     other = [v for v in viol if not (changed and v.startswith(f"{changed}: p50"))]
-    return {"violations": viol, "caught": caught, "false_failures": other, "unjudged": g.get("unjudged") or [],
-            "rows": rows}
+    return {"violations": viol, "caught": caught, "false_failures": other,
+            "unjudged": g.get("unjudged") or [], "rows": rows}
 
 
-def gate_round(model: str, bundle: Path, kind: str, target: str, work: Path, site: Path, extra: list[str]) -> dict:
+def gate_round(model: str, bundle: Path, kind: str, target: str, work: Path, site: Path,
+               extra: list[str]) -> dict:
     out = work / f"{kind}"
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))}
     changed = None
@@ -139,18 +141,20 @@ def gate_round(model: str, bundle: Path, kind: str, target: str, work: Path, sit
             break
         disturbed.append(judged["unjudged"])
     return {"kind": kind, "target": target if kind in SLOW else None, "exit": code, "wall_s": round(wall, 1),
-            **judged, "disturbed_runs_repeated": disturbed, **({"tail": tail} if code not in (0, 1, 3) else {})}
+            **judged, "disturbed_runs_repeated": disturbed,
+            **({"tail": tail} if code not in (0, 1, 3) else {})}
 
 
-def cross_round(bundle: Path, target: str, work: Path, bases: list[Path], extra: list[str], site: Path) -> dict:
+def cross_round(bundle: Path, target: str, work: Path, bases: list[Path], extra: list[str],
+                site: Path) -> dict:
     """The round's +10 % change judged the cross-run way: a plain run of the changed code, then ``diff``."""
     mod, cls, changed = TARGETS[target]
     out = work / "cross"
     _ic("run", str(bundle), *SELECTION, *extra, "-o", str(out),
         env={"GATE_AB_INJECT": f"{mod}:{cls}:0.10", "GATE_AB_INJECT_ALL": "1",
              "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))})
-    r = subprocess.run([sys.executable, "-m", "infer_compare", "diff", *map(str, bases), str(out / "results.json"),
-                        "--json"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "infer_compare", "diff", *map(str, bases),
+                        str(out / "results.json"), "--json"], capture_output=True, text=True)
     (out / "gate.json").write_text(r.stdout if r.stdout.strip().startswith("{") else "{}")
     return {"kind": "cross10", "target": target, "exit": r.returncode, **_judged(out / "gate.json", changed)}
 
@@ -189,11 +193,12 @@ def _mdc(outcomes: list[dict]) -> dict:
 
 
 def ensure_bundle(model: str, root: Path) -> Path:
-    """``root/MODEL-bundle``: ``infer-compare export`` of the model's PyTorch, ONNX and OpenVINO fp32 files, made once."""
+    """``root/MODEL-bundle``: ``infer-compare export`` of the model's PyTorch, ONNX and OpenVINO fp32 files,
+    made once."""
     bundle = root / f"{model}-bundle"
     if not (bundle / "manifest.json").exists():
-        code, _, tail = _ic("export", "--model", model, "--formats", "pytorch,onnx,openvino", "--precisions", "fp32",
-                            "-o", str(bundle), "-q")
+        code, _, tail = _ic("export", "--model", model, "--formats", "pytorch,onnx,openvino", "--precisions",
+                            "fp32", "-o", str(bundle), "-q")
         if code:
             raise SystemExit(f"export of {model} failed: {tail}")
     return bundle
@@ -223,12 +228,14 @@ def bench_model(model: str, args, root: Path, save) -> dict:
             elif kind == "cross":
                 res["outcomes"].append({"round": k, **cross_round(bundle, target, work, bases, extra, site)})
             else:
-                res["outcomes"].append({"round": k, **gate_round(model, bundle, kind, target, work, site, extra)})
+                res["outcomes"].append({"round": k,
+                                        **gate_round(model, bundle, kind, target, work, site, extra)})
             res["rates"], res["mdc_percent"] = _rates(res["outcomes"]), _mdc(res["outcomes"])
             gates = [o["wall_s"] for o in res["outcomes"] if o["kind"] in KINDS]
             if gates and res["plain_wall_s"]:
-                res["gate_over_plain_wall"] = round(sorted(gates)[len(gates) // 2] /
-                                                    sorted(res["plain_wall_s"])[len(res["plain_wall_s"]) // 2], 2)
+                res["gate_over_plain_wall"] = round(
+                    sorted(gates)[len(gates) // 2]
+                    / sorted(res["plain_wall_s"])[len(res["plain_wall_s"]) // 2], 2)
             save()
         print(f"{model} round {k + 1}/{args.pairs}: {json.dumps(res['rates'])}", flush=True)
     return res
@@ -263,7 +270,8 @@ def common_options(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The options every gate benchmark takes: threads, seed, work folder, output, resume."""
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--work", default="", help="working folder (kept: bundles, runs); default a fresh temporary one")
+    ap.add_argument("--work", default="", help="working folder (kept: bundles, runs); default a fresh "
+                    "temporary one")
     ap.add_argument("--out", required=True)
     ap.add_argument("--resume", action="store_true", help="continue the rounds already in --out")
     return ap
@@ -279,13 +287,14 @@ def run_models(args, prefix: str, bench) -> int:
 
 
 def open_state(args, prefix: str) -> tuple[Path, _Saver]:
-    """The work folder and the saver of ``--out`` (continued with ``--resume``), its conditions recorded once: the
-    machine, the selection, the threads, the command and the code measured."""
+    """The work folder and the saver of ``--out`` (continued with ``--resume``), its conditions recorded once:
+    the machine, the selection, the threads, the command and the code measured."""
     out = Path(args.out)
     state = json.loads(out.read_text()) if args.resume and out.exists() else {}
-    state.setdefault("conditions", {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                                    "python": platform.python_version(), "selection": SELECTION,
-                                    "threads": args.threads or "default", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    state.setdefault("conditions", {"machine": platform.processor() or platform.machine(),
+                                    "cpus": os.cpu_count(), "python": platform.python_version(),
+                                    "selection": SELECTION, "threads": args.threads or "default",
+                                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                     "command": " ".join(sys.argv), "code": _code()})
     root = Path(args.work or state.get("work") or tempfile.mkdtemp(prefix=prefix))
     state["work"] = str(root)

@@ -1,7 +1,8 @@
-"""Judge the samples a gate_ab_quality.py run stored again, with this checkout's statistic (regress/ab_judge.py),
-without measuring anything: for a change of the statistic alone, on the same measured blocks. The process pairs
-are those measured (a statistic that would have asked for more of them, regress/ab.py's second stage, is judged
-on those that were measured), so the figures say "re-judged", never "measured with".
+"""Judge the samples a gate_ab_quality.py run stored again, with this checkout's statistic
+(regress/ab_judge.py), without measuring anything: for a change of the statistic alone, on the same measured
+blocks. The process pairs are those measured (a statistic that would have asked for more of them,
+regress/ab.py's second stage, is judged on those that were measured), so the figures say "re-judged", never
+"measured with".
 
     python benchmarks/gate_ab_rejudge.py RESULT.json --out REJUDGED.json
 
@@ -25,14 +26,17 @@ TARGET_ROWS = {"onnxruntime": "onnxruntime/onnx/fp32/cpu/b1", "openvino": "openv
 
 
 def rejudge(folder: Path, target: str | None) -> dict:
-    """One stored gate run judged again: its exit as the gate would give it and whether it caught the change."""
-    res = judge_ab(load_report(folder / "baseline" / "results.json"), load_report(folder / "results.json"), AB_RULES)
+    """One stored gate run judged again: its exit as the gate would give it and whether it caught the
+    change."""
+    res = judge_ab(load_report(folder / "baseline" / "results.json"), load_report(folder / "results.json"),
+                   AB_RULES)
     viol = [str(v) for v in res.violations]
     changed = TARGET_ROWS.get(target or "")
     caught = bool(changed) and any(v.startswith(f"{changed}: p50") for v in viol)
     other = [v for v in viol if not (changed and v.startswith(f"{changed}: p50"))]
     exit_code = 1 if viol else (3 if res.unjudged else 0)
-    return {"exit": exit_code, "caught": caught, "false_failures": other, "unjudged": [str(u) for u in res.unjudged]}
+    return {"exit": exit_code, "caught": caught, "false_failures": other,
+            "unjudged": [str(u) for u in res.unjudged]}
 
 
 def rates(outcomes: list[dict]) -> dict:
@@ -55,7 +59,8 @@ def main() -> int:
     args = ap.parse_args()
     got = json.loads(args.result.read_text())
     work = Path(got["work"])
-    commit = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "describe", "--always", "--dirty"],
+    commit = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent),
+                             "describe", "--always", "--dirty"],
                             capture_output=True, text=True).stdout.strip()
     out = {"rejudged_from": str(args.result), "measured_with": got.get("conditions", {}).get("code"),
            "judged_with": commit, "command": " ".join(["benchmarks/gate_ab_rejudge.py", *sys.argv[1:]])}

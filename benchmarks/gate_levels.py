@@ -1,4 +1,5 @@
-"""Which timing statistic can the gate trust on a shared machine? Runs of unchanged code, judged by resampling.
+"""Which timing statistic can the gate trust on a shared machine? Runs of unchanged code, judged by
+resampling.
 
 Measures ``--runs`` runs of the same command one after another (or reads them from ``--work``), then
 draws, ``--trials`` times, ``B`` of them as the pooled baseline and up to ``K`` others as the current

@@ -63,11 +63,13 @@ def worst_change(bases: list[dict], currents: list[dict], mode: str, base_stat: 
 def main(root: str) -> None:
     bases = [b for b in (load(d) for d in sorted(glob.glob(f"{root}/baseline/run*"))) if b]
     kinds: dict[str, list] = {}
-    for d in sorted(glob.glob(f"{root}/*[0-9]"), key=lambda p: (p.rstrip("0123456789"), int(p[len(p.rstrip("0123456789")):]))):
+    for d in sorted(glob.glob(f"{root}/*[0-9]"), key=lambda p: (p.rstrip("0123456789"),
+                                                                int(p[len(p.rstrip("0123456789")):]))):
         kinds.setdefault(os.path.basename(d).rstrip("0123456789"), []).append(load(d))
     kinds.pop("killed", None)
-    print("| p50 | baselines | current | " + " | ".join(f"{k}: {'pass' if k in ('unchanged', 'loaded') else 'caught'}"
-                                                   for k in kinds) + " |")
+    print("| p50 | baselines | current | "
+          + " | ".join(f"{k}: {'pass' if k in ('unchanged', 'loaded') else 'caught'}"
+                       for k in kinds) + " |")
     print("|---" * (3 + len(kinds)) + "|")
     for mode in ("abs", "ref", "cal"):
         for base_stat in ("min", "median", "max"):

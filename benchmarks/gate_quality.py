@@ -139,7 +139,8 @@ def run_once(model: str, kind: str, out: Path, site_dir: Path, cache: str | None
     cmd = _cmd(model, out, 1 if kind == "threads" else 2, cache, baseline)
     t0 = time.perf_counter()
     # the neighbour spins while its parent (this script) lives
-    hog = subprocess.Popen([sys.executable, "-c", "import os\np = os.getppid()\nwhile os.getppid() == p: pass"]) \
+    hog = subprocess.Popen([sys.executable, "-c", "import os\np = os.getppid()\nwhile "
+                            "os.getppid() == p: pass"]) \
         if kind == "loaded" else None
     p = subprocess.Popen(cmd, env=_env(kind, site_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          start_new_session=True, text=True)
@@ -156,7 +157,8 @@ def run_once(model: str, kind: str, out: Path, site_dir: Path, cache: str | None
         hog.kill()
         hog.wait()
     return {"kind": kind, "exit": p.returncode, "wall_s": round(time.perf_counter() - t0, 1),
-            "killed_with_rows": killed_at, "stderr_tail": err.strip().splitlines()[-3:] if p.returncode else [],
+            "killed_with_rows": killed_at,
+            "stderr_tail": err.strip().splitlines()[-3:] if p.returncode else [],
             "command": " ".join(cmd[1:]) + (f"  [{kind} injected]" if kind in ("slow", "precision") else "")}
 
 
@@ -186,8 +188,9 @@ def gate(base_dir: Path, results: Path, timing: str) -> dict:
         r = check_regression(results, base_dir, timing=timing)
     except UsageError as e:
         return {"exit": 2, "passed": False, "error": [str(e)]}
-    return {"exit": 1 if not r.passed else 3 if r.unjudged else 0, "passed": r.passed, "violations": list(r.violations),
-            "rows_compared": len(r.matched), "timings_not_judged": list(r.disturbed), "host_busy": list(r.busy)}
+    return {"exit": 1 if not r.passed else 3 if r.unjudged else 0, "passed": r.passed,
+            "violations": list(r.violations), "rows_compared": len(r.matched),
+            "timings_not_judged": list(r.disturbed), "host_busy": list(r.busy)}
 
 
 def recipe(base_dir: Path, out: Path) -> dict:
@@ -200,7 +203,8 @@ def recipe(base_dir: Path, out: Path) -> dict:
     return {"exit": 1 if not js["passed"] else 3 if js.get("unjudged") else 0, "passed": js["passed"],
             "violations": js["violations"],
             "rows_compared": js["rows_compared"], "timings_not_judged": js["timings_not_judged"],
-            "host_busy": js.get("host_busy", []), "passed_once_normalized": js.get("passed_once_normalized", []),
+            "host_busy": js.get("host_busy", []),
+            "passed_once_normalized": js.get("passed_once_normalized", []),
             "timing_only": js["timing_only"], "n_currents": js["n_currents"],
             "confirm_runs": js["n_currents"] - 1}
 
@@ -215,7 +219,8 @@ def spreads(files: list[Path]) -> dict:
     per: dict[str, dict[str, list[float]]] = {}
     for f in files:
         rows = json.loads(f.read_text())["rows"]
-        ref = {r["batch_size"]: _p50(r) for r in rows if r["backend"] == "pytorch" and r["precision"] == "fp32"}
+        ref = {r["batch_size"]: _p50(r) for r in rows if r["backend"] == "pytorch"
+               and r["precision"] == "fp32"}
         for r in rows:
             v = _p50(r)
             if v is None:
@@ -228,11 +233,13 @@ def spreads(files: list[Path]) -> dict:
                 d["calibrated"].append(v / cal)
             if ref.get(r["batch_size"]) and not (r["backend"] == "pytorch" and r["precision"] == "fp32"):
                 d["reference"].append(v / ref[r["batch_size"]])
-    return {lab: {k: round(max(v) / min(v) - 1, 4) for k, v in d.items() if len(v) > 1} for lab, d in per.items()}
+    return {lab: {k: round(max(v) / min(v) - 1, 4) for k, v in d.items() if len(v) > 1}
+            for lab, d in per.items()}
 
 
 # What counts as catching each injected change: a violation that names the changed row and the right rule
-# (a failure on another row is a false failure, not a catch), and whether that is a timing or a metadata catch.
+# (a failure on another row is a false failure, not a catch), and whether that is a timing or a metadata
+# catch.
 EXPECTED = {
     "slow": ("timing", lambda v: v.startswith("onnxruntime/") and (": p50 " in v or ": throughput " in v)),
     "precision": ("metadata", lambda v: v.startswith("onnxruntime/") and "executed precision" in v),
@@ -296,7 +303,8 @@ def bench_model(model: str, pairs: int, n_base: int, root: Path, site_dir: Path,
     rates = _rates(outcomes, kinds)
     files = sorted(base_dir.glob("run*/results.json")) + [root / model / f"{k}{i}" / "results.json"
                                                           for i in range(pairs) for k in PASSING]
-    return {"rates": rates, "outcomes": outcomes, "spread_unchanged_p50": spreads([f for f in files if f.exists()]),
+    return {"rates": rates, "outcomes": outcomes,
+            "spread_unchanged_p50": spreads([f for f in files if f.exists()]),
             "baseline_runs": n_base, "rounds_done": pairs}
 
 
@@ -310,7 +318,8 @@ def main() -> int:
     ap.add_argument("--work", help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--regate", action="store_true", help="judge the runs kept in --work again (no new runs)")
-    ap.add_argument("--tries", type=int, default=3, help="measure a run again while other processes disturbed it")
+    ap.add_argument("--tries", type=int, default=3, help="measure a run again while other processes "
+                    "disturbed it")
     a = ap.parse_args()
     if a.regate and not a.work:
         ap.error("--regate needs --work (the directory of an earlier run)")
@@ -323,8 +332,8 @@ def main() -> int:
 
     e = envmod.collect()
     res = {"machine": {"cpu": e.cpu_model, "cores_logical": e.cores_logical, "libraries": e.libraries},
-           "selection": " ".join(SELECTION), "model_args": MODEL_ARGS, "threads": 2, "rules": "the defaults", "command": " ".join(sys.argv),
-           "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "models": {}}
+           "selection": " ".join(SELECTION), "model_args": MODEL_ARGS, "threads": 2, "rules": "the defaults",
+           "command": " ".join(sys.argv), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "models": {}}
     for model in a.models.split(","):
         def save(partial: dict, model: str = model) -> None:
             res["models"][model] = partial

@@ -35,7 +35,8 @@ def label(r: dict) -> str:
 def rows(path: Path):
     for r in json.loads(path.read_text())["rows"]:
         cal = (r.get("extra") or {}).get("calibration") or {}
-        if r["status"] == "ok" and len(r.get("samples_ns") or ()) >= 2 and cal.get("ms") and (cal.get("other_cores") or 0) <= 0.25:
+        if (r["status"] == "ok" and len(r.get("samples_ns") or ()) >= 2 and cal.get("ms")
+                and (cal.get("other_cores") or 0) <= 0.25):
             yield r, float(cal["ms"])
 
 
@@ -58,7 +59,8 @@ def main() -> int:
         if kind.startswith(("baseline", "threads", "loaded", "killed")):
             continue
         for r, cal in rows(f):
-            if label(r) in base and not (kind.startswith(("slow", "precision")) and r["backend"] == "onnxruntime"):
+            if label(r) in base and not (kind.startswith(("slow", "precision"))
+                                         and r["backend"] == "onnxruntime"):
                 pts.append((cal / ref, fast(r) / base[label(r)]))
     out = {"work": str(root), "baseline_calibration_ms": round(ref, 3), "threshold": a.threshold, "bands": []}
     for lo, hi in BANDS:

@@ -1,19 +1,21 @@
-"""How long each GPU was held, and how long it stood idle, in a run whose GPUs were measured by processes taking turns
-(host/gpu_turn.py): from the rows' ``extra.gpu_turn.held`` (each turn's [taken, let go], epoch seconds), per GPU:
-the span from its first hold to its last, the seconds some process held it (the union of the holds), the idle
-seconds inside the span and the longest idle gaps (with the configurations on either side); then the run's
-fixed parts: from the earliest hold of any GPU back to the run's start, and from the last hold to the run's end
-(``elapsed_s`` of the report, whose clock starts when the comparison starts, after the interpreter and the CLI).
+"""How long each GPU was held, and how long it stood idle, in a run whose GPUs were measured by processes
+taking turns (host/gpu_turn.py): from the rows' ``extra.gpu_turn.held`` (each turn's [taken, let go], epoch
+seconds), per GPU: the span from its first hold to its last, the seconds some process held it (the union of
+the holds), the idle seconds inside the span and the longest idle gaps (with the configurations on either
+side); then the run's fixed parts: from the earliest hold of any GPU back to the run's start, and from the
+last hold to the run's end (``elapsed_s`` of the report, whose clock starts when the comparison starts, after
+the interpreter and the CLI).
 
     python benchmarks/gpu_busy.py RESULTS.json [RESULTS.json ...] [--gaps 3] [--walls WALLS.txt]
 
-``--walls``: the walls.txt of benchmarks/gpu/startup_local.sh (each run's name, wall seconds and start, epoch seconds):
-for each report in a folder of a run's name, also the first hold's seconds after the command started and the last
-hold's before it ended (what does not halve with a second GPU: start-up, and the report and exit).
+``--walls``: the walls.txt of benchmarks/gpu/startup_local.sh (each run's name, wall seconds and start, epoch
+seconds): for each report in a folder of a run's name, also the first hold's seconds after the command started
+and the last hold's before it ended (what does not halve with a second GPU: start-up, and the report and
+exit).
 
-A hold that ends after a configuration's last row (its full parity, the resident's reset) is counted in the next
-row of its process, or not at all after that process's last row: the busy figure is a lower bound, by those
-milliseconds. Prints one block per report; exit 0 always (it reports, it does not judge)."""
+A hold that ends after a configuration's last row (its full parity, the resident's reset) is counted in the
+next row of its process, or not at all after that process's last row: the busy figure is a lower bound, by
+those milliseconds. Prints one block per report; exit 0 always (it reports, it does not judge)."""
 
 from __future__ import annotations
 
@@ -66,7 +68,8 @@ def report(path: str, n_gaps: int, walls: dict[str, tuple[float, float]] | None 
     per_gpu = _holds(rep)
     print(f"== {path}: elapsed {rep.get('elapsed_s')} s")
     if not per_gpu:
-        print("  no row says when its process held its GPU (no turns, or a report from before the holds were kept)")
+        print("  no row says when its process held its GPU (no turns, or a report from before the holds "
+              "were kept)")
         return
     first = min(a for hs in per_gpu.values() for a, _, _ in hs)
     last = max(b for hs in per_gpu.values() for _, b, _ in hs)
@@ -79,8 +82,9 @@ def report(path: str, n_gaps: int, walls: dict[str, tuple[float, float]] | None 
         for g0, g1, before, after in sorted(gaps, key=lambda g: g[0] - g[1])[:n_gaps]:
             print(f"    idle {g1 - g0:.2f} s at +{g0 - first:.1f} s, after {before}, before {after}")
     elapsed = float(rep.get("elapsed_s") or 0)
-    print(f"  all GPUs' holds span {last - first:.1f} s of the report's {elapsed:.1f} s: {elapsed - (last - first):.1f} s "
-          f"before the first hold and after the last")
+    print(f"  all GPUs' holds span {last - first:.1f} s of the "
+          f"report's {elapsed:.1f} s: {elapsed - (last - first):.1f} s before the first hold and "
+          "after the last")
     run = os.path.basename(os.path.dirname(os.path.abspath(path)))
     if walls and run in walls:
         start, wall = walls[run]
@@ -92,7 +96,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="+")
     ap.add_argument("--gaps", type=int, default=3, help="the longest idle gaps to show per GPU (default 3)")
-    ap.add_argument("--walls", help="benchmarks/gpu/startup_local.sh's walls.txt: holds against each command's start and end")
+    ap.add_argument("--walls", help="benchmarks/gpu/startup_local.sh's walls.txt: holds against each "
+                    "command's start and end")
     a = ap.parse_args()
     walls = read_walls(a.walls)
     for path in a.results:

@@ -23,7 +23,8 @@ def _key(r: dict) -> tuple:
 def _rows(path: str, kind: str, machine: str | None) -> dict[tuple, list[dict]]:
     out: dict[tuple, list[dict]] = {}
     for r in json.load(open(path))["rows"]:
-        dev = r["device"].split(":", 1)[1] if machine and r["device"].startswith(machine + ":") else r["device"]
+        dev = (r["device"].split(":", 1)[1] if machine and r["device"].startswith(machine + ":")
+               else r["device"])
         if r["status"] != "ok" or not dev.startswith(kind):
             continue
         out.setdefault(_key(r), []).append({**r, "device": dev})
@@ -39,7 +40,8 @@ def main() -> None:
     ap.add_argument("--machine", help="a merged (fleet) report: the node whose rows to take")
     a = ap.parse_args()
     par, alone = _rows(a.parallel, a.kind, a.machine), _rows(a.alone, a.kind, None)
-    print("| row | GPU (parallel) | p50 alone ms | p50 parallel ms | Δ p50 | img/s alone | img/s parallel | Δ img/s |")
+    print("| row | GPU (parallel) | p50 alone ms | p50 parallel ms | Δ p50 | img/s alone | img/s "
+          "parallel | Δ img/s |")
     print("|---|---|---|---|---|---|---|---|")
     inside = total = 0
     by: dict[int, list] = {}  # batch size -> [rows inside, rows, p50 ratios]
@@ -58,8 +60,8 @@ def main() -> None:
             b[0], b[1] = b[0] + ok, b[1] + 1
             b[2].append(lp / la)
             where = f"{p['device']} (GPU {p.get('extra', {}).get('gpu_index', '?')})"
-            print(f"| {k[0]}/{k[1]}/{k[2]}/b{k[3]} | {where} | {la:.3f} | {lp:.3f} | {dl:+.1f} % | {ta:,.0f} | "
-                  f"{tp:,.0f} | {dt:+.1f} %{'' if ok else ' **outside**'} |")
+            print(f"| {k[0]}/{k[1]}/{k[2]}/b{k[3]} | {where} | {la:.3f} | {lp:.3f} | {dl:+.1f} % "
+                  f"| {ta:,.0f} | {tp:,.0f} | {dt:+.1f} %{'' if ok else ' **outside**'} |")
     print(f"\n{inside} of {total} rows within ±{a.limit:g} % (p50 and img/s)")
     print("by batch size: " + "; ".join(f"b{n} {b[0]}/{b[1]} (median p50 ratio {statistics.median(b[2]):.3f})"
                                        for n, b in sorted(by.items(), reverse=True)))

@@ -94,15 +94,18 @@ def main(argv: list[str] | None = None) -> int:
             })
             thr = f"{r.throughput:,.0f} img/s" if r.throughput else "-"
             print(f"{name:22s} b{r.batch_size!s:>4} {r.status:14s} {thr:>14s}  "
-                  f"{(r.parity.cosine_mean if r.parity else float('nan')):.5f} cos  {r.reason[:120]}", flush=True)
-        print(f"  ({name}: {time.perf_counter() - t0:.0f} s including exports and process start-up)", flush=True)
+                  f"{(r.parity.cosine_mean if r.parity else float('nan')):.5f} cos  {r.reason[:120]}",
+                  flush=True)
+        print(f"  ({name}: {time.perf_counter() - t0:.0f} s including exports and process start-up)",
+              flush=True)
     ok = [r for r in rows if r["status"] == "ok" and r["img_s"]]
     if ok:
         best = max(ok, key=lambda r: r["img_s"])
         print(f"best: {best['config']} batch {best['batch']}: {best['img_s']:,.0f} img/s "
               f"(host clock, parity cos {best['cosine']:.5f})")
     if args.out:
-        Path(args.out).write_text(json.dumps({"model": args.model, "environment": env.to_dict() if env else None,
+        Path(args.out).write_text(json.dumps({"model": args.model,
+                                              "environment": env.to_dict() if env else None,
                                               "rows": rows}, indent=1, default=str))
     return 0
 

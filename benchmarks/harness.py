@@ -127,8 +127,8 @@ def null_overhead(secs: float) -> dict:
     if not res.ok:
         raise SystemExit(f"null runner failed: {res.error}")
     s = np.asarray(res.samples_ns, dtype=np.float64)
-    return {"calls": int(s.size), "p50_us": float(np.percentile(s, 50)) / 1e3, "mean_us": float(s.mean()) / 1e3,
-            "p99_us": float(np.percentile(s, 99)) / 1e3}
+    return {"calls": int(s.size), "p50_us": float(np.percentile(s, 50)) / 1e3,
+            "mean_us": float(s.mean()) / 1e3, "p99_us": float(np.percentile(s, 99)) / 1e3}
 
 
 # ------------------------------------------------------------------------------ b. ONNX Runtime
@@ -148,11 +148,13 @@ def ort_vs_bare(threads: int, secs: float, rounds: int, cache: str | None) -> di
                       threads=threads, min_time_s=secs, max_time_s=secs, min_iters=100, cache_dir=cache)
         row = next(r for r in rep.rows if r.status == "ok")
         path = row.export.path
-        out = subprocess.run([sys.executable, "-c", BARE_ORT, path, str(threads), str(secs), str(work / "x.npy")],
+        out = subprocess.run([sys.executable, "-c", BARE_ORT, path, str(threads),
+                              str(secs), str(work / "x.npy")],
                              capture_output=True, text=True, check=True)
         bare = _last_json(out.stdout)
         pairs.append({"tool_p50_ms": row.latency.p50_ms, "bare_p50_ms": bare["p50_ms"],
-                      "ratio": row.latency.p50_ms / bare["p50_ms"], "tool_n": row.latency.count, "bare_n": bare["n"]})
+                      "ratio": row.latency.p50_ms / bare["p50_ms"], "tool_n": row.latency.count,
+                      "bare_n": bare["n"]})
     shutil.rmtree(work, ignore_errors=True)
     return {"artifact": path, "threads": threads, **_pairs(pairs)}
 
@@ -181,11 +183,13 @@ def cuda_vs_bare(model: str, batch: int, secs: float, rounds: int, cache: str | 
         return {"skipped": f"no CUDA device: {av.reason}"}
     pairs = []
     for _ in range(rounds):
-        rep = compare(model, backends=["pytorch"], formats=["pytorch"], devices=["cuda:0"], precisions=["fp16"],
-                      batch_sizes=[batch], min_time_s=secs, max_time_s=secs, min_iters=20, cache_dir=cache)
+        rep = compare(model, backends=["pytorch"], formats=["pytorch"], devices=["cuda:0"],
+                      precisions=["fp16"], batch_sizes=[batch], min_time_s=secs, max_time_s=secs,
+                      min_iters=20, cache_dir=cache)
         row = next((r for r in rep.rows if r.batch_size == batch and r.status == "ok"), None)
         if row is None:
-            return {"skipped": f"the tool's PyTorch CUDA row did not run: {[(r.label, r.reason) for r in rep.rows]}"}
+            return {"skipped": "the tool's PyTorch CUDA row did not "
+                    f"run: {[(r.label, r.reason) for r in rep.rows]}"}
         _, h, w = rep.model.input_shape
         out = subprocess.run([sys.executable, "-c", BARE_TORCH, model, str(batch), str(secs), str(h), str(w)],
                              capture_output=True, text=True, check=True)
@@ -203,10 +207,10 @@ def _print_cuda(res: dict) -> None:
         print(f"d. PyTorch CUDA vs a bare loop: skipped: {res['skipped']}")
         return
     for p in res["pairs"]:
-        print(f"   tool p50 {p['tool_p50_ms']:.3f} ms ({p['tool_img_s']:,.0f} img/s, io {p['tool_io']}) vs bare "
-              f"{p['bare_p50_ms']:.3f} ms ({p['bare_img_s']:,.0f} img/s) -> {p['ratio']:.3f}")
-    print(f"d. tool / bare PyTorch CUDA p50 ({res['model']}, {res['precision']}, batch {res['batch']}): median ratio "
-          f"{res['median_ratio']:.3f}", flush=True)
+        print(f"   tool p50 {p['tool_p50_ms']:.3f} ms ({p['tool_img_s']:,.0f} img/s, io {p['tool_io']}) "
+              f"vs bare {p['bare_p50_ms']:.3f} ms ({p['bare_img_s']:,.0f} img/s) -> {p['ratio']:.3f}")
+    print(f"d. tool / bare PyTorch CUDA p50 ({res['model']}, {res['precision']}, batch {res['batch']}): "
+          f"median ratio {res['median_ratio']:.3f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -234,15 +238,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"a. harness overhead (null runner through isolate.run_cell): p50 {n['p50_us']:.2f} us, mean "
               f"{n['mean_us']:.2f} us per call over {n['calls']:,} calls (goal <= 5 us)", flush=True)
     if "b" in a.parts:
-        o = res["b_onnxruntime"] = ort_vs_bare(a.threads or os.cpu_count() or 1, a.seconds, a.rounds, a.cache_dir)
+        o = res["b_onnxruntime"] = ort_vs_bare(a.threads or os.cpu_count() or 1, a.seconds, a.rounds,
+                                               a.cache_dir)
         for p in o.get("pairs", []):
-            print(f"   tool p50 {p['tool_p50_ms'] * 1e3:.1f} us vs bare session.run {p['bare_p50_ms'] * 1e3:.1f} us "
-                  f"-> {p['ratio']:.3f}")
+            print(f"   tool p50 {p['tool_p50_ms'] * 1e3:.1f} us vs bare "
+                  f"session.run {p['bare_p50_ms'] * 1e3:.1f} us -> {p['ratio']:.3f}")
         print(f"b. ONNX Runtime: skipped: {o['skipped']}" if "skipped" in o else
               f"b. tool / bare ONNX Runtime p50 (LeNet-5, batch 1, {o['threads']} threads): median ratio "
               f"{o['median_ratio']:.3f} (goal <= 1.05)", flush=True)
     if "c" in a.parts:
-        res["c_openvino"] = ov_vs_benchmark_app(a.model, a.ov_precision, a.threads, a.seconds, a.rounds, a.cache_dir)
+        res["c_openvino"] = ov_vs_benchmark_app(a.model, a.ov_precision, a.threads, a.seconds, a.rounds,
+                                                a.cache_dir)
         harness_openvino.print_ov(res["c_openvino"])
     if "d" in a.parts:
         res["d_pytorch_cuda"] = cuda_vs_bare(a.model, a.gpu_batch, a.seconds, a.rounds, a.cache_dir)

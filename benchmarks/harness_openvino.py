@@ -66,24 +66,29 @@ def parse_benchmark_app(text: str) -> dict[str, Any]:
     fps = _num(text, r"Throughput:\s+([\d.]+)\s*FPS")
     if lat["Median"] is None or fps is None:
         raise RuntimeError(f"could not read benchmark_app's Median/Throughput: {text[-600:]}")
-    count, duration = _num(text, r"Count:\s+(\d+) iterations"), _num(text, r"Duration:\s+([\d.]+)\s*(ms|us|s)\b")
+    count, duration = (_num(text, r"Count:\s+(\d+) iterations"),
+                       _num(text, r"Duration:\s+([\d.]+)\s*(ms|us|s)\b"))
     nireq = re.search(r"(\d+) inference requests", text)
     sync = "Start inference synchronously" in text
     props = _properties(text)
-    return {"median_ms": lat["Median"], "average_ms": lat["Average"], "min_ms": lat["Min"], "max_ms": lat["Max"],
-            "fps": fps, "count": int(count) if count is not None else None, "duration_ms": duration,
+    return {"median_ms": lat["Median"], "average_ms": lat["Average"], "min_ms": lat["Min"],
+            "max_ms": lat["Max"], "fps": fps, "count": int(count) if count is not None else None,
+            "duration_ms": duration,
             "wall_per_iteration_ms": duration / count if duration and count else None,
             "first_inference_ms": _num(text, r"First inference took ([\d.]+) (ms)"),
-            "api": "sync" if sync else "async", "infer_requests": 1 if sync else int(nireq.group(1)) if nireq else None,
+            "api": "sync" if sync else "async",
+            "infer_requests": 1 if sync else int(nireq.group(1)) if nireq else None,
             "properties": props, **{k: props.get(k) for k in ("NUM_STREAMS", "INFERENCE_NUM_THREADS",
-                                                              "PERFORMANCE_HINT", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}}
+                                                              "PERFORMANCE_HINT",
+                                                              "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}}
 
 
 def benchmark_app(exe: str, ir: str, shape: str, secs: float, data: str, precision: str, hint: str,
                   config: dict[str, Any] | None = None) -> dict[str, Any]:
     """One benchmark_app run: ``-hint`` with OpenVINO's defaults, or (``config``) the given properties through
     ``-load_config`` with the API the hint implies (the bridge)."""
-    args = [exe, "-m", ir, "-d", "CPU", "-t", str(max(1, round(secs))), "-shape", shape, "-ip", "f32", "-i", data]
+    args = [exe, "-m", ir, "-d", "CPU", "-t", str(max(1, round(secs))), "-shape", shape, "-ip", "f32",
+            "-i", data]
     cfg_file = None
     if config is None:
         args += ["-hint", hint, "-infer_precision", INFER_PRECISION[precision]]
@@ -102,9 +107,10 @@ def benchmark_app(exe: str, ir: str, shape: str, secs: float, data: str, precisi
     return res
 
 
-def tool_compile(ir: str, precision: str, threads: int | None, hint: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """(the properties the tool's runner compiles with under ``hint``, every property of the model it compiles,
-    as benchmark_app prints them)."""
+def tool_compile(ir: str, precision: str, threads: int | None,
+                 hint: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the properties the tool's runner compiles with under ``hint``, every property of the model it
+    compiles, as benchmark_app prints them)."""
     from infer_compare.backends.openvino.run import OpenVinoRunner
     from infer_compare.backends.runner import RunOptions
 
@@ -132,7 +138,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def latency_pair(row: Any, ba: dict[str, Any], bridge: dict[str, Any]) -> dict[str, Any]:
     """One latency pair: both sides' figures, what each timed, and the ratios."""
     own, own_mean = row.extra.get("openvino_ms_p50"), row.extra.get("openvino_ms_mean")
-    ba_py = ba["wall_per_iteration_ms"] - ba["average_ms"] if ba["wall_per_iteration_ms"] and ba["average_ms"] else None
+    ba_py = (ba["wall_per_iteration_ms"] - ba["average_ms"]
+             if ba["wall_per_iteration_ms"] and ba["average_ms"] else None)
     return {
         "tool_p50_ms": row.latency.p50_ms, "tool_mean_ms": row.latency.mean_ms, "tool_own_p50_ms": own,
         "tool_own_mean_ms": own_mean,  # Python's cost per call, each side: wall mean - OpenVINO's own mean
@@ -141,21 +148,24 @@ def latency_pair(row: Any, ba: dict[str, Any], bridge: dict[str, Any]) -> dict[s
         "tool_calls": row.latency.count, "tool_threads": row.options.get("INFERENCE_NUM_THREADS"),
         "tool_streams": row.options.get("NUM_STREAMS"), "tool_api": row.options.get("api"),
         "benchmark_app_median_ms": ba["median_ms"], "benchmark_app_average_ms": ba["average_ms"],
-        "benchmark_app_wall_per_iteration_ms": ba["wall_per_iteration_ms"], "benchmark_app_count": ba["count"],
-        "benchmark_app_threads": ba["INFERENCE_NUM_THREADS"], "benchmark_app_streams": ba["NUM_STREAMS"],
+        "benchmark_app_wall_per_iteration_ms": ba["wall_per_iteration_ms"],
+        "benchmark_app_count": ba["count"], "benchmark_app_threads": ba["INFERENCE_NUM_THREADS"],
+        "benchmark_app_streams": ba["NUM_STREAMS"],
         "benchmark_app_first_inference_ms": ba["first_inference_ms"], "benchmark_app": ba.get("args"),
         "bridge_median_ms": bridge["median_ms"], "bridge_threads": bridge["INFERENCE_NUM_THREADS"],
         "bridge_streams": bridge["NUM_STREAMS"], "bridge": bridge.get("args"),
         "ratio": row.latency.p50_ms / ba["median_ms"],  # the issue's figure: tool p50 / Median
         "ratio_own": _ratio(own, ba["median_ms"]),  # OpenVINO's own latency on both sides
-        "ratio_wall_mean": _ratio(row.latency.mean_ms, ba["wall_per_iteration_ms"]),  # wall per call, both loops
+        # wall per call, both loops
+        "ratio_wall_mean": _ratio(row.latency.mean_ms, ba["wall_per_iteration_ms"]),
         "ratio_tool_bridge": _ratio(own, bridge["median_ms"]),  # same configuration, OpenVINO's own latency
         "ratio_bridge_ba": _ratio(bridge["median_ms"], ba["median_ms"]),  # the configuration's own effect
     }
 
 
 def occupancy(latencies_ms_sum: float | None, window_ms: float | None, requests: int | None) -> float | None:
-    """Sum of request latencies over (window x requests): the share of the window the requests were in flight."""
+    """Sum of request latencies over (window x requests): the share of the window the requests were in
+    flight."""
     if not latencies_ms_sum or not window_ms or not requests:
         return None
     return latencies_ms_sum / (window_ms * requests)
@@ -170,8 +180,9 @@ def throughput_pair(row: Any, ba: dict[str, Any], bridge: dict[str, Any]) -> dic
     ba_occ = occupancy((ba["count"] or 0) * (ba["average_ms"] or 0), ba["duration_ms"], ba["infer_requests"])
     return {
         "tool_img_s": row.throughput, "tool_streams": o.get("NUM_STREAMS"), "tool_requests": nreq,
-        "tool_threads": o.get("INFERENCE_NUM_THREADS"), "tool_window_ms": window_ms, "tool_requests_done": len(lats),
-        "tool_warmup_requests": loop.get("warmup_calls"), "tool_latency_p50_ms": statistics.median(lats) if lats
+        "tool_threads": o.get("INFERENCE_NUM_THREADS"), "tool_window_ms": window_ms,
+        "tool_requests_done": len(lats), "tool_warmup_requests": loop.get("warmup_calls"),
+        "tool_latency_p50_ms": statistics.median(lats) if lats
         else None, "tool_occupancy": occupancy(sum(lats), window_ms, nreq),
         "benchmark_app_img_s": ba["fps"], "benchmark_app_streams": ba["NUM_STREAMS"],
         "benchmark_app_requests": ba["infer_requests"], "benchmark_app_threads": ba["INFERENCE_NUM_THREADS"],
@@ -187,7 +198,8 @@ def throughput_pair(row: Any, ba: dict[str, Any], bridge: dict[str, Any]) -> dic
 
 
 # ------------------------------------------------------------------------------ the tool's side
-def tool_rows(model: str, precision: str, threads: int | None, secs: float, cache: str | None) -> tuple[Any, Any]:
+def tool_rows(model: str, precision: str, threads: int | None, secs: float,
+              cache: str | None) -> tuple[Any, Any]:
     """The tool's latency and throughput rows at batch 1 (one child process, latency then throughput)."""
     from infer_compare import compare
 
@@ -197,7 +209,8 @@ def tool_rows(model: str, precision: str, threads: int | None, secs: float, cach
     rows = {r.scenario: r for r in rep.rows if r.batch_size == 1}
     bad = [r for r in rows.values() if r.status != "ok"]
     if bad or len(rows) != 2:
-        raise RuntimeError(f"the tool's OpenVINO rows did not run: {[(r.label, r.status, r.reason) for r in bad]}")
+        raise RuntimeError("the tool's OpenVINO rows did not "
+                           f"run: {[(r.label, r.status, r.reason) for r in bad]}")
     return rows["latency"], rows["throughput"]
 
 
@@ -207,7 +220,8 @@ def ir_and_shape(model: str, precision: str, cache: str | None) -> tuple[str, st
     from infer_compare import compare
 
     rep = compare(model, backends=["openvino"], formats=["openvino"], devices=["cpu"], precisions=[precision],
-                  batch_sizes=[1], min_time_s=0.0, max_time_s=0.1, min_iters=1, target_ci=None, cache_dir=cache)
+                  batch_sizes=[1], min_time_s=0.0, max_time_s=0.1, min_iters=1, target_ci=None,
+                  cache_dir=cache)
     row = next((r for r in rep.rows if r.batch_size == 1 and r.status == "ok" and r.export is not None), None)
     if row is None:
         raise RuntimeError(f"the tool's OpenVINO row did not run: {[(r.label, r.reason) for r in rep.rows]}")
@@ -237,8 +251,9 @@ def _medians(pairs: list[dict], keys: tuple[str, ...]) -> dict[str, float | None
 
 def ov_vs_benchmark_app(model: str, precision: str, threads: int | None, secs: float, rounds: int,
                         cache: str | None, exe: str) -> dict[str, Any]:
-    """``rounds`` pairs, the tool first in even rounds and benchmark_app (default, then the bridge) first in odd
-    ones, so that drift cancels out; every figure of every pair, the medians of the ratios, the property diff."""
+    """``rounds`` pairs, the tool first in even rounds and benchmark_app (default, then the bridge) first in
+    odd ones, so that drift cancels out; every figure of every pair, the medians of the ratios, the property
+    diff."""
     ir, shape, tool_threads = ir_and_shape(model, precision, cache)
     threads = threads or tool_threads
     data = timed_batch(model, cache)  # the tool's timed batch: benchmark_app runs the same image, not noise
@@ -277,42 +292,47 @@ def print_ov(res: dict[str, Any]) -> None:
     if "skipped" in res:
         print(f"c. OpenVINO vs benchmark_app: skipped: {res['skipped']}")
         return
-    print("   what is timed: tool p50 = wall of each Python infer() in the tool's loop; own = InferRequest.latency "
-          "of the same calls; benchmark_app Median = InferRequest.latency (no Python); wall/iteration = its "
-          "Duration/Count; throughput on both sides = requests started x batch / window (ramp and drain in); "
-          "bridge = benchmark_app with the tool's own properties (-load_config)")
-    print(f"   tool config: latency {res['tool_config']['latency']}, throughput {res['tool_config']['throughput']}")
+    print("   what is timed: tool p50 = wall of each Python infer() in the tool's loop; own = "
+          "InferRequest.latency of the same calls; benchmark_app Median = InferRequest.latency (no Python); "
+          "wall/iteration = its Duration/Count; throughput on both sides = requests started x batch / window "
+          "(ramp and drain in); bridge = benchmark_app with the tool's own properties (-load_config)")
+    print(f"   tool config: latency {res['tool_config']['latency']}, "
+          f"throughput {res['tool_config']['throughput']}")
     for h, d in res["property_diff"].items():
         print(f"   {h} compiled-model properties, tool vs benchmark_app: "
               + ("; ".join(f"{k} {a} vs {b}" for k, (a, b) in d.items()) or "no difference"))
     for i, p in enumerate(res["latency"]["pairs"], 1):
-        print(f"   latency pair {i}: tool p50 {_f(p['tool_p50_ms'])} ms wall (mean {_f(p['tool_mean_ms'])}, OpenVINO's "
-              f"own p50 {_f(p['tool_own_p50_ms'])}; {p['tool_threads']} threads, {p['tool_streams']} stream) | "
-              f"benchmark_app Median {_f(p['benchmark_app_median_ms'], '.2f')} ms own (wall/iteration "
-              f"{_f(p['benchmark_app_wall_per_iteration_ms'])}; {p['benchmark_app_threads']} threads, "
-              f"{p['benchmark_app_streams']} stream) | bridge Median {_f(p['bridge_median_ms'], '.2f')} ms "
-              f"({p['bridge_threads']} threads)")
+        print(f"   latency pair {i}: tool p50 {_f(p['tool_p50_ms'])} ms wall (mean {_f(p['tool_mean_ms'])}, "
+              f"OpenVINO's own p50 {_f(p['tool_own_p50_ms'])}; {p['tool_threads']} "
+              f"threads, {p['tool_streams']} stream) | benchmark_app "
+              f"Median {_f(p['benchmark_app_median_ms'], '.2f')} ms own "
+              f"(wall/iteration {_f(p['benchmark_app_wall_per_iteration_ms'])}; {p['benchmark_app_threads']} "
+              f"threads, {p['benchmark_app_streams']} stream) | bridge "
+              f"Median {_f(p['bridge_median_ms'], '.2f')} ms ({p['bridge_threads']} threads)")
         print(f"      Python per call (wall mean - OpenVINO's own mean): tool "
               f"{_f(_ms_us(p['tool_python_per_call_ms']), '.0f')} us, benchmark_app "
               f"{_f(_ms_us(p['benchmark_app_python_per_call_ms']), '.0f')} us")
         print(f"      -> p50/Median {_f(p['ratio'])}, own/own {_f(p['ratio_own'])}, wall/wall "
-              f"{_f(p['ratio_wall_mean'])}, tool own/bridge {_f(p['ratio_tool_bridge'])}, bridge/benchmark_app "
-              f"{_f(p['ratio_bridge_ba'])}")
+              f"{_f(p['ratio_wall_mean'])}, tool own/bridge {_f(p['ratio_tool_bridge'])}, "
+              f"bridge/benchmark_app {_f(p['ratio_bridge_ba'])}")
     for i, p in enumerate(res["throughput"]["pairs"], 1):
-        print(f"   throughput pair {i}: tool {_f(p['tool_img_s'], '.1f')} img/s ({p['tool_streams']} streams, "
-              f"{p['tool_requests']} requests, {p['tool_threads']} threads; {p['tool_requests_done']} requests in "
-              f"{_f(p['tool_window_ms'], '.0f')} ms after {p['tool_warmup_requests']} warm-up; request p50 "
-              f"{_f(p['tool_latency_p50_ms'], '.2f')} ms, occupancy {_f(p['tool_occupancy'])}) | benchmark_app "
-              f"{_f(p['benchmark_app_img_s'], '.1f')} FPS ({p['benchmark_app_streams']} streams, "
-              f"{p['benchmark_app_requests']} requests, {p['benchmark_app_threads']} threads; "
-              f"{p['benchmark_app_count']} in {_f(p['benchmark_app_window_ms'], '.0f')} ms after 1 warm-up; Median "
-              f"{_f(p['benchmark_app_median_ms'], '.2f')} ms, occupancy {_f(p['benchmark_app_occupancy'])}) | "
-              f"bridge {_f(p['bridge_img_s'], '.1f')} FPS ({p['bridge_streams']} streams, {p['bridge_threads']} threads)")
+        print(f"   throughput pair {i}: tool {_f(p['tool_img_s'], '.1f')} img/s ({p['tool_streams']} "
+              f"streams, {p['tool_requests']} requests, {p['tool_threads']} "
+              f"threads; {p['tool_requests_done']} requests in {_f(p['tool_window_ms'], '.0f')} ms "
+              f"after {p['tool_warmup_requests']} warm-up; request p50 {_f(p['tool_latency_p50_ms'], '.2f')} "
+              f"ms, occupancy {_f(p['tool_occupancy'])}) | "
+              f"benchmark_app {_f(p['benchmark_app_img_s'], '.1f')} FPS ({p['benchmark_app_streams']} "
+              f"streams, {p['benchmark_app_requests']} requests, {p['benchmark_app_threads']} "
+              f"threads; {p['benchmark_app_count']} in {_f(p['benchmark_app_window_ms'], '.0f')} ms after 1 "
+              f"warm-up; Median {_f(p['benchmark_app_median_ms'], '.2f')} ms, "
+              f"occupancy {_f(p['benchmark_app_occupancy'])}) | bridge {_f(p['bridge_img_s'], '.1f')} FPS "
+              f"({p['bridge_streams']} streams, {p['bridge_threads']} threads)")
         print(f"      -> tool/benchmark_app {_f(p['ratio'])}, tool/bridge {_f(p['ratio_tool_bridge'])}, "
               f"bridge/benchmark_app {_f(p['ratio_bridge_ba'])}")
     la, tp = res["latency"], res["throughput"]
-    print(f"c. tool / benchmark_app, OpenVINO {res['model']} {res['precision']} batch 1, medians over pairs: latency "
-          f"p50/Median {_f(la['median_ratio'])} (OpenVINO's own on both sides {_f(la['median_ratio_own'])}, wall "
-          f"per call {_f(la['median_ratio_wall_mean'])}, configuration alone {_f(la['median_ratio_bridge_ba'])}); "
-          f"throughput {_f(tp['median_ratio'])} (same configuration {_f(tp['median_ratio_tool_bridge'])}, "
-          f"configuration alone {_f(tp['median_ratio_bridge_ba'])}) (goal: within 3 % for both)", flush=True)
+    print(f"c. tool / benchmark_app, OpenVINO {res['model']} {res['precision']} batch 1, medians over pairs: "
+          f"latency p50/Median {_f(la['median_ratio'])} (OpenVINO's own on both "
+          f"sides {_f(la['median_ratio_own'])}, wall per call {_f(la['median_ratio_wall_mean'])}, "
+          f"configuration alone {_f(la['median_ratio_bridge_ba'])}); throughput {_f(tp['median_ratio'])} "
+          f"(same configuration {_f(tp['median_ratio_tool_bridge'])}, configuration "
+          f"alone {_f(tp['median_ratio_bridge_ba'])}) (goal: within 3 % for both)", flush=True)

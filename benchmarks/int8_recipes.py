@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         for scheme, rr in RECIPES:
             t = time.time()
             rows += measure(model, scheme, rr, a.cache_dir, a.backends.split(","))
-            print(f"  {model} {scheme} reduce_range {rr}: {time.time() - t:.0f} s", file=sys.stderr, flush=True)
+            print(f"  {model} {scheme} reduce_range {rr}: {time.time() - t:.0f} s", file=sys.stderr,
+                  flush=True)
     print(table(rows))
     if a.out:
         Path(a.out).write_text(json.dumps({"facts": facts, "rows": rows}, indent=1, default=str))

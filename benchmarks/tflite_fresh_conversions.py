@@ -1,7 +1,8 @@
-"""How often litert-torch converts an ONNX model right, each time in a fresh process, with and without its weights
-made contiguous first (backends/tflite/convert_check.py). Each conversion: onnx2torch's module of the file (as the
-converter child makes it), NHWC input, batch 1, ``litert_torch.convert`` under inference mode, then the file run
-once beside the module on one sample: its largest output error over the module's largest |output|.
+"""How often litert-torch converts an ONNX model right, each time in a fresh process, with and without its
+weights made contiguous first (backends/tflite/convert_check.py). Each conversion: onnx2torch's module of the
+file (as the converter child makes it), NHWC input, batch 1, ``litert_torch.convert`` under inference mode,
+then the file run once beside the module on one sample: its largest output error over the module's largest
+|output|.
 
     python benchmarks/tflite_fresh_conversions.py MODEL.onnx --input-shape x:1x3x48x320 -n 5
 
@@ -36,7 +37,8 @@ print(json.dumps({"made_contiguous": made, "off": off_by(edge, w, sample)}))
 
 
 def one(path: str, name: str, shape: tuple[int, ...], fix: bool) -> dict:
-    """One conversion in a fresh process, in a temporary folder (onnx2torch's static copy of the file goes there)."""
+    """One conversion in a fresh process, in a temporary folder (onnx2torch's static copy of the file goes
+    there)."""
     with tempfile.TemporaryDirectory() as work:
         out = subprocess.run([sys.executable, "-c", CHILD, os.path.abspath(path), name, json.dumps(shape),
                               "1" if fix else "0"], capture_output=True, text=True, check=True, cwd=work,

@@ -8,8 +8,8 @@ Writes into --out: a small conv net (3 x 64 x 64 -> 10) as a static-batch ONNX f
 dynamic-batch ONNX file, TorchScript (tiny.pt), an ExportedProgram (tiny.pt2) and its
 factory module (tiny_factory.py); a network with two inputs and two outputs (an image
 3 x 64 x 64 and a vector of 8 in; logits [N, 10] and a feature map [N, 8, 8, 8] out) as a
-dynamic-batch ONNX file (two_io.onnx) and TorchScript (two_io.pt); and torchvision's MobileNet v2 as a dynamic-batch ONNX
-file plus an OpenVINO IR converted from it with OpenVINO's own tools (the pre-built
+dynamic-batch ONNX file (two_io.onnx) and TorchScript (two_io.pt); and torchvision's MobileNet v2 as a
+dynamic-batch ONNX file plus an OpenVINO IR converted from it with OpenVINO's own tools (the pre-built
 artifact). No weights are downloaded: MobileNet v2 gets seeded random weights whose
 BatchNorm statistics are re-estimated on scikit-image's bundled photos, so that its
 outputs depend on the input (as infer-compare does for its own random-weight models).
@@ -115,10 +115,11 @@ def main() -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # the factory module itself (TorchScript needs its source)
     tiny, x = mod.tiny(), torch.randn(1, 3, 64, 64)
-    torch.onnx.export(tiny, (x,), str(out / "tiny_static.onnx"), input_names=["input"], output_names=["logits"],
-                      opset_version=17, dynamo=False)
+    torch.onnx.export(tiny, (x,), str(out / "tiny_static.onnx"), input_names=["input"],
+                      output_names=["logits"], opset_version=17, dynamo=False)
     torch.onnx.export(tiny, (x,), str(out / "tiny_dyn.onnx"), input_names=["input"], output_names=["logits"],
-                      opset_version=17, dynamo=False, dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+                      opset_version=17, dynamo=False,
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
     torch.jit.save(torch.jit.script(tiny), str(out / "tiny.pt"))
     torch.export.save(torch.export.export(tiny, (x,)), str(out / "tiny.pt2"))
     two_io(out)
@@ -126,7 +127,8 @@ def main() -> None:
         m, x = mobilenet_v2(), torch.randn(1, 3, 224, 224)
         onnx_path = out / "mobilenet_v2.onnx"
         torch.onnx.export(m, (x,), str(onnx_path), input_names=["images"], output_names=["logits"],
-                          opset_version=17, dynamo=False, dynamic_axes={"images": {0: "n"}, "logits": {0: "n"}})
+                          opset_version=17, dynamo=False,
+                          dynamic_axes={"images": {0: "n"}, "logits": {0: "n"}})
         import openvino as ov
 
         ov.save_model(ov.convert_model(str(onnx_path)), str(out / "mobilenet_v2.xml"), compress_to_fp16=False)

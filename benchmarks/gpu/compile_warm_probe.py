@@ -1,10 +1,10 @@
 """Where a warm torch.compile load of resnet50 spends its time.
 
 Runs what a ``pytorch-compile`` row's load does (seeded random weights, channels_last, cudnn.benchmark,
-inference_mode, ``torch.compile`` default mode, 3 calls on a zero batch of the measured shape), at batch 1, then 32
-(torch's automatic dynamic shapes recompile), then 256, in this process, and prints one JSON line: seconds per
-shape, Dynamo's phase times, the cache counters (FX graph cache, AOTAutograd cache) and, with --profile, the
-functions that took the most cumulative time in the batch-1 compile.
+inference_mode, ``torch.compile`` default mode, 3 calls on a zero batch of the measured shape), at batch 1,
+then 32 (torch's automatic dynamic shapes recompile), then 256, in this process, and prints one JSON line:
+seconds per shape, Dynamo's phase times, the cache counters (FX graph cache, AOTAutograd cache) and, with
+--profile, the functions that took the most cumulative time in the batch-1 compile.
 
 Usage (on the GPU host): TORCHINDUCTOR_CACHE_DIR=D/torchinductor TRITON_CACHE_DIR=D/triton \
     python3 benchmarks/gpu/compile_warm_probe.py [--precision fp16] [--profile N] [--label NAME]
@@ -67,7 +67,8 @@ def main() -> None:
         again = {}
         for b in shapes:
             if a.profile and b != 256:
-                again[b] = profiled(lambda b=b: warm_calls(cm, torch, b, dtype), a.profile, out, f"profile_again_b{b}")
+                again[b] = profiled(lambda b=b: warm_calls(cm, torch, b, dtype), a.profile, out,
+                                    f"profile_again_b{b}")
             else:
                 again[b] = warm_calls(cm, torch, b, dtype)
         out["again_compile_s"] = again

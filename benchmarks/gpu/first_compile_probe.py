@@ -1,9 +1,9 @@
 """What a resident PyTorch process's FIRST torch.compile pays beyond a later one.
 
-Imports what the PyTorch fork server imports (torch, torchvision, the runner, torch._inductor.compile_fx), runs the
-eager model at batch 1 and 32 (cuDNN autotuned, as the eager rows before a compile row), then compiles at batch 1
-and 32 (3 calls each, as a row's load), resets Dynamo and compiles again; prints one JSON line: seconds of each,
-the modules the first compile imported, the threads and child processes it left.
+Imports what the PyTorch fork server imports (torch, torchvision, the runner, torch._inductor.compile_fx),
+runs the eager model at batch 1 and 32 (cuDNN autotuned, as the eager rows before a compile row), then
+compiles at batch 1 and 32 (3 calls each, as a row's load), resets Dynamo and compiles again; prints one JSON
+line: seconds of each, the modules the first compile imported, the threads and child processes it left.
 With --preimport FILE (a previous run's JSON line), those modules are imported first, after the fork server's
 (their import time is printed), to see what is left of the first compile's extra cost.
 
@@ -24,7 +24,8 @@ import time
 from probe_common import profiled, warm_calls
 
 # what the compile's entry points called (Dynamo's frame conversion, the compiled graph's first runs)
-CALLEES = r"convert_frame.py.*\(__call__\)|\(_compile\)|\(warm_calls\)|eval_frame.py.*\(_fn\)|runtime_wrappers"
+CALLEES = (r"convert_frame.py.*\(__call__\)|\(_compile\)|\(warm_calls\)|eval_frame.py.*\(_fn\)|"
+           r"runtime_wrappers")
 
 T0 = time.perf_counter()
 
@@ -44,7 +45,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--precision", default="fp16")
     ap.add_argument("--preimport", default="")
-    ap.add_argument("--profile", type=int, default=0, help="cProfile the second compile: its N costliest functions")
+    ap.add_argument("--profile", type=int, default=0, help="cProfile the second compile: its N costliest "
+                    "functions")
     a = ap.parse_args()
     import torch
     import torch._inductor.compile_fx  # noqa: F401

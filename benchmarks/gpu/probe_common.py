@@ -7,9 +7,11 @@ import time
 
 
 def warm_calls(model, torch, batch: int, dtype) -> float:
-    """Seconds of what a row's load does on the measured shape: 3 calls on a channels_last zero batch, synchronized."""
+    """Seconds of what a row's load does on the measured shape: 3 calls on a channels_last zero batch,
+    synchronized."""
     t0 = time.perf_counter()
-    x = torch.zeros((batch, 3, 224, 224), device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+    x = torch.zeros((batch, 3, 224, 224), device="cuda",
+                    dtype=dtype).contiguous(memory_format=torch.channels_last)
     with torch.inference_mode():
         for _ in range(3):
             model(x)
@@ -18,8 +20,9 @@ def warm_calls(model, torch, batch: int, dtype) -> float:
 
 
 def profiled(fn, n: int, out: dict, key: str, keep: int = 12000, callees: str = ""):
-    """``fn()`` under cProfile; into ``out``: ``KEY_cumulative`` and ``KEY_tottime``, the ``n`` costliest functions
-    (the last ``keep`` characters), and with ``callees`` (a regular expression) ``KEY_callees``, what those called."""
+    """``fn()`` under cProfile; into ``out``: ``KEY_cumulative`` and ``KEY_tottime``, the ``n`` costliest
+    functions (the last ``keep`` characters), and with ``callees`` (a regular expression) ``KEY_callees``,
+    what those called."""
     import cProfile
     import io
     import pstats

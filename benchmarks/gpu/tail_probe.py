@@ -3,8 +3,8 @@ its plots) and printing the table, timed in a fresh interpreter from a saved res
 
 Usage: python3 benchmarks/gpu/tail_probe.py RESULTS.json OUTDIR [--prefetch | --warm] [--profile]
   --prefetch: the report writers imported first (report/writers.py), their import time printed apart
-  --warm: imported, then one tiny figure drawn (round 8 tried that in the comparison's prefetch thread; with no
-          gain on the lent machine or here it was taken out again)
+  --warm: imported, then one tiny figure drawn (round 8 tried that in the comparison's prefetch thread; with
+          no gain on the lent machine or here it was taken out again)
   --profile: the 12 functions the HTML writing spent most time in, by cumulative time"""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ T0 = time.perf_counter()
 
 
 def _draw_once() -> None:
-    """A tiny figure drawn to SVG as report/plots.py draws (constrained layout, a log axis, a legend, a box plot)."""
+    """A tiny figure drawn to SVG as report/plots.py draws (constrained layout, a log axis, a legend, a box
+    plot)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(2, 1.5), dpi=96, layout="constrained")
