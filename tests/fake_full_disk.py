@@ -18,4 +18,5 @@ class IostreamExporter(_Available):
     """OpenVINO's serializer on a full disk: no errno, only its own words."""
 
     def export(self, ctx, source, out_dir, precision):
-        raise RuntimeError("Exception from src/core/src/pass/serialize.cpp:1234: basic_ios::clear: iostream error")
+        raise RuntimeError("Exception from src/core/src/pass/serialize.cpp:1234: basic_ios::clear: "
+                           "iostream error")

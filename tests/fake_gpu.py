@@ -151,7 +151,8 @@ def fake_torch() -> types.ModuleType:
     t.device = str
     t.from_numpy = FakeTensor
     t.Tensor = FakeTensor
-    t.zeros = lambda shape, device="cpu", dtype=None: FakeTensor(np.zeros(shape, (dtype or t.float32).np), device)
+    t.zeros = lambda shape, device="cpu", dtype=None: FakeTensor(np.zeros(shape, (dtype or t.float32).np),
+                                                                 device)
     t.set_num_threads = lambda n: None
     t.get_num_threads = lambda: 1
     t.set_grad_enabled = lambda v: None
@@ -172,9 +173,11 @@ def fake_torch() -> types.ModuleType:
             t._capturing = None
 
     t.cuda = NS(is_available=lambda: True, set_device=lambda d: None, synchronize=lambda d=None: None,
-                Event=FakeEvent, current_stream=lambda d=None: FakeStream(), Stream=lambda d=None: FakeStream(),
-                stream=lambda s: contextlib.nullcontext(), CUDAGraph=lambda: FakeGraph(t), graph=graph,
-                get_device_properties=lambda i: NS(name="Fake GPU", major=9, minor=0, multi_processor_count=132),
+                Event=FakeEvent, current_stream=lambda d=None: FakeStream(),
+                Stream=lambda d=None: FakeStream(), stream=lambda s: contextlib.nullcontext(),
+                CUDAGraph=lambda: FakeGraph(t), graph=graph,
+                get_device_properties=lambda i: NS(name="Fake GPU", major=9, minor=0,
+                                                   multi_processor_count=132),
                 max_memory_allocated=lambda d=None: 0, device_count=lambda: 1)
     return t
 
@@ -268,7 +271,8 @@ class FakeContext:
     def execute_async_v3(self, stream):
         self.trt.calls["execute"] += 1
         n = int(np.prod(self.shape))
-        x = np.frombuffer((ctypes.c_float * n).from_address(self.addr["input"]), np.float32).reshape(self.shape)
+        x = np.frombuffer((ctypes.c_float * n).from_address(self.addr["input"]),
+                          np.float32).reshape(self.shape)
         out = expected(x)
         ctypes.memmove(self.addr["logits"], out.ctypes.data, out.nbytes)
         return True

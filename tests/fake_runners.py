@@ -30,8 +30,9 @@ class _Base(Runner):
 
 
 class TurnRunner(_Base):
-    """Writes "PID TIME" to $TURN_LOG at each call; with $TURN_RELEASE_S, its load lets its GPU turn go that long
-    (host/gpu_turn.py), as torch.compile's tracing does, touching $TURN_LOG.released when it has let go."""
+    """Writes "PID TIME" to $TURN_LOG at each call; with $TURN_RELEASE_S, its load lets its GPU turn go that
+    long (host/gpu_turn.py), as torch.compile's tracing does, touching $TURN_LOG.released when it has let
+    go."""
 
     def load(self):
         super().load()
@@ -81,7 +82,8 @@ class CrashAtBatch4(_Base):
 
 
 class CrashInThroughput(_Base):
-    """Measures the latency scenario, dies like a segfaulting native library in the throughput scenario at batch 1."""
+    """Measures the latency scenario, dies like a segfaulting native library in the throughput scenario at
+    batch 1."""
 
     def throughput(self, batch, settings):
         if self.options.batch_size == 1:
@@ -90,7 +92,8 @@ class CrashInThroughput(_Base):
 
 
 class CountingRunner(_Base):
-    """Counts what the harness asks of it: a run before the first timed call would show in ``runs_before_first``."""
+    """Counts what the harness asks of it: a run before the first timed call would show in
+    ``runs_before_first``."""
 
     def load(self):
         super().load()

@@ -1,5 +1,6 @@
-"""One side of the A/B gate (measure/ab_child.py): its calling thread pinned to one CPU while blocks are timed and
-let go before a runner loads; a runner loaded by "open" (both sides at once) keeps its load time for "load"."""
+"""One side of the A/B gate (measure/ab_child.py): its calling thread pinned to one CPU while blocks are timed
+and let go before a runner loads; a runner loaded by "open" (both sides at once) keeps its load time for
+"load"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How many process pairs the A/B gate measures (regress/paired.py ``replicates_needed``, measure/ab.py
-``measure_pair``): decided once from the first stage's spread; where no number up to the most reaches the goal,
-the one whose projected detectable change is smallest, never simply the most."""
+``measure_pair``): decided once from the first stage's spread; where no number up to the most reaches the
+goal, the one whose projected detectable change is smallest, never simply the most."""
 
 from __future__ import annotations
 

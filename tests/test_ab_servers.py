@@ -1,6 +1,6 @@
-"""The A/B gate's fork servers (regress/ab_servers.py): launched before the bundles are verified for the runners the
-selection and bundle B's manifest name, every one of them done importing before anything is timed, each said ready
-once, where it is first used."""
+"""The A/B gate's fork servers (regress/ab_servers.py): launched before the bundles are verified for the
+runners the selection and bundle B's manifest name, every one of them done importing before anything is timed,
+each said ready once, where it is first used."""
 
 from __future__ import annotations
 
@@ -35,9 +35,10 @@ def test_every_launched_server_has_imported_before_the_first_configuration_gets_
         assert len(fs.servers) == 2 and not any(s.ready for s in fs.servers.values())
         got = servers.for_runner("x")
         assert got["a"] is got["b"] is not None and got["a"].modules == ("json",)
-        assert all(s.ready for s in fs.servers.values())  # y's imports are done too: nothing imports while timed
-        assert [m for m in log.lines if "ready" in m] == ["sides A and B: fork server ready: json imported once for "
-                                                           "all configurations"]
+        # y's imports are done too: nothing imports while timed
+        assert all(s.ready for s in fs.servers.values())
+        assert [m for m in log.lines if "ready" in m] == ["sides A and B: fork server ready: "
+                                                          "json imported once for all configurations"]
         assert servers.for_runner("y")["b"].modules == ("csv", "statistics")
         assert sum("ready: csv, statistics" in m for m in log.lines) == 1
         servers.for_runner("y")
@@ -56,7 +57,8 @@ def test_the_runners_launched_early_follow_the_selection_and_the_bundle(tmp_path
     b = _bundle(tmp_path, ["pytorch", "onnx"])
     sel = MeasureOptions(backends=["pytorch", "onnxruntime", "openvino"], devices=["cpu"])
     assert early_runners(b, sel) == ["pytorch", "onnxruntime", "openvino"]  # OpenVINO reads ONNX too
-    assert early_runners(b, MeasureOptions(backends=["pytorch", "onnxruntime"], formats=["onnx"])) == ["onnxruntime"]
+    assert early_runners(b, MeasureOptions(backends=["pytorch", "onnxruntime"],
+                                           formats=["onnx"])) == ["onnxruntime"]
     assert "tensorrt" not in early_runners(b, MeasureOptions())  # not on the CPU
     assert early_runners(b, MeasureOptions(backends=["pytorch"], devices=["edgetpu"])) == []
     (tmp_path / "manifest.json").write_text("{not json")

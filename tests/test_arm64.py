@@ -55,7 +55,8 @@ def _check_cpu(out: Path, cpu: str, want: set[tuple[str, str]]) -> None:
     assert set(rows) == want, f"{cpu}: rows {sorted(rows)}, bundle {sorted(want)}"
     for (fmt, prec), r in sorted(rows.items()):
         assert r["status"] == "ok", f"{cpu} {fmt} {prec}: {r['status']} {r['reason']}"
-        assert r["parity"]["judged"] and r["parity"]["passed"], f"{cpu} {fmt} {prec}: {r['parity']['failures']}"
+        assert r["parity"]["judged"] and r["parity"]["passed"], \
+            f"{cpu} {fmt} {prec}: {r['parity']['failures']}"
         assert any(_emulated(n) for n in r["notes"]), f"{cpu} {fmt} {prec}: notes {r['notes']}"
 
 

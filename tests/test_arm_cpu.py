@@ -18,7 +18,8 @@ NOWHERE = DATA / "no-root"  # a root without /proc/sys/fs/binfmt_misc
 BOARDS = [  # (file, name, int8 path, flags of interest)
     ("jetson-nano-a57.txt", "ARM Cortex-A57", "NEON", ("asimd",)),
     ("jetson-agx-xavier-carmel.txt", "NVIDIA Carmel", "NEON", ("asimd", "fphp", "asimdhp")),
-    ("jetson-agx-orin-a78ae.txt", "ARM Cortex-A78AE", "NEON dot product", ("asimd", "asimddp", "fphp", "asimdhp")),
+    ("jetson-agx-orin-a78ae.txt", "ARM Cortex-A78AE", "NEON dot product",
+     ("asimd", "asimddp", "fphp", "asimdhp")),
     ("imx8mq-a53.txt", "ARM Cortex-A53", "NEON", ("asimd",)),
     ("rpi4-a72-32bit.txt", "ARM Cortex-A72 (AArch32)", "NEON (AArch32)", ("neon",)),
     ("rpi5-a76.txt", "ARM Cortex-A76", "NEON dot product", ("asimd", "asimddp", "fphp", "asimdhp")),

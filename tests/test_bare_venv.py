@@ -1,6 +1,7 @@
 """`infer-compare --help` and `infer-compare env` work with only the core installed:
 a fresh virtual environment with the package and its core dependencies (pydantic among them), no
-torch, no runtime; `report` reads and checks a results file there. Needs pip to reach PyPI (as CI does); skipped offline."""
+torch, no runtime; `report` reads and checks a results file there. Needs pip to reach PyPI (as CI does);
+skipped offline."""
 
 import json
 import os

@@ -35,7 +35,8 @@ def _refusing(real, refused: list[str]):
     return popen
 
 
-def test_every_configuration_whose_child_cannot_start_is_a_failed_row(onnx_bundle, cache_dir, monkeypatch, tmp_path):
+def test_every_configuration_whose_child_cannot_start_is_a_failed_row(onnx_bundle, cache_dir, monkeypatch,
+                                                                      tmp_path):
     from infer_compare.bundle import run_bundle
     from infer_compare.report import write_all
 
@@ -46,7 +47,8 @@ def test_every_configuration_whose_child_cannot_start_is_a_failed_row(onnx_bundl
     assert refused and {(r.precision, r.batch_size) for r in measured} == {("fp32", 1), ("fp32", 2),
                                                                            ("int8", 1), ("int8", 2)}
     assert all(r.status == RUN_FAILED for r in measured)
-    assert all("could not start" in r.reason and "Errno 14" in r.reason for r in measured if r.batch_size == 1)
+    assert all("could not start" in r.reason and "Errno 14" in r.reason for r in measured
+               if r.batch_size == 1)
     assert not any(r.status == OK for r in measured)
     write_all(rep, tmp_path / "out")  # the run ended with its report, not a traceback
     assert (tmp_path / "out" / "results.json").exists()

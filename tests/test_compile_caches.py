@@ -71,16 +71,18 @@ def test_torchs_own_default_is_no_choice_of_the_users(tmp_path, monkeypatch):
 
 
 def test_the_default_agrees_with_torchs(monkeypatch):
-    code = ("import os, torchvision; from infer_compare.backends.pytorch.compile_caches import torch_default; "
-            "print(os.environ.get('TORCHINDUCTOR_CACHE_DIR') == torch_default())")
+    code = ("import os, torchvision; from infer_compare.backends.pytorch.compile_caches import "
+            "torch_default; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR') == torch_default())")
     env = {k: v for k, v in os.environ.items() if k not in compile_caches.SUBDIRS}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env).stdout
     assert out.strip() == "True"
 
 
 def test_the_replica_agrees_without_torch_imported(monkeypatch):
-    code = ("import sys; from infer_compare.backends.pytorch.compile_caches import torch_default; d = torch_default(); "
-            "assert 'torch' not in sys.modules; from torch._inductor.runtime.cache_dir_utils import "
-            "default_cache_dir; import os; print(d == os.path.abspath(default_cache_dir()))")
+    code = ("import sys; from infer_compare.backends.pytorch.compile_caches import torch_default; d = "
+            "torch_default(); assert 'torch' not in sys.modules; from "
+            "torch._inductor.runtime.cache_dir_utils import default_cache_dir; import os; print(d == "
+            "os.path.abspath(default_cache_dir()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"

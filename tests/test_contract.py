@@ -24,7 +24,8 @@ from infer_compare.cli import build_parser, build_run_parser, runner_options_fro
 from infer_compare.cli.flags import runner_flags
 
 RUNNERS = sorted(runners())
-EXPORTERS = sorted({(f.name, f.exporter_for(f.artifact_for(p))) for f in FORMATS.values() for p in f.precisions})
+EXPORTERS = sorted({(f.name, f.exporter_for(f.artifact_for(p))) for f in FORMATS.values()
+                    for p in f.precisions})
 PACKAGE = Path(backends.__file__).parent
 
 
@@ -111,7 +112,8 @@ def test_every_declared_option_has_a_flag_that_reaches_its_runner(build):
         args = build().parse_args(base + [fl.flag] + ([] if v is None else [v]))
         got = runner_options_from_args(args)
         for runner, f in fl.owners:
-            want = (not f.default) if f.kind == "bool" else {"int": int, "float": float, "str": str}[f.kind](v)
+            want = ((not f.default) if f.kind == "bool"
+                    else {"int": int, "float": float, "str": str}[f.kind](v))
             assert got[runner][f.name] == want, (fl.flag, runner)
             options_class(runner).build(runner, got[runner])  # and it validates
 
@@ -135,8 +137,8 @@ def test_unknown_or_invalid_runner_options_are_usage_errors_naming_the_runner():
         check_runner_options({"tensorrt": {"workspace_mib": "big"}})
     with pytest.raises(UsageError, match="unknown runner"):
         check_runner_options({"openvinoo": {}})
-    assert check_runner_options({"openvino": {"performance_hint": "THROUGHPUT"}})["openvino"].performance_hint == \
-        "THROUGHPUT"
+    assert check_runner_options({"openvino": {"performance_hint": "THROUGHPUT"}})[
+        "openvino"].performance_hint == "THROUGHPUT"
 
 
 @pytest.mark.parametrize("rt", sorted(rt.name for rt in runtimes()))

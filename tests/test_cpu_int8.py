@@ -39,7 +39,8 @@ def test_each_cpu_class_is_named_with_its_saturation(machine, flags, isa, satura
 
 def test_kernel_sentence_warns_only_where_8bit_weights_can_saturate():
     avx2, vnni = describe("x86_64", AVX2), describe("x86_64", AVX512 | {"avx512_vnni"})
-    assert "can saturate" in avx2.ort_kernel("U8S8", 8) and "--onnx-int8-reduce-range on" in avx2.ort_kernel("U8S8", 8)
+    assert "can saturate" in avx2.ort_kernel("U8S8", 8) and \
+        "--onnx-int8-reduce-range on" in avx2.ort_kernel("U8S8", 8)
     assert "keep the int16 pair sums from saturating" in avx2.ort_kernel("U8S8", 7)
     assert "no saturation" in vnni.ort_kernel("U8S8", 8)
     assert "int8 activations kept" in vnni.ort_kernel("S8S8", 8)
@@ -129,9 +130,11 @@ def _op(i, name, ins, outs):
 
 
 def test_delegation_walks_each_partition_back_to_its_inputs():
-    # conv -> pool -> quantize -> conv -> fc; XNNPACK took conv (0) and quantize+conv+fc (2, 3, 4), not the pool (1)
+    # conv -> pool -> quantize -> conv -> fc; XNNPACK took conv (0) and quantize+conv+fc (2, 3, 4), not the
+    # pool (1)
     ops = [_op(0, "CONV_2D", [0, 10, 11], [1]), _op(1, "AVERAGE_POOL_2D", [1], [2]),
-           _op(2, "QUANTIZE", [2], [3]), _op(3, "CONV_2D", [3, 12, 13], [4]), _op(4, "FULLY_CONNECTED", [4, 14], [5]),
+           _op(2, "QUANTIZE", [2], [3]), _op(3, "CONV_2D", [3, 12, 13], [4]),
+           _op(4, "FULLY_CONNECTED", [4, 14], [5]),
            _op(5, "DELEGATE", [0, 10, 11], [1]), _op(6, "DELEGATE", [2, 12, 13, 14], [5])]
     d = delegation(_FakeInterpreter(ops))
     assert d.partitions == 2 and d.builtin == Counter({"AVERAGE_POOL_2D": 1})

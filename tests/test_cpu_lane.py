@@ -12,7 +12,8 @@ from infer_compare.measure.gpus import concurrency_note, make_lanes, parse_cores
 from infer_compare.measure.plan import make_selection
 
 H100 = "NVIDIA H100 80GB HBM3"
-GPUS = [{"index": 0, "name": H100, "uuid": "GPU-aaaa-0000"}, {"index": 1, "name": H100, "uuid": "GPU-bbbb-1111"}]
+GPUS = [{"index": 0, "name": H100, "uuid": "GPU-aaaa-0000"},
+        {"index": 1, "name": H100, "uuid": "GPU-bbbb-1111"}]
 
 
 def _siblings(c: int) -> tuple[int, ...]:  # 16 physical cores, two threads each: c and c+16
@@ -20,7 +21,8 @@ def _siblings(c: int) -> tuple[int, ...]:  # 16 physical cores, two threads each
 
 
 def test_each_gpu_keeps_its_own_cores_and_the_cpu_lane_has_the_rest():
-    gpu_slots, lane = make_lanes(GPUS, ["cuda:0", "cuda:1"], threads=16, cpus=list(range(32)), siblings=_siblings)
+    gpu_slots, lane = make_lanes(GPUS, ["cuda:0", "cuda:1"], threads=16, cpus=list(range(32)),
+                                 siblings=_siblings)
     cores = [set(s.cores) for s in gpu_slots] + [set(lane.cores)]
     assert [len(c) for c in cores] == [4, 4, 24]  # two whole physical cores (4 CPUs) per GPU
     assert set().union(*cores) == set(range(32)) and sum(len(c) for c in cores) == 32  # disjoint, all used
@@ -31,7 +33,8 @@ def test_each_gpu_keeps_its_own_cores_and_the_cpu_lane_has_the_rest():
 
 
 def test_one_gpu_is_enough_and_a_small_host_gets_no_lane():
-    gpu_slots, lane = make_lanes(GPUS[:1], ["cuda:0"], threads=8, cpus=list(range(8)), siblings=lambda c: (c,))
+    gpu_slots, lane = make_lanes(GPUS[:1], ["cuda:0"], threads=8, cpus=list(range(8)),
+                                 siblings=lambda c: (c,))
     assert [len(s.cores) for s in gpu_slots] == [4] and lane.threads == 4
     assert make_lanes(GPUS[:1], ["cuda:0"], threads=8, cpus=list(range(6)), siblings=lambda c: (c,)) is None
 

@@ -39,8 +39,8 @@ def ssd_outputs(n: int = 3, anchors: int = 400, classes: int = 3, softmax: bool 
 
 
 def post_nms_outputs(n: int = 3, k: int = 100, seed: int = 0):
-    """{boxes [n, K, 4] (y1, x1, y2, x2 in 0-1, as TFLite_Detection_PostProcess gives them), scores [n, K] sorted,
-    classes [n, K], num [n]}: 8 detections per sample, the rest padding."""
+    """{boxes [n, K, 4] (y1, x1, y2, x2 in 0-1, as TFLite_Detection_PostProcess gives them), scores [n, K]
+    sorted, classes [n, K], num [n]}: 8 detections per sample, the rest padding."""
     rng = np.random.default_rng(seed)
     boxes, scores, classes = np.zeros((n, k, 4)), np.zeros((n, k)), np.zeros((n, k))
     for i in range(n):
@@ -64,8 +64,10 @@ def test_centre_size_boxes_and_logits_are_not_taken_for_a_head():
     b = out["boxes"]
     centre = np.concatenate([(b[..., :2] + b[..., 2:]) / 2, b[..., 2:] - b[..., :2]], -1)  # cx, cy, w, h
     assert find_groups({"boxes": centre, "scores": out["scores"]}) == []
-    assert find_groups({"boxes": b, "scores": np.log(out["scores"])}) == []  # logits: raw heads, not judged so
-    assert find_groups({"boxes": b, "scores": out["scores"]}, {"scores": "regression"}) == []  # the user's word
+    # logits: raw heads, not judged so
+    assert find_groups({"boxes": b, "scores": np.log(out["scores"])}) == []
+    # the user's word
+    assert find_groups({"boxes": b, "scores": out["scores"]}, {"scores": "regression"}) == []
 
 
 def test_post_nms_outputs_are_found_and_the_count_is_left_alone():
@@ -138,13 +140,14 @@ def _reheaded(path, out, layout: str):
     n = helper.make_node
     nodes = [n("Transpose", [old], ["t"], perm=[0, 2, 1]), n("Slice", ["t", "s0", "e2", "ax2"], ["cxy"]),
              n("Slice", ["t", "e2", "e4", "ax2"], ["wh"]), n("Slice", ["t", "s4", "e15", "ax2"], ["scores"]),
-             n("Mul", ["wh", "half"], ["hwh"]), n("Sub", ["cxy", "hwh"], ["p1"]), n("Add", ["cxy", "hwh"], ["p2"]),
-             n("Concat", ["p1", "p2"], ["boxes"], axis=2)]
+             n("Mul", ["wh", "half"], ["hwh"]), n("Sub", ["cxy", "hwh"], ["p1"]),
+             n("Add", ["cxy", "hwh"], ["p2"]), n("Concat", ["p1", "p2"], ["boxes"], axis=2)]
     outs = [("boxes", [1, 21504, 4]), ("scores", [1, 21504, 11])]
     if layout == "post-nms":
         nodes += [n("Transpose", ["scores"], ["st"], perm=[0, 2, 1]),
                   n("NonMaxSuppression", ["boxes", "st", "maxo", "iou", "thr"], ["sel"]),
-                  n("Slice", ["sel", "s1", "e3", "ax1"], ["ci"]), n("Slice", ["sel", "e2", "e3", "ax1"], ["bi"]),
+                  n("Slice", ["sel", "s1", "e3", "ax1"], ["ci"]),
+                  n("Slice", ["sel", "e2", "e3", "ax1"], ["bi"]),
                   n("Slice", ["sel", "s1", "e2", "ax1"], ["cl"]), n("Squeeze", ["st"], ["st0"], axes=[0]),
                   n("Squeeze", ["boxes"], ["b0"], axes=[0]), n("GatherND", ["st0", "ci"], ["sc"]),
                   n("Squeeze", ["bi"], ["bi1"], axes=[1]), n("Gather", ["b0", "bi1"], ["bx"], axis=0),
@@ -152,7 +155,8 @@ def _reheaded(path, out, layout: str):
                   n("Concat", ["sc", "z1"], ["scp"], axis=0), n("Concat", ["bx", "z4"], ["bxp"], axis=0),
                   n("Concat", ["clf", "z1"], ["clp"], axis=0), n("TopK", ["scp", "K"], ["v", "ix"]),
                   n("Gather", ["bxp", "ix"], ["bk"], axis=0), n("Gather", ["clp", "ix"], ["ck"], axis=0),
-                  n("Unsqueeze", ["bk"], ["det_boxes"], axes=[0]), n("Unsqueeze", ["v"], ["det_scores"], axes=[0]),
+                  n("Unsqueeze", ["bk"], ["det_boxes"], axes=[0]),
+                  n("Unsqueeze", ["v"], ["det_scores"], axes=[0]),
                   n("Unsqueeze", ["ck"], ["det_classes"], axes=[0])]
         outs = [("det_boxes", [1, 100, 4]), ("det_scores", [1, 100]), ("det_classes", [1, 100])]
     for i, node in enumerate(nodes):
@@ -180,7 +184,8 @@ def test_a_trained_detector_in_several_outputs_is_judged_on_its_detections(layou
     data = tmp_path / "pages.npy"
     np.save(data, document_pages(3))
     rep = compare(str(model), data=str(data), backends=backends(), devices=["cpu"],
-                  precisions=["fp32", "fp16", "int8"], batch_sizes=[1], cache_dir=cache_dir, **FAST, max_time_s=0.3)
+                  precisions=["fp32", "fp16", "int8"], batch_sizes=[1], cache_dir=cache_dir, **FAST,
+                  max_time_s=0.3)
     rows = [r for r in rep.rows if r.device == "cpu" and r.parity is not None]
     assert {(r.backend, r.precision) for r in rows} >= {("onnxruntime", p) for p in ("fp32", "fp16", "int8")}
     for r in rows:
@@ -188,7 +193,8 @@ def test_a_trained_detector_in_several_outputs_is_judged_on_its_detections(layou
         assert det["format"] == ("ssd-nobg" if layout == "ssd" else "post-nms")
         assert det["reference"] >= 10 and r.status == "ok", (r.backend, r.precision, r.reason)
         assert det["kept"] >= 0.9 * (det["kept"] + det["lost"])
-    # int8: the YOLO Concat the outputs are decoded from (through Slice, Transpose, NonMaxSuppression) in float
+    # int8: the YOLO Concat the outputs are decoded from (through Slice, Transpose, NonMaxSuppression) in
+    # float
     int8 = next(r for r in rows if r.backend == "onnxruntime" and r.precision == "int8")
     assert "mixed_scale_outputs" in int8.export.options
     assert any("judged together as detections" in n for n in rep.notes)

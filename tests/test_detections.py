@@ -20,7 +20,8 @@ from .conftest import FAST
 
 
 def _head(n=2, anchors=300, classes=3, seed=0, dets=4) -> np.ndarray:
-    """[n, anchors, 4 + 1 + classes] in pixels of a 320 px image: ``dets`` confident boxes per sample, apart."""
+    """[n, anchors, 4 + 1 + classes] in pixels of a 320 px image: ``dets`` confident boxes per sample,
+    apart."""
     rng = np.random.default_rng(seed)
     a = np.zeros((n, anchors, 5 + classes))
     a[..., :2] = rng.uniform(0, 320, (n, anchors, 2))
@@ -80,7 +81,8 @@ def test_formats_are_recognized_and_others_are_not():
     grid[..., 4:] = np.random.default_rng(2).uniform(0, 1, (1, det.grid_anchors(416, 416), 2))
     assert det.recognize(grid, (416, 416)) == det.Head("yolo", (416, 416))
     assert parse_output_kinds(["out=detections:yolov8"]) == {"out": "detections:yolov8"}
-    assert parse_output_kinds(["out=detections:ssd"]) == {"out": "detections:ssd"}  # a head of several outputs
+    # a head of several outputs
+    assert parse_output_kinds(["out=detections:ssd"]) == {"out": "detections:ssd"}
     with pytest.raises(UsageError, match="unknown detections format 'retinanet'"):
         parse_output_kinds(["out=detections:retinanet"])
     with pytest.raises(UsageError, match="boxes are corners"):
@@ -95,7 +97,8 @@ def test_nms_and_iou_match_torchvision():
     boxes = np.concatenate([xy, xy + rng.uniform(5, 40, (200, 2))], 1)
     scores, labels = rng.uniform(0, 1, 200), rng.integers(0, 4, 200)
     np.testing.assert_allclose(det.box_iou(boxes[:50], boxes[50:]),
-                               tv.ops.box_iou(torch.tensor(boxes[:50]), torch.tensor(boxes[50:])).numpy(), atol=1e-9)
+                               tv.ops.box_iou(torch.tensor(boxes[:50]), torch.tensor(boxes[50:])).numpy(),
+                               atol=1e-9)
     mine = det.batched_nms(boxes, scores, labels, 0.45)
     theirs = tv.ops.batched_nms(torch.tensor(boxes), torch.tensor(scores), torch.tensor(labels), 0.45).numpy()
     assert mine.tolist() == theirs.tolist()
@@ -163,8 +166,8 @@ def _doclaynet() -> Path:
 
 
 def document_pages(n: int = 6, seed: int = 0) -> np.ndarray:
-    """[n, 3, 1024, 1024] float32 0-1: pages with a title, paragraphs, one of scikit-image's photos, a table and
-    a page number, for a document layout detector."""
+    """[n, 3, 1024, 1024] float32 0-1: pages with a title, paragraphs, one of scikit-image's photos, a table
+    and a page number, for a document layout detector."""
     skimage_data = pytest.importorskip("skimage.data")
     from PIL import Image, ImageDraw, ImageFont
 
@@ -189,7 +192,8 @@ def document_pages(n: int = 6, seed: int = 0) -> np.ndarray:
         for r in range(6):
             for c in range(3):
                 draw.rectangle((560 + c * 120, 160 + r * 32, 680 + c * 120, 192 + r * 32), outline="black")
-                draw.text((566 + c * 120, 166 + r * 32), str(int(rng.integers(0, 999))), font=small, fill="black")
+                draw.text((566 + c * 120, 166 + r * 32), str(int(rng.integers(0, 999))), font=small,
+                          fill="black")
         draw.text((480, 980), str(k + 1), font=small, fill="black")
         out.append(np.asarray(im, dtype=np.float32).transpose(2, 0, 1) / 255.0)
     return np.stack(out)

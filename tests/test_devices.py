@@ -80,7 +80,8 @@ def test_jetson_facts_with_commands():
 
 
 def test_jetson_clocks_fall_back_to_sysfs_when_not_root():
-    run = _runner({"nvpmodel": None, "jetson_clocks": "jetson_clocks: ERROR: You must be root to run this script"})
+    run = _runner({"nvpmodel": None, "jetson_clocks": "jetson_clocks: ERROR: You must be root to run "
+                   "this script"})
     j = devices.jetson_facts(ORIN, run)
     assert j["power_mode"] is None
     assert j["clocks_locked"] is False
@@ -111,11 +112,13 @@ def test_governors_mixed_and_absent(tmp_path):
 
 
 def test_unlocked_clocks_warn_locked_do_not():
-    facts = devices.collect(ORIN, _runner({"nvpmodel": (DATA / "nvpmodel-q.txt").read_text(),
-                                           "jetson_clocks": (DATA / "jetson_clocks-show-unlocked.txt").read_text()}))
+    facts = devices.collect(ORIN, _runner({
+        "nvpmodel": (DATA / "nvpmodel-q.txt").read_text(),
+        "jetson_clocks": (DATA / "jetson_clocks-show-unlocked.txt").read_text()}))
     (w,) = devices.measurement_warnings(facts)
     assert "NOT locked" in w and "sudo jetson_clocks" in w and "MAXN" in w
-    facts = devices.collect(ORIN, _runner({"jetson_clocks": (DATA / "jetson_clocks-show-locked.txt").read_text()}))
+    facts = devices.collect(ORIN,
+                            _runner({"jetson_clocks": (DATA / "jetson_clocks-show-locked.txt").read_text()}))
     assert facts["jetson"]["clocks_locked"] is True
     assert devices.measurement_warnings(facts) == []
 

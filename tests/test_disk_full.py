@@ -22,7 +22,8 @@ from infer_compare.cli import main
 
 from .conftest import python_env
 
-FAST = ["--min-iters", "3", "--warmup", "1", "--min-time", "0.05", "-b", "1", "--device", "cpu", "--precisions", "fp32"]
+FAST = ["--min-iters", "3", "--warmup", "1", "--min-time", "0.05", "-b", "1", "--device", "cpu",
+        "--precisions", "fp32"]
 
 
 def test_reason_names_a_full_disk_whatever_the_words(tmp_path, monkeypatch):
@@ -40,7 +41,8 @@ def test_reason_names_a_full_disk_whatever_the_words(tmp_path, monkeypatch):
 def test_a_cache_entry_that_fits_nowhere_is_one_line(tmp_path, monkeypatch):
     def build(d: Path) -> dict:
         (d / "w.pt").write_bytes(b"x")
-        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 205312 vs 205232") from \
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos "
+                           "205312 vs 205232") from \
             RuntimeError("basic_ios::clear: iostream error")
 
     monkeypatch.setattr(diskfull, "LOW_FREE_BYTES", 1 << 62)
@@ -52,18 +54,19 @@ def test_a_cache_entry_that_fits_nowhere_is_one_line(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("exporter", ["NoSpaceExporter", "IostreamExporter"])
-def test_rows_that_failed_for_lack_of_space_say_so_and_the_run_exits_1(cache_dir, tmp_path, monkeypatch, capsys,
-                                                                        exporter):
+def test_rows_that_failed_for_lack_of_space_say_so_and_the_run_exits_1(cache_dir, tmp_path, monkeypatch,
+                                                                       capsys, exporter):
     from infer_compare.catalog import formats
 
     table = dict(formats.FORMATS)
     table["onnx"] = dataclasses.replace(table["onnx"], exporter=f"tests.fake_full_disk:{exporter}")
     monkeypatch.setattr(formats, "FORMATS", table)
     monkeypatch.setenv("PYTHONPATH", python_env()["PYTHONPATH"])
-    monkeypatch.setattr(diskfull, "LOW_FREE_BYTES", 1 << 62)  # the free space the vague words are checked against
+    # the free space the vague words are checked against
+    monkeypatch.setattr(diskfull, "LOW_FREE_BYTES", 1 << 62)
     out = tmp_path / "out"
-    code = main(["--model", "lenet5", "--formats", "pytorch,onnx", "--cache-dir", str(cache_dir), "-o", str(out),
-                 *FAST])
+    code = main(["--model", "lenet5", "--formats", "pytorch,onnx", "--cache-dir", str(cache_dir), "-o",
+                 str(out), *FAST])
     err = capsys.readouterr().err
     assert code == 1, err
     assert "row(s) could not be built: disk full (ENOSPC)" in err
@@ -92,9 +95,9 @@ def test_a_real_full_tmpfs_under_the_cache(tmp_path):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
         env = {**python_env(), "TMPDIR": str(tiny)}
-        p = subprocess.run([sys.executable, "-m", "infer_compare.cli", "--model", "lenet5", "--formats", "pytorch",
-                            "--cache-dir", str(tiny), "-o", str(tmp_path / "out"), *FAST], capture_output=True,
-                           text=True, env=env, timeout=900)
+        p = subprocess.run([sys.executable, "-m", "infer_compare.cli", "--model", "lenet5", "--formats",
+                            "pytorch", "--cache-dir", str(tiny), "-o", str(tmp_path / "out"), *FAST],
+                           capture_output=True, text=True, env=env, timeout=900)
     finally:
         subprocess.run(["umount", str(tiny)], capture_output=True)
     assert p.returncode == 2, p.stderr

@@ -29,7 +29,8 @@ def cancelling_model(path) -> None:
     nodes = [helper.make_node("Concat", ["x", "x"], ["twice"], name="twice", axis=1),
              helper.make_node("Conv", ["twice", "w"], ["cancelled"], name="cancelling_conv"),
              helper.make_node("ReduceMean", ["cancelled"], ["y"], name="pool", axes=[2, 3], keepdims=0)]
-    g = helper.make_graph(nodes, "cancel", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 16, 16])],
+    g = helper.make_graph(nodes, "cancel",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 16, 16])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
                           [numpy_helper.from_array(w, "w")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
@@ -58,7 +59,8 @@ def test_failed_fp16_and_int8_rows_name_the_first_diverging_node(model, cache_di
     for r in rows.values():
         assert "first diverging node: cancelling_conv (Conv), relative error 1 >" in r["reason"], r["reason"]
         d = r["extra"]["first_divergence"]
-        assert (d["node"], d["op"], d["output"]) == ("cancelling_conv", "Conv", "cancelled") and d["error"] > 0.5
+        assert (d["node"], d["op"], d["output"]) == ("cancelling_conv", "Conv", "cancelled") and \
+            d["error"] > 0.5
         assert d["compared"] == 2  # twice, cancelled: the tensors both graphs have, in topological order
     assert "--onnx-fp16-keep-fp32 Conv" in rows["fp16"]["reason"]
     assert "--onnx-int8-exclude cancelling_conv" in rows["int8"]["reason"]
@@ -82,7 +84,8 @@ def test_the_remedy_keeps_the_op_in_fp32_and_the_row_passes(model, cache_dir, tm
 def test_the_int8_remedy_leaves_the_node_unquantized(model, cache_dir, tmp_path, exclude):
     from infer_compare.cli import main
 
-    main(["--model", str(model), "--precisions", "int8", *FAST, "-o", str(tmp_path), "--onnx-int8-exclude", exclude])
+    main(["--model", str(model), "--precisions", "int8", *FAST, "-o", str(tmp_path), "--onnx-int8-exclude",
+          exclude])
     (r,) = [r for r in _rows(tmp_path) if r["precision"] == "int8"]
     assert r["status"] in ("ok", "parity_failed"), r["reason"]
     assert r["export"]["options"]["excluded"] == {"asked": [exclude], "nodes": ["cancelling_conv"]}
@@ -96,7 +99,8 @@ def test_the_int8_remedy_leaves_the_node_unquantized(model, cache_dir, tmp_path,
 def test_an_int8_exclusion_that_matches_nothing_fails_the_export_saying_so(model, cache_dir, tmp_path):
     from infer_compare.cli import main
 
-    main(["--model", str(model), "--precisions", "int8", *FAST, "-o", str(tmp_path), "--onnx-int8-exclude", "Nope"])
+    main(["--model", str(model), "--precisions", "int8", *FAST, "-o", str(tmp_path),
+          "--onnx-int8-exclude", "Nope"])
     (r,) = [r for r in _rows(tmp_path) if r["precision"] == "int8"]
     assert r["status"] == "export_failed" and "--onnx-int8-exclude Nope: no node" in r["reason"], r["reason"]
 

@@ -31,7 +31,8 @@ def _dynamic_audio_file(tmp_path):
 def _image_file(tmp_path, name, hw, outputs=1):
     """x float32 [1, hw, hw, 3] -> ABS (and NEG, RELU ... for more outputs)."""
     ops = ["ABS", "NEG", "RELU", "RELU6", "TANH"][:outputs]
-    tensors = [T("x", [1, hw, hw, 3], "float32")] + [T(f"y{i}", [1, hw, hw, 3], "float32") for i in range(outputs)]
+    tensors = [T("x", [1, hw, hw, 3], "float32")] + [T(f"y{i}", [1, hw, hw, 3], "float32")
+                                                     for i in range(outputs)]
     p = tmp_path / name
     p.write_bytes(build(tensors, [(op, ["x"], [f"y{i}"], None) for i, op in enumerate(ops)], ["x"],
                         [f"y{i}" for i in range(outputs)]))
@@ -42,7 +43,8 @@ def test_a_dynamic_signature_is_read_and_sized_by_the_data(tmp_path):
     from infer_compare.prepare.tflite_file import load_tflite
 
     path = str(_dynamic_audio_file(tmp_path))
-    with pytest.raises(UsageError, match=r"dynamic dimension 1 \('\?'\) with no size: give it with --input-shape x:1xN"):
+    with pytest.raises(UsageError, match=r"dynamic dimension 1 \('\?'\) with no size: give it with "
+                       r"--input-shape x:1xN"):
         load_tflite(path)
     um = load_tflite(path, data_shapes={"": (1280,)})
     assert um.inputs[0].shape == ("batch", 1280)
@@ -81,11 +83,13 @@ def test_an_artifact_that_does_not_match_the_model_is_one_line_and_exit_2(tmp_pa
     model = _image_file(tmp_path, "model.tflite", 32)
     data = tmp_path / "x.npy"
     np.save(data, np.random.default_rng(0).random((4, 32, 32, 3), np.float32))
-    base = ["--model", str(model), "--data", str(data), "--backends", "tflite", "--precisions", "fp32", "-b", "1",
-            "--max-time", "0.2",
+    base = ["--model", str(model), "--data", str(data), "--backends", "tflite", "--precisions", "fp32", "-b",
+            "1", "--max-time", "0.2",
             "-o", str(tmp_path / "out")]
-    cases = {"five.tflite": (_image_file(tmp_path, "five.tflite", 32, outputs=5), "it has 5 output(s), the model 1"),
-             "big.tflite": (_image_file(tmp_path, "big.tflite", 64), "input 'x' is 1x64x64x3; the model's takes")}
+    cases = {"five.tflite": (_image_file(tmp_path, "five.tflite", 32, outputs=5),
+                             "it has 5 output(s), the model 1"),
+             "big.tflite": (_image_file(tmp_path, "big.tflite", 64), "input 'x' is 1x64x64x3; the "
+                            "model's takes")}
     for path, said in cases.values():
         code = main([*base, "--artifact", str(path)])
         err = capsys.readouterr().err
@@ -93,7 +97,8 @@ def test_an_artifact_that_does_not_match_the_model_is_one_line_and_exit_2(tmp_pa
         lines = [ln for ln in err.splitlines() if "error" in ln]
         assert len(lines) == 1 and said in lines[0] and path.name in lines[0], err
         assert "Traceback" not in err
-    assert main([*base, "--artifact", str(_image_file(tmp_path, "same.tflite", 32))]) == 0  # a matching file runs
+    # a matching file runs
+    assert main([*base, "--artifact", str(_image_file(tmp_path, "same.tflite", 32))]) == 0
 
 
 def test_the_check_reads_onnx_and_accepts_nhwc_and_dynamic_sizes():
@@ -113,8 +118,8 @@ def test_the_check_reads_an_ir_in_either_attribute_order(tmp_path):
 
     for data in ('shape="?,1,32,32" element_type="f32"', 'element_type="f32" shape="?,1,32,32"'):
         p = tmp_path / "m.xml"
-        p.write_text(f'<net><layers><layer id="0" name="input" type="Parameter" version="opset1">\n<data {data} />'
-                     '</layer></layers></net>')
+        p.write_text('<net><layers><layer id="0" name="input" type="Parameter" '
+                     f'version="opset1">\n<data {data} /></layer></layers></net>')
         assert _ir(str(p)) == ([Side("", (None, 1, 32, 32), "f")], None)
     p.write_text("<net><layers></layers></net>")
     assert _ir(str(p)) == (None, None)  # nothing found: not checked, never "0 inputs"
@@ -136,7 +141,8 @@ def test_a_refusal_is_remembered_and_replayed(tmp_path):
 
         def export(self, ctx, source, out, precision):
             calls.append(precision)
-            raise ExportRefused("TFLite fp32 conversion failed: torch.export stopped at ONNX node Slice_34 (Slice)")
+            raise ExportRefused("TFLite fp32 conversion failed: torch.export stopped at ONNX node "
+                                "Slice_34 (Slice)")
 
     from infer_compare.catalog.formats import get_format
 
@@ -183,8 +189,9 @@ def test_an_int8_file_with_float_ends_is_labelled():
 
 
 def _resize_slice_onnx(computed_starts: bool = False):
-    """x [1, 3, 8, 8] -> Resize (constant scales x2) -> Slice (constant starts/ends/axes/steps, a negative step
-    on W) -> y; with ``computed_starts`` the Slice's starts come from the data (ArgMax), as no folding can fix."""
+    """x [1, 3, 8, 8] -> Resize (constant scales x2) -> Slice (constant starts/ends/axes/steps, a negative
+    step on W) -> y; with ``computed_starts`` the Slice's starts come from the data (ArgMax), as no folding
+    can fix."""
     from onnx import TensorProto, helper, numpy_helper
 
     inits = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
@@ -209,8 +216,8 @@ def _resize_slice_onnx(computed_starts: bool = False):
 
 
 def test_constant_inputs_are_folded_so_torch_export_traces_them(tmp_path):
-    """Resize reading its scales and Slice reading its starts at run time stopped torch.export (YOLOv8, YOLOX);
-    folded, the module exports and computes what ONNX Runtime computes."""
+    """Resize reading its scales and Slice reading its starts at run time stopped torch.export (YOLOv8,
+    YOLOX); folded, the module exports and computes what ONNX Runtime computes."""
     torch = pytest.importorskip("torch")
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnx2torch")

@@ -38,8 +38,8 @@ Number of Edge TPU subgraphs: 1
 Total number of operations: 72
 Operation log: model_edgetpu.log
 
-Model successfully compiled but not all operations are supported by the Edge TPU. A percentage of the model will \
-instead run on the CPU, which is slower.
+Model successfully compiled but not all operations are supported by the Edge TPU. A percentage of the \
+model will instead run on the CPU, which is slower.
 Number of operations that will run on Edge TPU: 70
 Number of operations that will run on CPU: 2
 
@@ -51,13 +51,15 @@ DEPTHWISE_CONV_2D              17         Mapped to Edge TPU
 MEAN                           1          Mapped to Edge TPU
 FULLY_CONNECTED                1          Mapped to Edge TPU
 PAD                            6          Mapped to Edge TPU
-TRANSPOSE                      1          Operation is otherwise supported, but not mapped due to some unspecified limitation
-QUANTIZE                       1          Operation is otherwise supported, but not mapped due to some unspecified limitation
+TRANSPOSE                      1          Operation is otherwise supported, but not mapped due to some \
+unspecified limitation
+QUANTIZE                       1          Operation is otherwise supported, but not mapped due to some \
+unspecified limitation
 """
 
 # <model>_edgetpu.log as edgetpu_compiler writes it: a header and the same operator table.
-OPERATION_LOG = "Edge TPU Compiler version 16.0.384591198\nInput: model.tflite\nOutput: model_edgetpu.tflite\n\n" + \
-    PARTIAL_LOG[PARTIAL_LOG.index("Operator "):]
+OPERATION_LOG = "Edge TPU Compiler version 16.0.384591198\nInput: model.tflite\nOutput: " \
+    "model_edgetpu.tflite\n\n" + PARTIAL_LOG[PARTIAL_LOG.index("Operator "):]
 
 MOSTLY_CPU_LOG = """Operator                       Count      Status
 
@@ -153,7 +155,8 @@ cat {log}
     assert Path(res.path).name == "model_edgetpu.tflite" and Path(res.path).exists()
     assert (out / "model_edgetpu.log").exists()
     cov = res.options["op_coverage"]
-    assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"], cov["subgraphs"]) == (70, 2, 72, 1)  # counted once
+    # counted once
+    assert (cov["tpu_ops"], cov["cpu_ops"], cov["total_ops"], cov["subgraphs"]) == (70, 2, 72, 1)
     assert cov["ops"]["CONV_2D"]["count"] == 35 and res.options["compiler"] == "16.0.test"
     assert any("70/72" in n for n in res.notes)
     # the static pre-check ran on the source and sits next to the compiler's count
@@ -185,12 +188,14 @@ def test_without_the_compiler_the_skip_reason_carries_the_prediction(monkeypatch
     src.write_bytes(_hand_made_model())
     ctx = ExportContext(model=None, model_name="x", input_shape=(3, 8, 8), num_classes=10, calibration=None)
     said = et.EdgeTpuExporter.explain_unavailable(ctx, str(src), "int8")
-    assert said.startswith("Edge TPU pre-check (edgetpu_compiler 16 as documented by Coral (no compiler ran)): "
-                           "1 of 3 ops would map to the Edge TPU; the first that would not is HARD_SWISH")
+    assert said.startswith("Edge TPU pre-check (edgetpu_compiler 16 as documented by Coral (no "
+                           "compiler ran)): 1 of 3 ops would map to the Edge TPU; the first that "
+                           "would not is HARD_SWISH")
     assert et.EdgeTpuExporter.explain_unavailable(ctx, str(src), "fp32") == ""
     assert et.EdgeTpuExporter.explain_unavailable(ctx, None, "int8") == ""
     (tmp_path / "bad.tflite").write_bytes(b"not a model")
-    assert "could not read" in et.EdgeTpuExporter.explain_unavailable(ctx, str(tmp_path / "bad.tflite"), "int8")
+    assert "could not read" in et.EdgeTpuExporter.explain_unavailable(ctx, str(tmp_path / "bad.tflite"),
+                                                                      "int8")
 
 
 def test_exporter_refuses_a_file_that_is_not_full_integer(monkeypatch, tmp_path):
@@ -239,14 +244,16 @@ def test_device_names_and_manifest_coverage(tmp_path):
     assert _coral_device("edgetpu:usb:0") == "usb:0" and _coral_device("edgetpu:pci:1") == "pci:1"
     assert _coral_device("edgetpu") == ""
     (tmp_path / "manifest.json").write_text('{"options": {"op_coverage": {"tpu_ops": 3, "total_ops": 4}, '
-                                            '"precheck": {"tpu_ops": 4, "total_ops": 4, "summary": "4 of 4"}}}')
+                                            '"precheck": {"tpu_ops": 4, "total_ops": 4, '
+                                            '"summary": "4 of 4"}}}')
     art = str(tmp_path / "model_edgetpu.tflite")
     assert read_coverage(art) == {"tpu_ops": 3, "total_ops": 4}
     assert read_precheck(art)["tpu_ops"] == 4
     assert read_coverage(str(tmp_path / "nowhere" / "m.tflite")) is None
     assert read_precheck(str(tmp_path / "nowhere" / "m.tflite")) is None
     notes = et.coverage_notes(read_coverage(art), read_precheck(art))
-    assert notes[-1] == "pre-check predicted 4/4, compiler mapped 3/4 (they differ: the compiler's log has the last word)"
+    assert notes[-1] == ("pre-check predicted 4/4, compiler mapped 3/4 (they differ: the compiler's log has "
+                         "the last word)")
 
 
 @pytest.mark.edgetpu
@@ -260,7 +267,8 @@ def test_real_edgetpu_run(cache_dir):
     av = et.EdgeTpuExporter.probe()
     if not av.available:
         pytest.skip(av.reason)
-    rep = compare("lenet5", formats=["edgetpu"], cache_dir=cache_dir, warmup_iters=1, min_iters=5, min_time_s=0.05)
+    rep = compare("lenet5", formats=["edgetpu"], cache_dir=cache_dir, warmup_iters=1, min_iters=5,
+                  min_time_s=0.05)
     rows = [r for r in rep.rows if r.backend == "edgetpu"]
     assert rows and rows[0].status == "ok", rows[0].reason
     assert rows[0].extra.get("op_coverage") and np.isfinite(rows[0].latency.p50_ms)

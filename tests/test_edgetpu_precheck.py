@@ -20,7 +20,8 @@ from infer_compare.backends.tflite.tflite_file import BUILTIN_OPS, read_model
 
 from .conftest import FAST
 
-schema = pytest.importorskip("ai_edge_litert.schema_py_generated", reason="ai-edge-litert (TFLite schema) needed")
+schema = pytest.importorskip("ai_edge_litert.schema_py_generated", reason="ai-edge-litert (TFLite "
+                             "schema) needed")
 flatbuffers = pytest.importorskip("flatbuffers")
 
 TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int8": 9}
@@ -91,7 +92,8 @@ def conv_pool(dilation=(1, 1), pool_act=0, sig=None, batch=1, x_dtype="int8", we
               conv_version=3) -> bytes:
     """x -> CONV_2D (3x3, SAME) -> MAX_POOL_2D (2x2): the all-good case, and one knob per check."""
     x = T("x", [batch, 8, 8, 3], x_dtype, sig=sig)
-    w = (C("w", np.ones((4, 3, 3, 3)), "int8", scale=0.05) if weights_const else T("w", [4, 3, 3, 3], scale=0.05))
+    w = (C("w", np.ones((4, 3, 3, 3)), "int8", scale=0.05) if weights_const
+         else T("w", [4, 3, 3, 3], scale=0.05))
     tensors = [x, w, C("b", np.zeros(4), scale=0.005), T("y", [batch, 8, 8, 4], scale=0.2),
                T("z", [batch, 4, 4, 4], scale=0.2)]
     conv = _options("Conv2DOptions", padding=0, strideW=1, strideH=1, dilationWFactor=dilation[0],
@@ -117,7 +119,8 @@ def with_hard_swish() -> bytes:
 def float_first() -> bytes:
     """LOGISTIC on float32 (a supported op, on the wrong type) -> QUANTIZE -> CONV_2D."""
     tensors = [T("x", [1, 8, 8, 3], "float32"), T("f", [1, 8, 8, 3], "float32"),
-               T("q", [1, 8, 8, 3], scale=1 / 256, zp=-128), C("w", np.ones((4, 1, 1, 3)), "int8", scale=0.05),
+               T("q", [1, 8, 8, 3], scale=1 / 256, zp=-128),
+               C("w", np.ones((4, 1, 1, 3)), "int8", scale=0.05),
                C("b", np.zeros(4), scale=0.05 / 256), T("y", [1, 8, 8, 4])]
     conv = _options("Conv2DOptions", padding=0, strideW=1, strideH=1)
     return build(tensors, [("LOGISTIC", ["x"], ["f"], None), ("QUANTIZE", ["f"], ["q"], None),
@@ -161,15 +164,17 @@ def test_each_documented_requirement_can_fail(kwargs, index, reason):
     first = pred["first_cpu_op"]
     assert first is not None and first["index"] == index and reason in first["reason"], pred["summary"]
     assert pred["tpu_ops"] == index and pred["cpu_ops"] == 2 - index
-    assert pred["summary"].startswith(f"{index} of 2 ops would map to the Edge TPU; the first that would not is ")
+    assert pred["summary"].startswith(f"{index} of 2 ops would map to the Edge TPU; the first that "
+                                      "would not is ")
 
 
 def test_unsupported_op_ends_the_segment():
     raw = with_hard_swish()
     assert _run_in_litert(raw).shape == (1, 8, 8, 2)
     pred = pc.precheck(raw)
-    assert pred["summary"] == ("1 of 3 ops would map to the Edge TPU; the first that would not is HARD_SWISH (op 1) "
-                               "because HARD_SWISH is not in the Edge TPU's supported-operations table")
+    assert pred["summary"] == ("1 of 3 ops would map to the Edge TPU; the first that would not is "
+                               "HARD_SWISH (op 1) because HARD_SWISH is not in the Edge TPU's "
+                               "supported-operations table")
     # the second CONV_2D is supported, but it comes after the first unmapped op: it runs on the CPU
     assert pred["ops"]["CONV_2D"] == {"count": 2, "tpu": 1, "cpu": 1}
     assert [p["op"] for p in pred["own_problems"]] == ["HARD_SWISH"]
@@ -187,7 +192,8 @@ def test_a_float_op_at_the_start_keeps_everything_on_the_cpu():
 def test_an_op_version_newer_than_compiler_16_refuses_the_file():
     pred = pc.precheck(conv_pool(conv_version=6))
     assert pred["refused"] and "CONV_2D version 6" in pred["refused"] and pred["tpu_ops"] == 0
-    assert pred["summary"].startswith("0 of 2 ops would map to the Edge TPU: the compiler would refuse the file")
+    assert pred["summary"].startswith("0 of 2 ops would map to the Edge TPU: the compiler would "
+                                      "refuse the file")
     assert pc.precheck(conv_pool(conv_version=5))["refused"] is None  # TF 2.4's CONV_2D v5: known
     tensors = [T("a", [1, 4]), T("b", [1, 4]), T("c", [1, 4])]
     unsure = pc.precheck(build(tensors, [("ADD", ["a", "b"], ["c"], None)], ["a", "b"], ["c"], {"ADD": 4}))
@@ -198,27 +204,31 @@ def test_an_op_version_newer_than_compiler_16_refuses_the_file():
 
 def _one_op(op, x, y, consts=(), opts=None, ins=None):
     tensors = [x, y, *consts]
-    return pc.precheck(build(tensors, [(op, ins or [x["name"]] + [c["name"] for c in consts], [y["name"]], opts)],
+    return pc.precheck(build(tensors,
+                             [(op, ins or [x["name"]] + [c["name"] for c in consts], [y["name"]], opts)],
                              [x["name"]], [y["name"]]))
 
 
 X4 = T("x", [1, 4, 4, 8])
 LIMIT_CASES = {
     "pad xy": (True, "PAD", X4, T("y", [1, 6, 6, 8]), [C("p", [[0, 0], [1, 1], [1, 1], [0, 0]])], None),
-    "pad batch": (False, "PAD", X4, T("y", [3, 4, 4, 8]), [C("p", [[1, 1], [0, 0], [0, 0], [0, 0]])], "pads the batch"),
+    "pad batch": (False, "PAD", X4, T("y", [3, 4, 4, 8]), [C("p", [[1, 1], [0, 0], [0, 0], [0, 0]])],
+                  "pads the batch"),
     "mean xy": (True, "MEAN", X4, T("y", [1, 8]), [C("a", [1, 2])], None),
     "mean batch": (False, "MEAN", X4, T("y", [4, 4, 8]), [C("a", [0])], "reduces the batch dimension"),
     "mean z of 8": (True, "MEAN", X4, T("y", [1, 4, 4]), [C("a", [3])], None),
-    "mean z of 6": (False, "MEAN", T("x", [1, 4, 4, 6]), T("y", [1, 4, 4]), [C("a", [-1])], "not a multiple of 4"),
+    "mean z of 6": (False, "MEAN", T("x", [1, 4, 4, 6]), T("y", [1, 4, 4]),
+                    [C("a", [-1])], "not a multiple of 4"),
     "slice stride 1": (True, "STRIDED_SLICE", X4, T("y", [1, 2, 2, 8]),
                        [C("s", [0, 0, 0, 0]), C("e", [1, 2, 2, 8]), C("st", [1, 1, 1, 1])], None),
     "slice stride 2": (False, "STRIDED_SLICE", X4, T("y", [1, 2, 2, 8]),
-                       [C("s", [0, 0, 0, 0]), C("e", [1, 4, 4, 8]), C("st", [1, 2, 2, 1])], "strides are [1, 2, 2, 1]"),
+                       [C("s", [0, 0, 0, 0]), C("e", [1, 4, 4, 8]), C("st", [1, 2, 2, 1])],
+                       "strides are [1, 2, 2, 1]"),
     "softmax 1-D": (True, "SOFTMAX", T("x", [1, 10]), T("y", [1, 10]), [], None),
     "softmax 2-D": (False, "SOFTMAX", T("x", [4, 10]), T("y", [4, 10]), [], "is not a 1-D tensor"),
     "softmax 20000": (False, "SOFTMAX", T("x", [1, 20000]), T("y", [1, 20000]), [], "at most 16,000"),
-    "concat zero pad": (True, "CONCATENATION", X4, T("y", [1, 4, 4, 12]), [C("k", np.full((1, 4, 4, 4), 3), "int8", zp=3)],
-                        None),
+    "concat zero pad": (True, "CONCATENATION", X4, T("y", [1, 4, 4, 12]),
+                        [C("k", np.full((1, 4, 4, 4), 3), "int8", zp=3)], None),
     "concat non-zero": (False, "CONCATENATION", X4, T("y", [1, 4, 4, 12]),
                         [C("k", np.full((1, 4, 4, 4), 5), "int8", zp=3)], "not all zeroes"),
     "fc 1-D out": (True, "FULLY_CONNECTED", T("x", [1, 16]), T("y", [1, 10]),
@@ -256,7 +266,8 @@ def test_not_a_tflite_file(tmp_path):
 
 def test_compare_note():
     pred = {"tpu_ops": 11, "total_ops": 11}
-    assert pc.compare_note(pred, {"tpu_ops": 11, "total_ops": 11}) == "pre-check predicted 11/11, compiler mapped 11/11"
+    assert pc.compare_note(pred, {"tpu_ops": 11, "total_ops": 11}) == \
+        "pre-check predicted 11/11, compiler mapped 11/11"
     assert "they differ" in pc.compare_note(pred, {"tpu_ops": 9, "total_ops": 11})
     assert pc.compare_note(pred, None) == "pre-check predicted 11/11" and pc.compare_note(None, {}) is None
 
@@ -293,7 +304,8 @@ def _agrees_with_litert(path: str):
 
     m = read_model(path)
     info = inspect_model(path)
-    assert len(m.operators) == info["n_ops"] and dict(collections.Counter(o.op for o in m.operators)) == info["ops"]
+    assert len(m.operators) == info["n_ops"] and \
+        dict(collections.Counter(o.op for o in m.operators)) == info["ops"]
     assert dict(collections.Counter(t.type for t in m.tensors)) == info["tensor_dtypes"]
     return m
 

@@ -40,7 +40,8 @@ def _zone(base: Path, zone: str, name: str, uj: int, max_uj: int = MAX_UJ) -> Pa
 
 
 def rapl_tree(root: Path) -> Path:
-    """Two packages with core/dram subzones, a psys zone and the -mmio duplicate (as on Intel servers/clients)."""
+    """Two packages with core/dram subzones, a psys zone and the -mmio duplicate (as on Intel
+    servers/clients)."""
     pc = root / "sys/class/powercap"
     _w(pc / "intel-rapl/enabled", 1)
     _zone(pc, "intel-rapl:0", "package-0", 1_000_000)
@@ -52,7 +53,8 @@ def rapl_tree(root: Path) -> Path:
     return pc
 
 
-def jetson_hwmon_tree(root: Path, rails=("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), mv=5000, ma=(1000, 400, 200)):
+def jetson_hwmon_tree(root: Path, rails=("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), mv=5000,
+                      ma=(1000, 400, 200)):
     """JetPack 5/6: /sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmonN (bus mV, current mA, labels)."""
     d = root / "sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3"
     _w(d / "name", "ina3221")
@@ -68,7 +70,8 @@ def jetson_hwmon_tree(root: Path, rails=("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"),
 
 
 def jetson_iio_tree(root: Path, rails=("POM_5V_IN", "POM_5V_GPU", "POM_5V_CPU"), mw=(4000, 1500, 900)):
-    """L4T 32 (JetPack 4): /sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0 (rail_name_k, in_powerk_input mW)."""
+    """L4T 32 (JetPack 4): /sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0 (rail_name_k, in_powerk_input
+    mW)."""
     d = root / "sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0"
     for k, (rail, p) in enumerate(zip(rails, mw, strict=True)):
         _w(d / f"rail_name_{k}", rail)
@@ -188,8 +191,10 @@ def _row_with_energy(extra):
 
 
 @pytest.mark.parametrize("extra, joules", [
-    ({"energy_mj_per_image": 30.7, "energy_source": "NVML nvmlDeviceGetTotalEnergyConsumption (whole board)"}, 0.0307),
-    (energy_fields(EnergyReading(12.0, 3.0, "RAPL powercap package energy (intel-rapl:0 package-0)"), 400), 0.03),
+    ({"energy_mj_per_image": 30.7, "energy_source": "NVML nvmlDeviceGetTotalEnergyConsumption "
+      "(whole board)"}, 0.0307),
+    (energy_fields(EnergyReading(12.0, 3.0, "RAPL powercap package energy (intel-rapl:0 "
+                                 "package-0)"), 400), 0.03),
 ])
 def test_the_energy_column_fills_from_a_row_that_has_energy(extra, joules):
     rep, row = _row_with_energy(extra)
@@ -197,7 +202,8 @@ def test_the_energy_column_fills_from_a_row_that_has_energy(extra, joules):
     assert ej == pytest.approx(joules)
     lines = list(csv.DictReader(io.StringIO(render(rep, "csv"))))
     line = next(x for x in lines if x["label"] == row.label)
-    assert float(line["energy_j_per_image"]) == pytest.approx(joules) and line["energy_source"] == extra["energy_source"]
+    assert float(line["energy_j_per_image"]) == pytest.approx(joules) and \
+        line["energy_source"] == extra["energy_source"]
     assert sum(1 for x in lines if x["energy_j_per_image"]) == 1
     html = render(rep, "html")
     assert ">mJ/img</th>" in html and f'data-v="{1e3 * ej!r}"' in html

@@ -32,7 +32,8 @@ def _package_file(package: str, *parts: str) -> Path:
                     f"pip install --no-deps -c constraints.txt {package.replace('_', '-')})")
     path = Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
     if not path.is_file():
-        pytest.skip(f"{package} ships no {'/'.join(parts)} in this version (constraints.txt pins the one that does)")
+        pytest.skip(f"{package} ships no {'/'.join(parts)} in this version (constraints.txt pins the one "
+                    "that does)")
     return path
 
 
@@ -140,17 +141,19 @@ def test_silero_vad_state_on_axis_1_and_a_given_scalar(cache_dir):
                   cache_dir=cache_dir, **CPU)
     ins = {i["name"]: i for i in rep.model.inputs}
     assert ins["state"]["shape"] == [2, "batch", 128] and ins["state"]["batch_axis"] == 1
-    assert ins["sr"]["shape"] == [] and ins["sr"]["batch_axis"] is None and ins["sr"]["source"] == "--input-value 16000"
+    assert ins["sr"]["shape"] == [] and ins["sr"]["batch_axis"] is None and \
+        ins["sr"]["source"] == "--input-value 16000"
     assert ins["input"]["source"].startswith("seeded random")
     assert {o["name"]: o["batch_axis"] for o in rep.model.outputs} == {"output": 0, "stateN": 1}
     rows = rows_of(rep)
     for b in (1, 4):  # the state laid along axis 1 at every batch size: the outputs agree with the reference
         r = rows[("onnxruntime", "onnx", "fp32", b)]
         assert r.status == "ok" and r.parity.passed, (r.label, r.reason)
-        # as the README says: int8 runs fp32 kernels (said in the row) and passes; the fp16 file of a graph with
-        # If subgraphs is built (the sort sees what the branches read), judged, and passes
+        # as the README says: int8 runs fp32 kernels (said in the row) and passes; the fp16 file of a graph
+        # with If subgraphs is built (the sort sees what the branches read), judged, and passes
         i8 = rows[("onnxruntime", "onnx", "int8", b)]
-        assert i8.status == "ok" and i8.parity.judged and i8.exec_precision.startswith("fp32"), (i8.label, i8.reason)
+        assert i8.status == "ok" and i8.parity.judged and i8.exec_precision.startswith("fp32"), \
+            (i8.label, i8.reason)
         f16 = rows[("onnxruntime", "onnx", "fp16", b)]
         assert f16.status == "ok" and f16.parity is not None, (f16.label, f16.reason)
 
@@ -165,7 +168,8 @@ def test_silero_vad_without_if_through_openvino(cache_dir):
                   data={"values": {"sr": "16000"}}, backends=["onnxruntime", "openvino"], precisions=["fp32"],
                   batch_sizes=[1, 4], cache_dir=cache_dir, **CPU)
     rows = rows_of(rep)
-    for key in [("onnxruntime", "onnx", "fp32", b) for b in (1, 4)] + [("openvino", "openvino", "fp32", b) for b in (1, 4)]:
+    for key in [("onnxruntime", "onnx", "fp32", b) for b in (1, 4)] + [("openvino", "openvino", "fp32", b)
+                                                                       for b in (1, 4)]:
         r = rows[key]
         assert r.status == "ok" and r.parity.passed, (r.label, r.reason)
 
@@ -209,7 +213,8 @@ def test_ocr_direction_classifier_takes_48x192(cache_dir):
     assert tuple(rep.model.input_shape) == (3, 48, 192)
     # a plain one-input model lists its input too: shape, batch axis and where its values came from
     (x,) = rep.model.inputs
-    assert (x["name"], x["shape"], x["batch_axis"], x["source"]) == ("x", ["batch", 3, 48, 192], 0, "bundled photos")
+    assert (x["name"], x["shape"], x["batch_axis"],
+            x["source"]) == ("x", ["batch", 3, 48, 192], 0, "bundled photos")
     from infer_compare.report.common import model_line
 
     assert "input 3x48x192 (bundled photos)," in model_line(rep)
@@ -249,7 +254,8 @@ def test_ocr_detector_with_dynamic_hw_builds_int8_and_fp16(cache_dir, tmp_path):
                                ("int8", "parity_failed", "p2o.Clip.0 (Clip)")):
         r = rows[("onnxruntime", "onnx", prec, 1)]
         assert r.latency is not None and r.parity is not None and r.parity.kind == "map"
-        assert r.status == status and f"first diverging node: {node}" in r.reason if node else r.status == status, \
+        assert r.status == status and \
+            f"first diverging node: {node}" in r.reason if node else r.status == status, \
             (r.label, r.reason)
     int8 = rows[("onnxruntime", "onnx", "int8", 1)]
     assert int8.export.options["before_quantizing"]["sizes"] == {"x": "Nx3x320x320"}
@@ -260,8 +266,10 @@ def test_torchvision_ssdlite_two_outputs_letterboxed(cache_dir):
     pytest.importorskip("torchvision")
     from infer_compare import compare
 
-    rep = compare("tests.field_factories:ssdlite_raw", input_shape="1x3x320x320", data={"overrides": {"letterbox": True}},
-                  backends=["pytorch"] + backends(), precisions=["fp32"], batch_sizes=[1], cache_dir=cache_dir, **CPU)
+    rep = compare("tests.field_factories:ssdlite_raw", input_shape="1x3x320x320",
+                  data={"overrides": {"letterbox": True}},
+                  backends=["pytorch"] + backends(), precisions=["fp32"], batch_sizes=[1],
+                  cache_dir=cache_dir, **CPU)
     assert [o["name"] for o in rep.model.outputs] == ["output_0", "output_1"]
     assert rep.model.preprocessing["letterbox"] is True
     rows = rows_of(rep)
@@ -275,13 +283,14 @@ def test_openvino_frontend_failure_names_the_ops():
     from infer_compare.backends.openvino.export import frontend_failure
 
     text = ("Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\n"
-            "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted. Failed operations detailed "
-            "log:\n-- Conv-16 with a message:\n[ONNX Frontend] Conversion failed for Conv-16\nWhile validating ONNX "
-            "node '<Node(Conv): x>': Check 'rank' failed at conv.cpp:38:\nFrontEnd API failed with GeneralFailure:\n"
-            "The input data tensor's rank has to be known (static)\n\nSummary:\n-- Conversion is failed for: "
-            "Conv-16, ReduceMean-16\n")
-    assert frontend_failure(RuntimeError(text)) == ("OpenVINO's ONNX frontend cannot convert Conv-16, ReduceMean-16 "
-                                                    "(The input data tensor's rank has to be known (static))")
+            "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted. Failed operations "
+            "detailed log:\n-- Conv-16 with a message:\n[ONNX Frontend] Conversion failed for Conv-16\nWhile "
+            "validating ONNX node '<Node(Conv): x>': Check 'rank' failed at conv.cpp:38:\nFrontEnd API "
+            "failed with GeneralFailure:\nThe input data tensor's rank has to be known "
+            "(static)\n\nSummary:\n-- Conversion is failed for: Conv-16, ReduceMean-16\n")
+    assert frontend_failure(RuntimeError(text)) == ("OpenVINO's ONNX frontend cannot convert Conv-16, "
+                                                    "ReduceMean-16 (The input data tensor's rank has to be "
+                                                    "known (static))")
     assert frontend_failure(RuntimeError("something else")) is None
 
 
@@ -296,9 +305,9 @@ def test_soak_feeds_silero_as_the_comparison_does(cache_dir, tmp_path):
 
     from infer_compare.cli import main
 
-    code = main(["soak", "--model", str(silero_model()), "--input-shape", "input:1x512", "--input-value", "sr=16000",
-                 "--backends", "onnxruntime", "--precisions", "fp32", "--device", "cpu", "-b", "4",
-                 "--duration", "2s", "--window", "0.5s", "-q", "-o", str(tmp_path)])
+    code = main(["soak", "--model", str(silero_model()), "--input-shape", "input:1x512", "--input-value",
+                 "sr=16000", "--backends", "onnxruntime", "--precisions", "fp32", "--device", "cpu", "-b",
+                 "4", "--duration", "2s", "--window", "0.5s", "-q", "-o", str(tmp_path)])
     rep = json.loads((tmp_path / "results.json").read_text())
     (row,) = rep["rows"]
     assert code == 0 and row["status"] == "ok" and row["batch_size"] == 4, row.get("reason")
@@ -310,8 +319,9 @@ def test_soak_feeds_silero_as_the_comparison_does(cache_dir, tmp_path):
 def test_soak_refuses_a_value_for_a_missing_input(tmp_path, capsys):
     from infer_compare.cli import main
 
-    code = main(["soak", "--model", str(silero_model()), "--input-shape", "input:1x512", "--input-value", "nope=1",
-                 "--backends", "onnxruntime", "--duration", "2s", "--window", "1s", "-q", "-o", str(tmp_path)])
+    code = main(["soak", "--model", str(silero_model()), "--input-shape", "input:1x512", "--input-value",
+                 "nope=1", "--backends", "onnxruntime", "--duration", "2s", "--window", "1s", "-q", "-o",
+                 str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err == ("infer-compare: error: --input-value nope=1: silero_vad has no input 'nope' "
                                  "(its inputs: input, state, sr)")

@@ -25,9 +25,9 @@ def test_a_recognizer_is_judged_on_every_time_step(cache_dir):
     pytest.importorskip("onnxruntime")
     from infer_compare import compare
 
-    rep = compare(str(_file("ddddocr", "common.onnx")), input_shape="input1:1x1x64x256", backends=["onnxruntime"],
-                  devices=["cpu"], precisions=["fp32", "fp16"], batch_sizes=[1], cache_dir=cache_dir, **FAST,
-                  max_time_s=0.3, parity_samples=4)
+    rep = compare(str(_file("ddddocr", "common.onnx")), input_shape="input1:1x1x64x256",
+                  backends=["onnxruntime"], devices=["cpu"], precisions=["fp32", "fp16"], batch_sizes=[1],
+                  cache_dir=cache_dir, **FAST, max_time_s=0.3, parity_samples=4)
     [out] = rep.model.outputs
     assert out["shape"] == [32, "batch", 8210] and out["batch_axis"] == 1
     rows = {r.precision: r for r in rep.rows if r.device == "cpu" and r.batch_size == 1}
@@ -59,8 +59,8 @@ def test_independent_rows_are_not_a_stream(cache_dir):
     from infer_compare import compare
 
     rep = compare(str(_file("silero_vad", "data", "silero_vad.onnx")), input_shape="input:1x512",
-                  data={"values": {"sr": "16000"}}, backends=["onnxruntime"], devices=["cpu"], precisions=["fp32"],
-                  batch_sizes=[1], cache_dir=cache_dir, **FAST, max_time_s=0.3)
+                  data={"values": {"sr": "16000"}}, backends=["onnxruntime"], devices=["cpu"],
+                  precisions=["fp32"], batch_sizes=[1], cache_dir=cache_dir, **FAST, max_time_s=0.3)
     assert not any(n.startswith("a stream") for n in rep.notes)
     assert all(r.status == "ok" for r in rep.rows if r.device == "cpu" and r.batch_size)
 

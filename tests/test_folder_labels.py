@@ -61,8 +61,8 @@ def test_the_split_is_said_in_numbers(tmp_path):
     ev, ca = split_eval_calibration(d, n_calib=4, seed=0)
     assert (len(ev), len(ca)) == (8, 4)
     assert ev.description.startswith("12 labelled images of 3 classes")
-    assert "split (seeded, disjoint): 8 for evaluation (parity and accuracy), 4 held out for int8 calibration" \
-        in ev.description
+    assert ("split (seeded, disjoint): 8 for evaluation (parity and accuracy), 4 held out for int8 "
+            "calibration") in ev.description
 
 
 def test_cli_refuses_before_any_work_and_leaves_no_folder(tmp_path, cache_dir, capsys):

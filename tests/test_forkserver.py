@@ -55,8 +55,8 @@ def test_crash_and_hang_in_a_forked_child(tmp_path, server):
 
 
 def test_crash_in_one_batch_size_keeps_the_others_when_forked(tmp_path, server):
-    res = run_cell(_spec(tmp_path, "CrashAtBatch4", batches=(1, 2, 4, 8)), 60, tmp_path, "b4", env=python_env(),
-                   server=server)
+    res = run_cell(_spec(tmp_path, "CrashAtBatch4", batches=(1, 2, 4, 8)), 60, tmp_path, "b4",
+                   env=python_env(), server=server)
     by = {r.batch_size: r for r in res}
     assert by[1].ok and by[2].ok and by[8].ok and not by[4].ok
     assert by[8].process == 2 and "crashed" in by[4].error
@@ -69,8 +69,8 @@ def test_python_error_in_a_forked_child_is_its_row(tmp_path, server):
 
 def test_child_gets_the_request_environment(tmp_path, server):
     log = tmp_path / "env.log"
-    child = server.spawn("tests.fake_runners", ["FAKE_ENV_PROBE"], {**python_env(), "FAKE_ENV_PROBE": "yes-42"},
-                         str(log))
+    child = server.spawn("tests.fake_runners", ["FAKE_ENV_PROBE"],
+                         {**python_env(), "FAKE_ENV_PROBE": "yes-42"}, str(log))
     assert child.wait(timeout=60) == 0
     assert "FAKE_ENV_PROBE=yes-42" in log.read_text()
 
@@ -147,7 +147,8 @@ def test_a_server_whose_imports_initialise_cuda_is_refused(tmp_path):
     mod = tmp_path / "ic_fake_cuda_init.py"
     mod.write_text("import torch\ntorch.cuda._initialized = True\n")
     srv = ForkServer(("torch", "ic_fake_cuda_init"))
-    assert srv.start(env={**python_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{python_env()['PYTHONPATH']}"}) is False
+    assert srv.start(env={**python_env(),
+                          "PYTHONPATH": f"{tmp_path}{os.pathsep}{python_env()['PYTHONPATH']}"}) is False
     assert "initialised CUDA" in srv.failed
 
 
@@ -165,7 +166,8 @@ def test_spare_servers_for_each_gpu_beyond_the_first(monkeypatch):
     assert forkservers.spare_slots(two, NS(gpus="every", devices=("cpu", "cuda"))) == 1
     assert forkservers.spare_slots({"cpu": ["cpu"], "cuda": ["cuda:0"]}, NS(gpus="spread", devices=None)) == 0
     launched = []
-    monkeypatch.setattr(forkservers.ForkServers, "launch", lambda self, mods: launched.append((id(self), mods)))
+    monkeypatch.setattr(forkservers.ForkServers, "launch",
+                        lambda self, mods: launched.append((id(self), mods)))
     sel = NS(gpus="spread", devices=None, backends=("pytorch",))
     servers = forkservers.launch_fork_servers("resnet50", sel, two, NS(root="/tmp"), NS(log=print))
     assert len(servers.spares) == 1 and len({i for i, _ in launched}) == 2  # its own and one spare's
