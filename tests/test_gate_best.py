@@ -19,17 +19,20 @@ RULES = ["p50:+15%", "throughput:-15%"]
 ORT = "onnxruntime/onnx/fp32/cpu/b1"
 
 
-def four(machine: float = 1.0, runner: float = 1.0, cal: float | None = None, seed: int = 0, threads: int = 2):
+def four(machine: float = 1.0, runner: float = 1.0, cal: float | None = None, seed: int = 0,
+         threads: int = 2):
     """A run of four rows; ``machine`` slows every row, ``cal`` the calibration workload (default: as the
     machine), ``runner`` ONNX Runtime's row alone."""
     c = 1.5 * (machine if cal is None else cal)
-    rows = (_row("pytorch", "pytorch", 2.0 * machine, c, seed), _row("onnxruntime", "onnx", 1.0 * machine * runner, c,
-                                                                   seed + 1),
-            _row("openvino", "openvino", 0.8 * machine, c, seed + 2), _row("tflite", "tflite", 1.2 * machine, c, seed + 3))
+    rows = (_row("pytorch", "pytorch", 2.0 * machine, c, seed),
+            _row("onnxruntime", "onnx", 1.0 * machine * runner, c, seed + 1),
+            _row("openvino", "openvino", 0.8 * machine, c, seed + 2),
+            _row("tflite", "tflite", 1.2 * machine, c, seed + 3))
     return run(rows=tuple(r.replace(threads=threads) for r in rows))
 
 
-BASES = [four(seed=10), four(seed=20, runner=1.03), four(seed=30, machine=1.25, cal=1.0)]  # one at a slow level
+# one at a slow level
+BASES = [four(seed=10), four(seed=20, runner=1.03), four(seed=30, machine=1.25, cal=1.0)]
 
 
 def test_a_run_at_a_slow_level_fails_alone_and_passes_as_one_of_three():
@@ -67,7 +70,8 @@ def _levels(rep, first: float, last: float):
             return r
         n = len(r.samples_ns) // 2
         s = tuple(int(v * first) for v in r.samples_ns[:n]) + tuple(int(v * last) for v in r.samples_ns[n:])
-        return r.replace(samples_ns=s, latency=LatencyStats.from_samples_ns(s), throughput=1e9 / (sum(s) / len(s)))
+        return r.replace(samples_ns=s, latency=LatencyStats.from_samples_ns(s),
+                         throughput=1e9 / (sum(s) / len(s)))
 
     return rep.replace(rows=tuple(change(r) for r in rep.rows))
 
@@ -107,7 +111,8 @@ def test_other_threads_are_a_violation_of_their_own():
     assert check_regression(four(seed=40, threads=1), BASES, [], allow_condition_change=True).passed
     opts = four(seed=40)
     opts = opts.replace(rows=tuple(r.replace(options={"intra_op_threads": 1, "api": "x"}) for r in opts.rows))
-    base = [b.replace(rows=tuple(r.replace(options={"intra_op_threads": 2, "api": "y"}) for r in b.rows)) for b in BASES]
+    base = [b.replace(rows=tuple(r.replace(options={"intra_op_threads": 2, "api": "y"}) for r in b.rows))
+            for b in BASES]
     res = check_regression(opts, base, [])
     assert "intra_op_threads 2 -> 1" in res.violations[0] and "api" not in res.violations[0]
 
@@ -125,7 +130,8 @@ def test_diff_pools_a_directory_of_current_runs(tmp_path, capsys):
     (tmp_path / "cur" / "confirm-2").mkdir()
     four(seed=60).save(tmp_path / "cur" / "confirm-2" / "results.json")
     capsys.readouterr()
-    assert main(["diff", str(tmp_path / "base"), str(tmp_path / "cur")]) == 0  # the median run of three: level
+    # the median run of three: level
+    assert main(["diff", str(tmp_path / "base"), str(tmp_path / "cur")]) == 0
     assert "-> 3 current runs" in capsys.readouterr().out
 
 
@@ -150,13 +156,15 @@ def test_confirm_measures_again_only_when_timings_alone_broke(tmp_path, confirm,
 
     first = four(seed=40, machine=1.25, cal=1.0)
     assert judge_run(_args(confirm), (BASES, RULES), first, tmp_path, measure) == (0 if confirm else 1)
-    sel = {"backends": ["onnxruntime", "openvino", "pytorch", "tflite"], "batch_sizes": [1], "devices": ["cpu"],
+    sel = {"backends": ["onnxruntime", "openvino", "pytorch", "tflite"],
+           "batch_sizes": [1], "devices": ["cpu"],
            "formats": ["onnx", "openvino", "pytorch", "tflite"], "precisions": ["fp32"]}  # every row broke
     assert calls == ([(tmp_path / "confirm-1", sel)] if confirm else [])
     assert json.loads((tmp_path / "gate.json").read_text())["passed"] is bool(confirm)
     if confirm:
         assert (tmp_path / "confirm-1" / "results.json").is_file()
-        assert "timing(s) beyond the rules: measuring onnxruntime/onnx/fp32/cpu/b1, " in capsys.readouterr().err
+        assert "timing(s) beyond the rules: measuring onnxruntime/onnx/fp32/cpu/b1, " in \
+            capsys.readouterr().err
     calls.clear()  # a changed condition is not noise: never measured again
     assert judge_run(_args(1), (BASES, RULES), four(seed=40, threads=1), tmp_path, measure) == 1
     assert calls == []
@@ -193,7 +201,8 @@ def test_confirming_runs_spread_over_minutes_and_are_as_many_as_the_baselines(tm
         calls.append(only)
         return four(seed=50 + len(calls))
 
-    assert judge_run(_args(None), (BASES, RULES), four(seed=40, machine=1.25, cal=1.0), tmp_path, measure) == 0
+    assert judge_run(_args(None), (BASES, RULES), four(seed=40, machine=1.25, cal=1.0), tmp_path,
+                     measure) == 0
     assert len(calls) == len(BASES) - 1
 
 
@@ -206,7 +215,8 @@ def test_two_slower_rows_of_four_are_not_taken_for_a_slower_machine():
         if r.backend not in ("onnxruntime", "openvino"):
             return r
         s = tuple(int(v * 1.3) for v in r.samples_ns)
-        return r.replace(samples_ns=s, latency=LatencyStats.from_samples_ns(s), throughput=1e9 / (sum(s) / len(s)))
+        return r.replace(samples_ns=s, latency=LatencyStats.from_samples_ns(s),
+                         throughput=1e9 / (sum(s) / len(s)))
 
     cur = four(seed=40, cal=1.15)
     cur = cur.replace(rows=tuple(slower(r) for r in cur.rows))
@@ -224,8 +234,10 @@ def test_slower_only_on_a_busy_host_is_not_judged_until_a_quiet_run_settles_it(t
     from infer_compare.regress.judge import BUSY_HOST
 
     monkeypatch.setattr(rules, "CONFIRM_SPACING_S", 0.0)
-    busy = four(seed=40, machine=1.25, cal=1.5)  # every row slower, the workload too, unevenly: not normalized
-    busy = busy.replace(rows=tuple(r if r.label != ORT else four(seed=41, machine=1.6, cal=1.5).rows[1] for r in busy.rows))
+    # every row slower, the workload too, unevenly: not normalized
+    busy = four(seed=40, machine=1.25, cal=1.5)
+    busy = busy.replace(rows=tuple(r if r.label != ORT else four(seed=41, machine=1.6, cal=1.5).rows[1]
+                                   for r in busy.rows))
     res = check_regression(busy, BASES, RULES)
     assert res.passed and ORT in res.busy and res.busy == res.disturbed, res.summary()
     c = next(c for c in res.checks if c.label == ORT and c.rule.metric == "p50")
@@ -236,7 +248,8 @@ def test_slower_only_on_a_busy_host_is_not_judged_until_a_quiet_run_settles_it(t
         r.replace(extra={"calibration": {**r.extra["calibration"], "ms": 1.5}}) for r in busy.rows)),
         BASES, RULES).violations}
     # one run on a quiet host among busy ones: a slower runner is judged on it, and caught
-    assert ORT in {v.split(":")[0] for v in check_regression([busy, four(seed=50, runner=1.3)], BASES, RULES).violations}
+    assert ORT in {v.split(":")[0]
+                   for v in check_regression([busy, four(seed=50, runner=1.3)], BASES, RULES).violations}
 
     calls = []
 
@@ -246,7 +259,8 @@ def test_slower_only_on_a_busy_host_is_not_judged_until_a_quiet_run_settles_it(t
 
     for runner, passed in ((1.0, True), (1.3, False)):
         calls.clear()
-        assert judge_run(_args(3), (BASES, RULES), busy, tmp_path / str(runner), measure) == (0 if passed else 1)
+        assert judge_run(_args(3), (BASES, RULES), busy, tmp_path / str(runner),
+                         measure) == (0 if passed else 1)
         assert len(calls) == 3 and "onnxruntime" in calls[0]["backends"]  # every confirming run, pass or not
         assert "1 row(s) slower on a busy host" in capsys.readouterr().err
     gate = json.loads((tmp_path / "1.0" / "gate.json").read_text())
@@ -259,7 +273,8 @@ def _scaled(rep, by: dict[str, float]):
 
     def f(r):
         s = tuple(int(v * by.get(r.backend, 1.0)) for v in r.samples_ns)
-        return r.replace(samples_ns=s, latency=LatencyStats.from_samples_ns(s), throughput=1e9 / (sum(s) / len(s)))
+        return r.replace(samples_ns=s, latency=LatencyStats.from_samples_ns(s),
+                         throughput=1e9 / (sum(s) / len(s)))
 
     return rep.replace(rows=tuple(f(r) for r in rep.rows))
 
@@ -285,7 +300,8 @@ def test_a_pass_only_once_normalized_is_measured_again(tmp_path, capsys, monkeyp
 
     def measure(saver, only=None):
         calls.append(only)
-        return four(seed=50 + len(calls), runner=runner) if back else _scaled(four(seed=50 + len(calls), cal=1.15), machine)
+        return (four(seed=50 + len(calls), runner=runner) if back
+                else _scaled(four(seed=50 + len(calls), cal=1.15), machine))
 
     back, runner = True, 1.2
     assert judge_run(_args(2), (BASES, RULES), slow, tmp_path / "back", measure) == 1
@@ -294,6 +310,8 @@ def test_a_pass_only_once_normalized_is_measured_again(tmp_path, capsys, monkeyp
     back = False
     unchanged = _scaled(four(seed=40, cal=1.15), machine)
     assert judge_run(_args(2), (BASES, RULES), unchanged, tmp_path / "slow", measure) == 3
-    assert len(calls) == 2  # every confirming run spent, the machine still slow: within the rule only normalized
-    gate = json.loads((tmp_path / "slow" / "gate.json").read_text())  # no violation, and no pass either: exit 3
+    # every confirming run spent, the machine still slow: within the rule only normalized
+    assert len(calls) == 2
+    # no violation, and no pass either: exit 3
+    gate = json.loads((tmp_path / "slow" / "gate.json").read_text())
     assert gate["passed"] and gate["passed_once_normalized"] and gate["n_currents"] == 3 and gate["unjudged"]

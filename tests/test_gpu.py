@@ -95,7 +95,8 @@ def test_format_rows_for_gpu_precisions():
     assert build_chain("onnx", "tf32") == [("pytorch", "fp32"), ("onnx", "fp32")]
     # TensorRT: strongly typed engines from the precision's ONNX; tf32 is its own engine from the fp32 ONNX
     assert build_chain("tensorrt", "fp16")[-2:] == [("onnx", "fp16"), ("tensorrt", "fp16")]
-    assert build_chain("tensorrt", "int8")[-2:] == [("onnx", "int8-s8s8"), ("tensorrt", "int8")]  # symmetric int8
+    # symmetric int8
+    assert build_chain("tensorrt", "int8")[-2:] == [("onnx", "int8-s8s8"), ("tensorrt", "int8")]
     assert build_chain("tensorrt", "tf32")[-2:] == [("onnx", "fp32"), ("tensorrt", "tf32")]
     assert build_chain("tensorrt", "fp32")[-2:] == [("onnx", "fp32"), ("tensorrt", "fp32")]
 
@@ -104,7 +105,8 @@ def test_cli_gpu_flags_become_runner_options():
     from infer_compare.cli import build_parser, runner_options_from_args
 
     a = build_parser().parse_args(["--model", "lenet5", "--cuda-graphs", "--compile-mode", "max-autotune",
-                                   "--ort-no-io-binding", "--tensorrt-workspace", "2048", "--tensorrt-io", "device"])
+                                   "--ort-no-io-binding", "--tensorrt-workspace", "2048", "--tensorrt-io",
+                                   "device"])
     o = runner_options_from_args(a)
     assert o["pytorch"] == {"cuda_graphs": True}
     assert o["pytorch-compile"] == {"cuda_graphs": True, "compile_mode": "max-autotune"}
@@ -143,9 +145,11 @@ def test_compare_lists_gpu_rows_as_skipped_on_cpu(cache_dir):
     from infer_compare.base.errors import UsageError
 
     backends = ["pytorch", "pytorch-compile", "onnxruntime", "tensorrt"]
-    with pytest.raises(UsageError, match="--device cuda: no CUDA device found"):  # only absent devices: at once
+    # only absent devices: at once
+    with pytest.raises(UsageError, match="--device cuda: no CUDA device found"):
         compare("lenet5", backends=backends, devices=["cuda"], cache_dir=cache_dir, batch_sizes=[1])
-    rep = compare("lenet5", backends=backends, devices=["cpu", "cuda"], formats=["pytorch", "onnx", "tensorrt"],
+    rep = compare("lenet5", backends=backends, devices=["cpu", "cuda"],
+                  formats=["pytorch", "onnx", "tensorrt"],
                   precisions=["fp32"], cache_dir=cache_dir, batch_sizes=[1], min_time_s=0.0, min_iters=1,
                   warmup_iters=1)
     gpu = [r for r in rep.rows if r.device.startswith("cuda")]
@@ -161,8 +165,9 @@ def test_lenet_on_cuda_round_trip(cache_dir):
                     .PyTorchRunner.probe("cuda:0").reason)
     from infer_compare import compare
 
-    rep = compare("lenet5", backends=["pytorch", "onnxruntime"], devices=["cuda"], precisions=["fp32", "fp16"],
-                  cache_dir=cache_dir, batch_sizes=[8], min_time_s=0.1, min_iters=3)
+    rep = compare("lenet5", backends=["pytorch", "onnxruntime"], devices=["cuda"],
+                  precisions=["fp32", "fp16"], cache_dir=cache_dir, batch_sizes=[8], min_time_s=0.1,
+                  min_iters=3)
     ran = [r for r in rep.rows if r.status != "skipped"]
     assert ran and all(r.status == "ok" for r in ran), [(r.label, r.reason) for r in ran]
     torch_rows = [r for r in ran if r.backend == "pytorch"]
@@ -192,7 +197,8 @@ def test_tensorrt_profiles_one_per_measured_batch():
 
 def _layer(kind: str, param: str, fmt: str, tactic: str = "") -> dict:
     return {"Name": kind, "LayerType": kind, "ParameterType": param, "TacticName": tactic,
-            "Inputs": [{"Name": "x", "Format/Datatype": fmt}], "Outputs": [{"Name": "y", "Format/Datatype": fmt}]}
+            "Inputs": [{"Name": "x", "Format/Datatype": fmt}],
+            "Outputs": [{"Name": "y", "Format/Datatype": fmt}]}
 
 
 def test_tensorrt_layer_summary_from_the_inspector_json():
@@ -205,7 +211,8 @@ def test_tensorrt_layer_summary_from_the_inspector_json():
     assert tensor_type("Row major linear FP32") == "fp32" and tensor_type("Float") == "fp32"
     assert tensor_type("N/A due to dynamic shapes") is None
     layers = [_layer("Reformat", "Reformat", "Row major linear FP32"),
-              _layer("CaskConvolution", "Convolution", "Thirty-two wide channel vectorized row major Int8 format."),
+              _layer("CaskConvolution", "Convolution", "Thirty-two wide channel "
+                     "vectorized row major Int8 format."),
               _layer("CaskConvolution", "Convolution", "Row major Int8 format"),
               _layer("CaskGemmMatrixMultiply", "MatrixMultiply", "Row major linear FP32", "sm90_gemm_f32"),
               _layer("NoOp", "", "N/A due to dynamic shapes")]
@@ -317,7 +324,8 @@ def _stand_in_tensorrt(qdq: bool = False):
     network = NS(num_inputs=1, num_outputs=1, num_layers=len(layers), get_layer=lambda i: layers[i],
                  get_input=lambda i: NS(name="input", dtype="DataType.FLOAT", shape=(-1, 3, 8, 8)),
                  get_output=lambda i: NS(name="logits", dtype="DataType.FLOAT"))
-    m.OnnxParser = lambda net, log: NS(parse_from_file=lambda path: rec.update(onnx=path) or True, num_errors=0)
+    m.OnnxParser = lambda net, log: NS(parse_from_file=lambda path: rec.update(onnx=path) or True,
+                                       num_errors=0)
     config = NS(set_memory_pool_limit=lambda pool, size: rec.update(workspace=size),
                 set_flag=rec["set"].append, clear_flag=rec["cleared"].append,
                 add_optimization_profile=lambda p: None,
@@ -328,7 +336,8 @@ def _stand_in_tensorrt(qdq: bool = False):
     m.Builder = lambda log: NS(
         create_network=lambda flags: rec["flags"].append(flags) or network,
         create_builder_config=lambda: config,
-        create_optimization_profile=lambda: NS(set_shape=lambda name, a, b, c: rec["profiles"].append((a, b, c))),
+        create_optimization_profile=lambda: NS(
+            set_shape=lambda name, a, b, c: rec["profiles"].append((a, b, c))),
         build_serialized_network=lambda net, cfg: b"engine")
     return m, rec
 
@@ -339,8 +348,8 @@ def _tensorrt_ctx(tmp_path, runner_options: dict):
     from infer_compare.measure.plan import check_runner_options
 
     ctx = ExportContext(model=None, model_name="m", input_shape=(3, 8, 8), num_classes=2, calibration=None,
-                        max_batch=256, batch_sizes={"cpu": (1, 8), "cuda": (1, 32, 256)}, cache_root=str(tmp_path),
-                        option_sets=check_runner_options(runner_options))
+                        max_batch=256, batch_sizes={"cpu": (1, 8), "cuda": (1, 32, 256)},
+                        cache_root=str(tmp_path), option_sets=check_runner_options(runner_options))
     return ctx.for_format(get_format("tensorrt"))  # as api._ensure hands it to the exporter
 
 
@@ -356,7 +365,8 @@ def test_tensorrt_builder_gets_the_options_profiles_and_caches(tmp_path, monkeyp
     ctx = _tensorrt_ctx(tmp_path, {"tensorrt": {"workspace_mib": 1024, "builder_optimization_level": 5}})
     (tmp_path / "fp32").mkdir()
     res = trt_exp.TensorRTExporter().export(ctx, str(tmp_path / "m.onnx"), tmp_path / "fp32", "fp32")
-    assert rec["flags"] == [1 << 1] and rec["workspace"] == 1024 * 2**20 and rec["onnx"] == str(tmp_path / "m.onnx")
+    assert rec["flags"] == [1 << 1] and rec["workspace"] == 1024 * 2**20 and \
+        rec["onnx"] == str(tmp_path / "m.onnx")
     assert rec["config"].builder_optimization_level == 5 and rec["config"].profiling_verbosity == 2
     assert rec["cleared"] == [6] and rec["set"] == []  # fp32: TF32 cleared
     assert rec["profiles"] == [((b, 3, 8, 8),) * 3 for b in (1, 32, 256)]
@@ -369,7 +379,8 @@ def test_tensorrt_builder_gets_the_options_profiles_and_caches(tmp_path, monkeyp
     with pytest.raises(Exception, match="no QuantizeLinear/DequantizeLinear"):
         trt_exp.TensorRTExporter().export(ctx, str(tmp_path / "m.onnx"), tmp_path, "int8")
     e = trt_exp.TensorRTExporter.cache_extras(ctx, "fp32")
-    assert e["workspace_mib"] == 1024 and e["builder_optimization_level"] == 5 and e["tensorrt"] == "11.4.0.106"
+    assert e["workspace_mib"] == 1024 and e["builder_optimization_level"] == 5 and \
+        e["tensorrt"] == "11.4.0.106"
     assert e["gpu"] == "NVIDIA H100" and e["compute_capability"] == "9.0"
     assert e["profiles"] == [[1, 1, 1], [32, 32, 32], [256, 256, 256]]
     assert trt_exp.TensorRTExporter.cache_extras(ctx, "tf32") != e

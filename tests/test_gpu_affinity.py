@@ -73,15 +73,18 @@ def test_only_the_devices_a_configuration_allows_and_plan_order_without_a_family
 
 
 def test_cpu_and_gpu_configurations_of_one_runtime_are_different_families():
-    gpu, cpu = Cell("pytorch", "pytorch", "fp32", "cuda", "cuda:0"), Cell("pytorch", "pytorch", "fp32", "cpu", "cpu")
+    gpu, cpu = (Cell("pytorch", "pytorch", "fp32", "cuda", "cuda:0"),
+                Cell("pytorch", "pytorch", "fp32", "cpu", "cpu"))
     assert _family(gpu) != _family(cpu)
-    assert runtime_of("pytorch-compile") == runtime_of("pytorch") and runtime_of("onnxruntime-trt") == "onnxruntime"
+    assert runtime_of("pytorch-compile") == runtime_of("pytorch") and \
+        runtime_of("onnxruntime-trt") == "onnxruntime"
 
 
 def test_where_a_gpus_processes_take_turns_one_traces_while_the_other_measures():
-    """measure/lanes.py passes ``traced`` where each GPU has two processes taking turns (host/gpu_turn.py): the
-    second process starts on torch.compile (its tracing runs beside the first's eager rows, not after a wait for the
-    GPU); each then keeps to its precision; the order among equals follows what the partner is on."""
+    """measure/lanes.py passes ``traced`` where each GPU has two processes taking turns (host/gpu_turn.py):
+    the second process starts on torch.compile (its tracing runs beside the first's eager rows, not after a
+    wait for the GPU); each then keeps to its precision; the order among equals follows what the partner is
+    on."""
     b = Board(_resnet_plan(), _family, traced=lambda c: c.runner == "pytorch-compile")
     take = lambda who: _name(b.take(who.split("/")[0], who))  # noqa: E731
     assert take("cuda:0/1") == "pytorch fp32"  # the GPU's first process: GPU work first
@@ -91,16 +94,19 @@ def test_where_a_gpus_processes_take_turns_one_traces_while_the_other_measures()
     assert take("cuda:0/2") == "pytorch tf32"  # then each process keeps to the precision it tuned
     assert take("cuda:0/1") == "pytorch-compile fp32"
     no_turns = Board(_resnet_plan(), _family)  # without ``traced``: as before, plan order among equals
-    assert [_name(no_turns.take("cuda:0", w)) for w in ("cuda:0/1", "cuda:0/2")] == ["pytorch fp32", "pytorch tf32"]
+    assert [_name(no_turns.take("cuda:0", w))
+            for w in ("cuda:0/1", "cuda:0/2")] == ["pytorch fp32", "pytorch tf32"]
 
 
 def test_a_process_whose_partner_traces_takes_a_configuration_that_does_not_and_the_other_way_round():
     compiled = Cell("pytorch", "pytorch-compile", "fp16", "cuda", "cuda:0")
     ort = Cell("onnx", "onnxruntime", "fp16", "cuda", "cuda:0")
-    for partner_traces, first, wanted in ((True, compiled, "onnxruntime fp16"), (False, ort, "pytorch-compile fp16")):
+    for partner_traces, first, wanted in ((True, compiled, "onnxruntime fp16"),
+                                          (False, ort, "pytorch-compile fp16")):
         other = ort if first is compiled else compiled
         b = Board([(first, BOTH), (other, BOTH)], _family, traced=lambda c: c.runner == "pytorch-compile")
         b.now["cuda:0/1"] = ("cuda:0", partner_traces)
         assert _name(b.take("cuda:0", "cuda:0/2")) == wanted  # equal ranks: not the first in plan order
-    lane = Board([(compiled, ("cpu",)), (ort, ("cpu",))], _family, traced=lambda c: c.runner == "pytorch-compile")
+    lane = Board([(compiled, ("cpu",)), (ort, ("cpu",))], _family,
+                 traced=lambda c: c.runner == "pytorch-compile")
     assert _name(lane.take("cpu", "cpu")) == "pytorch-compile fp16"  # a device's only worker: plan order

@@ -13,14 +13,16 @@ def _busy():
 
 
 def _row(gpu: int, process: int, precision: str, held: list[list[float]]) -> dict:
-    return {"backend": "pytorch", "precision": precision, "batch_size": 1, "device": f"cuda:{gpu}", "status": "ok",
+    return {"backend": "pytorch", "precision": precision, "batch_size": 1, "device": f"cuda:{gpu}",
+            "status": "ok",
             "extra": {"gpu_index": gpu, "gpu_name": "H", "gpu_process": process,
                       "gpu_turn": {"waited_s": 0.0, "compiled_beside_s": 0.0, "held": held}}}
 
 
 def test_held_and_idle_seconds_per_gpu_and_the_longest_gaps(tmp_path, capsys):
     t = 1_000_000.0
-    rows = [_row(0, 1, "fp32", [[t + 0, t + 4], [t + 5, t + 6]]),  # GPU 0: 0-4, 5-6 and (process 2) 6-9, 12-13
+    # GPU 0: 0-4, 5-6 and (process 2) 6-9, 12-13
+    rows = [_row(0, 1, "fp32", [[t + 0, t + 4], [t + 5, t + 6]]),
             _row(0, 2, "tf32", [[t + 6, t + 9], [t + 12, t + 13]]),
             _row(1, 1, "fp16", [[t + 1, t + 3], [t + 2.5, t + 7]])]  # GPU 1: overlapping holds count once
     path = tmp_path / "results.json"
@@ -30,10 +32,14 @@ def test_held_and_idle_seconds_per_gpu_and_the_longest_gaps(tmp_path, capsys):
     assert busy == 9.0 and [(round(g1 - g0, 3)) for g0, g1, _, _ in gaps] == [1.0, 3.0]
     gb.report(str(path), 1)
     out = capsys.readouterr().out
-    assert "GPU 0 (H): first hold +0.0 s, last +13.0 s: span 13.0 s, held 9.0 s (69 %), idle 4.0 s in 2 gaps" in out
-    assert "idle 3.00 s at +9.0 s, after pytorch tf32 b1 (process 2), before pytorch tf32 b1 (process 2)" in out
-    assert "GPU 1 (H): first hold +1.0 s, last +7.0 s: span 6.0 s, held 6.0 s (100 %), idle 0.0 s in 0 gaps" in out
-    assert "all GPUs' holds span 13.0 s of the report's 20.0 s: 7.0 s before the first hold and after the last" in out
+    assert ("GPU 0 (H): first hold +0.0 s, last +13.0 s: span 13.0 s, held 9.0 s (69 %), idle 4.0 s in 2 "
+            "gaps") in out
+    assert ("idle 3.00 s at +9.0 s, after pytorch tf32 b1 (process 2), before pytorch tf32 b1 "
+            "(process 2)") in out
+    assert ("GPU 1 (H): first hold +1.0 s, last +7.0 s: span 6.0 s, held 6.0 s (100 %), idle 0.0 s in 0 "
+            "gaps") in out
+    assert ("all GPUs' holds span 13.0 s of the report's 20.0 s: 7.0 s before the first hold and after the "
+            "last") in out
 
 
 def test_a_report_without_holds_says_so(tmp_path, capsys):
@@ -47,9 +53,11 @@ def test_the_holds_against_the_commands_start_and_end_from_startup_locals_walls(
     t = 1_000_000.0
     run = tmp_path / "two-gpus-warm-1"
     run.mkdir()
-    (run / "results.json").write_text(json.dumps({"rows": [_row(0, 1, "fp32", [[t + 3.5, t + 20]])], "elapsed_s": 21}))
+    (run / "results.json").write_text(json.dumps({"rows": [_row(0, 1, "fp32", [[t + 3.5, t + 20]])],
+                                                  "elapsed_s": 21}))
     walls = tmp_path / "walls.txt"
-    walls.write_text(f"two-gpus-cold rc=0 wall_s=70.0 code=/x X=1\ntwo-gpus-warm-1 rc=0 wall_s=22.5 start={t} code=/x X=1\n")
+    walls.write_text("two-gpus-cold rc=0 wall_s=70.0 code=/x X=1\ntwo-gpus-warm-1 rc=0 wall_s=22.5 "
+                     f"start={t} code=/x X=1\n")
     gb = _busy()
     assert gb.read_walls(str(walls)) == {"two-gpus-warm-1": (t, 22.5)}  # a line without a start is left out
     gb.report(str(run / "results.json"), 1, gb.read_walls(str(walls)))

@@ -47,7 +47,8 @@ def test_io_reaches_the_runner_through_the_child(tmp_path):
 
     s = settings_for(make_selection(io="host"), {"cpu": ["cpu"]}, 1, 1)
     np.save(tmp_path / "in.npy", np.zeros((2, 1, 4, 4), np.float32))
-    spec = CellSpec(runner="tests.fake_runners:CountingRunner", artifact="none", inputs=str(tmp_path / "in.npy"),
+    spec = CellSpec(runner="tests.fake_runners:CountingRunner", artifact="none",
+                    inputs=str(tmp_path / "in.npy"),
                     loop=LoopSettings(warmup_iters=1, min_iters=2, min_time_s=0.0), **_how_spec(s))
     [res] = run_cell(spec, 60, tmp_path, "io", env=python_env())
     assert res.ok and res.settings["io"] == "host"
@@ -112,7 +113,8 @@ def test_pytorch_cuda_graph_is_captured_in_load_and_per_stream(torch_stand_in):
     x = np.arange(64, dtype=np.float32).reshape(4, 1, 4, 4)
     p = r.prepare(x)
     assert t.calls["model"] == 3 and t.calls["replay"] == 0  # prepare() runs nothing
-    assert np.allclose(r.to_numpy(r.run(p)), expected(x)) and t.calls["replay"] == 1  # the first call: one replay
+    # the first call: one replay
+    assert np.allclose(r.to_numpy(r.run(p)), expected(x)) and t.calls["replay"] == 1
     tp = r.throughput(x, ThroughputSettings(duration_s=0.05, warmup_s=0.0, concurrency=2))
     assert tp.concurrency == 2 and tp.unit == "streams" and tp.images > 0 and t.calls["captured"] == 3
     assert np.allclose(tp.outputs, expected(x)) and len(tp.latencies_ns) == tp.images // 4
@@ -128,7 +130,8 @@ def test_pytorch_compile_with_cuda_graphs_declines_the_throughput_scenario(torch
     with pytest.raises(BackendUnavailable, match="static buffers"):
         r.throughput(np.zeros((4, 1, 4, 4), np.float32), ThroughputSettings(duration_s=0.01))
     plain = _torch_runner(PyTorchCompileRunner, "device")  # default mode: no CUDA graphs, streams are fine
-    tp = plain.throughput(np.zeros((4, 1, 4, 4), np.float32), ThroughputSettings(duration_s=0.02, warmup_s=0.0))
+    tp = plain.throughput(np.zeros((4, 1, 4, 4), np.float32),
+                          ThroughputSettings(duration_s=0.02, warmup_s=0.0))
     assert tp.concurrency == 2 and tp.images > 0
 
 
@@ -141,7 +144,8 @@ def test_pytorch_cuda_rows_keep_the_model_across_batch_sizes(torch_stand_in, mon
 
     t = torch_stand_in
     built = []
-    monkeypatch.setattr("infer_compare.models.rebuild", lambda spec, path: built.append(1) or fake_gpu.FakeModel(t))
+    monkeypatch.setattr("infer_compare.models.rebuild",
+                        lambda spec, path: built.append(1) or fake_gpu.FakeModel(t))
     r = _torch_runner(PyTorchRunner, batch=1)
     x = np.zeros((1, 1, 4, 4), np.float32)
     for _ in range(3):
@@ -150,13 +154,15 @@ def test_pytorch_cuda_rows_keep_the_model_across_batch_sizes(torch_stand_in, mon
     notes_b1, ring_b1 = list(r.notes), r.events
     assert r.rebatch(8) is True and len(built) == 1  # not rebuilt, not moved again
     assert r.events is not ring_b1 and r.events.calls == 0 and r.meter.images_per_call == 8
-    assert r.notes == r._load_notes and len(r.notes) <= len(notes_b1)  # the batch-1 metrics note is not carried
+    # the batch-1 metrics note is not carried
+    assert r.notes == r._load_notes and len(r.notes) <= len(notes_b1)
     assert "loaded for batch 1" in r.settings["before_first_call"] and t.calls["model"] == 3  # nothing ran
     assert r.to_numpy(r.run(r.prepare(np.zeros((8, 1, 4, 4), np.float32)))).shape == (8, 10)
 
     c = _torch_runner(PyTorchCompileRunner, batch=1)
     before = t.calls["model"]
-    assert c.rebatch(32) is True and t.calls["model"] == before + 3  # compiled on the new shape, in re-shape time
+    # compiled on the new shape, in re-shape time
+    assert c.rebatch(32) is True and t.calls["model"] == before + 3
     assert "compiled" in c.settings["before_first_call"] and c.settings["compile_s"] is not None
     assert sum("torch.compile" in n for n in c.notes) == 1  # one compile note: this shape's
     g = _torch_runner(PyTorchRunner, cuda_graphs=True)
@@ -200,7 +206,8 @@ def _ort_cuda_runner(cls, tmp_path, monkeypatch, io):
     made = []
 
     def create(self, so, providers):  # the CPU provider stands in for the CUDA one
-        made.append(_CountingSession(ort.InferenceSession(self.artifact, so, providers=["CPUExecutionProvider"])))
+        made.append(_CountingSession(ort.InferenceSession(self.artifact, so,
+                                                          providers=["CPUExecutionProvider"])))
         return made[-1]
 
     monkeypatch.setattr(cls, "_create", create)
@@ -224,7 +231,8 @@ def test_onnxruntime_cuda_rows_follow_the_policy(tmp_path, monkeypatch, io):
         r, made = _ort_cuda_runner(cls, tmp_path, monkeypatch, io)
         assert r.settings["io"] == io and "nothing" in r.settings["before_first_call"]
         p = r.prepare(x)
-        assert made[0].runs == 0  # the output is bound without running the session: the first timed call is cold
+        # the output is bound without running the session: the first timed call is cold
+        assert made[0].runs == 0
         assert np.array_equal(r.to_numpy(r.run(p)), x.reshape(4, 16)) and made[0].runs == 1
         tp = r.throughput(x, ThroughputSettings(duration_s=0.05, warmup_s=0.0))
         assert tp.concurrency == 2 and len(made) == 2 and tp.unit == "sessions" and tp.images > 0
@@ -247,15 +255,18 @@ def test_tensorrt_rows_follow_the_policy(tmp_path, monkeypatch, io):
     monkeypatch.setattr(trt_run, "trt_status", lambda: (fake, "", fake.__version__))
     monkeypatch.setattr(trt_run, "cudart_status", lambda: (rt, ""))
     (tmp_path / "e.plan").write_bytes(b"engine")
-    r = trt_run.TensorRTRunner(str(tmp_path / "e.plan"), "cuda:0", RunOptions(precision="fp32", batch_size=4, io=io))
+    r = trt_run.TensorRTRunner(str(tmp_path / "e.plan"), "cuda:0",
+                               RunOptions(precision="fp32", batch_size=4, io=io))
     r.load()
     x = np.arange(64, dtype=np.float32).reshape(4, 1, 4, 4)
     p = r.prepare(x)
-    assert r.settings["io"] == io and fake.calls["execute"] == 0  # nothing executed before the first timed call
+    # nothing executed before the first timed call
+    assert r.settings["io"] == io and fake.calls["execute"] == 0
     h2d = rt.copies[1]
     out = r.to_numpy(r.run(p))
     assert np.array_equal(out, expected(x)) and fake.calls["execute"] == 1
-    assert rt.copies[1] - h2d == (1 if io == "host" else 0)  # the H2D copy is inside the timed call only with host io
+    # the H2D copy is inside the timed call only with host io
+    assert rt.copies[1] - h2d == (1 if io == "host" else 0)
     for _ in range(3):
         r.run(p)
     tp = r.throughput(x, ThroughputSettings(duration_s=0.05, warmup_s=0.0))

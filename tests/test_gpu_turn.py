@@ -32,8 +32,8 @@ def _spec(tmp_path, min_time_s: float) -> CellSpec:
     np.save(tmp_path / "in.npy", np.zeros((4, 1, 8, 8), np.float32))
     return CellSpec(runner="tests.fake_runners:TurnRunner", artifact="none", batch_sizes=(2,),
                     inputs=str(tmp_path / "in.npy"),
-                    loop=LoopSettings(warmup_iters=1, min_iters=3, min_time_s=min_time_s, max_time_s=min_time_s,
-                                      target_ci=None, warmup_time_s=0.0))
+                    loop=LoopSettings(warmup_iters=1, min_iters=3, min_time_s=min_time_s,
+                                      max_time_s=min_time_s, target_ci=None, warmup_time_s=0.0))
 
 
 def _calls(path) -> list[float]:
@@ -41,15 +41,16 @@ def _calls(path) -> list[float]:
 
 
 def test_two_processes_never_use_the_gpu_at_once_and_a_compile_lets_the_other_in(tmp_path):
-    """B lets its turn go for 0.5 s in its load (as torch.compile's tracing does); A, started then, takes the GPU and
-    measures for 1.2 s; B's calls come after A's; B's row says it waited and compiled beside, and its load time
-    leaves out the wait."""
+    """B lets its turn go for 0.5 s in its load (as torch.compile's tracing does); A, started then, takes the
+    GPU and measures for 1.2 s; B's calls come after A's; B's row says it waited and compiled beside, and its
+    load time leaves out the wait."""
     lock = str(tmp_path / "gpu0.turn")
     env = {**python_env(), gpu_turn.ENV: lock}
     got: dict[str, list] = {}
 
     def run(name: str, extra: dict[str, str], min_time_s: float) -> None:
-        got[name] = run_cell(_spec(tmp_path / name, min_time_s), 60, tmp_path / name, name, env={**env, **extra})
+        got[name] = run_cell(_spec(tmp_path / name, min_time_s), 60, tmp_path / name, name,
+                             env={**env, **extra})
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -75,7 +76,8 @@ def test_two_processes_never_use_the_gpu_at_once_and_a_compile_lets_the_other_in
     holds = [(h, who) for who, r in (("a", ra), ("b", rb)) for h in r.extra["gpu_turn"]["held"]]
     holds.sort()
     assert {w for _, w in holds} == {"a", "b"}
-    assert all(h0[1] <= h1[0] + 0.002 for (h0, _), (h1, _) in zip(holds, holds[1:], strict=False)), "no two holds overlap"
+    assert all(h0[1] <= h1[0] + 0.002 for (h0, _), (h1, _) in zip(holds, holds[1:], strict=False)), \
+        "no two holds overlap"
 
 
 def test_a_turn_waits_for_the_holder_and_counts_its_wait(tmp_path):
@@ -131,12 +133,14 @@ def test_compiling_beside_lets_go_until_the_compile_ends(tmp_path):
     handler = _Handler()
     torch = NS(_dynamo=NS(callback=NS(callback_handler=handler)))
     turn = gpu_turn.Turn(str(tmp_path / "t.lock"))
-    with compiling_beside(torch, turn):  # a deferred turn (a load that traces first): taken at the compile's end
+    # a deferred turn (a load that traces first): taken at the compile's end
+    with compiling_beside(torch, turn):
         assert not turn.held and len(handler.end) == 1  # tracing: the other process may use the GPU
         handler.end[0]("args of torch's callback")  # the compilation ended: the compiled code runs next
         assert turn.held
     assert turn.held and handler.end == []
-    with compiling_beside(torch, turn):  # held already (a shape the dynamic graph serves at once): kept throughout
+    # held already (a shape the dynamic graph serves at once): kept throughout
+    with compiling_beside(torch, turn):
         assert turn.held and handler.end == []
     assert turn.held
     with compiling_beside(torch, None):  # no turn: nothing registered
@@ -164,8 +168,8 @@ def test_a_deferred_turn_is_taken_on_demand_and_let_go_at_the_end(tmp_path, monk
 
 
 def test_torch_runs_the_compile_end_callback_before_the_compiled_code():
-    """The contract compiling_beside relies on, in the installed torch: Dynamo's compile-end callbacks run after
-    the backend compiled the frame and before its compiled code is called."""
+    """The contract compiling_beside relies on, in the installed torch: Dynamo's compile-end callbacks run
+    after the backend compiled the frame and before its compiled code is called."""
     torch = pytest.importorskip("torch")
     handler = getattr(getattr(torch._dynamo, "callback", None), "callback_handler", None)
     if not hasattr(handler, "remove_end_callback"):
@@ -197,8 +201,8 @@ def test_a_gpu_slot_becomes_two_slots_of_that_gpu_sharing_a_lock(tmp_path):
     gpu = Slot("cuda:0", {"index": 0, "name": "H", "uuid": "GPU-a"}, cores=(4, 5, 6, 7))
     lane = Slot("cpu", {}, cores=(0, 1, 2, 3), threads=4)
     small = Slot("cuda:1", {"index": 1, "name": "H", "uuid": "GPU-b"}, cores=(8,))
-    one, two, cpu, kept = with_turns([gpu, lane, small], str(tmp_path), siblings=lambda c: (c, c + 1) if c % 2 == 0
-                                     else (c - 1, c))
+    one, two, cpu, kept = with_turns([gpu, lane, small], str(tmp_path),
+                                     siblings=lambda c: (c, c + 1) if c % 2 == 0 else (c - 1, c))
     assert (one.cores, two.cores) == ((4, 5), (6, 7)) and (one.name, two.name) == ("cuda:0/1", "cuda:0/2")
     assert one.env()[gpu_turn.ENV] == two.env()[gpu_turn.ENV] == str(tmp_path / "gpu-cuda0.turn")
     assert one.env()["CUDA_VISIBLE_DEVICES"] == "GPU-a" and two.facts()["gpu_process"] == 2
@@ -206,28 +210,31 @@ def test_a_gpu_slot_becomes_two_slots_of_that_gpu_sharing_a_lock(tmp_path):
 
 
 def test_each_process_of_a_gpu_keeps_its_own_history_on_the_board():
-    """Two workers of one GPU: each takes a precision of its own; then torch.compile of the precision it measured
-    eagerly (cuDNN's choices are made in that process)."""
+    """Two workers of one GPU: each takes a precision of its own; then torch.compile of the precision it
+    measured eagerly (cuDNN's choices are made in that process)."""
     cells = [NS(runner=r, precision=p) for r in ("pytorch", "pytorch-compile") for p in ("fp32", "tf32")]
     board = Board([(c, ("cuda:0",)) for c in cells], family=lambda c: "PyTorch")
     first, second = board.take("cuda:0", "cuda:0/1"), board.take("cuda:0", "cuda:0/2")
-    assert (first.runner, first.precision, second.runner, second.precision) == ("pytorch", "fp32", "pytorch", "tf32")
-    assert board.take("cuda:0", "cuda:0/2").precision == "tf32" and board.take("cuda:0", "cuda:0/1").precision == "fp32"
+    assert (first.runner, first.precision, second.runner,
+            second.precision) == ("pytorch", "fp32", "pytorch", "tf32")
+    assert board.take("cuda:0", "cuda:0/2").precision == "tf32" and \
+        board.take("cuda:0", "cuda:0/1").precision == "fp32"
 
 
 def _wanted(cells, gpus=None, weights_bytes=0) -> tuple[bool, str]:
-    """measure/lanes.py's decision for a run on ``gpus`` whose model has ``weights_bytes``: (turns, the report's note
-    saying why not, where the plan compiles but the GPUs lack room)."""
+    """measure/lanes.py's decision for a run on ``gpus`` whose model has ``weights_bytes``: (turns, the
+    report's note saying why not, where the plan compiles but the GPUs lack room)."""
     from infer_compare.measure.lanes import _turns_wanted
 
     weights = NS(numel=lambda: weights_bytes, element_size=lambda: 1)
-    run = NS(environment=NS(gpus=gpus or []), prep=NS(model=NS(parameters=lambda: [weights], buffers=lambda: [])),
-             notes=[])
+    run = NS(environment=NS(gpus=gpus or []),
+             prep=NS(model=NS(parameters=lambda: [weights], buffers=lambda: [])), notes=[])
     return _turns_wanted(run, cells), "".join(run.notes)
 
 
 def test_turns_only_where_a_gpu_configuration_compiles_on_a_gpu_with_room(monkeypatch):
-    cell = lambda runner, kind="cuda": NS(runner=runner, kind=kind, device=f"{kind}:0" if kind == "cuda" else kind)  # noqa: E731
+    cell = lambda runner, kind="cuda": NS(  # noqa: E731
+        runner=runner, kind=kind, device=f"{kind}:0" if kind == "cuda" else kind)
     h100, orin = [{"memory_mib": 81559}], [{"memory_mib": 15656}]
     assert _wanted([cell("pytorch"), cell("pytorch-compile")], h100, 100 << 20) == (True, "")
     assert _wanted([cell("pytorch"), cell("onnxruntime")], h100) == (False, "")
@@ -242,8 +249,8 @@ def test_turns_only_where_a_gpu_configuration_compiles_on_a_gpu_with_room(monkey
 
 
 def test_one_gpu_gets_a_slot_of_its_own_where_its_processes_take_turns():
-    run = NS(environment=NS(gpus=[{"index": 0, "cuda": 0, "name": "H", "uuid": "GPU-a"}]), settings=NS(threads=2),
-             notes=[])
+    run = NS(environment=NS(gpus=[{"index": 0, "cuda": 0, "name": "H", "uuid": "GPU-a"}]),
+             settings=NS(threads=2), notes=[])
     sel = NS(cpu_rows="after", gpus="spread")
     cells = [NS(runner="pytorch-compile", kind="cuda", device="cuda:0")]
     assert lanes(run, cells, sel) == ([], None)
@@ -252,33 +259,37 @@ def test_one_gpu_gets_a_slot_of_its_own_where_its_processes_take_turns():
 
 
 def test_a_comparison_that_compiles_on_a_stand_in_gpu_measures_it_with_two_processes(monkeypatch, cache_dir):
-    """Through compare() with one stand-in GPU (no GPU here) and torch.compile in the plan: the GPU's configurations
-    run in two measuring processes sharing its lock, each on its own cores, and the report says so; ONNX Runtime's
-    CUDA rows (no CUDA provider here: skipped by their child) name the GPU and which of its processes ran them."""
+    """Through compare() with one stand-in GPU (no GPU here) and torch.compile in the plan: the GPU's
+    configurations run in two measuring processes sharing its lock, each on its own cores, and the report says
+    so; ONNX Runtime's CUDA rows (no CUDA provider here: skipped by their child) name the GPU and which of its
+    processes ran them."""
     import infer_compare.catalog.device_kinds as dk
     from infer_compare import compare
     from infer_compare.backends.onnxruntime.run import OnnxRuntimeRunner
 
-    monkeypatch.setattr(dk, "all_gpus", lambda: [{"index": 0, "name": "H", "uuid": "GPU-aaaa-0000", "memory_mib": 81559}])
+    monkeypatch.setattr(dk, "all_gpus",
+                        lambda: [{"index": 0, "name": "H", "uuid": "GPU-aaaa-0000", "memory_mib": 81559}])
     probe = OnnxRuntimeRunner.probe.__func__
     monkeypatch.setattr(OnnxRuntimeRunner, "probe", classmethod(lambda c, device="cpu": probe(c, "cpu")))
     rep = compare("lenet5", backends=["onnxruntime", "pytorch-compile"], precisions=["fp32", "fp16"],
-                  devices=["cuda:0"], batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1, warmup_time_s=0.0,
-                  cache_dir=cache_dir)
+                  devices=["cuda:0"], batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1,
+                  warmup_time_s=0.0, cache_dir=cache_dir)
     ort = [r for r in rep.rows if r.backend == "onnxruntime"]
     assert len(ort) == 2 and {r.extra["gpu_process"] for r in ort} <= {1, 2}
     assert all(r.extra["gpu_uuid"] == "GPU-aaaa-0000" and r.extra["concurrent_with"] == "cuda:0" for r in ort)
     assert any("two such processes taking turns" in n and "cuda:0/2" in n for n in rep.notes)
     monkeypatch.setenv(gpu_turn.SWITCH, "0")
-    rep = compare("lenet5", backends=["onnxruntime", "pytorch-compile"], precisions=["fp32"], devices=["cuda:0"],
-                  batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1, warmup_time_s=0.0, cache_dir=cache_dir)
+    rep = compare("lenet5", backends=["onnxruntime", "pytorch-compile"], precisions=["fp32"],
+                  devices=["cuda:0"], batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1,
+                  warmup_time_s=0.0, cache_dir=cache_dir)
     assert not any("taking turns" in n for n in rep.notes)
     assert all("gpu_process" not in r.extra for r in rep.rows)
 
 
 def test_turns_beside_the_cpu_lane_keep_it_as_large_as_without_them(monkeypatch):
-    """32 CPUs: one GPU's two processes get 4 each (the lane keeps 24, 75 %); with two GPUs 4 each would leave the
-    lane 16 (under auto's 75 %): each GPU's two processes share the 4 one process would have had (lane 24)."""
+    """32 CPUs: one GPU's two processes get 4 each (the lane keeps 24, 75 %); with two GPUs 4 each would leave
+    the lane 16 (under auto's 75 %): each GPU's two processes share the 4 one process would have had (lane
+    24)."""
     import infer_compare.measure.gpus as gpus_mod
     import infer_compare.measure.lanes as lanes_mod
 

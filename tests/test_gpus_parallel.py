@@ -24,7 +24,8 @@ from infer_compare.measure.parallel import run_on_slots
 from infer_compare.measure.plan import Cell, make_selection
 
 H100 = "NVIDIA H100 80GB HBM3"
-GPUS = [{"index": 0, "name": H100, "uuid": "GPU-aaaa-0000"}, {"index": 1, "name": H100, "uuid": "GPU-bbbb-1111"}]
+GPUS = [{"index": 0, "name": H100, "uuid": "GPU-aaaa-0000"},
+        {"index": 1, "name": H100, "uuid": "GPU-bbbb-1111"}]
 
 
 def _siblings(c: int) -> tuple[int, ...]:  # 16 physical cores, two threads each: c and c+16
@@ -52,7 +53,8 @@ def test_slots_carry_the_physical_gpu_and_bind_by_uuid():
     gpus = visible(GPUS, None)
     s0, s1 = make_slots(gpus, ["cuda:0", "cuda:1"], list(range(32)), _siblings)
     assert s1.env() == {"CUDA_VISIBLE_DEVICES": "GPU-bbbb-1111"} and s1.pool == s0.pool == H100
-    assert s1.facts() == {"gpu_index": 1, "gpu_name": H100, "gpu_uuid": "GPU-bbbb-1111", "cores": "8-15,24-31"}
+    assert s1.facts() == {"gpu_index": 1, "gpu_name": H100, "gpu_uuid": "GPU-bbbb-1111",
+                          "cores": "8-15,24-31"}
     assert "GPU 1" in s1.describe() and "GPU-bbbb-1111" in s1.describe()
 
 
@@ -70,10 +72,12 @@ def test_spread_measures_each_configuration_once_per_gpu_model():
                                                                 ("fp16", ("cuda:0", "cuda:1"))]
     assert [c.device for c in rest] == ["cpu"]
     every, _ = assign(_cells(), slots, "every")
-    assert [(c.device, allowed) for c, allowed in every] == [("cuda:0", ("cuda:0",)), ("cuda:1", ("cuda:1",))] * 2
+    assert [(c.device, allowed) for c, allowed in every] == [("cuda:0", ("cuda:0",)),
+                                                             ("cuda:1", ("cuda:1",))] * 2
     seq, rest = assign(_cells(), slots, "sequential")
     assert seq == [] and len(rest) == 5
-    mixed = make_slots([GPUS[0], {**GPUS[1], "name": "NVIDIA L4"}], ["cuda:0", "cuda:1"], [0, 1], lambda c: (c,))
+    mixed = make_slots([GPUS[0], {**GPUS[1], "name": "NVIDIA L4"}], ["cuda:0", "cuda:1"], [0, 1],
+                       lambda c: (c,))
     work, _ = assign(_cells(), mixed, "spread")  # two models: each is measured
     assert [allowed for _, allowed in work] == [("cuda:0",), ("cuda:1",)] * 2
     with pytest.raises(UsageError, match="--gpus must be one of"):
@@ -97,7 +101,8 @@ def test_workers_measure_at_the_same_time_whichever_gpu_is_free():
     by = {c: d for c, d, _, _ in seen}
     assert sorted(by) == ["c0", "c1", "c2", "c3", "only1"] and by["only1"] == "cuda:1"
     other = "cuda:1" if by["c0"] == "cuda:0" else "cuda:0"
-    assert by["c1"] == by["c2"] == by["c3"] == other  # the GPU measuring c0 was busy: the free one took the rest
+    # the GPU measuring c0 was busy: the free one took the rest
+    assert by["c1"] == by["c2"] == by["c3"] == other
     c0 = next(s for s in seen if s[0] == "c0")
     assert any(s[2] < c0[3] and s[0] != "c0" for s in seen)  # overlapped
 
@@ -140,7 +145,8 @@ def test_fleet_task_binds_to_the_gpu_ray_assigned_and_names_the_physical_gpu():
 
 
 def test_fleet_job_whose_gpu_the_task_cannot_see_is_unbound():
-    with pytest.raises(Unbound, match=r"node srv: cuda:1 not visible to the task \(Ray assigned GPU\(s\) \[\]"):
+    with pytest.raises(Unbound, match=r"node srv: cuda:1 not visible to the task \(Ray assigned "
+                       r"GPU\(s\) \[\]"):
         bind({"devices": ["cuda:1"]}, [], [], "srv", "")
     rows = {"rows": [{"device": "cuda:0", "status": "skipped", "skip_kind": "no_device",
                       "reason": "cuda:0 does not exist (PyTorch sees 0 CUDA device(s))"}]}
@@ -161,7 +167,8 @@ def test_fleet_task_holding_both_gpus_measures_both_named_physically():
     seen = visible(GPUS, "1,0")  # Ray's order
     kw, bound = bind({"devices": ["cuda:0", "cuda:1"]}, seen, ["1", "0"], "srv", "1,0")
     assert kw["devices"] == ["cuda:0", "cuda:1"] and [bound[d]["index"] for d in kw["devices"]] == [1, 0]
-    out = relabel({"rows": [{"device": "cuda:0", "extra": {}}, {"device": "cuda:1", "extra": {}}]}, bound, "srv")
+    out = relabel({"rows": [{"device": "cuda:0", "extra": {}}, {"device": "cuda:1", "extra": {}}]},
+                  bound, "srv")
     assert [r["device"] for r in out["rows"]] == ["cuda:1", "cuda:0"]
 
 
@@ -177,11 +184,12 @@ def test_a_comparison_on_two_stand_in_gpus_runs_them_at_once_and_names_each(monk
     monkeypatch.setattr(dk, "all_gpus", lambda: [dict(g) for g in GPUS])
     probe = OnnxRuntimeRunner.probe.__func__
     monkeypatch.setattr(OnnxRuntimeRunner, "probe", classmethod(lambda c, device="cpu": probe(c, "cpu")))
-    rep = compare("lenet5", backends=["onnxruntime"], precisions=["fp32", "fp16"], devices=["cuda:0", "cuda:1"],
-                  batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1, warmup_time_s=0.0,
-                  cache_dir=cache_dir)
+    rep = compare("lenet5", backends=["onnxruntime"], precisions=["fp32", "fp16"],
+                  devices=["cuda:0", "cuda:1"], batch_sizes=[1], threads=1, min_time_s=0.05, max_time_s=0.1,
+                  warmup_time_s=0.0, cache_dir=cache_dir)
     rows = [r for r in rep.rows if r.device.startswith("cuda")]
-    assert [r.precision for r in rows] == ["fp32", "fp16"]  # each configuration once (identical GPUs), plan order
+    # each configuration once (identical GPUs), plan order
+    assert [r.precision for r in rows] == ["fp32", "fp16"]
     for r in rows:
         assert r.extra["gpu_uuid"] == {"cuda:0": "GPU-aaaa-0000", "cuda:1": "GPU-bbbb-1111"}[r.device]
         assert r.extra["concurrent_with"] == "cuda:0, cuda:1" and r.extra.get("cores") != ""
@@ -197,7 +205,8 @@ def test_merge_label_as_a_comma_list_labels_each_file(tmp_path):
 
     src = str(Path(__file__).parent.parent / "reports" / "cpu-lenet5" / "results.json")
     assert main(["merge", src, src, "--label", "fleet,devboard", "-o", str(tmp_path / "m")]) == 0
-    assert list(json.loads((tmp_path / "m" / "results.json").read_text())["machines"]) == ["fleet", "devboard"]
+    assert list(json.loads((tmp_path / "m" / "results.json").read_text())["machines"]) == ["fleet",
+                                                                                           "devboard"]
     assert main(["merge", src, src, "--label", "fleet,", "-o", str(tmp_path / "n")]) == 2
 
 

@@ -58,6 +58,7 @@ def test_harness_ratios_compare_like_with_like():
     assert t["tool_occupancy"] == pytest.approx(400 * 4.0 / (1000 * 2)) and t["tool_warmup_requests"] == 6
     assert t["benchmark_app_occupancy"] == pytest.approx(504 * 3.88 / (1005.85 * 2))
     assert t["ratio"] == pytest.approx(400 / 501.07) and t["ratio_tool_bridge"] == pytest.approx(400 / 450)
-    assert h.property_diff({"A": "1", "B": "2", "C": "x"}, {"A": "1", "B": "3", "D": "y"}) == {"B": ("2", "3")}
+    assert h.property_diff({"A": "1", "B": "2", "C": "x"},
+                           {"A": "1", "B": "3", "D": "y"}) == {"B": ("2", "3")}
 
 

@@ -54,14 +54,16 @@ def _row_with_latency(d: dict) -> dict:
 
 
 @pytest.mark.parametrize("edit, field, expected", [
-    (lambda d: _row_with_latency(d)["latency"].__setitem__("p50_ms", "fast"), ".latency.p50_ms", "valid number"),
+    (lambda d: _row_with_latency(d)["latency"].__setitem__("p50_ms", "fast"),
+     ".latency.p50_ms", "valid number"),
     (lambda d: d["rows"][0].__setitem__("notes", 5), "rows[0].notes", "valid list"),
     (lambda d: d["rows"][0].__setitem__("batch_size", True), "rows[0].batch_size", "valid integer"),
     (lambda d: d["settings"].__setitem__("batch_sizes", {"cpu": ["one"]}), "settings.batch_sizes.cpu[0]",
      "valid integer"),
-    (lambda d: d["environment"].__setitem__("gpus", [{"name": ["x"]}]), "environment.gpus[0].name", "valid string"),
-    (lambda d: d["rows"][0].__setitem__("extra", {"calibration": {"ms": "12"}}), "rows[0].extra.calibration.ms",
-     "valid number"),
+    (lambda d: d["environment"].__setitem__("gpus", [{"name": ["x"]}]), "environment.gpus[0].name",
+     "valid string"),
+    (lambda d: d["rows"][0].__setitem__("extra", {"calibration": {"ms": "12"}}),
+     "rows[0].extra.calibration.ms", "valid number"),
     (lambda d: d["model"].pop("name"), "model.name", "required"),
 ])
 def test_wrong_types_deep_down_are_one_line_naming_the_field(tmp_path, capsys, edit, field, expected):
@@ -158,7 +160,8 @@ def test_results_csv_neutralizes_formula_cells_but_keeps_numbers():
 
     rep = _hostile_report()
     rep = rep.replace(model=rep.model.replace(name="=HYPERLINK(\"http://x\")"),
-                      rows=(rep.rows[0].replace(backend="+cmd", device="@SUM(A1)", reason="-2+3"),) + rep.rows[1:])
+                      rows=(rep.rows[0].replace(backend="+cmd", device="@SUM(A1)",
+                                                reason="-2+3"),) + rep.rows[1:])
     lines = list(csvmod.DictReader(io.StringIO(render(rep, "csv"))))
     first = lines[0]
     assert first["model"] == "'=HYPERLINK(\"http://x\")" and first["backend"] == "'+cmd"
@@ -213,7 +216,8 @@ def test_bundle_array_with_a_forged_header_is_refused(tmp_path):
     np.save(tmp_path / "data/reference.npy", np.zeros((2, 10), np.float32))
     man = {"input": {"shape": [1, 28, 28]}, "data": {"eval": {"path": "data/eval.npy"},
                                                      "reference": {"path": "data/reference.npy"}}}
-    with pytest.raises(BundleError, match=r"data/eval cannot be read.*header says shape \(1000000, 1, 28, 28\)"):
+    with pytest.raises(BundleError, match=r"data/eval cannot be read.*header says shape "
+                       r"\(1000000, 1, 28, 28\)"):
         load_inputs(Verified(tmp_path, man, 2, 0))
 
 
@@ -250,7 +254,8 @@ def test_images_of_other_modes_are_converted_faithfully_and_said(tmp_path):
     assert (by["cmyk.jpg"].mean(axis=(1, 2)).round() == [255, 0, 0]).all()
     assert (by["alpha.png"].mean(axis=(1, 2)).round() == [10, 200, 30]).all()
     for said in ("16-bit grayscale scaled to 8 bits (value / 257)", "alpha channel dropped",
-                 "CMYK converted to RGB without a colour profile", "rotated or flipped per its EXIF orientation"):
+                 "CMYK converted to RGB without a colour profile", "rotated or flipped per its EXIF "
+                 "orientation"):
         assert said in data.description, data.description
 
 
@@ -291,7 +296,8 @@ def test_tflite_io_map_with_wrong_types_is_refused(tmp_path):
 
     f = tmp_path / "m.tflite"
     Path(str(f) + ".io.json").write_text(json.dumps({"io_map": {"inputs": ["x"], "channel_last": ["yes"]}}))
-    with pytest.raises(RunnerError, match=r"io_map: field channel_last\[0\]: Input should be a valid boolean"):
+    with pytest.raises(RunnerError, match=r"io_map: field channel_last\[0\]: Input should be a "
+                       r"valid boolean"):
         read_io_map(str(f))
     Path(str(f) + ".io.json").write_text(json.dumps({"io_map": {"inputs": ["x"], "channel_last": [True]}}))
     assert read_io_map(str(f)) == {"inputs": ["x"], "channel_last": [True]}
@@ -299,10 +305,11 @@ def test_tflite_io_map_with_wrong_types_is_refused(tmp_path):
 
 def test_diff_json_into_a_closed_pipe_ends_quietly(tmp_path):
     """`infer-compare diff A B --json | head -1`: the reader goes away; no BrokenPipeError traceback."""
-    big = ROOT / "reports" / "gpu-h100-resnet50" / "results.json"  # its diff is ~90 kB: more than a pipe holds
+    # its diff is ~90 kB: more than a pipe holds
+    big = ROOT / "reports" / "gpu-h100-resnet50" / "results.json"
     cmd = f"{PY} -m infer_compare.cli diff {big} {big} --json | head -c 1 >/dev/null"
-    p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, env=python_env(),
-                       timeout=300)
+    p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True,
+                       env=python_env(), timeout=300)
     assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
     assert p.returncode == 141, (p.returncode, p.stderr)
 

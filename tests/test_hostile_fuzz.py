@@ -23,7 +23,8 @@ from infer_compare.cli import main
 
 from .conftest import ROOT
 
-SOURCES = [ROOT / "reports" / n / "results.json" for n in ("cpu-lenet5", "cpu-lenet5-soak", "merged-cpu-h200-resnet50")]
+SOURCES = [ROOT / "reports" / n / "results.json" for n in ("cpu-lenet5", "cpu-lenet5-soak",
+                                                           "merged-cpu-h200-resnet50")]
 FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 HOSTILE_STRINGS = st.sampled_from(["", "=cmd|' /C calc'!A0", "<script>alert(1)</script>", "../../etc/passwd",
@@ -116,8 +117,8 @@ def small_bundle(tmp_path_factory) -> tuple[Path, dict]:
     files = {rel: {"sha256": _sha(b / rel), "size": (b / rel).stat().st_size}
              for rel in ("data/eval.npy", "data/reference.npy", "artifacts/onnx-fp32/model.onnx")}
     model = json.loads(SOURCES[0].read_text())["model"]
-    man = {"kind": BUNDLE_KIND, "bundle_version": BUNDLE_VERSION, "model": model, "model_spec": {"name": "lenet5"},
-           "input": {"shape": [1, 32, 32], "dtype": "float32"},
+    man = {"kind": BUNDLE_KIND, "bundle_version": BUNDLE_VERSION, "model": model,
+           "model_spec": {"name": "lenet5"}, "input": {"shape": [1, 32, 32], "dtype": "float32"},
            "data": {"description": "zeros", "eval": {"path": "data/eval.npy"},
                     "reference": {"path": "data/reference.npy"}},
            "artifacts": [{"format": "onnx", "precision": "fp32", "path": "artifacts/onnx-fp32/model.onnx",
@@ -177,7 +178,8 @@ HEADERS = st.fixed_dictionaries({
 
 
 @FUZZ
-@given(header=HEADERS, data=st.binary(max_size=512), archive=st.booleans(), member=st.sampled_from(["x.npy", "x"]))
+@given(header=HEADERS, data=st.binary(max_size=512), archive=st.booleans(),
+       member=st.sampled_from(["x.npy", "x"]))
 def test_array_reader_fuzz(header, data, archive, member):
     from infer_compare.base import npyfile
     from infer_compare.data.user import PreprocessSpec, load_data
@@ -221,7 +223,8 @@ def test_image_reader_fuzz(mode, w, h, fmt, orientation, seed, cut):
     img = Image.new(mode, (w, h))
     if mode in ("I;16", "I", "F", "L"):
         hi = {"I;16": 65535, "I": 2**20, "F": 1.0, "L": 255}[mode]
-        a = rng.uniform(0, hi, (h, w)).astype({"I;16": np.uint16, "I": np.int32, "F": np.float32, "L": np.uint8}[mode])
+        a = rng.uniform(0, hi, (h, w)).astype({"I;16": np.uint16, "I": np.int32, "F": np.float32,
+                                               "L": np.uint8}[mode])
         img = Image.fromarray(a, mode=mode if mode != "I" else None) if mode != "I;16" else Image.fromarray(a)
     buf = io.BytesIO()
     kw = {}

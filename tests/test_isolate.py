@@ -57,8 +57,10 @@ def test_one_process_measures_every_batch_size_in_turn(tmp_path):
 
 
 def test_crash_in_one_batch_size_keeps_the_others(tmp_path):
-    """CrashAtBatch4 dies at batch 4: batches 1 and 2 (before) and 8 (after, in a fresh process) are measured."""
-    res = run_cell(_spec(tmp_path, "CrashAtBatch4", batches=(1, 2, 4, 8)), 60, tmp_path, "b4", env=python_env())
+    """CrashAtBatch4 dies at batch 4: batches 1 and 2 (before) and 8 (after, in a fresh process) are
+    measured."""
+    res = run_cell(_spec(tmp_path, "CrashAtBatch4", batches=(1, 2, 4, 8)), 60, tmp_path, "b4",
+                   env=python_env())
     by = {r.batch_size: r for r in res}
     assert [r.batch_size for r in res] == [1, 2, 4, 8]
     assert by[1].ok and by[2].ok and by[1].process == by[2].process == 1
@@ -75,7 +77,8 @@ def test_cell_records_round_trip():
 
 
 def test_child_peak_rss_is_its_own(tmp_path):
-    """The child's peak RSS must not include what the parent held when it forked (ru_maxrss does, on Linux)."""
+    """The child's peak RSS must not include what the parent held when it forked (ru_maxrss does, on
+    Linux)."""
     big = np.ones(400 * 2**20 // 8)  # 400 MiB held by the parent
     [res] = run_cell(_spec(tmp_path, "null"), 60, tmp_path, "null", env=python_env())
     assert big.sum() > 0
@@ -90,8 +93,8 @@ def test_compare_survives_a_crashing_backend(cache_dir, monkeypatch):
     monkeypatch.setitem(formats.RUNNERS, "onnxruntime", formats.RunnerInfo(
         "onnxruntime", "crashing stand-in", "tests.fake_runners:CrashRunner", ("cpu",), formats=("onnx",)))
     monkeypatch.setenv("PYTHONPATH", python_env()["PYTHONPATH"])
-    rep = compare("lenet5", devices=["cpu"], formats=["pytorch", "onnx"], batch_sizes=[1], cache_dir=cache_dir,
-                  warmup_iters=1, min_iters=3, min_time_s=0.0)
+    rep = compare("lenet5", devices=["cpu"], formats=["pytorch", "onnx"], batch_sizes=[1],
+                  cache_dir=cache_dir, warmup_iters=1, min_iters=3, min_time_s=0.0)
     by = {r.backend: r for r in rep.rows if r.batch_size is not None}
     assert by["onnxruntime"].status == "run_failed" and "SIGSEGV" in by["onnxruntime"].reason
     assert by["pytorch"].status == "ok"

@@ -22,8 +22,8 @@ pytest.importorskip("onnxruntime")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "infer_compare", *args], capture_output=True, text=True, env=python_env(),
-                          timeout=900)
+    return subprocess.run([PY, "-m", "infer_compare", *args], capture_output=True, text=True,
+                          env=python_env(), timeout=900)
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +54,16 @@ def test_tensorrt_int8_is_deferred_to_the_symmetric_file_the_bundle_carries(jets
     # the engine's source: symmetric int8 activations, full 8-bit weights, whatever the CPU file's recipe
     r = int8_recipe(onnx.load(str(jetson_bundle / trt_src["path"])))
     assert r["scheme"] == "S8S8" and r["weight_bits"] == 8
-    assert trt_src["export"]["options"]["scheme"] == "S8S8" and trt_src["export"]["options"]["reduce_range"] is False
+    assert trt_src["export"]["options"]["scheme"] == "S8S8" and \
+        trt_src["export"]["options"]["reduce_range"] is False
     check_symmetric_int8(str(jetson_bundle / trt_src["path"]))  # what the TensorRT exporter checks first
     # the CPU rows' file follows --onnx-int8-reduce-range on: U8S8 with 7-bit weights, and says so
     r = int8_recipe(onnx.load(str(jetson_bundle / cpu["path"])))
     assert r["scheme"] == "U8S8" and r["weight_bits"] == 7
     # the same file as auto's on a CPU that saturates (one cache key: the resolved choice), so either reason
     assert cpu["export"]["options"]["reduce_range"] is True
-    assert cpu["export"]["options"]["reduce_range_reason"].startswith(("on (--onnx-int8-reduce-range on)", "auto: on"))
+    assert cpu["export"]["options"]["reduce_range_reason"].startswith(("on (--onnx-int8-reduce-range on)",
+                                                                       "auto: on"))
     assert "built_on_cpu" in cpu["export"]["options"]
     with pytest.raises(ExportError, match="uint8"):
         check_symmetric_int8(str(jetson_bundle / cpu["path"]))
@@ -71,12 +73,14 @@ def test_run_refuses_flags_that_describe_how_artifacts_are_built(jetson_bundle):
     p = _cli("run", str(jetson_bundle), "--onnx-int8-scheme", "S8S8", "--verify-only")
     assert p.returncode == 2
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "--onnx-int8-scheme" in lines[0] and "infer-compare export" in lines[0], p.stderr
+    assert len(lines) == 1 and "--onnx-int8-scheme" in lines[0] and \
+        "infer-compare export" in lines[0], p.stderr
 
 
 def test_export_help_offers_the_artifact_options_and_not_the_runtime_ones():
     p = _cli("export", "--help")
     assert p.returncode == 0
-    for flag in ("--onnx-int8-scheme", "--onnx-int8-reduce-range", "--onnx-int8-calibration", "--tflite-int8"):
+    for flag in ("--onnx-int8-scheme", "--onnx-int8-reduce-range", "--onnx-int8-calibration",
+                 "--tflite-int8"):
         assert flag in p.stdout, flag
     assert "--cuda-graphs" not in p.stdout and "--openvino-performance-hint" not in p.stdout

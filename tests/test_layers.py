@@ -105,7 +105,8 @@ def test_no_file_of_the_package_is_ignored_by_git():
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     files = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")]
-    res = subprocess.run(["git", "check-ignore", "--no-index", *files], cwd=ROOT, capture_output=True, text=True)
+    res = subprocess.run(["git", "check-ignore", "--no-index", *files], cwd=ROOT, capture_output=True,
+                         text=True)
     assert res.stdout.strip() == "", f"ignored by .gitignore: {res.stdout}"
 
 

@@ -15,6 +15,7 @@ def test_ruff_passes():
     exe = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     if exe is None:
         pytest.skip("ruff is not installed (pip install -e '.[dev]')")
-    res = subprocess.run([exe, "check", "--no-cache", "infer_compare", "tests", "benchmarks", "scripts", "examples"],
+    res = subprocess.run([exe, "check", "--no-cache", "infer_compare", "tests",
+                          "benchmarks", "scripts", "examples"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]

@@ -14,8 +14,8 @@ from infer_compare.measure.ab_proc import SideFailed
 
 glibc = pytest.mark.skipif(not malloc.available(), reason="the C library is not glibc")
 
-# three 15 MiB buffers made, touched and freed, eight times: with glibc's moving thresholds the heap's top goes
-# back to the system after each round and comes back as fresh pages (faults); fixed, it stays
+# three 15 MiB buffers made, touched and freed, eight times: with glibc's moving thresholds the heap's top
+# goes back to the system after each round and comes back as fresh pages (faults); fixed, it stays
 _ROUNDS = """
 import resource, sys
 import numpy as np
@@ -81,7 +81,8 @@ def test_both_sides_fixed_only_where_both_can():
 
 
 def test_a_side_whose_mallopt_fails_is_a_failed_side():
-    kids = {"a": _Kid(True), "b": _Kid(True, {"ok": False, "status": "run_failed", "error": "malloc: refused"})}
+    kids = {"a": _Kid(True),
+            "b": _Kid(True, {"ok": False, "status": "run_failed", "error": "malloc: refused"})}
     with pytest.raises(SideFailed, match="side B: malloc: refused") as e:
         ab._malloc(kids, SimpleNamespace(malloc=True, timeout_s=1.0))
     assert e.value.side == "b"

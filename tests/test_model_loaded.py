@@ -1,5 +1,6 @@
 """models/loaded.py: a built-in architecture rebuilt from its state dict without the random initialisation the
-state dict overwrites; the same module as build-then-copy, and that path wherever the shortcut would differ."""
+state dict overwrites; the same module as build-then-copy, and that path wherever the shortcut would
+differ."""
 
 from __future__ import annotations
 
@@ -95,4 +96,5 @@ def test_a_state_dict_that_does_not_fit_raises_as_before():
     with pytest.raises(RuntimeError, match="size mismatch"):
         with_state_dict(lambda: nn.Linear(5, 3), sd)
     with pytest.raises(RuntimeError, match="Missing key"):
-        with_state_dict(lambda: nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 1)), {"0." + k: v for k, v in sd.items()})
+        with_state_dict(lambda: nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 1)),
+                        {"0." + k: v for k, v in sd.items()})

@@ -62,14 +62,17 @@ def test_int8_recipe_follows_this_cpu(report):
     cpu = describe()
     r = _ok(report, "onnxruntime", "int8")[0]
     assert r.export.options["reduce_range"] is cpu.u8s8_saturates
-    assert r.export.options["reduce_range_reason"].startswith("auto: " + ("on" if cpu.u8s8_saturates else "off"))
+    assert r.export.options["reduce_range_reason"].startswith("auto: "
+                                                              + ("on" if cpu.u8s8_saturates else "off"))
     recipe = int8_recipe(onnx.load(r.export.path))
     assert recipe["scheme"] == "U8S8" and recipe["weight_bits"] == (7 if cpu.u8s8_saturates else 8)
     for r in _ok(report, "onnxruntime", "int8"):
         s = r.options["int8"]
-        assert s["executed_scheme"] == "U8S8" and s["weight_bits"] == recipe["weight_bits"] and s["cpu_int8_path"] == cpu.isa
+        assert s["executed_scheme"] == "U8S8" and s["weight_bits"] == recipe["weight_bits"] and \
+            s["cpu_int8_path"] == cpu.isa
         assert f"({recipe['scheme']}, {recipe['weight_bits']}-bit weights, {cpu.isa})" in r.exec_precision
-        assert ("can saturate" in s["kernels"]) is False  # the auto recipe never leaves a saturating file here
+        # the auto recipe never leaves a saturating file here
+        assert ("can saturate" in s["kernels"]) is False
 
 
 def test_ort_int8_row_states_the_integer_kernels_that_ran(report):
@@ -106,7 +109,8 @@ def test_int8_file_contains_qdq_and_runs_as_integer_kernels(report, tmp_path):
     m = onnx.load(r.export.path)
     ops = Counter(n.op_type for n in m.graph.node)
     assert ops["QuantizeLinear"] > 0 and ops["DequantizeLinear"] > 0
-    int8_weights = [t for t in m.graph.initializer if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 4]
+    int8_weights = [t for t in m.graph.initializer if t.data_type == onnx.TensorProto.INT8
+                    and len(t.dims) == 4]
     assert len(int8_weights) == 2  # per-channel int8 convolution weights
     assert r.export.options["format"] == "QDQ" and r.export.options["calibration"] == "MinMax"
     # the QDQ file itself is float compute between Q/DQ pairs; ONNX Runtime fuses them into integer kernels
@@ -126,7 +130,8 @@ def test_fp16_file_has_fp16_weights_and_fp32_io(report):
     assert floats == Counter({"float16": floats["float16"]}) and floats["float16"] >= 10
     assert [i.type.tensor_type.elem_type for i in m.graph.input] == [onnx.TensorProto.FLOAT]
     assert [o.type.tensor_type.elem_type for o in m.graph.output] == [onnx.TensorProto.FLOAT]
-    assert rows[0].export.options["keep_io_types"] is True and "float16" in rows[0].export.options["converter"]
+    assert rows[0].export.options["keep_io_types"] is True and \
+        "float16" in rows[0].export.options["converter"]
     onnx.checker.check_model(m, full_check=True)  # topologically sorted after the conversion
     for r in rows:  # runs on the CPU, and the row says what it ran in
         assert r.exec_precision in ("fp32", "fp16") or r.exec_precision.startswith("fp16+fp32")
@@ -162,8 +167,8 @@ def test_entropy_calibration_is_selectable_and_changes_the_cache_key(report, cac
     from infer_compare import compare
 
     rep = compare("lenet5", backends=["onnxruntime"], formats=["onnx"], precisions=["int8"], devices=["cpu"],
-                  batch_sizes=[1], cache_dir=cache_dir, runner_options={"onnxruntime": {"int8_calibration": "Entropy"}},
-                  **FAST)
+                  batch_sizes=[1], cache_dir=cache_dir,
+                  runner_options={"onnxruntime": {"int8_calibration": "Entropy"}}, **FAST)
     ent = _ok(rep, "onnxruntime", "int8")[0]
     mm = _ok(report, "onnxruntime", "int8")[0]
     assert ent.export.options["calibration"] == "Entropy" and ent.export.key != mm.export.key
@@ -224,13 +229,15 @@ def test_graph_classes_follow_the_element_types():
 
     from infer_compare.backends.onnxruntime.graph import summarize
 
-    init = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", TensorProto.UINT8, [], [0]),
+    init = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]),
+            helper.make_tensor("z", TensorProto.UINT8, [], [0]),
             helper.make_tensor("w", TensorProto.INT8, [2, 2], [1, 2, 3, 4])]
     nodes = [  # deliberately out of order: the converters append nodes, the summary sorts them
         helper.make_node("Relu", ["h"], ["h2"]),
         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
         helper.make_node("Transpose", ["q"], ["qt"]),
-        helper.make_node("QGemm", ["qt", "s", "z", "w", "s", "z"], ["f"], domain="com.microsoft"),  # no y_scale
+        # no y_scale
+        helper.make_node("QGemm", ["qt", "s", "z", "w", "s", "z"], ["f"], domain="com.microsoft"),
         helper.make_node("Relu", ["f"], ["r"]),
         helper.make_node("Cast", ["r"], ["h"], to=TensorProto.FLOAT16),
         helper.make_node("Shape", ["h2"], ["shape"]),
@@ -261,7 +268,8 @@ def test_exec_precision_labels(prec, classes, label):
 
     r = OnnxRuntimeRunner("unused.onnx", "cpu", RunOptions(precision=prec))
     r._extra = {}
-    g = GraphSummary(sum(sum(c.values()) for c in classes.values()), {k: Counter(v) for k, v in classes.items()})
+    g = GraphSummary(sum(sum(c.values()) for c in classes.values()),
+                     {k: Counter(v) for k, v in classes.items()})
     r._describe(g, "test graph")
     assert r.exec_precision == label
     assert r._extra["executed_graph"]["nodes"] == g.total and r.notes

@@ -19,10 +19,13 @@ def _branch(name: str, op: str):
 
 
 def _model_with_if_before_its_producer():
-    cond = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("cv", TensorProto.BOOL, [], [True]))
-    iff = helper.make_node("If", ["c"], ["y"], then_branch=_branch("then", "Add"), else_branch=_branch("else", "Mul"))
+    cond = helper.make_node("Constant", [], ["c"],
+                            value=helper.make_tensor("cv", TensorProto.BOOL, [], [True]))
+    iff = helper.make_node("If", ["c"], ["y"], then_branch=_branch("then", "Add"),
+                           else_branch=_branch("else", "Mul"))
     cast = helper.make_node("Identity", ["x"], ["xc"])  # after the If that reads it: the converter's order
-    g = helper.make_graph([cond, iff, cast], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+    g = helper.make_graph([cond, iff, cast], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 

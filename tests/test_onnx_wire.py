@@ -17,7 +17,8 @@ def onnx_files(cache_dir, tmp_path_factory):
     from infer_compare.bundle import export_bundle
 
     out = tmp_path_factory.mktemp("wire") / "b"
-    man = export_bundle("lenet5", out, formats=["onnx"], precisions=["fp32", "fp16", "int8"], cache_dir=cache_dir)
+    man = export_bundle("lenet5", out, formats=["onnx"], precisions=["fp32", "fp16", "int8"],
+                        cache_dir=cache_dir)
     return {a["precision"]: out / a["path"] for a in man["artifacts"] if a["format"] == "onnx"}
 
 
@@ -82,8 +83,8 @@ def test_bundle_run_without_onnx_inspects_the_executed_precision(onnx_files, tmp
     bundle = onnx_files["fp16"].parents[2]
     code = ("from infer_compare.bundle import run_bundle; import importlib.util as u\n"
             "try:\n    assert u.find_spec('onnx') is None\nexcept ImportError:\n    pass\n"
-            f"rep = run_bundle({str(bundle)!r}, backends=['onnxruntime'], precisions=['fp16'], devices=['cpu'], "
-            "batch_sizes=[1], min_time_s=0.02, max_time_s=0.05)\n"
+            f"rep = run_bundle({str(bundle)!r}, backends=['onnxruntime'], precisions=['fp16'], "
+            "devices=['cpu'], batch_sizes=[1], min_time_s=0.02, max_time_s=0.05)\n"
             "print('EXEC', [r.exec_precision for r in rep.rows])")
     out = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -77,7 +77,8 @@ def test_compile_config_is_what_the_runner_compiles_with():
     r = OpenVinoRunner("model.xml", "cpu", RunOptions(precision="bf16", threads=6))
     assert r.compile_config("THROUGHPUT") == {"PERFORMANCE_HINT": "THROUGHPUT", "INFERENCE_NUM_THREADS": 6,
                                               "INFERENCE_PRECISION_HINT": "bf16"}
-    assert "INFERENCE_NUM_THREADS" not in OpenVinoRunner("m.xml", "cpu", RunOptions()).compile_config("LATENCY")
+    assert "INFERENCE_NUM_THREADS" not in \
+        OpenVinoRunner("m.xml", "cpu", RunOptions()).compile_config("LATENCY")
 
 
 # ------------------------------------------------------------------------------ the throughput loop
@@ -122,7 +123,8 @@ def test_every_request_is_warm_before_the_throughput_window(nireq):
     q = _Queue(nireq)
     meter = _Meter(q)
     ticks = iter(range(0, 10**12, 1_000_000))  # 1 ms per clock read
-    w = _loop(q, nireq, ThroughputSettings(duration_s=0.05, warmup_s=0.01, meter=meter), 2, clock=lambda: next(ticks))
+    w = _loop(q, nireq, ThroughputSettings(duration_s=0.05, warmup_s=0.01, meter=meter), 2,
+              clock=lambda: next(ticks))
     warm_started, busy_at_start = meter.at_start
     assert set(warm_started) == set(range(nireq))  # every request ran before the window
     assert len(warm_started) % nireq == 0 and busy_at_start == []  # whole rounds, all finished

@@ -23,8 +23,8 @@ from infer_compare.parity.kinds import (
 )
 from infer_compare.parity.outputs import compare_kind, compare_outputs
 
-FAST = ["--device", "cpu", "-b", "1", "--min-time", "0", "--min-iters", "2", "--warmup", "1", "--max-time", "0.2",
-        "--parity-samples", "4", "-q"]
+FAST = ["--device", "cpu", "-b", "1", "--min-time", "0", "--min-iters", "2", "--warmup", "1", "--max-time",
+        "0.2", "--parity-samples", "4", "-q"]
 
 
 def _sigmoid_map(n=8, seed=0):
@@ -114,8 +114,9 @@ def test_old_results_files_still_load():
 def test_output_kind_flags_are_checked():
     from infer_compare.base.errors import UsageError
 
-    assert parse_output_kinds(["out=map", "boxes=boxes", "p=probabilities"]) == {"out": MAP, "boxes": REGRESSION,
-                                                                                  "p": MAP}
+    assert parse_output_kinds(["out=map", "boxes=boxes", "p=probabilities"]) == {"out": MAP,
+                                                                                 "boxes": REGRESSION,
+                                                                                 "p": MAP}
     for bad in ("out", "=map", "out=sausage"):
         with pytest.raises(UsageError, match="--output-kind"):
             parse_output_kinds([bad])
@@ -146,8 +147,9 @@ def lraspp(tmp_path_factory):
     path = tmp_path_factory.mktemp("lraspp") / "lraspp.onnx"
     kw = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.manual_seed(0)
-    torch.onnx.export(Out(m), (torch.zeros(1, 3, 64, 64),), str(path), input_names=["x"], output_names=["out"],
-                      dynamic_axes={"x": {0: "batch"}, "out": {0: "batch"}}, opset_version=17, **kw)
+    torch.onnx.export(Out(m), (torch.zeros(1, 3, 64, 64),), str(path), input_names=["x"],
+                      output_names=["out"], dynamic_axes={"x": {0: "batch"}, "out": {0: "batch"}},
+                      opset_version=17, **kw)
     return path
 
 
@@ -158,7 +160,8 @@ def test_lraspp_dense_map_rows_pass_by_mask_agreement(lraspp, cache_dir, tmp_pat
                  "-o", str(tmp_path)])
     d = json.loads((tmp_path / "results.json").read_text())
     rows = [r for r in d["rows"] if r["status"] in ("ok", "parity_failed")]
-    assert code in (0, 1) and len(rows) == 2, code  # 1: OpenVINO's skipped onnx fp32 row (it runs only the QDQ file)
+    # 1: OpenVINO's skipped onnx fp32 row (it runs only the QDQ file)
+    assert code in (0, 1) and len(rows) == 2, code
     assert all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows]
     for r in rows:
         p = r["parity"]
@@ -192,9 +195,11 @@ def sigmoid_map_model(path) -> None:
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["logit"], name="head", pads=[1, 1, 1, 1]),
              helper.make_node("Sigmoid", ["logit"], ["p"], name="sigmoid"),
              helper.make_node("Squeeze", ["p", "axis"], ["prob"], name="squeeze")]
-    g = helper.make_graph(nodes, "det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 32, 32])],
+    g = helper.make_graph(nodes, "det",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 32, 32])],
                           [helper.make_tensor_value_info("prob", TensorProto.FLOAT, ["batch", 32, 32])],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([-14.0], np.float32), "b"),
+                          [numpy_helper.from_array(w, "w"),
+                           numpy_helper.from_array(np.array([-14.0], np.float32), "b"),
                            numpy_helper.from_array(np.array([1], np.int64), "axis")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
@@ -210,7 +215,9 @@ def test_sigmoid_map_rows_pass_where_the_numbers_agree(cache_dir, tmp_path):
                  "fp32,fp16", *FAST[:-3], "-q", "-o", str(tmp_path / "out")])
     d = json.loads((tmp_path / "out" / "results.json").read_text())
     rows = [r for r in d["rows"] if r.get("parity")]
-    assert code in (0, 1) and len(rows) >= 2 and all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows]
+    assert code in (0, 1) and len(rows) >= 2 and all(r["status"] == "ok" for r in rows), \
+        [r["reason"] for r in rows]
     for r in rows:
         p = r["parity"]  # the photos leave most samples' maps near zero: their cosine is left out
-        assert p["kind"] == "map" and p["cosine_skipped"] > 0 and p["mask_iou"] == 1.0 and p["top5_agreement"] is None
+        assert p["kind"] == "map" and p["cosine_skipped"] > 0 and p["mask_iou"] == 1.0 and \
+            p["top5_agreement"] is None

@@ -38,12 +38,14 @@ def tiny():
 def not_a_module():
     return 42
 '''
-FAST = ["--min-time", "0.05", "--max-time", "0.3", "--min-iters", "3", "--warmup", "1", "--device", "cpu", "-q"]
+FAST = ["--min-time", "0.05", "--max-time", "0.3", "--min-iters", "3", "--warmup", "1", "--device",
+        "cpu", "-q"]
 
 
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory) -> Path:
-    """A small network saved as a static-batch ONNX file (opset 17), TorchScript, .pt2 and a factory module."""
+    """A small network saved as a static-batch ONNX file (opset 17), TorchScript, .pt2 and a factory
+    module."""
     d = tmp_path_factory.mktemp("own")
     (d / "tinymod.py").write_text(FACTORY)
     sys.path.insert(0, str(d))
@@ -82,16 +84,18 @@ def test_onnx_file_static_batch_runs_on_onnxruntime_and_openvino(models_dir, tmp
         assert rows[key].status == "ok" and rows[key].parity.passed, rows[key]
     for key in (("onnxruntime", "onnx", "fp32", 8, ""), ("openvino", "openvino", "fp32", 8, "")):
         assert rows[key].status == "skipped" and "static batch of 1" in rows[key].reason
-    tfl = rows[("tflite", "tflite", "fp32", 1, "")]  # converted from the ONNX file (onnx2torch + litert-torch)
-    assert tfl.status == "ok" and tfl.parity.passed and tfl.export.options["route"] == "onnx2torch + litert-torch"
+    # converted from the ONNX file (onnx2torch + litert-torch)
+    tfl = rows[("tflite", "tflite", "fp32", 1, "")]
+    assert tfl.status == "ok" and tfl.parity.passed and \
+        tfl.export.options["route"] == "onnx2torch + litert-torch"
     assert "arrived as ONNX" in rows[("pytorch", "pytorch", "fp32", None, "")].reason
 
 
 @pytest.mark.parametrize("model", ["tiny.pt", "tiny.pt2"])
 def test_torchscript_and_exported_program_through_every_cpu_format(models_dir, tmp_path, cache_dir, model):
     out = tmp_path / "out"
-    p = _run(["--model", model, "--input-shape", "1x3x32x32", "--precisions", "fp32", "-b", "1", "-o", str(out),
-              *FAST], models_dir, cache_dir)
+    p = _run(["--model", model, "--input-shape", "1x3x32x32", "--precisions", "fp32", "-b", "1", "-o",
+              str(out), *FAST], models_dir, cache_dir)
     assert p.returncode == 0, p.stderr
     _, rows = _rows(out)
     for fmt, runner in (("pytorch", "pytorch"), ("onnx", "onnxruntime"), ("openvino", "openvino"),
@@ -108,8 +112,8 @@ def test_factory_callable_with_weights(models_dir, tmp_path, cache_dir):
     assert p.returncode == 0, p.stderr
     rep, rows = _rows(out)
     assert rep.model.family == "user-factory"
-    assert all(rows[(r, f, "fp32", b, "")].status == "ok" for r, f in (("pytorch", "pytorch"), ("onnxruntime", "onnx"))
-               for b in (1, 2))
+    assert all(rows[(r, f, "fp32", b, "")].status == "ok"
+               for r, f in (("pytorch", "pytorch"), ("onnxruntime", "onnx")) for b in (1, 2))
 
 
 def _image_folder(root: Path) -> Path:
@@ -134,8 +138,8 @@ def test_image_folder_gives_an_accuracy_column(models_dir, tmp_path, cache_dir):
     labels = tmp_path / "labels.txt"  # the model has 5 classes: the folders say which 3 of them they hold
     labels.write_text("animals 0\nthings 3\nscenes 4\n")
     p = _run(["--model", str(models_dir / "tiny_static.onnx"), "--data", str(folder), "--labels", str(labels),
-              "--formats", "onnx", "--precisions", "fp32", "-b", "1", "--calibration", str(folder), "-o", str(out),
-              *FAST],
+              "--formats", "onnx", "--precisions", "fp32", "-b", "1", "--calibration", str(folder), "-o",
+              str(out), *FAST],
              models_dir, cache_dir)
     assert p.returncode == 0, p.stderr
     rep, rows = _rows(out)
@@ -150,8 +154,8 @@ def test_prebuilt_openvino_ir_is_measured_as_given(models_dir, tmp_path, cache_d
     ir = tmp_path / "given.xml"
     ov.save_model(ov.convert_model(str(models_dir / "tiny_static.onnx")), str(ir), compress_to_fp16=False)
     out = tmp_path / "out"
-    p = _run(["--model", str(models_dir / "tiny_static.onnx"), "--formats", "onnx", "--precisions", "fp32", "-b", "1",
-              "--artifact", str(ir), "-o", str(out), *FAST], models_dir, cache_dir)
+    p = _run(["--model", str(models_dir / "tiny_static.onnx"), "--formats", "onnx", "--precisions", "fp32",
+              "-b", "1", "--artifact", str(ir), "-o", str(out), *FAST], models_dir, cache_dir)
     assert p.returncode == 0, p.stderr
     _, rows = _rows(out)
     r = rows[("openvino", "openvino", "fp32", 1, "user:given.xml")]
@@ -159,8 +163,9 @@ def test_prebuilt_openvino_ir_is_measured_as_given(models_dir, tmp_path, cache_d
     assert "openvino/openvino/fp32/cpu/b1/user:given.xml" == r.label
 
 
-@pytest.mark.parametrize("case", ["missing", "truncated", "suffix", "pickled", "state_dict", "import", "not_module",
-                                  "dynamic_dim", "shape_mismatch", "empty_data", "bad_artifact"])
+@pytest.mark.parametrize("case", ["missing", "truncated", "suffix", "pickled", "state_dict", "import",
+                                  "not_module", "dynamic_dim", "shape_mismatch", "empty_data",
+                                  "bad_artifact"])
 def test_bad_input_is_one_line_exit_2(models_dir, tmp_path, cache_dir, case):
     onnx = models_dir / "tiny_static.onnx"
     if case == "truncated":

@@ -114,7 +114,8 @@ def test_top1_is_judged_on_the_samples_that_are_not_near_ties():
     flips it. Judged on the other samples, the row passes and says so; a flip on a clear margin fails."""
     from infer_compare.catalog.formats import TOLERANCES
 
-    ref = np.array([[2.0, 0.1, 0.2, 0.3], [0.5, 0.5008, 0.1, 0.0], [0.1, 2.5, 0.3, 0.2], [0.2, 0.1, 1.9, 0.0]] * 2)
+    ref = np.array([[2.0, 0.1, 0.2, 0.3], [0.5, 0.5008, 0.1, 0.0], [0.1, 2.5, 0.3, 0.2],
+                    [0.2, 0.1, 1.9, 0.0]] * 2)
     out = ref.copy()
     out[1, 0] += 0.005  # the near-tie flips
     res = compare(ref, out, TOLERANCES["fp16"])

@@ -120,7 +120,8 @@ def _chain(tmp_path, monkeypatch, ir: str) -> ArtifactChain:
     here = __name__
     table = dict(formats.FORMATS)
     table["onnx"] = dataclasses.replace(table["onnx"], exporter=f"{here}:FakeOnnx", exporters={}, sources={})
-    table["openvino"] = dataclasses.replace(table["openvino"], exporter=f"{here}:{ir}", exporters={}, sources={})
+    table["openvino"] = dataclasses.replace(table["openvino"], exporter=f"{here}:{ir}", exporters={},
+                                            sources={})
     monkeypatch.setattr(formats, "FORMATS", table)
     weights = tmp_path / "w.pt"
     weights.write_bytes(b"w")

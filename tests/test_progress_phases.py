@@ -73,12 +73,13 @@ def test_a_run_with_skipped_cells_reaches_its_total_and_announces_its_export(cac
     if (cache_dir / "weights").is_dir():
         shutil.copytree(cache_dir / "weights", private / "weights")  # the trained LeNet-5, not its artifacts
     rec = _Recorder()
-    rep = compare("lenet5", backends=["onnxruntime", "tensorrt"], precisions=["fp32", "tf32"], batch_sizes=[1, 4],
-                  cache_dir=private, progress=rec, **FAST)
+    rep = compare("lenet5", backends=["onnxruntime", "tensorrt"], precisions=["fp32", "tf32"],
+                  batch_sizes=[1, 4], cache_dir=private, progress=rec, **FAST)
     assert any(r.status == SKIPPED and r.device == "cpu" for r in rep.rows)  # tf32 on the CPU: a skipped cell
     assert rec.total is not None and rec.total > 2 and rec.done == rec.total
     names = [e for e in rec.events if e[0] in ("phase", "step", "task")]
     i_measure = names.index(("task", "measuring"))
     i_export = names.index(("phase", "exporting ONNX fp32"))
-    i_step = next(i for i, e in enumerate(names) if e[0] == "step" and e[1].startswith("onnxruntime onnx fp32 cpu"))
+    i_step = next(i for i, e in enumerate(names)
+                  if e[0] == "step" and e[1].startswith("onnxruntime onnx fp32 cpu"))
     assert i_measure < i_export < i_step

@@ -84,15 +84,15 @@ def test_keep_bytecode_writes_it_under_the_cache_in_this_process_and_its_childre
 
 @pytest.mark.parametrize("command", [["--model", "lenet5"], ["run", "b"], ["soak", "--model", "lenet5"]])
 def test_the_commands_that_measure_keep_bytecode_before_their_heavy_imports(command, tmp_path):
-    """The bytecode prefix is set before the measuring code (and numpy) is imported, so that those imports find their
-    bytecode under the cache too (0.8 s of imports on the lent GPU machine, which sets PYTHONDONTWRITEBYTECODE=1).
-    Not ``export``: its parser's default (``--max-batch``) imports the bundle package; its minutes of building dwarf
-    that."""
+    """The bytecode prefix is set before the measuring code (and numpy) is imported, so that those imports
+    find their bytecode under the cache too (0.8 s of imports on the lent GPU machine, which sets
+    PYTHONDONTWRITEBYTECODE=1). Not ``export``: its parser's default (``--max-batch``) imports the bundle
+    package; its minutes of building dwarf that."""
     code = ("import sys\n"
             "import infer_compare.cli as cli, infer_compare.cli.compare as c, infer_compare.cli.soak as s\n"
             "def keep(args):\n"
-            "    heavy = [m for m in ('infer_compare.api', 'infer_compare.bundle', 'infer_compare.soak', 'numpy')\n"
-            "             if m in sys.modules]\n"
+            "    heavy = [m for m in ('infer_compare.api', 'infer_compare.bundle', 'infer_compare.soak', "
+            "'numpy')\n             if m in sys.modules]\n"
             "    print('HEAVY', heavy)\n"
             "    raise SystemExit(7)\n"
             "c.keep_bytecode = s.keep_bytecode = keep\n"

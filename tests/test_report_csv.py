@@ -13,14 +13,14 @@ from infer_compare.report import render
 
 # The column names are an interface (pandas scripts read them): only ever append.
 FIRST_COLUMNS = (
-    "label", "model", "backend", "format", "precision", "exec_precision", "device", "batch_size", "status", "threads",
-    "latency_count", "latency_mean_ms", "latency_std_ms", "latency_min_ms", "latency_p50_ms", "latency_p90_ms",
-    "latency_p95_ms", "latency_p99_ms", "latency_max_ms", "throughput_img_s", "load_s", "first_infer_ms",
-    "peak_rss_mb", "measured_wall_s", "artifact_path", "artifact_size_bytes", "export_s", "export_cached",
-    "parity_n", "parity_max_abs", "parity_mean_abs", "parity_rel_max", "parity_cosine_mean", "parity_cosine_min",
-    "top1_agreement", "top5_agreement", "accuracy", "reference_accuracy", "parity_judged", "parity_passed",
-    "flops_per_image", "achieved_gflops_s", "peak_share", "energy_j_per_image", "reason", "hint", "versions",
-    "created",
+    "label", "model", "backend", "format", "precision", "exec_precision", "device", "batch_size", "status",
+    "threads", "latency_count", "latency_mean_ms", "latency_std_ms", "latency_min_ms", "latency_p50_ms",
+    "latency_p90_ms", "latency_p95_ms", "latency_p99_ms", "latency_max_ms", "throughput_img_s", "load_s",
+    "first_infer_ms", "peak_rss_mb", "measured_wall_s", "artifact_path", "artifact_size_bytes", "export_s",
+    "export_cached", "parity_n", "parity_max_abs", "parity_mean_abs", "parity_rel_max", "parity_cosine_mean",
+    "parity_cosine_min", "top1_agreement", "top5_agreement", "accuracy", "reference_accuracy",
+    "parity_judged", "parity_passed", "flops_per_image", "achieved_gflops_s", "peak_share",
+    "energy_j_per_image", "reason", "hint", "versions", "created",
 )
 
 
@@ -72,7 +72,8 @@ def test_csv_efficiency_on_a_known_gpu(lenet_report):
     """Share of peak and energy appear when the device is in the peak table and the runner measured energy."""
     rep = lenet_report
     r = next(x for x in rep.rows if x.status == "ok" and x.throughput)
-    gpu_row = r.replace(device="cuda:0", precision="fp16", exec_precision="fp16", extra={"energy_j_per_image": 0.002})
+    gpu_row = r.replace(device="cuda:0", precision="fp16", exec_precision="fp16",
+                        extra={"energy_j_per_image": 0.002})
     env = rep.environment.replace(gpus=({"index": 0, "name": "NVIDIA H100 80GB HBM3"},))
     rep2 = rep.replace(rows=(gpu_row,), environment=env)
     (line,) = list(csv.DictReader(io.StringIO(render(rep2, "csv"))))

@@ -112,9 +112,9 @@ def test_main_command_writes_all_four_files(cache_dir, tmp_path):
     from infer_compare.cli import main
 
     out = tmp_path / "run"
-    code = main(["--model", "lenet5", "--backends", "onnxruntime", "--formats", "onnx", "--precisions", "fp32",
-                 "--device", "cpu", "-b", "1,2", "--warmup", "1", "--min-iters", "5", "--min-time", "0.05",
-                 "--cache-dir", str(cache_dir), "-q", "-o", str(out)])
+    code = main(["--model", "lenet5", "--backends", "onnxruntime", "--formats", "onnx", "--precisions",
+                 "fp32", "--device", "cpu", "-b", "1,2", "--warmup", "1", "--min-iters", "5", "--min-time",
+                 "0.05", "--cache-dir", str(cache_dir), "-q", "-o", str(out)])
     assert code == 0
     for name in ("results.json", "results.md", "results.csv", "results.html"):
         assert (out / name).stat().st_size > 200, name
@@ -137,7 +137,8 @@ def test_html_without_matplotlib_says_why(lenet_report, monkeypatch):
     assert "<svg" not in text
     assert "Plots are omitted: matplotlib is not installed" in text and "infer-compare[report]" in text
     p = _parse(text)
-    assert len(p.rows) - 1 == len([r for r in lenet_report.rows if r.batch_size is not None and r.status != SKIPPED])
+    assert len(p.rows) - 1 == len([r for r in lenet_report.rows if r.batch_size is not None
+                                   and r.status != SKIPPED])
 
 
 def test_pareto_front():
@@ -167,7 +168,8 @@ def test_report_subcommand_errors(tmp_path, capsys):
 
 
 def test_old_file_without_new_fields_still_loads_and_renders(lenet_report, tmp_path):
-    """A schema-1 file written before the FLOPs fields existed reads back and renders (no efficiency columns)."""
+    """A schema-1 file written before the FLOPs fields existed reads back and renders (no efficiency
+    columns)."""
     import json
 
     from infer_compare.base.records import load_report
@@ -186,8 +188,9 @@ def test_old_file_without_new_fields_still_loads_and_renders(lenet_report, tmp_p
 
 
 def test_a_font_list_without_matplotlibs_math_fonts_prints_nothing(caplog):
-    """matplotlib warns "findfont: Font family ... not found" for each math font missing from its cached font list
-    (about 20 lines printed before the gate's verdict on this project's VM); the plots fall back either way."""
+    """matplotlib warns "findfont: Font family ... not found" for each math font missing from its cached font
+    list (about 20 lines printed before the gate's verdict on this project's VM); the plots fall back either
+    way."""
     import logging
 
     assert plots.available()[0]

@@ -60,9 +60,11 @@ def test_terminal_shows_dashes_ci_and_the_reason(rep):
     few, many = cells[("onnxruntime", "fp32", "1")], cells[("openvino", "fp32", "1")]
     assert few[cols.index("p99 ms")].strip() == "–" and few[cols.index("n")].strip() == "12"
     assert few[cols.index("±CI")].strip().endswith("%*")  # the budget ran out before the target
-    assert many[cols.index("p99 ms")].strip() != "–" and re.fullmatch(r"(<0\.1|\d\.\d)%", many[cols.index("±CI")].strip())
+    assert many[cols.index("p99 ms")].strip() != "–" and re.fullmatch(r"(<0\.1|\d\.\d)%",
+                                                                      many[cols.index("±CI")].strip())
     flat = " ".join(out.split())
-    assert "p99 >= 100" in flat and "ran out of their time budget" in flat and "95 % confidence interval" in flat
+    assert "p99 >= 100" in flat and "ran out of their time budget" in flat and \
+        "95 % confidence interval" in flat
 
 
 def test_markdown_percentile_table(rep):
@@ -71,9 +73,11 @@ def test_markdown_percentile_table(rep):
     line = next(ln for ln in table.splitlines() if ln.startswith("| onnxruntime | onnx | fp32 | cpu | 1 |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
     # backend format precision device batch n mean std min p50 p50-CI p90 p95 p99 max
-    assert cells[5] == "12" and cells[10] != "–" and cells[11] != "–" and cells[12] == "–" and cells[13] == "–"
+    assert cells[5] == "12" and cells[10] != "–" and cells[11] != "–" and cells[12] == "–" and \
+        cells[13] == "–"
     old = next(ln for ln in table.splitlines() if ln.startswith("| pytorch | pytorch | fp32 | cpu | 8 |"))
-    assert [c.strip() for c in old.strip("|").split("|")][11:14] == ["–", "–", "–"]  # n = 5, stored values hidden
+    # n = 5, stored values hidden
+    assert [c.strip() for c in old.strip("|").split("|")][11:14] == ["–", "–", "–"]
     assert "p99 >= 100" in md
 
 

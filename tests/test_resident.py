@@ -131,8 +131,8 @@ def test_peak_rss_reset_is_reported_not_assumed():
 
 
 def test_one_collection_between_configurations_and_its_time(monkeypatch):
-    """A runtime's hook that collected (PyTorch's, after torch.compile forgot its graphs) is the only collection;
-    without one, the resident collects once itself; either way the reset says how long it took."""
+    """A runtime's hook that collected (PyTorch's, after torch.compile forgot its graphs) is the only
+    collection; without one, the resident collects once itself; either way the reset says how long it took."""
     calls = []
     monkeypatch.setattr(resident.gc, "collect", lambda *a: calls.append(1) or 0)
 
@@ -170,9 +170,9 @@ def test_a_forked_resident_finds_the_servers_imports_frozen_and_says_where_its_t
 
 
 def test_closing_without_waiting_hands_back_the_processes_and_reap_ends_them(tmp_path, residents):
-    """The end of a comparison (measure/run.py close_servers): the residents are told to end and their fork server
-    is killed at once, and what is left of their exits is waited for beside the report's writing (``reap``), which
-    kills a process still running after its limit."""
+    """The end of a comparison (measure/run.py close_servers): the residents are told to end and their fork
+    server is killed at once, and what is left of their exits is waited for beside the report's writing
+    (``reap``), which kills a process still running after its limit."""
     import subprocess
     import sys
 

@@ -58,7 +58,8 @@ def test_other_backends_appear_as_skipped_rows_with_reasons(lenet_report):
     """The fixture measures on the CPU only: every precision a CPU runner cannot run is a skipped
     row that says why (not a missing row)."""
     skipped = {(r.backend, r.format, r.precision): r for r in lenet_report.rows if r.status == SKIPPED}
-    expected = {("pytorch", "pytorch", "fp16"), ("pytorch", "pytorch", "bf16"), ("onnxruntime", "onnx", "tf32")}
+    expected = {("pytorch", "pytorch", "fp16"), ("pytorch", "pytorch", "bf16"),
+                ("onnxruntime", "onnx", "tf32")}
     assert expected <= set(skipped), sorted(skipped)
     for r in skipped.values():
         assert r.reason.strip() and r.skip_kind in ("unsupported", "unavailable", "no_device"), r
@@ -95,7 +96,8 @@ def test_cached_artifacts_are_reused(cache_dir, lenet_report):
 def test_batch_outputs_match_batch_one(lenet_report):
     """ONNX Runtime at batch 4 (the last chunk padded) gives the outputs of batch 1: parity over the
     same 450 digits (the fixture asks for parity in every batch) agrees to rounding."""
-    rows = {r.batch_size: r for r in _rows(lenet_report, "onnx") if r.backend == "onnxruntime" and r.precision == "fp32"}
+    rows = {r.batch_size: r for r in _rows(lenet_report, "onnx") if r.backend == "onnxruntime"
+            and r.precision == "fp32"}
     assert set(rows) == {1, 4} and all(r.status == OK for r in rows.values()), rows
     p1, p4 = rows[1].parity, rows[4].parity
     assert p1.n == p4.n == 450

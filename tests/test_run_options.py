@@ -20,7 +20,8 @@ def test_keywords_and_the_object_are_the_same_options():
     assert on_top.batch_sizes == [1, 8] and on_top.min_time_s == 0.5 and opts.min_time_s == 0.2
     sel = opts.selection()
     assert sel.batch_sizes == (1, 8) and sel.backends == ("onnxruntime",)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'batch_size'; did you mean 'batch_sizes'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batch_size'; did you mean "
+                       "'batch_sizes'"):
         MeasureOptions.of(None, {"batch_size": [1]}, "compare")
     with pytest.raises(UsageError, match="--min-iters"):
         MeasureOptions(min_iters=0).selection()
@@ -52,7 +53,8 @@ def test_every_measuring_subcommand_builds_the_same_options_from_the_same_flags(
     compare = measure_options(build_parser().parse_args(["--model", "lenet5", *common]))
     run = measure_options(build_run_parser().parse_args(["B", *common]))
     soak = measure_options(build_soak_parser().parse_args(["--model", "lenet5", *common]))
-    fleet = measure_options(build_fleet_parser().parse_args(["run", "B", "--address", "h:1", "-o", "x", *common]))
+    fleet = measure_options(build_fleet_parser().parse_args(["run", "B", "--address", "h:1", "-o", "x",
+                                                             *common]))
     assert compare == run == soak == fleet
     assert compare.batch_sizes == (1, 4) and compare.warmup_iters == 3 and compare.cell_timeout_s == 99.0
     assert compare.runner_options["tflite"]["int8"] is True
@@ -137,7 +139,8 @@ def test_every_child_of_the_tool_starts_through_the_launcher():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "infer_compare"
-    starters = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "sys.executable, \"-m\"" in p.read_text())
+    starters = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                      if "sys.executable, \"-m\"" in p.read_text())
     assert starters == ["fleet/join.py", "host/launch.py"]  # join.py starts Ray's own CLI (`ray start`)
     assert "\"-m\", \"ray.scripts.scripts\"" in (root / "fleet" / "join.py").read_text()
 
@@ -147,7 +150,8 @@ def test_the_launcher_kills_the_group_on_a_timeout_and_keeps_the_tail(tmp_path):
 
     log = tmp_path / "out.txt"
     rc, timed_out = launch.run("infer_compare.no_such_module", [], 60, log)
-    assert (rc, timed_out) == (1, False) and "No module named infer_compare.no_such_module" in launch.read_tail(log)
+    assert (rc, timed_out) == (1, False) and \
+        "No module named infer_compare.no_such_module" in launch.read_tail(log)
     assert launch.describe_exit(-9) == "killed by signal SIGKILL"
     rc, timed_out = launch.run("timeit", ["-n", "1", "-r", "1", "import time; time.sleep(60)"], 1, log)
     assert timed_out and rc == -9

@@ -35,7 +35,8 @@ def _spec(tmp_path, runner, batches=(1, 2), scenarios=(LATENCY, THROUGHPUT), **k
 # ------------------------------------------------------------------------------ the child and its parent
 def test_one_result_per_batch_size_and_scenario(tmp_path):
     res = run_cell(_spec(tmp_path, "null"), 60, tmp_path, "null", env=python_env())
-    assert [(r.batch_size, r.scenario) for r in res] == [(1, LATENCY), (1, THROUGHPUT), (2, LATENCY), (2, THROUGHPUT)]
+    assert [(r.batch_size, r.scenario) for r in res] == [(1, LATENCY), (1, THROUGHPUT), (2, LATENCY),
+                                                         (2, THROUGHPUT)]
     assert all(r.ok and r.process == 1 for r in res)
     tp = [r for r in res if r.scenario == THROUGHPUT]
     assert all(r.images == r.batch_size * len(r.samples_ns) > 0 and r.wall_ns > 0 for r in tp)
@@ -54,13 +55,15 @@ def test_crash_in_the_throughput_scenario_keeps_the_latency_row(tmp_path):
 
 
 def test_cold_first_call_is_the_first_run_the_runner_sees(tmp_path):
-    [res] = run_cell(_spec(tmp_path, "CountingRunner", batches=(2,), scenarios=(LATENCY,)), 60, tmp_path, "count",
-                     env=python_env())
+    [res] = run_cell(_spec(tmp_path, "CountingRunner", batches=(2,), scenarios=(LATENCY,)), 60, tmp_path,
+                     "count", env=python_env())
     assert res.ok and res.first_infer_ms is not None
     ex, loop = res.extra, res.loop
-    assert ex["runs_before_first"] == 0  # nothing ran before the cold call: not load, not prepare, not the harness
+    # nothing ran before the cold call: not load, not prepare, not the harness
+    assert ex["runs_before_first"] == 0
     assert ex["prepared"] == 1
-    # the cold call, then the warm-up, then the samples: each call counted once, the cold one in none of the others
+    # the cold call, then the warm-up, then the samples: each call counted once, the cold one in none of the
+    # others
     assert ex["calls"] == 1 + loop["warmup_calls"] + loop["n"] and loop["warmup_calls"] >= 1
 
 
@@ -89,15 +92,17 @@ def test_scenario_choices_and_plumbing():
 def scenario_report(cache_dir):
     from infer_compare import compare
 
-    return compare("lenet5", devices=["cpu"], formats=["onnx", "openvino"], backends=["onnxruntime", "openvino"],
-                   precisions=["fp32"], batch_sizes=[1, 4], cache_dir=cache_dir, scenarios="both",
-                   warmup_iters=1, min_iters=5, min_time_s=0.05, max_time_s=0.3)
+    return compare("lenet5", devices=["cpu"], formats=["onnx", "openvino"],
+                   backends=["onnxruntime", "openvino"], precisions=["fp32"], batch_sizes=[1, 4],
+                   cache_dir=cache_dir, scenarios="both", warmup_iters=1, min_iters=5, min_time_s=0.05,
+                   max_time_s=0.3)
 
 
 def test_throughput_rows_on_lenet(scenario_report):
     rows = [r for r in scenario_report.rows if r.batch_size is not None]
     tp = [r for r in rows if r.scenario == THROUGHPUT]
-    assert {(r.backend, r.batch_size) for r in tp} == {(b, n) for b in ("onnxruntime", "openvino") for n in (1, 4)}
+    assert {(r.backend, r.batch_size) for r in tp} == {(b, n) for b in ("onnxruntime", "openvino")
+                                                       for n in (1, 4)}
     for r in tp:
         assert r.status == "ok", (r.label, r.reason)
         assert r.options["scenario"] == THROUGHPUT and r.options["concurrency"] >= 1
@@ -119,7 +124,8 @@ def test_diff_matches_rows_by_scenario(scenario_report):
     res = check_regression(scenario_report, lat_only, ["throughput:-50%"], allow_environment_change=True)
     by = {d.label: d for d in res.rows}
     tp = [r.label for r in scenario_report.rows if r.scenario == THROUGHPUT]
-    assert tp and all(by[lab].baseline is None and by[lab].current is not None for lab in tp)  # new, not matched
+    # new, not matched
+    assert tp and all(by[lab].baseline is None and by[lab].current is not None for lab in tp)
     lat = [r.label for r in lat_only.rows if r.batch_size is not None]
     assert all(by[lab].baseline is not None and by[lab].current is not None for lab in lat)
     # a throughput row is never compared with the latency row of its cell

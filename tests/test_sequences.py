@@ -1,7 +1,7 @@
 """A recognizer's per-step class scores judged on the text a user reads from them (parity/sequences.py), and a
-folder of non-square images for such a model (--data with a 48 x 320 input). The end-to-end test runs RapidOCR's
-PP-OCRv4 text recognizer (a file made by another project, rapidocr-onnxruntime from the dev setup) on words
-rendered with Pillow's own font."""
+folder of non-square images for such a model (--data with a 48 x 320 input). The end-to-end test runs
+RapidOCR's PP-OCRv4 text recognizer (a file made by another project, rapidocr-onnxruntime from the dev setup)
+on words rendered with Pillow's own font."""
 
 from __future__ import annotations
 
@@ -77,8 +77,9 @@ def test_a_flip_at_a_near_tie_step_is_not_judged():
 
 
 def test_an_int8_softmax_that_sums_under_1_is_read_as_probabilities():
-    """A quantized softmax sums to 0.988-0.996 (RapidOCR's recognizer under ONNX Runtime int8): taken as it is, not
-    put through a second softmax (which would flatten it and make every confidence about 1/classes)."""
+    """A quantized softmax sums to 0.988-0.996 (RapidOCR's recognizer under ONNX Runtime int8): taken as it
+    is, not put through a second softmax (which would flatten it and make every confidence about
+    1/classes)."""
     p = _recognizer_output()
     q = p * 0.99
     r = compare_kind(p, q, TOLERANCES["int8"])
@@ -93,7 +94,8 @@ def test_logits_given_as_a_sequence_are_judged_by_their_softmax():
 
 
 def word_crops(folder, words=WORDS, size=(320, 48)) -> None:
-    """The words rendered dark on white with Pillow's own font, one image each (the README's recognizer runs)."""
+    """The words rendered dark on white with Pillow's own font, one image each (the README's recognizer
+    runs)."""
     from PIL import Image, ImageDraw, ImageFont
 
     folder.mkdir()
@@ -127,8 +129,9 @@ def test_a_text_recognizer_is_judged_on_the_words_it_reads(cache_dir, tmp_path):
     model = ocr_model("ch_PP-OCRv4_rec_infer.onnx")
     word_crops(tmp_path / "words")
     data = DataOptions(data=str(tmp_path / "words"), overrides={"mean": "0.5", "std": "0.5"})
-    rep = compare(str(model), input_shape="x:1x3x48x320", data=data, backends=["onnxruntime"], devices=["cpu"],
-                  precisions=["fp32", "int8"], batch_sizes=[1], cache_dir=cache_dir, **FAST, max_time_s=0.3)
+    rep = compare(str(model), input_shape="x:1x3x48x320", data=data, backends=["onnxruntime"],
+                  devices=["cpu"], precisions=["fp32", "int8"], batch_sizes=[1], cache_dir=cache_dir, **FAST,
+                  max_time_s=0.3)
     rows = rows_of(rep)
     fp32, int8 = rows[("onnxruntime", "onnx", "fp32", 1)], rows[("onnxruntime", "onnx", "int8", 1)]
     assert fp32.status == "ok" and fp32.parity.kind == SEQUENCE, fp32.reason
@@ -146,7 +149,8 @@ def test_a_text_recognizer_is_judged_on_the_words_it_reads(cache_dir, tmp_path):
 
 
 def rep_reference_texts(model, folder, charset: list[str]) -> list[str]:
-    """ONNX Runtime fp32 on the crops, preprocessed as the comparison did (mean and std 0.5), decoded greedily."""
+    """ONNX Runtime fp32 on the crops, preprocessed as the comparison did (mean and std 0.5), decoded
+    greedily."""
     import onnxruntime as ort
     from PIL import Image
 
@@ -161,10 +165,10 @@ def rep_reference_texts(model, folder, charset: list[str]) -> list[str]:
 
 @pytest.mark.slow
 def test_the_recognizer_s_tflite_file_keeps_each_layer_s_own_weights(cache_dir, tmp_path):
-    """onnx2torch keeps 9 of this recognizer's Linear weights as transposed views; litert-torch's constant cache keyed
-    by storage address then gave some layers another's weight of the same shape, in most converter processes (off
-    by 0.17-0.95, texts changed; backends/tflite/convert_check.py). Made contiguous first, the conversion is
-    right and reads every text as ONNX Runtime does."""
+    """onnx2torch keeps 9 of this recognizer's Linear weights as transposed views; litert-torch's constant
+    cache keyed by storage address then gave some layers another's weight of the same shape, in most converter
+    processes (off by 0.17-0.95, texts changed; backends/tflite/convert_check.py). Made contiguous first, the
+    conversion is right and reads every text as ONNX Runtime does."""
     from infer_compare import DataOptions, compare
     from infer_compare.backends.tflite.export import TFLiteExporter
 
@@ -173,8 +177,8 @@ def test_the_recognizer_s_tflite_file_keeps_each_layer_s_own_weights(cache_dir, 
     word_crops(tmp_path / "words", WORDS[:8])
     data = DataOptions(data=str(tmp_path / "words"), overrides={"mean": "0.5", "std": "0.5"})
     rep = compare(str(ocr_model("ch_PP-OCRv4_rec_infer.onnx")), input_shape="x:1x3x48x320", data=data,
-                  backends=["tflite"], devices=["cpu"], precisions=["fp32"], batch_sizes=[1], cache_dir=cache_dir,
-                  **FAST, max_time_s=0.3)
+                  backends=["tflite"], devices=["cpu"], precisions=["fp32"], batch_sizes=[1],
+                  cache_dir=cache_dir, **FAST, max_time_s=0.3)
     row = rows_of(rep)[("tflite", "tflite", "fp32", 1)]
     opts = row.export.options
     assert opts["constants_made_contiguous"] == 9

@@ -28,8 +28,8 @@ from .conftest import PY, python_env  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated:FutureWarning")  # torch.jit in torch >= 2.10
 
-FAST = dict(devices=["cpu"], precisions=["fp32"], warmup_iters=1, min_iters=3, min_time_s=0.02, max_time_s=0.1,
-            warmup_time_s=0.02, parity_samples=8, calibration_samples=8)
+FAST = dict(devices=["cpu"], precisions=["fp32"], warmup_iters=1, min_iters=3, min_time_s=0.02,
+            max_time_s=0.1, warmup_time_s=0.02, parity_samples=8, calibration_samples=8)
 OUTS = ["logits", "features"]
 
 
@@ -122,15 +122,16 @@ def onnx_report(files, cache_dir):
 
 def test_two_input_two_output_onnx_through_onnxruntime_and_openvino(onnx_report):
     rows = rows_of(onnx_report)
-    for key in (("onnxruntime", "onnx", 1, ""), ("onnxruntime", "onnx", 4, ""), ("openvino", "openvino", 1, ""),
-                ("openvino", "openvino", 4, "")):
+    for key in (("onnxruntime", "onnx", 1, ""), ("onnxruntime", "onnx", 4, ""),
+                ("openvino", "openvino", 1, ""), ("openvino", "openvino", 4, "")):
         check_per_output(rows[key], OUTS)
     m = onnx_report.model
     assert [i["name"] for i in m.inputs] == ["image", "vec"] and m.inputs[1]["shape"] == ["batch", 8]
     assert [(o["name"], o["judged_on"]) for o in m.outputs] == [("logits", "top-1 and error metrics"),
                                                                 ("features", "error metrics")]
     assert m.num_classes == 10 and any("output 'features' [4, 8, 8]" in n for n in m.notes)
-    tfl = rows[("tflite", "tflite", 1, "")]  # ONNX -> TFLite (onnx2torch + litert-torch), outputs matched by shape
+    # ONNX -> TFLite (onnx2torch + litert-torch), outputs matched by shape
+    tfl = rows[("tflite", "tflite", 1, "")]
     check_per_output(tfl, OUTS)
     assert tfl.options["outputs_matched"].startswith("by shape and order")
 
@@ -163,7 +164,8 @@ def test_torchscript_through_pytorch_onnxruntime_and_openvino(files, cache_dir):
 
 def test_module_object_through_pytorch(cache_dir):
     """A module object with a tuple example input: exported with a dynamic batch, so batch 2 runs too."""
-    rep = compare(net(), example_input=EXAMPLE, formats=["pytorch"], batch_sizes=[1, 2], cache_dir=cache_dir, **FAST)
+    rep = compare(net(), example_input=EXAMPLE, formats=["pytorch"], batch_sizes=[1, 2],
+                  cache_dir=cache_dir, **FAST)
     rows = rows_of(rep)
     for b in (1, 2):
         check_per_output(rows[("pytorch", "pytorch", b, "")], ["output_0", "output_1"])
@@ -196,10 +198,11 @@ def test_int64_ids_keep_their_dtype_and_input_shape_sizes_a_dynamic_dim(files, c
     assert prep.ds.eval["image"].dtype == np.float32 and prep.ds.calibration["ids"].dtype == np.int64
     assert any("ids: seeded random int64" in n for n in prep.notes)
     out = tmp_path / "out"
-    p = subprocess.run([PY, "-m", "infer_compare.cli", "--model", path, "--input-shape", "ids:1x6", "--formats",
-                        "onnx,openvino", "--precisions", "fp32", "-b", "2",
-                        "--parity-samples", "8", "--min-time", "0.02", "--max-time", "0.1", "--min-iters", "3",
-                        "--warmup", "1", "--device", "cpu", "-q", "-o", str(out), "--cache-dir", str(cache_dir)],
+    p = subprocess.run([PY, "-m", "infer_compare.cli", "--model", path, "--input-shape", "ids:1x6",
+                        "--formats", "onnx,openvino", "--precisions", "fp32", "-b", "2",
+                        "--parity-samples", "8", "--min-time", "0.02", "--max-time", "0.1", "--min-iters",
+                        "3", "--warmup", "1", "--device", "cpu", "-q", "-o", str(out),
+                        "--cache-dir", str(cache_dir)],
                        env=python_env(), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     rows = rows_of(load_report(out / "results.json"))
@@ -222,7 +225,8 @@ def test_npz_data_feeds_each_input_by_name(files, tmp_path):
     assert prep.ds.eval["vec"].dtype == np.float32 and len(prep.ds.calibration["image"]) == 4
     assert list(prep.ref) == OUTS and prep.ref["features"].shape == (8, 4, 8, 8)
     with pytest.raises(UsageError, match="give --data inputs.npz with one array per input name"):
-        prepare_user_model(str(files / "two.onnx"), data=DataOptions(data=str(tmp_path)), cache=Cache(tmp_path / "c"))
+        prepare_user_model(str(files / "two.onnx"), data=DataOptions(data=str(tmp_path)),
+                           cache=Cache(tmp_path / "c"))
 
 
 def test_parity_per_output_judges_the_worst():
@@ -232,8 +236,10 @@ def test_parity_per_output_judges_the_worst():
     rng = np.random.default_rng(0)
     ref = {"logits": rng.standard_normal((6, 10)), "boxes": rng.standard_normal((6, 4, 5))}
     same = parity.compare_outputs(ref, dict(ref), TOLERANCES["fp32"])
-    assert same.passed and [p.output for p in same.outputs] == ["logits", "boxes"] and same.top1_agreement == 1.0
-    off = parity.compare_outputs(ref, {"logits": ref["logits"], "boxes": ref["boxes"] + 0.3}, TOLERANCES["fp32"])
+    assert same.passed and [p.output for p in same.outputs] == ["logits", "boxes"] and \
+        same.top1_agreement == 1.0
+    off = parity.compare_outputs(ref, {"logits": ref["logits"], "boxes": ref["boxes"] + 0.3},
+                                 TOLERANCES["fp32"])
     assert not off.passed and off.output == "boxes" and off.reason.startswith("output 'boxes': ")
     assert off.outputs[0].passed and off.top1_agreement == 1.0
     by_pos = parity.compare_outputs(ref, {"a": ref["logits"], "b": ref["boxes"]}, TOLERANCES["fp32"])

@@ -33,13 +33,15 @@ BOUND_MB_PER_10K = 2.0
 # ------------------------------------------------------------------------------------ parsing
 
 
-@pytest.mark.parametrize("text, seconds", [("90s", 90), ("10m", 600), ("1h", 3600), ("1h30m", 5400), ("600", 600),
-                                           ("2.5", 2.5), ("500ms", 0.5), ("10min", 600), (" 3S ", 3), (45, 45)])
+@pytest.mark.parametrize("text, seconds", [("90s", 90), ("10m", 600), ("1h", 3600), ("1h30m", 5400),
+                                           ("600", 600), ("2.5", 2.5), ("500ms", 0.5), ("10min", 600),
+                                           (" 3S ", 3), (45, 45)])
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "ten", "10x", "-5s", "0", "0s", "m", "1h 30", "10m5", "nan", "inf", "1e3"])
+@pytest.mark.parametrize("text", ["", "ten", "10x", "-5s", "0", "0s", "m", "1h 30", "10m5", "nan",
+                                  "inf", "1e3"])
 def test_malformed_duration_is_a_usage_error(text):
     with pytest.raises(UsageError, match="--duration"):
         parse_duration(text)
@@ -57,7 +59,8 @@ def test_window_longer_than_duration_or_too_short():
     (["--duration", "10 minutes"], "bad --duration '10 minutes'"),
     (["--duration", "1m", "--window", "soon"], "bad --window 'soon'"),
     (["--duration", "1s", "--window", "2s"], "--window (2 s) is longer than --duration (1 s)"),
-    (["--duration", "1m", "--bundle", "x"], "name a model (--model M) or a bundle (--bundle DIR), one of the two"),
+    (["--duration", "1m", "--bundle", "x"], "name a model (--model M) or a bundle "
+     "(--bundle DIR), one of the two"),
 ])
 def test_cli_refuses_bad_times_in_one_line(capsys, flags, message):
     from infer_compare.cli import main
@@ -75,14 +78,16 @@ def _windows(rss, calls=5000, p50=None, thr=None, dur=1.0):
     for i, r in enumerate(rss):
         lat = p50[i] if p50 else 0.1
         out.append(SoakWindow(index=i, start_s=i * dur, end_s=(i + 1) * dur, calls=calls, images=calls,
-                              throughput=thr[i] if thr else calls / dur, mean_ms=lat, std_ms=0.01, min_ms=lat / 2,
-                              p50_ms=lat, p90_ms=lat * 1.2, p99_ms=lat * 2, max_ms=lat * 5, rss_mb=r,
-                              temperatures_c={"cpu-thermal": 50.0 + i}, clocks_mhz={"cpu min": 1500.0}))
+                              throughput=thr[i] if thr else calls / dur, mean_ms=lat, std_ms=0.01,
+                              min_ms=lat / 2, p50_ms=lat, p90_ms=lat * 1.2, p99_ms=lat * 2, max_ms=lat * 5,
+                              rss_mb=r, temperatures_c={"cpu-thermal": 50.0 + i},
+                              clocks_mhz={"cpu min": 1500.0}))
     return out
 
 
 def test_summary_rss_growth_and_drift_on_synthetic_windows():
-    # first window 80 MB (caches filling), then exactly +0.5 MB per window of 5,000 calls = 1 MB per 10,000 calls
+    # first window 80 MB (caches filling), then exactly +0.5 MB per window of 5,000 calls = 1 MB per 10,000
+    # calls
     rss = [80.0] + [100.0 + 0.5 * i for i in range(9)]
     p50 = [1.0] * 5 + [1.5] * 5  # a throttled second half
     thr = [1000.0] * 5 + [800.0] * 5
@@ -119,8 +124,8 @@ def test_synthetic_leak_breaks_the_bound():
 def _report(soak=()):
     from infer_compare.base.records import SCHEMA_VERSION, Environment, ModelInfo, Report, RunRecord, Settings
 
-    env = Environment("abc", "Linux", "6.1", "x86_64", "CPython 3.11.7", "Some CPU", ("avx2",), 2, 4, 24.0, "0.1.0",
-                      {"numpy": "2.4.6"}, (), {})
+    env = Environment("abc", "Linux", "6.1", "x86_64", "CPython 3.11.7", "Some CPU", ("avx2",), 2, 4, 24.0,
+                      "0.1.0", {"numpy": "2.4.6"}, (), {})
     minfo = ModelInfo("lenet5", "lenet", "trained", "x", "h" * 16, (1, 32, 32), 10)
     row = RunRecord("onnxruntime", "onnx", "fp32", "cpu", 1, "ok", throughput=5000.0)
     return Report(SCHEMA_VERSION, "0.1.0", "2026-11-22T10:00:00+0000", ("infer-compare", "soak"), minfo, env,
@@ -148,12 +153,14 @@ def test_renderers_show_the_soak(tmp_path):
     from infer_compare.report import render
     from infer_compare.report.soak import print_soak, sparkline
 
-    res = SoakResult.build("onnxruntime/onnx/fp32/cpu/b1", 10, 1.0, _windows([60.0] + [61.0] * 9), rss_start_mb=59.5)
+    res = SoakResult.build("onnxruntime/onnx/fp32/cpu/b1", 10, 1.0, _windows([60.0] + [61.0] * 9),
+                           rss_start_mb=59.5)
     rep = _report([res])
     html = render(rep, "html")
     assert 'id="soak"' in html and html.count("<svg") >= 1 and "cpu-thermal" in html
     md = render(rep, "md")
-    assert "## Soak" in md and "RSS 59.5 → 61.0 MB (+0 MB per 10,000 calls)" in md and md.count("| 10 | 9.0 |") == 1
+    assert "## Soak" in md and "RSS 59.5 → 61.0 MB (+0 MB per 10,000 calls)" in md and \
+        md.count("| 10 | 9.0 |") == 1
     con = Console(file=io.StringIO(), width=160, record=True)
     print_soak(rep, con)
     text = con.export_text()
@@ -206,8 +213,9 @@ def test_sysfs_readers_on_a_sample_tree(tmp_path):
     got = sens.read()
     assert got["rss_mb"] == 64.0 and got["temperatures_c"]["GPU-therm"] == 43.0
     assert got["clocks_mhz"]["17000000.gpu"] == 918.0 and "gpu_memory_mib" not in got
-    assert sens.describe() == ["RSS (VmRSS): 1 reading", "hwmon temperatures: 2 readings", "thermal zones: 3 readings",
-                               "cpufreq clocks: 3 readings", "devfreq clocks: 1 reading"]
+    assert sens.describe() == ["RSS (VmRSS): 1 reading", "hwmon temperatures: 2 readings",
+                               "thermal zones: 3 readings", "cpufreq clocks: 3 readings",
+                               "devfreq clocks: 1 reading"]
 
 
 def test_sensors_on_an_empty_tree_and_without_nvml(tmp_path):
@@ -240,7 +248,8 @@ def test_window_loop_with_a_fake_clock():
     spec = SoakSpec(CellSpec("null", "none"), duration_s=1.0, window_s=0.3)
     n = soak_windows(call, None, spec, lambda: {"rss_mb": 1.0}, lines.append, clock)
     assert n == 3 and [d["calls"] for d in lines] == [300, 300, 400]
-    assert lines[-1]["end_s"] == pytest.approx(1.0) and lines[0]["p50_ms"] == 1.0 and lines[0]["p99_ms"] == 1.0
+    assert lines[-1]["end_s"] == pytest.approx(1.0) and lines[0]["p50_ms"] == 1.0 and \
+        lines[0]["p99_ms"] == 1.0
     assert sum(c for d in lines for _, c in d["hist"]) == 1000
 
 
@@ -335,7 +344,8 @@ def test_a_crash_keeps_every_finished_window(tmp_path):
     got = soak_one(spec, tmp_path, "crash", 60, Collected(), env=python_env())
     res = soak_result(got, "crash", spec)
     assert res.stopped_by == "crashed" and "SIGSEGV" in res.reason and len(res.windows) >= 2
-    row = row_of(got, {"backend": "x", "format": "onnx", "precision": "fp32", "device": "cpu", "threads": 1}, 1,
+    row = row_of(got, {"backend": "x", "format": "onnx", "precision": "fp32",
+                       "device": "cpu", "threads": 1}, 1,
                  None, 1)
     assert row.status == "run_failed" and "SIGSEGV" in row.reason and row.latency.count == res.calls
 
@@ -349,7 +359,8 @@ def test_a_hang_is_killed_and_keeps_its_windows(tmp_path):
     got = soak_one(spec, tmp_path, "hang", 2, Collected(), env=python_env())
     res = soak_result(got, "hang", spec)
     assert res.stopped_by == "timed_out" and "no progress for 2 s" in res.reason and len(res.windows) >= 2
-    assert not [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path / "hang.soak.json") in (p.info["cmdline"] or [])]
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if str(tmp_path / "hang.soak.json") in (p.info["cmdline"] or [])]
 
 
 # ----------------------------------------------------------------------- real LeNet-5 soaks
@@ -384,8 +395,9 @@ def test_interrupted_soak_keeps_its_windows_and_no_child(cache_dir, tmp_path):
     from infer_compare.base.records import SchemaError, load_report
 
     out = tmp_path / "out"
-    cmd = [PY, "-m", "infer_compare.cli", "soak", "--model", "lenet5", "--backends", "onnxruntime", "--precisions",
-           "fp32", "--device", "cpu", "--duration", "10m", "--window", "0.3s", "-o", str(out), "--quiet"]
+    cmd = [PY, "-m", "infer_compare.cli", "soak", "--model", "lenet5", "--backends", "onnxruntime",
+           "--precisions", "fp32", "--device", "cpu", "--duration", "10m", "--window", "0.3s", "-o", str(out),
+           "--quiet"]
     proc = subprocess.Popen(cmd, env=python_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -398,7 +410,8 @@ def test_interrupted_soak_keeps_its_windows_and_no_child(cache_dir, tmp_path):
                 continue
             windows = len(rep.soak[0].windows) if rep.soak else 0
             assert not rep.complete and "in progress" in rep.incomplete_reason  # never looks finished mid-run
-        assert windows >= 2 and proc.poll() is None, proc.stderr.read().decode() if proc.poll() is not None else ""
+        assert windows >= 2 and proc.poll() is None, \
+            proc.stderr.read().decode() if proc.poll() is not None else ""
         children = psutil.Process(proc.pid).children(recursive=True)
         assert any("infer_compare.soak.child" in " ".join(c.cmdline()) for c in children)
         proc.send_signal(signal.SIGINT)

@@ -1,7 +1,8 @@
-"""The fixed work at the end of a comparison (issue 37, start-up round 6), CPU-only: the report writers' imports
-start in the background once no CPU configuration is left to measure (never beside a CPU row), a slot's worker
-says when it has nothing left, and the process ends without the interpreter's teardown yet with everything the
-teardown does that anyone can see (non-daemon threads waited for, atexit handlers run, output flushed, the status)."""
+"""The fixed work at the end of a comparison (issue 37, start-up round 6), CPU-only: the report writers'
+imports start in the background once no CPU configuration is left to measure (never beside a CPU row), a
+slot's worker says when it has nothing left, and the process ends without the interpreter's teardown yet with
+everything the teardown does that anyone can see (non-daemon threads waited for, atexit handlers run, output
+flushed, the status)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _cells(*kinds: str) -> list[SimpleNamespace]:
-    return [SimpleNamespace(kind=k, device=("cuda:0" if k == "cuda" else k) if k != "none" else None, name=f"c{i}")
+    return [SimpleNamespace(kind=k, device=("cuda:0" if k == "cuda" else k) if k != "none" else None,
+                            name=f"c{i}")
             for i, k in enumerate(kinds)]
 
 
@@ -59,14 +61,16 @@ def test_a_slot_says_when_the_board_has_nothing_left_for_it_and_not_after_an_err
     run_on_slots(work, [Slot("cuda:0"), Slot("cpu")], lambda c, s: time.sleep(0.3 if c == "slow" else 0.01),
                  threading.Event(), on_done=lambda s: said.append((s.device, time.perf_counter() - t0)))
     when = dict(said)
-    assert set(when) == {"cuda:0", "cpu"} and when["cpu"] < 0.2 <= when["cuda:0"]  # the CPU lane's end, at once
+    # the CPU lane's end, at once
+    assert set(when) == {"cuda:0", "cpu"} and when["cpu"] < 0.2 <= when["cuda:0"]
     said.clear()
 
     def bad(cell, slot):
         raise RuntimeError("a worker's error")
 
     with pytest.raises(RuntimeError):
-        run_on_slots([("x", ("cpu",))], [Slot("cpu")], bad, threading.Event(), on_done=lambda s: said.append(s))
+        run_on_slots([("x", ("cpu",))], [Slot("cpu")], bad, threading.Event(),
+                     on_done=lambda s: said.append(s))
     assert said == []
 
 
@@ -76,7 +80,8 @@ def test_the_prefetch_imports_in_a_thread_once_and_can_be_turned_off(monkeypatch
     t = prefetch.start()
     assert t is not None and t.daemon and prefetch.start() is t
     t.join(10)
-    assert prefetch.warm(("json", "infer_compare.no_such_module", "csv")) == ["json"]  # stops at the first failure
+    # stops at the first failure
+    assert prefetch.warm(("json", "infer_compare.no_such_module", "csv")) == ["json"]
     monkeypatch.setattr(prefetch, "_started", None)
     monkeypatch.setenv("INFER_COMPARE_PREFETCH", "0")
     assert prefetch.start() is None and prefetch._started is None
@@ -126,8 +131,8 @@ class _Proc:
 
 
 def _watched(monkeypatch, tmp_path, done_after: int) -> list[float]:
-    """The poll intervals of isolate._watch over a stand-in resident asked for two results: it writes them after
-    the 3rd and 6th poll, its done file after poll ``done_after``; the clock moves by each sleep."""
+    """The poll intervals of isolate._watch over a stand-in resident asked for two results: it writes them
+    after the 3rd and 6th poll, its done file after poll ``done_after``; the clock moves by each sleep."""
     import json
 
     from infer_compare.measure import isolate
@@ -142,7 +147,8 @@ def _watched(monkeypatch, tmp_path, done_after: int) -> list[float]:
         clock[0] += s
         if len(sleeps) in (3, 6):
             with open(result, "a") as f:
-                f.write(json.dumps(CellResult.failed(len(sleeps) // 3, "skipped", "stand-in").to_dict()) + "\n")
+                f.write(json.dumps(CellResult.failed(len(sleeps) // 3, "skipped", "stand-in").to_dict())
+                        + "\n")
         if len(sleeps) == done_after:
             done.write_text("done\n")
 
@@ -153,8 +159,9 @@ def _watched(monkeypatch, tmp_path, done_after: int) -> list[float]:
 
 
 def test_the_parent_polls_fast_only_between_a_childs_last_result_and_its_end(monkeypatch, tmp_path):
-    """50 ms polls while the child measures, 5 ms ones once it has written every result asked for, until its done
-    file appears; a child that hangs after its last result is polled every 50 ms again after the window."""
+    """50 ms polls while the child measures, 5 ms ones once it has written every result asked for, until its
+    done file appears; a child that hangs after its last result is polled every 50 ms again after the
+    window."""
     from infer_compare.measure import isolate
 
     assert _watched(monkeypatch, tmp_path, 10) == [isolate.POLL_S] * 6 + [isolate.FINAL_POLL_S] * 4

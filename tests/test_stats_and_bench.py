@@ -73,7 +73,8 @@ def test_a_percentile_with_too_few_samples_is_not_given(name):
     need = PERCENTILE_MIN_SAMPLES[name]
     few = LatencyStats.from_samples_ns(np.arange(1, need) * 1_000_000)
     enough = LatencyStats.from_samples_ns(np.arange(1, need + 1) * 1_000_000)
-    assert getattr(few, f"{name}_ms") is None and few.percentile(name) is None and name in few.omitted_percentiles
+    assert getattr(few, f"{name}_ms") is None and few.percentile(name) is None and \
+        name in few.omitted_percentiles
     assert getattr(enough, f"{name}_ms") is not None and enough.percentile(name) is not None
     # p99 of 5 calls was the maximum under another name: not shown any more
     five = LatencyStats.from_samples_ns([1, 2, 3, 4, 100])
@@ -81,8 +82,8 @@ def test_a_percentile_with_too_few_samples_is_not_given(name):
 
 
 def test_an_old_file_with_every_percentile_still_loads_and_applies_the_rule():
-    old = {"count": 5, "mean_ms": 1.0, "std_ms": 0.1, "min_ms": 0.9, "p50_ms": 1.0, "p90_ms": 1.1, "p95_ms": 1.15,
-           "p99_ms": 1.2, "max_ms": 1.2}
+    old = {"count": 5, "mean_ms": 1.0, "std_ms": 0.1, "min_ms": 0.9, "p50_ms": 1.0, "p90_ms": 1.1,
+           "p95_ms": 1.15, "p99_ms": 1.2, "max_ms": 1.2}
     st = LatencyStats.from_dict(old)
     assert st.p99_ms == 1.2 and st.percentile("p99") is None and st.percentile("p50") == 1.0
     assert st.median_ci_rel is None and not st.budget_ran_out
@@ -125,8 +126,11 @@ def test_loop_stops_early_when_the_ci_target_is_met_on_stable_timings():
     assert r.warmup_calls >= 199 and r.warmup_ns >= 200_000_000  # warm-up by time, after the cold call
     assert r.ci_rel <= 0.02 and r.ci_low_ns <= r.median_ns <= r.ci_high_ns
     assert sum(r.samples_ns) == r.wall_ns
-    st = LatencyStats.from_samples_ns(r.samples_ns, target_ci=r.target_ci, stopped_by=r.stopped_by)
+    # the row's statistics from the windows the loop kept (measure/rows.py): the interval the loop stopped on
+    st = LatencyStats.from_samples_ns(r.used_samples(), target_ci=r.target_ci, stopped_by=r.stopped_by,
+                                      windows=r.used_sizes())
     assert st.median_ci_rel == pytest.approx(r.ci_rel) and not st.budget_ran_out
+    assert st.windows == len(r.windows) >= 3 and not st.unstable and not st.disturbed
 
 
 def test_loop_runs_to_the_budget_on_noisy_timings():
@@ -137,7 +141,8 @@ def test_loop_runs_to_the_budget_on_noisy_timings():
     assert r.stopped_by == STOP_BUDGET and not r.target_met and r.first_ns is None
     assert r.wall_ns >= 0.5e9 and r.ci_checks > 1
     assert r.summary()["target_met"] is False and r.summary()["n"] == r.n
-    st = LatencyStats.from_samples_ns(r.samples_ns, target_ci=r.target_ci, stopped_by=r.stopped_by)
+    st = LatencyStats.from_samples_ns(r.used_samples(), target_ci=r.target_ci, stopped_by=r.stopped_by,
+                                      windows=r.used_sizes())
     assert st.budget_ran_out
 
 
@@ -150,14 +155,16 @@ def test_loop_without_target_stops_at_min_count_and_time():
 
 
 def test_loop_respects_max_iters_and_real_clock_invariants():
-    r = time_loop(lambda x: None, 0, LoopSettings(warmup_iters=0, warmup_time_s=0.0, min_iters=10, min_time_s=100.0,
-                                                  max_iters=20))
+    r = time_loop(lambda x: None, 0, LoopSettings(warmup_iters=0, warmup_time_s=0.0, min_iters=10,
+                                                  min_time_s=100.0, max_iters=20))
     assert r.n == 20 and r.stopped_by == STOP_MAX_ITERS
     # the real clock, with CI checks pausing it: the samples still add up to the wall time
-    r = time_loop(lambda x: time.sleep(0.0005), 0, LoopSettings(warmup_iters=1, warmup_time_s=0.01, min_iters=10,
-                                                                min_time_s=0.05, max_time_s=30.0, target_ci=0.25))
+    r = time_loop(lambda x: time.sleep(0.0005), 0, LoopSettings(warmup_iters=1, warmup_time_s=0.01,
+                                                                min_iters=10, min_time_s=0.05,
+                                                                max_time_s=30.0, target_ci=0.25))
     assert sum(r.samples_ns) == r.wall_ns and r.wall_ns >= 0.05e9
-    assert r.stopped_by == STOP_TARGET  # sleep(0.5 ms) is stable to +-25 % at the median even on a busy machine
+    # sleep(0.5 ms) is stable to +-25 % at the median even on a busy machine
+    assert r.stopped_by == STOP_TARGET
 
 
 def test_a_warm_up_until_stable_ends_once_the_calls_are_steady():
@@ -189,7 +196,9 @@ def test_a_warm_up_until_stable_waits_out_a_ramp_and_stops_at_its_time_cap():
     off = FakeClock(_stable())
     r = time_loop(off.fn, 0, LoopSettings(warmup_iters=2, warmup_time_s=0.2, min_iters=5, min_time_s=0.0,
                                           max_time_s=1.0, target_ci=0.02), clock=off)
-    assert r.warmup_stopped_by == "time" and r.warmup_calls >= 199  # off (CPU rows): the fixed warm-up as before
+    # off (CPU rows): the fixed warm-up as before
+    assert r.warmup_stopped_by == "time" and r.warmup_calls >= 199
     few = FakeClock(_stable())
-    r = time_loop(few.fn, 0, LoopSettings(warmup_iters=40, warmup_time_s=0.0, warmup_until_stable=True), clock=few)
+    r = time_loop(few.fn, 0, LoopSettings(warmup_iters=40, warmup_time_s=0.0, warmup_until_stable=True),
+                  clock=few)
     assert r.warmup_stopped_by == "calls" and r.warmup_calls == 39  # --warmup calls are always made

@@ -72,7 +72,8 @@ class Engine:
 
     def get_tensor_profile_shape(self, name, profile):
         shape = TENSORS[name][0]
-        return [tuple(b if d == -1 else d for d in shape) for b in PROFILES[profile]] if shape else [(), (), ()]
+        return [tuple(b if d == -1 else d for d in shape)
+                for b in PROFILES[profile]] if shape else [(), (), ()]
 
 
 class Context:
@@ -160,7 +161,8 @@ def test_inputs_fed_by_name_and_outputs_read_by_name(fake_trt):
     r.prepare(feed)
     assert slot.ins[0].host.sum() == 4 * 3 * 8 * 8 and int(slot.ins[1].host) == 16000
     assert slot.ins[2].host[3, 4] == 19 and slot.ins[2].host.dtype == np.int64
-    assert [c[0] for c in cuda.copies] == ["h2d"] * 3  # device-resident: each input copied once, before timing
+    # device-resident: each input copied once, before timing
+    assert [c[0] for c in cuda.copies] == ["h2d"] * 3
     slot.outs[1].host[:] = 2.5
     got = r.to_numpy(None)
     assert list(got) == ["logits", "state"] and got["state"].dtype == np.float32 and got["state"][0, 0] == 2.5

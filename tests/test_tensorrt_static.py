@@ -56,8 +56,8 @@ def trt11_wheel() -> Path:
     if found:
         return found[0]
     d.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-           "--platform", "manylinux_2_28_x86_64", "--dest", str(d), WHEEL_REQ]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
+           "3.12", "--platform", "manylinux_2_28_x86_64", "--dest", str(d), WHEEL_REQ]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -78,7 +78,8 @@ class BoundNames:
             self.so = z.read("tensorrt_bindings/tensorrt.so")
             init = ast.parse(z.read("tensorrt_bindings/__init__.py").decode("utf-8", "replace"))
         self.py = {n.name for n in init.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        self.py |= {t.id for n in init.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        self.py |= {t.id for n in init.body if isinstance(n, ast.Assign) for t in n.targets
+                    if isinstance(t, ast.Name)}
 
     def has(self, name: str) -> bool:
         return name in self.py or (name.encode() + b"\0") in self.so
@@ -117,7 +118,8 @@ def stub_api_names(site: Path) -> set[str]:
 def trt10_api() -> set[str]:
     site = _stubs_dir()
     if site is None:
-        pytest.skip("tensorrt-stubs is not installed (scripts/setup.sh --dev; pip install --no-deps tensorrt-stubs)")
+        pytest.skip("tensorrt-stubs is not installed (scripts/setup.sh --dev; pip install --no-deps "
+                    "tensorrt-stubs)")
     return stub_api_names(site)
 
 
@@ -147,10 +149,12 @@ def used_tensorrt_names(source: str, api: set[str]) -> set[tuple[str, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             base = node.value
-            owner = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else ""
+            owner = (base.attr if isinstance(base, ast.Attribute)
+                     else base.id if isinstance(base, ast.Name) else "")
             if _root(node) in aliases or (node.attr in api and owner not in OWN):
                 out.add((owner if _root(node) in aliases and owner not in aliases else "", node.attr))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("hasattr", "getattr")
               and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
               and isinstance(node.args[1].value, str)):
             if _root(node.args[0]) in aliases or node.args[1].value in api:
@@ -270,7 +274,8 @@ def test_mypy_on_the_tensorrt_code(tmp_path):
         shadow.write_text(text.replace(good, bad))
         shadows += ["--shadow-file", str(TRT_PKG / name), str(shadow)]
     r = _mypy(tmp_path / "mypy-cache-shadow", env, *shadows)  # own cache: mypy would reuse the clean run
-    assert r.returncode != 0 and "execute_async_v9" in r.stdout and "set_memory_pool_limitx" in r.stdout, r.stdout
+    assert r.returncode != 0 and "execute_async_v9" in r.stdout and \
+        "set_memory_pool_limitx" in r.stdout, r.stdout
     assert "set_tensor_addressx" in r.stdout, r.stdout
 
 
@@ -346,7 +351,8 @@ def test_int8_engine_refuses_an_asymmetric_uint8_qdq_file(tmp_path):
     def qdq(zp_type, path):
         nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
                  helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])]
-        inits = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", zp_type, [], [0])]
+        inits = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]),
+                 helper.make_tensor("z", zp_type, [], [0])]
         g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))

@@ -174,7 +174,8 @@ def test_large_int8_is_opt_in(monkeypatch):
 
 
 def test_a_float_file_off_its_module_says_so():
-    """The check's figure (convert_check.py) becomes a note where the file is off its module, none where it is not."""
+    """The check's figure (convert_check.py) becomes a note where the file is off its module, none where it is
+    not."""
     from infer_compare.backends.tflite.export import _check_notes
 
     assert _check_notes({"off_its_module": 2e-6}) == [] and _check_notes({}) == []
@@ -203,7 +204,8 @@ def test_constants_are_made_contiguous_in_storage_of_their_own():
     from infer_compare.backends.tflite.convert_check import contiguous_constants
 
     shared = torch.nn.Linear(4, 6)
-    shared.weight = torch.nn.Parameter(torch.randn(4, 6).t())  # a transposed view, as onnx2torch keeps a MatMul's
+    # a transposed view, as onnx2torch keeps a MatMul's
+    shared.weight = torch.nn.Parameter(torch.randn(4, 6).t())
     model = torch.nn.Sequential(shared, torch.nn.ReLU(), torch.nn.Linear(6, 6))
     model.register_buffer("table", torch.arange(12.0).reshape(3, 4).t())
     x = torch.randn(2, 4)
@@ -212,7 +214,8 @@ def test_constants_are_made_contiguous_in_storage_of_their_own():
     assert contiguous_constants(model) == 2
     assert all(p.is_contiguous() for p in model.parameters()) and model.table.is_contiguous()
     with torch.no_grad():
-        assert torch.allclose(model(x), before, atol=1e-6)  # the same values (a GEMM on another layout may round differently)
+        # the same values (a GEMM on another layout may round differently)
+        assert torch.allclose(model(x), before, atol=1e-6)
     tied = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
     tied[1].weight = tied[0].weight
     tied[0].weight.data = tied[0].weight.data.t()

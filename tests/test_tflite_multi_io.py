@@ -123,11 +123,13 @@ def test_edgetpu_compile_of_the_detector_keeps_the_model_names(det_report, monke
     bindir = tmp_path / "bin"
     bindir.mkdir()
     script = bindir / "edgetpu_compiler"
-    script.write_text('#!/bin/sh\nif [ "$1" = "--version" ]; then echo "Edge TPU Compiler version 16.0.test"; '
-                      'exit 0; fi\ncp "$4" "$3/model_edgetpu.tflite"\necho "Model compiled successfully"\n')
+    script.write_text('#!/bin/sh\nif [ "$1" = "--version" ]; then echo "Edge TPU Compiler version '
+                      '16.0.test"; exit 0; fi\ncp "$4" "$3/model_edgetpu.tflite"\necho "Model compiled '
+                      'successfully"\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", str(bindir) + os.pathsep + os.environ.get("PATH", ""))
-    ctx = ExportContext(model=None, model_name="detector", input_shape=(3, 32, 32), num_classes=0, calibration=None)
+    ctx = ExportContext(model=None, model_name="detector", input_shape=(3, 32, 32), num_classes=0,
+                        calibration=None)
     out = tmp_path / "out"
     out.mkdir()
     res = EdgeTpuExporter().export(ctx, int8, out, "int8")
@@ -200,11 +202,13 @@ def test_an_op_the_converter_lacks_is_named_in_one_line(tmp_path):
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 3])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "det.onnx"))
-    with pytest.raises(UnsupportedModel, match=r"^onnx2torch has no converter for ONNX op Det \(op version \d+\)$"):
+    with pytest.raises(UnsupportedModel, match=r"^onnx2torch has no converter for ONNX op Det \(op "
+                       r"version \d+\)$"):
         onnx_module(str(tmp_path / "det.onnx"))
 
 
-def test_bundle_of_the_onnx_detector_runs_its_tflite_rows_without_torch(det_onnx, det_report, cache_dir, tmp_path):
+def test_bundle_of_the_onnx_detector_runs_its_tflite_rows_without_torch(det_onnx, det_report, cache_dir,
+                                                                        tmp_path):
     """``export`` carries the ONNX root's TFLite files (with their io.json) and the several-output data as
     .npz; ``run`` in a process where torch, onnx2torch and litert-torch cannot be imported measures them
     with parity per output."""
@@ -230,8 +234,9 @@ def test_bundle_of_the_onnx_detector_runs_its_tflite_rows_without_torch(det_onnx
     env = python_env()
     env["PYTHONPATH"] = str(block) + os.pathsep + env["PYTHONPATH"]
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "infer_compare.cli", "run", str(b), "-o", str(out), "--device", "cpu",
-                        "--backends", "tflite", "-b", "1", "--warmup", "1", "--min-iters", "3", "--min-time", "0.02"],
+    r = subprocess.run([sys.executable, "-m", "infer_compare.cli", "run", str(b), "-o", str(out), "--device",
+                        "cpu", "--backends", "tflite", "-b", "1", "--warmup", "1", "--min-iters",
+                        "3", "--min-time", "0.02"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rep = load_report(out / "results.json")
@@ -269,7 +274,8 @@ def test_bundle_of_a_tflite_model(tflite_files, cache_dir, tmp_path):
     from infer_compare.bundle import export_bundle, prepared_from_bundle, verify
 
     b = tmp_path / "b"
-    export_bundle(str(tflite_files["int8"]), b, formats=["tflite", "edgetpu"], parity_samples=8, cache_dir=cache_dir)
+    export_bundle(str(tflite_files["int8"]), b, formats=["tflite", "edgetpu"], parity_samples=8,
+                  cache_dir=cache_dir)
     man = json.loads((b / "manifest.json").read_text())
     assert "artifacts/tflite-int8/model.tflite" in man["files"]
     (d,) = [d for d in man["deferred"] if d["format"] == "edgetpu"]

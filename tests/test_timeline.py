@@ -23,7 +23,8 @@ def test_spans_follow_each_other_and_the_open_one_counts_up_to_now():
 
 def test_timed_progress_marks_tasks_and_passes_everything_on():
     seen = []
-    inner = SimpleNamespace(task=lambda m, total=None: seen.append(("task", m)), log=lambda m: seen.append(("log", m)))
+    inner = SimpleNamespace(task=lambda m, total=None: seen.append(("task", m)),
+                            log=lambda m: seen.append(("log", m)))
     tl = Timeline()
     prog = TimedProgress(inner, tl)
     prog.task("loading weights")
@@ -55,7 +56,8 @@ def test_a_real_comparison_has_its_timeline_in_json_and_reports(lenet_report, tm
     spans = lenet_report.timeline
     kinds = {s["kind"] for s in spans}
     assert {PREPARE, ARTIFACT, CONFIGURATION} <= kinds
-    assert any(s["what"].startswith("onnxruntime onnx fp32 cpu") and s["kind"] == CONFIGURATION for s in spans)
+    assert any(s["what"].startswith("onnxruntime onnx fp32 cpu") and s["kind"] == CONFIGURATION
+               for s in spans)
     total = sum(s["wall_s"] for s in spans)
     assert total <= lenet_report.elapsed_s + 0.5  # spans do not overlap
     lenet_report.save(tmp_path / "r.json")

@@ -5,9 +5,9 @@ judged as ``detections:torchvision`` on the detections kept and added (parity/de
 The detector is torchvision's SSDlite320 MobileNetV3, exported here with ``torch.onnx.export``. No pretrained
 weights are downloadable, so its weights are random: its BatchNorm statistics re-estimated on scikit-image
 photos (random statistics make every feature ~1e-14 and every score 1/91), and its classification convs
-re-drawn with std HEAD_STD (torchvision's 0.03 keeps every score under 0.05, below the 0.25 threshold), so that
-it makes confident detections on the photos it is judged on. They are junk boxes, but they are the model's
-own and each runtime must reproduce them."""
+re-drawn with std HEAD_STD (torchvision's 0.03 keeps every score under 0.05, below the 0.25 threshold), so
+that it makes confident detections on the photos it is judged on. They are junk boxes, but they are the
+model's own and each runtime must reproduce them."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def _photo(img: np.ndarray) -> np.ndarray:
 
 
 def photos() -> list[np.ndarray]:
-    """Real photos (scikit-image's bundled data), 0-1 RGB [3, 320, 320], as torchvision's detectors take them."""
+    """Real photos (scikit-image's bundled data), 0-1 RGB [3, 320, 320], as torchvision's detectors take
+    them."""
     return [_photo(f()) for f in (skdata.astronaut, skdata.coffee, skdata.chelsea, skdata.rocket, skdata.cat)]
 
 
@@ -70,8 +71,8 @@ def detector(tmp_path_factory):
         for seq in m.head.classification_head.module_list:
             torch.nn.init.normal_(seq[-1].weight, std=HEAD_STD)
         path = tmp_path_factory.mktemp("tvdet") / "ssdlite.onnx"
-        torch.onnx.export(_Triple(m), (torch.from_numpy(photos()[0]),), str(path), dynamo=False, opset_version=17,
-                          input_names=["image"], output_names=list(NAMES),
+        torch.onnx.export(_Triple(m), (torch.from_numpy(photos()[0]),), str(path), dynamo=False,
+                          opset_version=17, input_names=["image"], output_names=list(NAMES),
                           dynamic_axes={k: {0: "K"} for k in NAMES})
     return path
 
@@ -84,7 +85,8 @@ def _run(path, images) -> list[dict[str, np.ndarray]]:
 def _padded(outs: list[dict[str, np.ndarray]], width: int | None = None) -> dict[str, np.ndarray]:
     """Per-image ragged outputs as rows padded with zeros to ``width`` (default: the largest K)."""
     width = width or max(len(o["scores"]) for o in outs)
-    pad = {k: [np.pad(o[k], ((0, width - len(o[k])),) + ((0, 0),) * (o[k].ndim - 1)) for o in outs] for k in NAMES}
+    pad = {k: [np.pad(o[k], ((0, width - len(o[k])),) + ((0, 0),) * (o[k].ndim - 1)) for o in outs]
+           for k in NAMES}
     return {k: np.stack(v) for k, v in pad.items()}
 
 
@@ -108,7 +110,8 @@ def test_the_file_is_recognized_and_its_wrapper_gives_the_same_detections_padded
     assert max(ks) > 0
     for r, g in zip(raw, got, strict=True):
         k = len(r["scores"])
-        assert g["boxes"].shape == (1, PAD_WIDTH, 4) and g["labels"].shape == g["scores"].shape == (1, PAD_WIDTH)
+        assert g["boxes"].shape == (1, PAD_WIDTH, 4) and \
+            g["labels"].shape == g["scores"].shape == (1, PAD_WIDTH)
         for name in NAMES:
             np.testing.assert_array_equal(g[name][0, :k], r[name])
             assert not np.any(g[name][0, k:])  # padding: zeros, below any score threshold
@@ -125,7 +128,8 @@ def test_a_classifier_or_a_batched_detector_is_not_taken_for_one():
                               [helper.make_tensor_value_info(n, t, s) for n, t, s in outs])
         return helper.make_model(g)
 
-    triple = [("b", TensorProto.FLOAT, ["K", 4]), ("l", TensorProto.INT64, ["K"]), ("s", TensorProto.FLOAT, ["K"])]
+    triple = [("b", TensorProto.FLOAT, ["K", 4]), ("l", TensorProto.INT64, ["K"]),
+              ("s", TensorProto.FLOAT, ["K"])]
     assert find_triple(model([3, 64, 64], triple)) is not None
     assert find_triple(model([1, 3, 64, 64], triple)) is None  # a batch axis: not torchvision's layout
     assert find_triple(model([3, 64, 64], [("y", TensorProto.FLOAT, ["N", 1000])])) is None
@@ -140,7 +144,8 @@ def test_a_classifier_or_a_batched_detector_is_not_taken_for_one():
 def reference(detector):
     images = photos()
     raw = _run(detector, images)
-    assert sum(int((r["scores"] >= 0.25).sum()) for r in raw) >= 10, "the detector must find something to judge"
+    assert sum(int((r["scores"] >= 0.25).sum()) for r in raw) >= 10, \
+        "the detector must find something to judge"
     return images, raw
 
 
@@ -165,7 +170,8 @@ def test_moved_boxes_and_lost_detections_fail_on_the_detections(reference):
     moved["boxes"][..., 0] += 0.6 * w  # every box shifted right by 60 % of its width: IoU < 0.5
     moved["boxes"][..., 2] += 0.6 * w
     res = compare_outputs(ref, moved, TOLERANCES["fp16"], kinds=kinds)
-    det = res.outputs[0].detections  # a shifted box may still overlap another of its class (SSD keeps overlaps)
+    # a shifted box may still overlap another of its class (SSD keeps overlaps)
+    det = res.outputs[0].detections
     assert not res.passed and det["kept"] < 0.5 * (det["kept"] + det["lost"])
     assert any("detections kept" in f for f in res.failures)
     fewer = [{k: v[::2] for k, v in r.items()} for r in raw]  # every other detection lost

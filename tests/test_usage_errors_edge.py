@@ -16,7 +16,8 @@ def test_named_devices_absent_is_a_usage_error():
     check_devices_present(["cuda"], HERE)
     check_devices_present(["cuda:0"], HERE)
     check_devices_present(["cpu", "edgetpu"], HERE)  # some present: the absent one is a skipped row
-    with pytest.raises(UsageError, match=r"--device cuda:1: cuda:1 is not among cuda:0; devices here: cpu, cuda:0"):
+    with pytest.raises(UsageError, match=r"--device cuda:1: cuda:1 is not among cuda:0; devices here: "
+                       r"cpu, cuda:0"):
         check_devices_present(["cuda:1"], HERE)
     with pytest.raises(UsageError, match=r"--device edgetpu: no Coral Edge TPU found"):
         check_devices_present(["edgetpu"], HERE)
@@ -30,8 +31,8 @@ def test_cli_device_cuda_without_cuda_fails_before_any_work(tmp_path, monkeypatc
     code = main(["--model", "lenet5", "--device", "cuda", "-b", "1", "-o", str(out)])
     cap = capsys.readouterr()
     assert code == 2
-    assert cap.err.strip() == ("infer-compare: error: --device cuda: no CUDA device found (NVML / NVIDIA driver); "
-                               "devices here: cpu" + "".join(f", {d}" for d in _edgetpus()))
+    assert cap.err.strip() == ("infer-compare: error: --device cuda: no CUDA device found (NVML / NVIDIA "
+                               "driver); devices here: cpu" + "".join(f", {d}" for d in _edgetpus()))
     assert "preparing" not in cap.out + cap.err
     assert not (tmp_path / "deep").exists()  # the folders it made are gone again
 
@@ -48,7 +49,8 @@ def test_export_usage_error_leaves_no_bundle_folder(tmp_path, capsys):
     from infer_compare.cli import main
 
     out = tmp_path / "b" / "bundle"
-    assert main(["export", "--model", "lenet5", "--formats", "onnx", "--precisions", "fp64", "--out", str(out)]) == 2
+    assert main(["export", "--model", "lenet5", "--formats", "onnx", "--precisions", "fp64", "--out",
+                 str(out)]) == 2
     assert not (tmp_path / "b").exists()
 
 

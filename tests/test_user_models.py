@@ -166,7 +166,8 @@ def test_onnx_static_batch(tmp_path):
     export_onnx(m, (torch.zeros(2, 3, 16, 16),), two, ["x"], ["logits"], dynamic=False)
     um2 = load_user_model(str(two))
     assert um2.static_batch == 2
-    np.testing.assert_allclose(reference_outputs(um2, {"x": X})["logits"], ref["logits"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(reference_outputs(um2, {"x": X})["logits"], ref["logits"], rtol=1e-4,
+                               atol=1e-5)
 
 
 def test_onnx_dynamic_batch(tmp_path):
@@ -215,7 +216,8 @@ def test_torchscript_and_exported_program_match_the_module(tmp_path):
     ts = tmp_path / "net.pt"
     torch.jit.save(torch.jit.script(m), str(ts))
     pt2 = tmp_path / "net.pt2"
-    ep = torch.export.export(m, (torch.zeros(2, 3, 16, 16),), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    ep = torch.export.export(m, (torch.zeros(2, 3, 16, 16),),
+                             dynamic_shapes=({0: torch.export.Dim("batch")},))
     torch.export.save(ep, str(pt2))
     a = load_user_model(str(ts), input_shapes=parse_input_shapes("1x3x16x16"))
     b = load_user_model(str(pt2))  # shapes and dtypes from the program itself
@@ -268,7 +270,8 @@ def test_factory_with_and_without_weights(tmp_path, monkeypatch):
 
     renamed = {("head." + k if k.startswith("fc.") else k): v for k, v in other.state_dict().items()}
     torch.save(renamed, tmp_path / "renamed.pt")
-    msg = usage_error(load_user_model, f"{name}:build", weights=str(tmp_path / "renamed.pt"), input_shapes=shapes)
+    msg = usage_error(load_user_model, f"{name}:build", weights=str(tmp_path / "renamed.pt"),
+                      input_shapes=shapes)
     assert "missing key 'fc.weight'" in msg
     wrong = dict(other.state_dict(), **{"fc.weight": torch.zeros(7, 4)})
     torch.save(wrong, tmp_path / "wrong.pt")
@@ -290,7 +293,8 @@ def test_two_inputs_two_outputs(tmp_path):
                 ["logits", "features"], dynamic=True)
     ou = load_user_model(str(path))
     assert [s.name for s in ou.inputs] == ["image", "mask"]
-    assert [(s.name, s.shape) for s in ou.outputs] == [("logits", ("batch", 3)), ("features", ("batch", 4, 16, 16))]
+    assert [(s.name, s.shape) for s in ou.outputs] == [("logits", ("batch", 3)),
+                                                       ("features", ("batch", 4, 16, 16))]
     ref = reference_outputs(ou, feed, batch=2)
     np.testing.assert_allclose(ref["logits"], logits, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ref["features"], feat, rtol=1e-4, atol=1e-5)
@@ -377,7 +381,8 @@ def test_exported_program_never_fully_unpickles(tmp_path):
             dst.writestr(n, payload.getvalue() if n in names else src.read(n))
     assert "unpickle" in usage_error(load_user_model, str(bad))
     assert not marker.exists()
-    assert torch.load(io.BytesIO(payload.getvalue()), weights_only=False) is None and marker.exists()  # control
+    # control
+    assert torch.load(io.BytesIO(payload.getvalue()), weights_only=False) is None and marker.exists()
 
 
 def test_state_dict_is_explained(tmp_path):
@@ -389,7 +394,8 @@ def test_state_dict_is_explained(tmp_path):
 
 def test_bad_callables(tmp_path, monkeypatch):
     name = write_factory(tmp_path, monkeypatch)
-    assert "cannot import module 'no_such_pkg_q7.models'" in usage_error(load_user_model, "no_such_pkg_q7.models:build")
+    assert "cannot import module 'no_such_pkg_q7.models'" in usage_error(load_user_model,
+                                                                         "no_such_pkg_q7.models:build")
     broken = write_factory(tmp_path, monkeypatch, "raise RuntimeError('boom at import')\n")
     assert "boom at import" in usage_error(load_user_model, f"{broken}:build")
     assert "has no attribute 'nope'" in usage_error(load_user_model, f"{name}:nope")

@@ -23,19 +23,20 @@ RANDOM = "int8 with random weights: reported, not judged"
 
 def _row(backend, fmt, prec, batch, p50_ms, *, judged=True, size=1_000_000, top1=1.0):
     samples = tuple(int(p50_ms * 1e6) + i for i in range(40))
-    par = ParityResult(32, 1e-3, 1e-4, 1e-3, 0.99, 0.98, top1, 1.0, judged=judged, note="" if judged else RANDOM)
+    par = ParityResult(32, 1e-3, 1e-4, 1e-3, 0.99, 0.98, top1, 1.0, judged=judged,
+                       note="" if judged else RANDOM)
     art = ExportRecord(fmt, prec, f"/x/{fmt}-{prec}", size, 1.0, False)
     return RunRecord(backend, fmt, prec, "cpu", batch, OK, latency=LatencyStats.from_samples_ns(samples),
                      throughput=batch * 1000 / p50_ms, parity=par, samples_ns=samples, export=art)
 
 
 def _report(rows, batches=(1,)):
-    env = Environment("abc", "Linux", "6.1", "x86_64", "CPython 3.11.7", "Some CPU", ("avx2",), 2, 4, 24.0, "0.1.0",
-                      {"numpy": "2.4.6"}, (), {})
+    env = Environment("abc", "Linux", "6.1", "x86_64", "CPython 3.11.7", "Some CPU", ("avx2",), 2, 4, 24.0,
+                      "0.1.0", {"numpy": "2.4.6"}, (), {})
     minfo = ModelInfo("resnet50", "torchvision", "random", "x", "h" * 16, (3, 224, 224), 1000)
     settings = Settings({"cpu": batches}, 2, 3, 10, 1.0, 32, 600.0)
-    return Report(SCHEMA_VERSION, "0.1.0", "2026-11-25T06:00:00+0000", ("infer-compare",), minfo, env, settings,
-                  tuple(rows))
+    return Report(SCHEMA_VERSION, "0.1.0", "2026-11-25T06:00:00+0000", ("infer-compare",), minfo, env,
+                  settings, tuple(rows))
 
 
 def _mixed(batches=(1,)):
@@ -62,8 +63,8 @@ def test_a_pick_among_rows_that_were_not_judged_says_so():
     v = verdict(rep)
     assert v.picks and all(p.title.endswith("(not judged: random weights)") for p in v.picks)
     fast = v.picks[0]
-    assert fast.row.precision == "int8" and fast.text().startswith("fastest at batch 1 and highest throughput "
-                                                                   "(not judged: random weights): onnxruntime")
+    assert fast.row.precision == "int8" and fast.text().startswith(
+        "fastest at batch 1 and highest throughput (not judged: random weights): onnxruntime")
     assert "parity reported, not judged" not in fast.text()  # said once, in the title
 
 
