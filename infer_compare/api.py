@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import infer_compare.report  # noqa: F401  (registers the Markdown, CSV and HTML renderers of Report.save)
 from infer_compare import bundle
@@ -329,7 +329,7 @@ def _display(progress: ProgressArg) -> Iterator[Any]:
     elif progress is None or progress is True or _is_stream(progress):
         from rich.console import Console
 
-        console = Console(file=progress) if _is_stream(progress) else None
+        console = Console(file=cast(TextIO, progress)) if _is_stream(progress) else None
         with RichProgress(False, console=console) as shown:
             yield shown
     else:
