@@ -136,7 +136,9 @@ def compare(
             and checked writable before any work (UsageError otherwise); results.json is saved after
             each row, and results.json, results.md, results.csv and results.html at the end (in a
             temporary folder, named on stderr, when the folder fails then). Interrupted (Ctrl-C), the
-            partial report is written in every format before KeyboardInterrupt goes on. None: no file.
+            partial report is written in every format before KeyboardInterrupt goes on. An earlier run's
+            results.* there are replaced, as the CLI's ``--overwrite`` does (the CLI by default writes
+            beside them instead: here the caller names the folder it reads back). None: no file.
         progress: where the run reports as it goes. None or True (the default): the CLI's display on
             stderr, as ``infer-compare`` shows it without ``--quiet``: a live line with a bar on a
             terminal; on a stderr that is not a terminal (a file, a pipe) rich draws no bar and the log
