@@ -29,10 +29,10 @@ def add_output(p: _Parser, g, help: str, required: bool = False, file: bool = Fa
     (common or g).add_argument(flag, "-o", dest=dest, metavar="FILE" if file else "DIR",
                                help=help + (" (required)" if required else ""))
     g.add_argument("--out", dest=dest, help=argparse.SUPPRESS)  # the spelling before 0.2
-    if not file and p.prog != "infer-compare export":  # a bundle's folder must be absent or empty: no flag there
+    if not file and p.prog != "infer-compare export":  # a bundle's folder is absent or empty: no flag
         g.add_argument("--overwrite", action="store_true",
-                       help="replace the results an earlier run left in DIR (default: they are kept, and this run "
-                            "writes to a new dated folder beside it; merge refuses)")
+                       help="replace the results an earlier run left in DIR (default: they are kept, and this "
+                            "run writes to a new dated folder beside it; merge refuses)")
     if required:
         p.required_outputs = (*getattr(p, "required_outputs", ()), (dest, f"-o/{flag}"))
 

@@ -120,7 +120,8 @@ def print_result(result: RegressionResult, console=None, show_all: bool = False)
         con.print(f"[dim]within-run intervals: {result.confidence:.0%} by {escape(result.method)}[/]")
     unjudged = result.unjudged
     if result.passed and not result.matched:
-        con.print("[bold yellow]NOTHING COMPARED[/] (0 rows measured in both runs): this is not a pass (exit 3)")
+        con.print("[bold yellow]NOTHING COMPARED[/] (0 rows measured in both runs): this is not a pass "
+                  "(exit 3)")
     elif result.passed and unjudged:
         con.print(f"[bold yellow]NOT JUDGED[/] ({len(unjudged)}; no regression found in what was judged, "
                   f"{len(result.matched)} rows compared): this is not a pass (exit 3 unless --allow-unjudged)")
