@@ -126,8 +126,11 @@ def test_loop_stops_early_when_the_ci_target_is_met_on_stable_timings():
     assert r.warmup_calls >= 199 and r.warmup_ns >= 200_000_000  # warm-up by time, after the cold call
     assert r.ci_rel <= 0.02 and r.ci_low_ns <= r.median_ns <= r.ci_high_ns
     assert sum(r.samples_ns) == r.wall_ns
-    st = LatencyStats.from_samples_ns(r.samples_ns, target_ci=r.target_ci, stopped_by=r.stopped_by)
+    # the row's statistics from the windows the loop kept (measure/rows.py): the interval the loop stopped on
+    st = LatencyStats.from_samples_ns(r.used_samples(), target_ci=r.target_ci, stopped_by=r.stopped_by,
+                                      windows=r.used_sizes())
     assert st.median_ci_rel == pytest.approx(r.ci_rel) and not st.budget_ran_out
+    assert st.windows == len(r.windows) >= 3 and not st.unstable and not st.disturbed
 
 
 def test_loop_runs_to_the_budget_on_noisy_timings():
@@ -138,7 +141,8 @@ def test_loop_runs_to_the_budget_on_noisy_timings():
     assert r.stopped_by == STOP_BUDGET and not r.target_met and r.first_ns is None
     assert r.wall_ns >= 0.5e9 and r.ci_checks > 1
     assert r.summary()["target_met"] is False and r.summary()["n"] == r.n
-    st = LatencyStats.from_samples_ns(r.samples_ns, target_ci=r.target_ci, stopped_by=r.stopped_by)
+    st = LatencyStats.from_samples_ns(r.used_samples(), target_ci=r.target_ci, stopped_by=r.stopped_by,
+                                      windows=r.used_sizes())
     assert st.budget_ran_out
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infer_compare.base.serial import Record
-from infer_compare.base.statistics import ci_rel, median_ci
+from infer_compare.base.statistics import MIN_WINDOWS, ci_rel, row_interval
+
+UNSTABLE_WITHOUT_TARGET = 0.02  # --target-ci 0: windows whose interval is wider than +-2 % are unstable
 
 # A percentile is reported only when n >= 1 / (1 - q): at least one sample is then expected beyond
 # it. Below that, the interpolated value is the maximum, or a blend towards it, under another name.
@@ -24,10 +26,12 @@ class LatencyStats(Record):
     """Summary of raw per-call latencies. No outlier clipping: tails matter.
 
     ``p90_ms``/``p95_ms``/``p99_ms`` are None where ``count`` is below
-    :data:`PERCENTILE_MIN_SAMPLES`. The median's 95 % confidence interval is
-    distribution-free (order statistics, see ``statistics.median_ci``); None below 6 samples.
-    Files written before these rules keep their stored percentiles; :meth:`percentile`
-    applies the rule to them too.
+    :data:`PERCENTILE_MIN_SAMPLES`. ``median_ci_low_ms``/``median_ci_high_ms``: the 95 % interval
+    of the p50. Measured in windows (``windows`` set): from the spread between the window medians,
+    never narrower than the within-window CI of the median, which ``within_ci_low_ms``/``within_ci_high_ms``
+    keep (``statistics.row_interval``); files written before windows: that within-window CI
+    (distribution-free, order statistics), None below 6 samples. Files written before these rules
+    keep their stored percentiles; :meth:`percentile` applies the rule to them too.
     """
 
     count: int
@@ -43,16 +47,31 @@ class LatencyStats(Record):
     median_ci_high_ms: float | None = None
     target_ci: float | None = None  # the relative half-width the loop aimed at
     stopped_by: str = ""  # how the measured loop ended: target, budget, max_iters, min (bench.STOP_*)
+    # measured in windows (None: a file written before them): how many the figures come from, the smallest and
+    # largest window median, the within-window CI of the median, and the flags
+    windows: int | None = None
+    window_min_ms: float | None = None
+    window_max_ms: float | None = None
+    within_ci_low_ms: float | None = None
+    within_ci_high_ms: float | None = None
+    unstable: bool = False  # the windows' interval is wider than the target: they disagree beyond it
+    disturbed: bool = False  # other processes used the cores while windows it keeps were measured
 
     @classmethod
-    def from_samples_ns(cls, samples_ns, *, target_ci: float | None = None, stopped_by: str = "") -> LatencyStats:
+    def from_samples_ns(cls, samples_ns, *, target_ci: float | None = None, stopped_by: str = "",
+                        windows: tuple[int, ...] | None = None, disturbed: bool = False) -> LatencyStats:
+        """``windows``: how many of ``samples_ns`` (in time order) each window measured; the interval of
+        the p50 then comes from them (see the class)."""
         import numpy as np
 
         a = np.asarray(samples_ns, dtype=np.float64) / 1e6
         if a.size == 0:
             raise ValueError("no latency samples")
+        if windows is not None and sum(windows) != a.size:
+            raise ValueError(f"windows of {sum(windows)} samples for {a.size} samples")
         p = np.percentile(a, [90, 95, 99])
-        med, lo, hi = median_ci(a)
+        ri = row_interval(a, windows)
+        med, lo, hi = ri.median, ri.low, ri.high
         shown = {k: float(v) if a.size >= PERCENTILE_MIN_SAMPLES[k] else None
                  for k, v in zip(("p90", "p95", "p99"), p, strict=True)}
         return cls(
@@ -69,6 +88,7 @@ class LatencyStats(Record):
             median_ci_high_ms=hi,
             target_ci=target_ci,
             stopped_by=stopped_by,
+            **_window_fields(ri, windows, target_ci, disturbed),
         )
 
     def percentile(self, name: str) -> float | None:
@@ -83,11 +103,26 @@ class LatencyStats(Record):
 
     @property
     def median_ci_rel(self) -> float | None:
-        """Half-width of the median's 95 % CI relative to the median; None where not known."""
+        """Half-width of the p50's 95 % interval (from its windows where it has them) relative to the p50;
+        None where not known."""
         return ci_rel(self.p50_ms, self.median_ci_low_ms, self.median_ci_high_ms)
 
     @property
     def budget_ran_out(self) -> bool:
-        """The loop ended on its time budget with the CI still wider than its target."""
+        """The loop ended on its time budget with the interval still wider than its target."""
         r = self.median_ci_rel
-        return self.stopped_by == "budget" and bool(self.target_ci) and (r is None or r > (self.target_ci or 0))
+        return self.stopped_by == "budget" and bool(self.target_ci) and (r is None
+                                                                          or r > (self.target_ci or 0))
+
+
+def _window_fields(ri, windows: tuple[int, ...] | None, target_ci: float | None, disturbed: bool) -> dict:
+    """The window fields of a row measured in windows (statistics.RowInterval ``ri``); none without them."""
+    if windows is None:
+        return {}
+    meds = ri.window_medians
+    b = ri.between_rel
+    limit = target_ci or UNSTABLE_WITHOUT_TARGET
+    return {"windows": len(meds), "window_min_ms": min(meds) if meds else None,
+            "window_max_ms": max(meds) if meds else None, "within_ci_low_ms": ri.within_low,
+            "within_ci_high_ms": ri.within_high, "disturbed": bool(disturbed),
+            "unstable": len(meds) >= MIN_WINDOWS and b is not None and b > limit}

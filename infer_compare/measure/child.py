@@ -26,7 +26,7 @@ from infer_compare.catalog.options import NoOptions
 from infer_compare.catalog.runtimes import load_impl, options_class
 from infer_compare.host import gpu_turn
 from infer_compare.host.energy import EnergyMeter, energy_fields
-from infer_compare.measure import calibration
+from infer_compare.measure import calibration, windows
 from infer_compare.measure.bench import time_loop
 from infer_compare.measure.cells import CellResult, CellSpec
 
@@ -72,6 +72,7 @@ class Session:
         self.runner: Any = None
         self.batch: int | None = None  # the batch size the loaded runner is ready for
         self.cal = calibration.make()  # the fixed workload timed before each loop (for the regression gate)
+        self.load = windows.LoadMeter(spec.device)  # each window's load reading (measure/windows.py)
 
     def runner_for(self, batch: int) -> tuple[Any, float]:
         """A loaded runner for ``batch`` and the seconds it took (load, or re-shape; 0 when it is ready)."""
@@ -125,8 +126,9 @@ def _failure(batch: int, stage: str, e: BaseException, sess: Session) -> CellRes
         return CellResult.failed(batch, "skipped", e.reason, hint=e.hint, stage=stage)
     sess.close()  # the next batch size gets a fresh runner
     msg = str(e).strip().splitlines()
-    return CellResult.failed(batch, "run_failed", f"{stage}: {type(e).__name__}: {msg[0] if msg else ''}".rstrip(": "),
-                             stage=stage, traceback="\n".join(traceback.format_exc().strip().splitlines()[-20:]))
+    why = f"{stage}: {type(e).__name__}: {msg[0] if msg else ''}".rstrip(": ")
+    return CellResult.failed(batch, "run_failed", why, stage=stage,
+                             traceback="\n".join(traceback.format_exc().strip().splitlines()[-20:]))
 
 
 def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True) -> CellResult:
@@ -136,11 +138,12 @@ def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True)
     try:
         stage, w0 = "load", gpu_turn.waited()
         runner, load_s = sess.runner_for(batch)
-        load_s -= gpu_turn.waited() - w0  # the GPU waited for inside the load (host/gpu_turn.py) is not loading
+        load_s -= gpu_turn.waited() - w0  # the GPU waited for in the load (host/gpu_turn.py) is not loading
         gpu_turn.take()  # a load that traced first: the GPU from here on
         if runner.fixed_batch is not None and runner.fixed_batch != batch:
-            return CellResult.failed(batch, "skipped", f"the artifact has a static batch of {runner.fixed_batch}; "
-                                                       f"batch {batch} cannot run", stage=stage)
+            return CellResult.failed(batch, "skipped", f"the artifact has a static batch of "
+                                                       f"{runner.fixed_batch}; batch {batch} cannot run",
+                                     stage=stage)
         stage = "run"
         lr, extra = None, {}
         harness: dict[str, float] = {}
@@ -148,9 +151,10 @@ def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True)
             t0 = time.perf_counter()
             meter, x = EnergyMeter(), runner.prepare(tile(images, batch))
             t1 = time.perf_counter()
-            lr, cal = calibration.around(lambda: time_loop(runner.run, x, spec.loop, energy_meter=meter), sess.cal)
+            lr, cal = calibration.around(lambda: time_loop(runner.run, x, spec.loop, energy_meter=meter,
+                                                           load_meter=sess.load), sess.cal)
             harness = {"prepare_s": t1 - t0, "around_loop_s": time.perf_counter() - t1 - _loop_s(lr)}
-            extra = {**runner.extra_metrics(), **({"calibration": cal} if cal else {})}
+            extra = {**runner.extra_metrics(), **({"calibration": _kept_load(cal, lr)} if cal else {})}
             if not any(k in extra for k in ("energy_mj_per_image", "energy_j_per_image")):
                 extra.update(energy_fields(lr.energy, batch * lr.n, meter.reason))
         n_par = None
@@ -161,14 +165,26 @@ def _measure_batch(sess: Session, batch: int, images: Batch, timed: bool = True)
         if harness:  # where a batch size's time outside its load, first call, warm-up and loop went
             extra["harness_s"] = {k: round(v, 4) for k, v in harness.items()}
         first = lr.first_ns / 1e6 if lr is not None and lr.first_ns is not None else None
+        kept = lr.used_samples() if lr is not None else []  # the windows the row keeps (bench.py)
         return CellResult(
             batch_size=batch, ok=True, load_s=load_s, first_infer_ms=first,
-            samples_ns=tuple(lr.samples_ns) if lr else (), wall_ns=lr.wall_ns if lr else 0,
+            samples_ns=tuple(kept) if lr else (), wall_ns=sum(kept) if lr else 0,
             exec_precision=runner.exec_precision, settings=dict(runner.settings), notes=tuple(runner.notes),
-            versions=runner.library_versions(), extra=extra, outputs_written=n_par is not None, parity_n=n_par,
-            loop=lr.summary() if lr else {})
+            versions=runner.library_versions(), extra=extra, outputs_written=n_par is not None,
+            parity_n=n_par, loop=lr.summary() if lr else {})
     except Exception as e:  # recorded as a failed row
         return _failure(batch, stage, e, sess)
+
+
+def _kept_load(cal: dict[str, Any], lr: Any) -> dict[str, Any]:
+    """The calibration entry with the load of the windows the row keeps (what its figures were measured
+    beside; the regression gate judges it); the whole loop's, windows measured again included, as
+    ``loop_*``."""
+    got = windows.summary([w for w in lr.summary()["windows"] if w.get("used")])
+    if "other_cores" not in got:
+        return cal
+    return {**cal, "loop_other_cores": cal.get("other_cores"), "loop_steal_cores": cal.get("steal_cores"),
+            "other_cores": got["other_cores"], "steal_cores": got["steal_cores"]}
 
 
 def _loop_s(lr: Any) -> float:
@@ -189,7 +205,8 @@ def _measure_throughput(sess: Session, lat: CellResult, images: Batch) -> CellRe
         meter = EnergyMeter()
         loop = spec.loop
         ts = ThroughputSettings(duration_s=float(loop.max_time_s or loop.min_time_s or 1.0),
-                                warmup_s=float(loop.warmup_time_s), concurrency=int(spec.concurrency), meter=meter)
+                                warmup_s=float(loop.warmup_time_s), concurrency=int(spec.concurrency),
+                                meter=meter)
         tp, cal = calibration.around(lambda: runner.throughput(tile(images, batch), ts), sess.cal)
         path = ""
         if tp.outputs is not None and spec.outputs:
@@ -198,7 +215,8 @@ def _measure_throughput(sess: Session, lat: CellResult, images: Batch) -> CellRe
         settings = {**lat.settings, **dict(runner.settings), **tp.settings, "scenario": THROUGHPUT,
                     "concurrency": tp.concurrency, "concurrency_unit": tp.unit, "throughput_api": tp.how}
         extra = {**energy_fields(tp.energy, tp.images, meter.reason), **({"calibration": cal} if cal else {})}
-        return lat.replace(scenario=THROUGHPUT, first_infer_ms=None, samples_ns=tuple(int(v) for v in tp.latencies_ns),
+        return lat.replace(scenario=THROUGHPUT, first_infer_ms=None,
+                           samples_ns=tuple(int(v) for v in tp.latencies_ns),
                            wall_ns=int(tp.wall_ns), images=int(tp.images), settings=settings, extra=extra,
                            tp_outputs=path, notes=tuple(runner.notes),
                            loop={"n": len(tp.latencies_ns), "wall_ns": int(tp.wall_ns), "stopped_by": "time",
@@ -216,8 +234,9 @@ def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
     scen = set(spec.scenarios) or {LATENCY}
     try:
         done: dict[int, list[CellResult]] = {}
-        # another process on this GPU waits (host/gpu_turn.py); a runner's first loads that trace before any GPU work
-        # (torch.compile: two, RunnerInfo.traced_loads) take it only then; a later load runs the model at once
+        # another process on this GPU waits (host/gpu_turn.py); a runner's first loads that trace before any
+        # GPU work (torch.compile: two, RunnerInfo.traced_loads) take it only then; a later load runs the
+        # model at once
         traced = gpu_turn.traced_loads(spec.runner) if gpu_turn.current() is not None else 0
         for i, b in enumerate(spec.batch_sizes):
             with gpu_turn.holding(defer=i < traced) as turn:
@@ -232,11 +251,12 @@ def measure_all(spec: CellSpec, emit: Callable[[CellResult], Any]) -> None:
             _full_parity_if_top_failed(sess, done, emit)
     finally:
         sess.close()
+        sess.load.close()
 
 
 def _turns(res: CellResult, turn: gpu_turn.Turn | None) -> CellResult:
-    """``res`` with this process's peak RSS and, where it took turns on its GPU with another process, the seconds
-    it waited for the GPU and let it go while compiling (``extra.gpu_turn``)."""
+    """``res`` with this process's peak RSS and, where it took turns on its GPU with another process, the
+    seconds it waited for the GPU and let it go while compiling (``extra.gpu_turn``)."""
     res = res.replace(peak_rss_mb=peak_rss_mb())
     return res if turn is None else res.replace(extra={**res.extra, "gpu_turn": turn.take_stats()})
 
@@ -256,4 +276,5 @@ def _full_parity_if_top_failed(sess: Session, done: dict[int, list[CellResult]],
     except Exception:  # keep the subset figures already emitted
         return
     for r in done[b]:
-        emit(r.replace(parity_n=n, notes=r.notes + (f"parity on every input at batch {b}: batch {top} did not run",)))
+        note = f"parity on every input at batch {b}: batch {top} did not run"
+        emit(r.replace(parity_n=n, notes=r.notes + (note,)))
