@@ -33,9 +33,18 @@ backend present, checks parity against the stored reference outputs, and returns
 usual Report.
 
 A bundle is untrusted input: a path that escapes the bundle (absolute, "..", a
-symbolic link), a missing or extra file, a hash mismatch, an unknown format or
-precision, or arrays of the wrong shape are refused with a BundleError (a UsageError:
-exit status 2, one line). Arrays are read with ``allow_pickle=False``.
+symbolic link), a missing or extra file (anywhere in its folder), a hash mismatch, an
+unknown format or precision, or arrays of the wrong shape are refused with a BundleError
+(a UsageError: exit status 2, one line). Arrays are read with ``allow_pickle=False``,
+within the memory available (base/npyfile.py, base/memory.py).
+
+A bundle carries data, never code: what ``run``, ``gate`` and ``fleet run`` execute comes
+from the installed tool. Its model spec names a built-in architecture or the kind of file a
+user's model travels as (ONNX, TFLite, ExportedProgram), never a module, a factory, a path
+or a loader (manifest_schema.py); its PyTorch files are weights-only (torchfile.py, checked
+without unpickling) and are loaded on the device by a data-only path
+(``models.rebuild_received``). A user's factory model is exported as an ExportedProgram of
+its module (export_torch.py).
 """
 
 from infer_compare.bundle.common import (

@@ -101,7 +101,7 @@ class ModelSpec(TypedDict, total=False):
     ``rebuild_received``): a built-in family's architecture by name, or a user's model by its kind."""
 
     name: Required[str]
-    family: Required[Literal["lenet", "torchvision", "user"]]
+    family: Literal["lenet", "torchvision", "user"]  # needed where a pytorch artifact travels (verify.py)
     kind: Literal["onnx", "tflite", "exported_program"]  # a user's model: how its root travels (data only)
     input_shape: list[int]
     num_classes: int

@@ -121,9 +121,10 @@ def _check_torch_files(root: Path, man: dict[str, Any]) -> None:
     for a in man.get("artifacts", []):
         if a["format"] != "pytorch":
             continue
-        if spec.get("family") == "user" and spec.get("kind") != "exported_program":
-            raise BundleError(f"bundle manifest: a pytorch artifact for a user's {spec.get('kind')} model; "
-                              "refused")
+        family, kind = spec.get("family"), spec.get("kind")
+        if family not in ("lenet", "torchvision") and (family, kind) != ("user", "exported_program"):
+            raise BundleError(f"bundle manifest: a pytorch artifact for a {family or 'model of no family'} "
+                              f"{kind or ''} model: only a built-in model's or an ExportedProgram; refused")
         check_weights_only(root / a["path"], a["path"])
 
 
