@@ -1,7 +1,8 @@
 """Ray's token authentication, on by default for every fleet command: without it anyone who can
 reach the cluster's ports runs code on every node. ``RAY_AUTH_MODE=disabled`` opts out (a one-host
 loopback cluster only: refused when any address involved is not loopback); the token is Ray's own: ``RAY_AUTH_TOKEN``, the file ``RAY_AUTH_TOKEN_PATH``
-or ``~/.ray/auth_token``, the same on every node."""
+or ``~/.ray/auth_token``, the same on every node; a token file that group or others may read is
+refused (``chmod 600``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,17 @@ def token_path() -> Path:
 
 def has_token() -> bool:
     return bool(os.environ.get("RAY_AUTH_TOKEN")) or token_path().is_file()
+
+
+def check_private(path: Path) -> None:
+    """A token file that group or others can read is refused (UsageError, one line): whoever reads it runs
+    code on every node of the cluster."""
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        return
+    if mode & 0o077:
+        raise UsageError(f"the Ray token file {path} is readable by others (mode {mode:o}): chmod 600 {path}")
 
 
 def is_loopback(host: str) -> bool:
@@ -60,12 +72,14 @@ def enable(create: bool = False, addresses: tuple[str, ...] = ()) -> str:
                              "(docs/fleet.md)")
         return ""
     if has_token():
+        if not os.environ.get("RAY_AUTH_TOKEN"):
+            check_private(token_path())
         return f"token authentication on (token: {'RAY_AUTH_TOKEN' if os.environ.get('RAY_AUTH_TOKEN') else token_path()})"
     if not create:
         raise UsageError(f"no Ray authentication token here ({token_path()}): copy the head's token file to this "
                          "machine or set RAY_AUTH_TOKEN_PATH (docs/fleet.md)")
     p = token_path()
-    p.parent.mkdir(parents=True, exist_ok=True)
+    p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secrets.token_hex(32))

@@ -1,5 +1,6 @@
 """Joining a Ray cluster: what ``infer-compare env`` finds here, advertised as custom resources
-(capacity 1 each: one timed task per device) and labels; the Ray and Python versions checked."""
+(capacity 1 each: one timed task per device) and labels; the Ray and Python versions checked; Ray's
+files in a folder of this user's only (fleet/private.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ import sys
 from infer_compare.base.errors import UsageError
 from infer_compare.catalog import device_kinds
 from infer_compare.fleet.auth import enable
+from infer_compare.fleet.private import UMASK, private_line, ray_temp_dir, tighten
 from infer_compare.host.probes import env_rows
 
 NODE = "ic-node:"  # ic-node:<name> = 1: the node itself (its CPU configurations, one at a time)
 DEVICE = "ic-device:"  # ic-device:<name>/cuda:0 = 1, ic-device:<name>/edgetpu:0 = 1
 HINT = "pip install 'infer-compare[fleet]'"
+TRUST = ("trust: Ray trusts every node of a cluster alike: whoever holds this token can run code on every "
+         "node (this one included) as the user that started it, and a node's results reach the driver as "
+         "pickles; join only machines you trust, and measure the others with `fleet run --untrusted` "
+         "(docs/fleet.md)")
 
 
 class RayMissing(UsageError):
@@ -66,9 +72,10 @@ def local_facts() -> tuple[dict[str, list[str]], dict[str, str]]:
 
 
 def ray_start_argv(name: str, address: str | None, port: int, resources: dict, labels: dict,
-                   ip: str) -> list[str]:
+                   ip: str, temp_dir: str | None = None) -> list[str]:
     argv = [sys.executable, "-m", "ray.scripts.scripts", "start", f"--node-ip-address={ip}",
-            f"--resources={json.dumps(resources)}", f"--labels={json.dumps(labels)}", "--disable-usage-stats"]
+            f"--resources={json.dumps(resources)}", f"--labels={json.dumps(labels)}", "--disable-usage-stats",
+            *([f"--temp-dir={temp_dir}"] if temp_dir else [])]
     if address:
         return [*argv, f"--address={address}"]
     # the head: no dashboard (its job server runs anyone's code). Ray Client (port 10001) cannot be turned off
@@ -98,7 +105,8 @@ def node_env(environ) -> dict[str, str]:
 
 def join(name: str | None, address: str | None, port: int, ip: str, dry_run: bool = False,
          block: bool = False) -> tuple[list[str], str]:
-    """Start this machine's Ray node with its resources; (argv, output). UsageError on a refusal."""
+    """Start this machine's Ray node with its resources, its files in a folder of this user's only (umask 077,
+    modes narrowed after the start: fleet/private.py); (argv, output). UsageError on a refusal."""
     import os
 
     require_ray(import_it=False)
@@ -106,11 +114,16 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
     name = node_name(name)
     present, versions = local_facts()
     res, labels = advertised(name, present, versions)
-    argv = ray_start_argv(name, address, port, res, labels, ip) + (["--block"] if block else [])
+    temp = ray_temp_dir(create=not dry_run)
+    argv = ray_start_argv(name, address, port, res, labels, ip, str(temp)) + (["--block"] if block else [])
     if dry_run:
         return argv, ""
     envv = node_env(os.environ)
-    if block:
+    os.umask(UMASK)  # Ray's files and folders, and its workers' (they inherit it): this user's only
+    role = f"the cluster at {address}" if address else "a new cluster as its head"
+    if block:  # Ray's own 777 folders stay as Ray makes them, inside the folder of mode 700
+        lines = (f"node {name} joins {role}", auth, private_line(temp, 0), TRUST)
+        print("\n".join(x for x in lines if x), flush=True)
         os.execve(argv[0], argv, envv)
     # a session of its own: every process of this node in one process group, which `fleet leave` stops alone
     p = subprocess.run(argv, capture_output=True, text=True, env=envv, check=False, start_new_session=True)
@@ -118,4 +131,5 @@ def join(name: str | None, address: str | None, port: int, ip: str, dry_run: boo
     if p.returncode != 0:
         line = mismatch_line(out) or (out.strip().splitlines() or ["ray start failed"])[-1]
         raise UsageError(line)
-    return argv, "\n".join(x for x in (out.strip(), auth) if x)
+    lines = (f"node {name} joined {role}", auth, private_line(temp, tighten(temp)), TRUST)
+    return argv, "\n".join(x for x in lines if x)
