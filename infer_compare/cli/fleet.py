@@ -1,7 +1,7 @@
 """``infer-compare fleet``: join a Ray cluster, or measure a bundle on every node of one (docs/fleet.md).
 
     infer-compare fleet join [--address HOST:PORT | --head] [--name N] [--ip IP]
-    infer-compare fleet run BUNDLE --address HOST:PORT [--targets a,b] -o DIR [measuring flags]
+    infer-compare fleet run BUNDLE --address HOST:PORT [--targets a,b] [--untrusted] -o DIR [measuring flags]
     infer-compare fleet leave [--name N]
 """
 
@@ -22,6 +22,7 @@ from infer_compare.fleet.connect import connect
 from infer_compare.fleet.join import join, node_name, require_ray
 from infer_compare.fleet.overlap import Background, prefetch
 from infer_compare.fleet.plan import jobs_for, nodes_of, select
+from infer_compare.fleet.private import UMASK
 from infer_compare.fleet.ray_executor import RayExecutor
 from infer_compare.fleet.raylog import LOG_NAME, RayOutput
 from infer_compare.fleet.run import check_reachable, run_fleet
@@ -47,6 +48,10 @@ def build_fleet_parser():
     add_output(r, r, "where the merged results go", required=True)
     r.add_argument("--node-timeout", type=_positive_float, default=3600.0, metavar="S",
                    help="a node without a result after S seconds is cancelled and its rows failed (default 3600)")
+    r.add_argument("--untrusted", action="store_true",
+                   help="read every node's results as data (JSON checked against the results schema, at most "
+                   "64 MiB), never unpickling what a node returns; a node holding the token can still run code "
+                   "on any node through Ray (docs/fleet.md)")
     r.add_argument("--with", dest="others", action="append", default=[], metavar="NAME=RESULTS.json",
                    help="results of a board measured by the bundle route (`infer-compare run`), merged beside the "
                    "nodes as machine NAME (repeatable)")
@@ -91,12 +96,13 @@ def _cmd_run(args, argv: list[str]) -> int:
     kw = _run_kwargs(args)
     out = kept_apart(Path(args.output_dir), args.overwrite)  # earlier results kept unless --overwrite
     with RayOutput(out / LOG_NAME) as io:  # Ray's own output (raylet dumps, warnings) into a log, not the terminal
-        ray = connect(args.address)
+        ray = private_connect(args.address)
         prefetch()  # the report writers' imports while the nodes measure (fleet/overlap.py)
         try:
             nodes = select(nodes_of(ray.nodes()), args.targets)
             jobs = [j for n, node in nodes.items() for j in jobs_for(n, node, kw)]
-            merged, results = run_fleet(args.bundle, RayExecutor(timeout_s=args.node_timeout), jobs,
+            executor = RayExecutor(timeout_s=args.node_timeout, untrusted=args.untrusted)
+            merged, results = run_fleet(args.bundle, executor, jobs,
                                         _event(time.perf_counter(), io.err), ["infer-compare", "fleet", "run", *argv],
                                         others)
         except BaseException:
@@ -108,6 +114,18 @@ def _cmd_run(args, argv: list[str]) -> int:
         finally:
             stopping.result()
     return _save(merged, results, out, io.said(), paths)
+
+
+def private_connect(address: str):
+    """``connect`` with umask 077: the driver's own files in Ray's session folder (its logs) this user's
+    only."""
+    import os
+
+    old = os.umask(UMASK)
+    try:
+        return connect(address)
+    finally:
+        os.umask(old)
 
 
 def _write(merged, out: Path) -> dict | None:
@@ -149,6 +167,6 @@ def cmd_fleet(argv: list[str]) -> int:
         if bool(args.address) == bool(args.head):
             raise UsageError("fleet join: give either --address HOST:PORT or --head")
         cmd, out = join(args.name, args.address, args.port, args.ip, dry_run=args.dry_run, block=args.block)
-        print(" ".join(cmd) if args.dry_run else (out.strip().splitlines() or ["joined"])[-1])
+        print(" ".join(cmd) if args.dry_run else out)
         return 0
     return _cmd_run(args, argv[1:])

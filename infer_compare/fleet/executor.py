@@ -41,6 +41,7 @@ class JobResult:
     error: str = ""  # why there is no report: which node and what happened
     node: dict[str, Any] = field(default_factory=dict)  # the node's facts: host, versions
     elapsed_s: float = 0.0
+    checked: Any = field(default=None, repr=False)  # the report as a Report, where the driver checked it
 
 
 Event = Callable[[str, str], None]  # (target, message): live progress per node

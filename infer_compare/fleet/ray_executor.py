@@ -4,7 +4,8 @@ conditions). A node on the driver's host reads the driver's bundle directory; ot
 shipped once through the object store (packed only if one needs it); either way the node checks the manifest's
 sha256 and every file against it (fleet/pack.py).
 A task that fails, whose node dies, or that runs past ``timeout_s`` leaves an error naming the node;
-Ctrl-C cancels what still runs and returns what came back."""
+Ctrl-C cancels what still runs and returns what came back. ``untrusted``: every node answers in JSON bytes,
+which the driver reads as data and checks, never unpickling anything a node returns (fleet/channel.py)."""
 
 from __future__ import annotations
 
@@ -13,22 +14,28 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from infer_compare.base.records import Report
+from infer_compare.fleet.channel import Lost, Refused, read_answer
 from infer_compare.fleet.executor import Event, Job, JobResult
 from infer_compare.fleet.pack import manifest_sha256, pack
-from infer_compare.fleet.task import run_on_node
+from infer_compare.fleet.task import run_on_node, run_on_node_data
 
 
 class RayExecutor:
-    def __init__(self, timeout_s: float = 3600.0, poll_s: float = 1.0, heartbeat_s: float = 15.0):
+    def __init__(self, timeout_s: float = 3600.0, poll_s: float = 1.0, heartbeat_s: float = 15.0,
+                 untrusted: bool = False):
         self.timeout_s, self.poll_s, self.heartbeat_s = timeout_s, poll_s, heartbeat_s
+        self.untrusted = untrusted
+        self._shipped: set[int] = set()  # jobs sent the archive: "absent" from them is not an answer
 
-    @staticmethod
-    def _submit(ray, job: Job, ship: _Shipment, here: bool):
+    def _submit(self, ray, job: Job, ship: _Shipment, here: bool):
         """The job's task: with the driver's bundle directory (a node on this host) or the shipped bundle."""
-        task = ray.remote(max_retries=0, num_cpus=0)(run_on_node).options(
+        fn = run_on_node_data if self.untrusted else run_on_node
+        task = ray.remote(max_retries=0, num_cpus=0)(fn).options(
             resources=dict(job.resources), num_gpus=job.gpus, name=f"infer-compare:{job.target}")
         if here:
             return task.remote(None, ship.sha, job, ship.path)
+        self._shipped.add(id(job))
         ref, sha = ship.ref()
         return task.remote(ref, sha, job)
 
@@ -52,7 +59,8 @@ class RayExecutor:
         submitted again with the bundle shipped (``reship``): nothing was measured yet."""
         pending, last_beat = list(refs), t0
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=self.poll_s)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=self.poll_s,
+                                      **({"fetch_local": False} if self.untrusted else {}))
             for ref in ready:
                 res = self._collect(ray, ref, refs[ref], time.perf_counter() - t0)
                 if res is None:
@@ -73,21 +81,44 @@ class RayExecutor:
                 for r in pending:
                     on_event(refs[r].label, f"still measuring ({now - t0:.0f} s)")
 
-    @staticmethod
-    def _collect(ray, ref, job: Job, elapsed: float) -> JobResult | None:
-        """The job's result; None where its node did not find the driver's bundle directory."""
+    def _collect(self, ray, ref, job: Job, elapsed: float) -> JobResult | None:
+        """The job's result; None where its node did not find the driver's bundle directory (once: a node that
+        says so of the bundle it was shipped is refused)."""
+        try:
+            out, checked = self._answer(ray, ref, job)
+        except Refused as e:
+            return JobResult(job, error=str(e), elapsed_s=elapsed)
+        facts = out.get("node") or {}
+        if "absent" in out:
+            if id(job) not in self._shipped:
+                return None
+            return JobResult(job, error=f"answer refused: node {job.label} said the bundle was absent after "
+                             "it was shipped", node=facts, elapsed_s=elapsed)
+        if "error" in out:
+            return JobResult(job, error=f"node {job.label}: {out['error']}", node=facts, elapsed_s=elapsed)
+        return JobResult(job, out["report"], node=facts, elapsed_s=elapsed, checked=checked)
+
+    def _answer(self, ray, ref, job: Job) -> tuple[dict, Report | None]:
+        """(the node's answer, its report checked against the results schema or None); ``Refused``, one line
+        naming the node, otherwise. Untrusted: read as data (fleet/channel.py); else what ``ray.get``
+        unpickles."""
+        where = f"node {job.label}"
+        if self.untrusted:
+            try:
+                return read_answer(ray, ref, where)
+            except Lost:
+                raise
+            except Refused as e:
+                raise Refused(f"answer refused: {e}") from None
         try:
             out = ray.get(ref)
         except Exception as e:  # noqa: BLE001 - node died, worker crashed, task cancelled
             text = str(e).strip()
             why = text.splitlines()[0].split(". ")[0] if text else ""
-            return JobResult(job, error=f"node {job.label}: {type(e).__name__}: {why}"[:400], elapsed_s=elapsed)
-        if "absent" in out:
-            return None
-        if "error" in out:
-            return JobResult(job, error=f"node {job.label}: {out['error']}", node=out.get("node", {}),
-                             elapsed_s=elapsed)
-        return JobResult(job, out["report"], node=out.get("node", {}), elapsed_s=elapsed)
+            raise Refused(f"{where}: {type(e).__name__}: {why}"[:400]) from None
+        if not isinstance(out, dict):
+            raise Refused(f"answer refused: {where} returned a {type(out).__name__}, not an answer")
+        return out, None  # its report is checked when the node's report is made (fleet/run.py)
 
     @staticmethod
     def _cancel(ray, refs: dict, done: dict, why: str, on_event: Event) -> None:

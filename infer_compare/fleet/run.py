@@ -4,11 +4,12 @@ without a report leaves a failed row that names it, and the report is incomplete
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Sequence
 from typing import Any
 
-from infer_compare.base.errors import UsageError
+from infer_compare.base.errors import SchemaError, UsageError
 from infer_compare.base.records import Report
 from infer_compare.fleet.executor import Event, Job, JobResult
 from infer_compare.fleet.lost import lost_rows
@@ -34,11 +35,23 @@ def waves(jobs: list[Job]) -> list[list[Job]]:
     return [w for w in (first, second) if w]
 
 
+def checked(r: JobResult) -> JobResult:
+    """``r`` with its report checked against the results schema (where the executor has not); a report that
+    breaks it is a failed job saying why, so the other nodes' rows are kept."""
+    if r.report is None or r.checked is not None:
+        return r
+    try:
+        report = Report.from_dict(r.report, where=f"node {r.job.label}'s report")
+        return dataclasses.replace(r, checked=report)
+    except SchemaError as e:
+        return dataclasses.replace(r, report=None, error=f"answer refused: {e}")
+
+
 def node_report(results: list[JobResult], bundle: str = ""):
     """One Report per node from its jobs' reports (several GPUs: one per GPU), with failed rows for the
     configurations of jobs without a report (fleet/lost.py) and what ran concurrently recorded on each
     row; None if nothing came back."""
-    reps = [(r, Report.from_dict(r.report)) for r in results if r.report is not None]
+    reps = [(r, r.checked or Report.from_dict(r.report)) for r in results if r.report is not None]
     if not reps:
         return None
     base = reps[0][1]
@@ -104,6 +117,7 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
         if interrupted or any("Ctrl-C" in r.error for r in results):
             interrupted = True
             break
+    results = [checked(r) for r in results]
     done = {id(r.job) for r in results}
     results += [JobResult(j, error=f"node {j.target}: not started (interrupted)") for j in jobs if id(j) not in done]
     by_node: dict[str, list[JobResult]] = {}

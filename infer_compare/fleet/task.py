@@ -1,11 +1,14 @@
 """What runs on a node: read the driver's bundle directory where it is here, else unpack the shipped bundle
-(either way every file hashed once against the driver's manifest, fleet/pack.py), and measure the job's part."""
+(either way every file hashed once against the driver's manifest, fleet/pack.py), and measure the job's part.
+``run_on_node`` returns its answer as a dict (a pickle for Ray); ``run_on_node_data`` as JSON bytes, which the
+driver of ``fleet run --untrusted`` reads as data (fleet/channel.py)."""
 
 from __future__ import annotations
 
 import tempfile
 
 from infer_compare.fleet.bind import assigned_gpu_ids
+from infer_compare.fleet.channel import as_data
 from infer_compare.fleet.executor import Job
 from infer_compare.fleet.local import measure_job, node_facts
 from infer_compare.fleet.overlap import Background
@@ -33,6 +36,11 @@ def run_on_node(data: bytes | None, sha256: str, job: Job, path: str = "") -> di
             return {"report": measure_job(unpack(data, sha256, d), job), "node": facts}
     except Exception as e:  # noqa: BLE001 - a failure is a row that names the node
         return {"error": f"{type(e).__name__}: {e}".splitlines()[0], "node": facts}
+
+
+def run_on_node_data(data: bytes | None, sha256: str, job: Job, path: str = "") -> bytes:
+    """``run_on_node``'s answer as JSON bytes, for a driver that does not unpickle what nodes return."""
+    return as_data(run_on_node(data, sha256, job, path))
 
 
 def _warm(job: Job) -> None:
