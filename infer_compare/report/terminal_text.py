@@ -34,7 +34,7 @@ def print_wrapped(con, text: str, style: str = "", head: int = 0, head_style: st
                   hang: int = 4) -> None:
     """Print ``text`` (data allowed: it is made printable here) wrapped at word boundaries; its first
     ``head`` characters in ``head_style``. Each line is printed as it is (rich neither wraps nor cuts it)."""
-    plain = printable(text)
+    plain = printable(text, keep="\n\t")  # line breaks and tabs: spaces between words once wrapped
     lines = wrap(plain, con.width, indent, hang)
     from rich.markup import escape
 
