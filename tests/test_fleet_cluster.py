@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -49,13 +50,13 @@ def cluster_run(cache_dir, tmp_path_factory):
     out = Path(tempfile.mkdtemp(prefix="icf-", dir="/tmp"))  # short: Ray's socket paths live under it
     env = {**os.environ, "PYTHON": str(PY), "PYTHONPATH": str(ROOT)}
     try:
-        p = subprocess.run(["timeout", "-k", "10", "180", *UNSHARE, "bash",
+        p = subprocess.run(["timeout", "-k", "10", "300", *UNSHARE, "bash",
                             str(ROOT / "tests" / "fleet_cluster.sh"), str(bundle), str(out)],
                            env=env, capture_output=True, text=True, check=False)
         logs = {f.stem: f.read_text(errors="replace") for f in out.glob("*.log")}
         rcs = {f.stem: int(f.read_text().strip() or -1) for f in out.glob("*.rc")}
         rcs.update({f.name: int(f.read_text().strip() or -1) for f in out.glob("*.ms")})
-        texts = {f.name: f.read_text(errors="replace") for f in out.glob("*.txt")}
+        texts = {f.name: f.read_text(errors="replace") for f in [*out.glob("*.txt"), *out.glob("marker-*")]}
         logs.update({f"{d.name}/ray": (d / "ray-driver.log").read_text(errors="replace") for d in out.iterdir()
                      if (d / "ray-driver.log").is_file()})
         logs.update(texts)
@@ -136,7 +137,6 @@ def test_each_port_a_node_opens_is_listed_where_docs_fleet_md_says(cluster_run):
 def _listeners(ss: str, ps: str) -> set[tuple[str, str, str]]:
     """{(process and node, bound address, '6379' or 'port')} of every listening TCP socket (each raylet's two
     ports folded into one entry)."""
-    import re
 
     procs = {int(f[0]): (int(f[1]), f[2]) for f in (line.split(None, 2) for line in ps.splitlines()) if len(f) == 3}
 
@@ -177,3 +177,81 @@ def test_ctrl_c_cancels_and_exits_130(cluster_run):
     _, rcs, logs, _ = cluster_run
     assert rcs.get("int") == 130, logs.get("int")
     assert "cancelled by Ctrl-C" in logs["int"]
+
+
+def test_untrusted_run_reads_every_answer_as_data_and_merges_the_same(cluster_run):
+    """`fleet run --untrusted`: the same two machines and rows as the run that unpickles what nodes return."""
+    _, rcs, logs, results = cluster_run
+    assert rcs.get("both-u") == 0, logs.get("both-u")
+    rep, base = results["both-u"], results["both"]
+    key = [(r["device"], r["backend"], r["batch_size"], r["status"]) for r in rep["rows"]]
+    assert key == [(r["device"], r["backend"], r["batch_size"], r["status"]) for r in base["rows"]]
+    assert set(rep["machines"]) == {"node-a", "node-b"} and rep["complete"]
+
+
+def _crafted(results: dict, run: str) -> dict:
+    """node-b's one row of a run where it answered a crafted payload; node-a's rows are kept."""
+    rep = results[run]
+    assert {r["status"] for r in rep["rows"] if r["device"] == "node-a:cpu"} == {"ok"}
+    (row,) = [r for r in rep["rows"] if r["device"] == "node-b:cpu"]
+    assert row["status"] == "run_failed" and not rep["complete"]
+    return row
+
+
+def test_a_pickle_from_a_node_runs_code_on_the_driver_unless_untrusted(cluster_run):
+    """node-b answers an object whose __reduce__ writes a marker: the driver that unpickles what nodes return
+    writes it (the threat, shown); with --untrusted the marker is absent and node-b's row is refused, saying
+    why."""
+    _, rcs, logs, results = cluster_run
+    assert rcs.get("cr-trusted") == 1, logs.get("cr-trusted")
+    assert "fleet run" in logs["marker-trusted"]  # written by the driver, as it unpickled node-b's answer
+    assert rcs.get("cr-pickle") == 1, logs.get("cr-pickle")
+    assert "marker-untrusted" not in logs
+    row = _crafted(results, "cr-pickle")
+    assert ("answer refused: node node-b cpu returned a pickled Python object (Ray metadata 'PYTHON')"
+            in row["reason"])
+    assert "not unpickled" in row["reason"] and "answer refused" in logs["cr-pickle"]
+
+
+def test_an_oversized_or_schema_breaking_answer_is_refused_with_its_reason(cluster_run):
+    _, rcs, logs, results = cluster_run
+    assert rcs.get("cr-big") == 1 and rcs.get("cr-schema") == 1, (logs.get("cr-big"), logs.get("cr-schema"))
+    big = _crafted(results, "cr-big")["reason"]
+    assert ("node node-b cpu returned 67108881 bytes, more than the 64 MiB the untrusted channel takes; "
+            "not fetched") in big, big
+    bad = _crafted(results, "cr-schema")["reason"]
+    assert "node node-b cpu's report: field rows[0].batch_size" in bad and "'one'" in bad, bad
+
+
+def test_a_token_file_others_may_read_is_refused_at_join(cluster_run):
+    _, rcs, logs, _ = cluster_run
+    lines = logs["tok644"].strip().splitlines()
+    assert rcs.get("tok644") == 2 and len(lines) == 1, logs["tok644"]
+    assert re.fullmatch(r"infer-compare: error: the Ray token file (/\S+/token644) is readable by others "
+                        r"\(mode 644\): chmod 600 \1", lines[0]), lines
+    assert "ic-node:node-x," not in logs["ps-c.txt"]  # never started
+
+
+def test_rays_files_are_in_a_folder_of_mode_700_of_the_tools_own(cluster_run):
+    """Every node's Ray folder is `ic-ray-<uid>/ray` in $RAY_TMPDIR, that folder mode 700 (nothing of Ray's
+    beside it); right after `fleet join` nothing in it is open to group or others; after the runs only the
+    six folders Ray opens again whenever one of its workers starts are (docs/fleet.md), still inside that
+    folder. `fleet join` says so, and that Ray trusts every node."""
+    _, _, logs, _ = cluster_run
+    uid = os.geteuid()
+    said = logs["join-a"].splitlines()
+    assert said[-1].startswith("trust: Ray trusts every node of a cluster alike: whoever holds this token"), said
+    assert re.search(rf"/ic-ray-{uid}/ray \(inside \S+, mode 700: this user's only; \d+ folder", said[-2]), said
+    for name in ("modes-a.txt", "modes-end.txt"):
+        entries = [line.split(" ", 3) for line in logs[name].splitlines()]
+        top = {e[3]: e for e in entries if "/" not in e[3]}
+        assert set(top) == {"", f"ic-ray-{uid}"}, top  # $RAY_TMPDIR holds the tool's folder only
+        assert top[f"ic-ray-{uid}"][:2] == ["700", "d"]
+        wide = {e[3].split("/", 2)[-1] if e[3].count("/") > 1 else e[3] for e in entries
+                if e[3].startswith(f"ic-ray-{uid}") and e[1] != "l" and int(e[0], 8) & 0o077}
+        if name == "modes-a.txt":
+            assert not wide, wide
+        else:
+            assert {re.sub(r"session_[^/]+", "SESSION", w) for w in wide} <= {
+                "ray", "SESSION", "SESSION/sockets", "SESSION/logs", "SESSION/logs/old",
+                "SESSION/runtime_resources"}, wide
