@@ -71,17 +71,21 @@ def test_throughput_at_a_batch_the_reference_did_not_run(cpu_report):
     assert "has no batch 256" in thr.versus and "batch 8" in thr.versus
 
 
-def test_overlapping_confidence_intervals_are_said(cpu_report):
+def test_overlapping_confidence_intervals_are_a_tie(cpu_report):
     rep = _all_judged(cpu_report)
     a, b = _row(rep, "openvino", "int8", 1), _row(rep, "openvino", "bf16", 1)
     la = LatencyStats.from_samples_ns([10_000_000 + i * 10_000 for i in range(30)])
     lb = LatencyStats.from_samples_ns([10_100_000 + i * 10_000 for i in range(30)])
     rep = _with(_with(rep, a, a.replace(latency=la)), b, b.replace(latency=lb))
     fast = common.verdict(rep).picks[0]
-    assert fast.row.precision == "int8" and "confidence intervals overlap" in fast.text()
+    # overlapping intervals: the line names the tie (it named the faster row with a caveat before)
+    assert fast.row.precision == "int8" and [r.precision for r in fast.ties] == ["bf16"]
+    assert "tie within the noise: openvino openvino int8 (ran int8+bf16) and bf16 on cpu, batch 1 (p50 10.1 / " \
+        "10.2 ms)" in fast.text()
     lb_far = LatencyStats.from_samples_ns([20_000_000 + i * 10_000 for i in range(30)])
     b2 = _row(rep, "openvino", "bf16", 1)
-    assert "overlap" not in common.verdict(_with(rep, b2, b2.replace(latency=lb_far))).picks[0].text()
+    far = common.verdict(_with(rep, b2, b2.replace(latency=lb_far))).picks[0]
+    assert far.ties == () and "tie" not in far.text()
 
 
 def test_merged_report_compares_within_a_machine():

@@ -1,5 +1,9 @@
 """The verdict under the results table: the fastest row at batch 1, the highest throughput and the
-smallest artifact, among the rows that passed parity, preferring those whose parity was judged."""
+smallest artifact, among the rows that passed parity, preferring those whose parity was judged.
+
+The timings are rankings with ties: a line names one row only where its interval (the 95 % interval of its
+p50: from its windows where it was measured in them, else the within-loop CI of older files) is clear of
+the next row's; otherwise it names every row whose interval reaches the best's, as a tie within the noise."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from infer_compare.base.records import LATENCY, OK, PARITY_FAILED, Report, RunRe
 from infer_compare.report.common import fmt_num, prec_label
 
 REFERENCE = ("pytorch", "pytorch", "fp32")  # backend, format, precision of the reference row (on the CPU)
+TIE_NAMED = 4  # rows a tie names; the others are counted
 
 
 @dataclass(frozen=True)
@@ -22,11 +27,27 @@ class Pick:
     versus: str  # the reference it is compared with, or why there is none
     caveats: tuple[str, ...] = ()
     with_batch: bool = True  # False for the artifact, which serves every batch size
+    ties: tuple[RunRecord, ...] = ()  # the rows whose interval reaches ``row``'s, next best first
+    speedups: tuple[float, ...] = ()  # with ties: each tied row's speed-up (``row``'s first)
 
     def text(self) -> str:
+        if self.ties:
+            return self._tie_text()
         sp = f"{self.speedup:.3g}× the reference ({self.versus})" if self.speedup is not None else self.versus
         tail = "".join(f"; {c}" for c in self.caveats)
         return f"{self.title}: {row_label(self.row, self.with_batch)}, {self.value}, {sp}{tail}"
+
+    def _tie_text(self) -> str:
+        rows = (self.row, *self.ties)
+        named, more = rows[:TIE_NAMED], len(rows) - TIE_NAMED
+        rest = f" and {more} more row{'s' if more > 1 else ''} within it" if more > 0 else ""
+        sp = self.versus
+        if self.speedups:
+            lo, hi = min(self.speedups), max(self.speedups)
+            sp = (f"{lo:.3g}×" if f"{lo:.3g}" == f"{hi:.3g}" else f"{lo:.3g}-{hi:.3g}×") + \
+                f" the reference ({self.versus})"
+        tail = "".join(f"; {c}" for c in self.caveats)
+        return f"{self.title}: tie within the noise: {tied_label(named)} ({self.value}){rest}, {sp}{tail}"
 
 
 @dataclass(frozen=True)
@@ -43,6 +64,46 @@ def row_label(r: RunRecord, with_batch: bool = True) -> str:
     return f"{r.backend} {r.format} {prec_label(r)} on {r.device}{b}"
 
 
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def tied_label(rows) -> str:
+    """Rows of a tie, those of one runtime, format, device and batch size together: 'onnxruntime onnx tf32 and
+    fp16 on cuda:0, batch 1'."""
+    groups: dict[tuple, list[str]] = {}
+    for r in rows:
+        groups.setdefault((r.backend, r.format, r.device, r.batch_size), []).append(prec_label(r))
+    return _and([f"{b} {f} {_and(precs)} on {d}" + (f", batch {n}" if n is not None else "")
+                 for (b, f, d, n), precs in groups.items()])
+
+
+def interval(r: RunRecord, what: str = "latency") -> tuple[float, float]:
+    """The row's 95 % interval of its p50 (``what`` "latency", ms) or of its throughput (img/s: the p50's
+    relative interval carried over); the figure itself at both ends where there is none."""
+    lat = r.latency
+    p50 = lat.p50_ms if lat is not None else None
+    lo = lat.median_ci_low_ms if lat is not None else None
+    hi = lat.median_ci_high_ms if lat is not None else None
+    if what == "latency":
+        return (lo, hi) if lo is not None and hi is not None else (p50 or 0.0, p50 or 0.0)
+    tp = r.throughput or 0.0
+    if not (p50 and lo and hi):
+        return tp, tp
+    return tp * p50 / hi, tp * p50 / lo
+
+
+def tied(ranked: list[RunRecord], what: str = "latency") -> tuple[RunRecord, ...]:
+    """The rows after the best of ``ranked`` (best first) whose interval reaches the best's: none where the
+    best's interval is clear of the next row's."""
+    if len(ranked) < 2:
+        return ()
+    lo, hi = interval(ranked[0], what)
+    if what == "latency":
+        return tuple(r for r in ranked[1:] if interval(r, what)[0] <= hi)
+    return tuple(r for r in ranked[1:] if interval(r, what)[1] >= lo)
+
+
 def passed_parity(r: RunRecord) -> bool:
     return (r.status == OK and r.batch_size is not None and r.latency is not None and r.parity is not None
             and r.parity.passed)
@@ -54,12 +115,14 @@ def reference_rows(rep: Report, device: str, scenario: str = LATENCY) -> list[Ru
     the scenario asked."""
     prefix = device.split(":", 1)[0] + ":" if getattr(rep, "machines", None) else ""
     ref = [r for r in rep.rows if (r.backend, r.format, r.precision) == REFERENCE and r.status == OK
-           and r.latency is not None and r.batch_size is not None and getattr(r, "scenario", LATENCY) == scenario]
+           and r.latency is not None and r.batch_size is not None
+           and getattr(r, "scenario", LATENCY) == scenario]
     return [r for r in ref if r.device == f"{prefix}cpu"] or [r for r in ref if r.device == device]
 
 
 def _ref_at(rep: Report, r: RunRecord) -> RunRecord | None:
-    """The reference at ``r``'s batch size, in ``r``'s scenario where it was measured, else in the latency one."""
+    """The reference at ``r``'s batch size, in ``r``'s scenario where it was measured, else in the latency
+    one."""
     for scen in dict.fromkeys((getattr(r, "scenario", LATENCY), LATENCY)):
         ref = next((x for x in reference_rows(rep, r.device, scen) if x.batch_size == r.batch_size), None)
         if ref is not None:
@@ -77,6 +140,10 @@ def _caveats(r: RunRecord) -> tuple[str, ...]:
         out.append("parity reported, not judged")
     if r.latency is not None and r.latency.budget_ran_out:
         out.append("its p50 missed the CI target")
+    if r.latency is not None and r.latency.unstable:
+        out.append("its windows disagree (unstable)")
+    if r.latency is not None and r.latency.disturbed:
+        out.append("measured while other processes used the cores (disturbed)")
     return tuple(out)
 
 
@@ -86,39 +153,52 @@ def _fastest(rep: Report, ok: list[RunRecord]) -> Pick | None:
     if not b1:
         return None
     f = b1[0]
+    ties = tied(b1)
     ref = _ref_at(rep, f)
-    caveats = _caveats(f)
-    if len(b1) > 1:
-        a, b = f.latency, b1[1].latency
-        if a and b and a.median_ci_high_ms is not None and b.median_ci_low_ms is not None \
-                and b.median_ci_low_ms <= a.median_ci_high_ms:
-            caveats += (f"not told apart from {row_label(b1[1])} (their p50 confidence intervals overlap)",)
+    value = "p50 " + " / ".join(fmt_num(r.latency.p50_ms) for r in (f, *ties)[:TIE_NAMED]) + " ms"  # type: ignore
     if ref is None:
-        return Pick("fastest at batch 1", f, f"p50 {fmt_num(f.latency.p50_ms)} ms", None,  # type: ignore[union-attr]
-                    "no PyTorch fp32 row at batch 1 to compare with", caveats)
-    return Pick("fastest at batch 1", f, f"p50 {fmt_num(f.latency.p50_ms)} ms",  # type: ignore[union-attr]
-                ref.latency.p50_ms / f.latency.p50_ms,  # type: ignore[union-attr]
-                f"PyTorch fp32 on {ref.device}: {fmt_num(ref.latency.p50_ms)} ms", caveats)  # type: ignore
+        return Pick("fastest at batch 1", f, value, None, "no PyTorch fp32 row at batch 1 to compare with",
+                    _caveats(f), ties=ties)
+    sp = tuple(ref.latency.p50_ms / r.latency.p50_ms for r in (f, *ties))  # type: ignore[union-attr]
+    return Pick("fastest at batch 1", f, value, sp[0],
+                f"PyTorch fp32 on {ref.device}: {fmt_num(ref.latency.p50_ms)} ms", _caveats(f),  # type: ignore
+                ties=ties, speedups=sp if ties else ())
 
 
 def _highest_throughput(rep: Report, ok: list[RunRecord]) -> Pick | None:
-    cands = [r for r in ok if r.throughput]
+    cands = sorted((r for r in ok if r.throughput), key=lambda r: -(r.throughput or 0.0))
     if not cands:
         return None
-    f = max(cands, key=lambda r: r.throughput or 0.0)
-    value = f"{fmt_num(f.throughput)} img/s"
+    f = cands[0]
+    ties = tied(cands, "throughput")
+    value = " / ".join(fmt_num(r.throughput) for r in (f, *ties)[:TIE_NAMED]) + " img/s"
     ref = _ref_at(rep, f)
     if ref is not None and ref.throughput:
         return Pick("highest throughput", f, value, (f.throughput or 0) / ref.throughput,
-                    f"PyTorch fp32 on {ref.device} at batch {ref.batch_size}{_scen(ref)}: {fmt_num(ref.throughput)} "
-                    "img/s", _caveats(f))
+                    f"PyTorch fp32 on {ref.device} at batch {ref.batch_size}{_scen(ref)}: "
+                    f"{fmt_num(ref.throughput)} img/s", _caveats(f), ties=ties,
+                    speedups=_tp_speedups(rep, (f, *ties)) if ties else ())
     refs = [x for x in reference_rows(rep, f.device) if x.throughput]
     if not refs:
-        return Pick("highest throughput", f, value, None, "no PyTorch fp32 row to compare with", _caveats(f))
+        return Pick("highest throughput", f, value, None, "no PyTorch fp32 row to compare with", _caveats(f),
+                    ties=ties)
     best = max(refs, key=lambda x: x.throughput or 0.0)
-    return Pick("highest throughput", f, value, (f.throughput or 0) / (best.throughput or 1),
-                f"PyTorch fp32 on {best.device} has no batch {f.batch_size}; its best, batch {best.batch_size}: "
-                f"{fmt_num(best.throughput)} img/s", _caveats(f))
+    sp = tuple((r.throughput or 0) / (best.throughput or 1) for r in (f, *ties))
+    return Pick("highest throughput", f, value, sp[0],
+                f"PyTorch fp32 on {best.device} has no batch {f.batch_size}; its best, batch "
+                f"{best.batch_size}: {fmt_num(best.throughput)} img/s", _caveats(f), ties=ties,
+                speedups=sp if ties else ())
+
+
+def _tp_speedups(rep: Report, rows) -> tuple[float, ...]:
+    """Each row's throughput over its own reference's (at its batch size, see :func:`_ref_at`), where it has
+    one."""
+    out = []
+    for r in rows:
+        ref = _ref_at(rep, r)
+        if ref is not None and ref.throughput:
+            out.append((r.throughput or 0) / ref.throughput)
+    return tuple(out)
 
 
 def _smallest(rep: Report, ok: list[RunRecord]) -> Pick | None:
@@ -158,7 +238,8 @@ def _pick(find, rep: Report, judged: list[RunRecord], unjudged: list[RunRecord])
 
 def _merge(fast: Pick | None, thr: Pick | None) -> tuple[Pick | None, Pick | None]:
     """One line where the fastest row at batch 1 is also the highest throughput (one batch size, say)."""
-    if fast is None or thr is None or fast.row is not thr.row:
+    if fast is None or thr is None or fast.row is not thr.row \
+            or [id(r) for r in fast.ties] != [id(r) for r in thr.ties]:
         return fast, thr
     title = fast.title.replace("fastest at batch 1", "fastest at batch 1 and highest throughput", 1)
     return replace(fast, title=title, value=f"{fast.value}, {thr.value}"), None
@@ -172,7 +253,8 @@ def verdict(rep: Report) -> Verdict:
     ok = [r for r in rep.rows if passed_parity(r)]
     judged = [r for r in ok if r.parity is not None and r.parity.judged]
     unjudged = [r for r in ok if r.parity is not None and not r.parity.judged]
-    fast, thr = _merge(_pick(_fastest, rep, judged, unjudged), _pick(_highest_throughput, rep, judged, unjudged))
+    fast, thr = _merge(_pick(_fastest, rep, judged, unjudged),
+                       _pick(_highest_throughput, rep, judged, unjudged))
     picks = tuple(p for p in (fast, thr, _pick(_smallest, rep, judged, unjudged)) if p is not None)
     notes = []
     passed_over = [r for r in unjudged if all(p.row is not r for p in picks)]
