@@ -31,8 +31,8 @@ One cell, in order:
    A **disturbed** window (the meter saw other processes use the cores) is measured again: it does
    not count towards the rule, and the budget grows by its length, for at most REMEASURE_MAX windows;
    later ones count. The row keeps the clean windows where there are enough of them (MIN_WINDOWS, or
-   as many as the loop made), else every window, and is then ``disturbed``. A last window that the
-   budget cut to under half a window is merged into the one before it.
+   as many as the loop made), else those the rule counted, and is then ``disturbed``. A last window
+   that the budget cut to under half a window is merged into the one before it.
 """
 
 from __future__ import annotations
@@ -262,20 +262,22 @@ class _Loop:
         """One window: calls until its quota and length are reached, or the loop must stop; the clock after
         its last call."""
         fn, x, clock, samples = self.fn, self.x, self.clock, self.samples
-        append, first, begin, quota = samples.append, len(samples), t0, self._quota()
+        append, first, begin = samples.append, len(samples), t0
+        done_n, done_at, max_n = first + self._quota(), begin + self.window_ns, self.max_n
         end = None if self.budget_ns is None else self.start + self.budget_ns + self.credit
         while True:
             fn(x)
             t1 = clock()
             append(t1 - t0)
             t0 = t1
-            if len(samples) >= self.max_n:
+            n = len(samples)
+            if n >= max_n:
                 self.stop = STOP_MAX_ITERS
                 break
             if end is not None and t1 >= end:
                 self.stop = STOP_BUDGET
                 break
-            if len(samples) - first >= quota and t1 - begin >= self.window_ns:
+            if n >= done_n and t1 >= done_at:
                 break
         self.windows.append(Window(first, len(samples) - first, begin - self.start, t1 - begin))
         return t1
@@ -315,7 +317,8 @@ class _Loop:
             self.stop = STOP_TARGET
 
     def _kept(self) -> tuple[int, ...]:
-        """The windows the row keeps: the clean ones where there are enough, else every one."""
+        """The windows the row keeps: the clean ones where there are enough, else those the stop rule counted
+        (every one but the first REMEASURE_MAX disturbed, which were measured again)."""
         ws = self.windows
         cut = self.stop in (STOP_BUDGET, STOP_MAX_ITERS) and len(ws) >= 2
         if cut and 2 * ws[-1].wall_ns < self.window_ns and 2 * ws[-1].n < ws[-2].n:
@@ -323,7 +326,9 @@ class _Loop:
             prev.n, prev.wall_ns, prev.disturbed = prev.n + last.n, prev.wall_ns + last.wall_ns, \
                 prev.disturbed or last.disturbed
         clean = tuple(i for i, w in enumerate(ws) if not w.disturbed)
-        return clean if clean and len(clean) >= min(MIN_WINDOWS, len(ws)) else tuple(range(len(ws)))
+        if clean and len(clean) >= min(MIN_WINDOWS, len(ws)):
+            return clean
+        return tuple(i for i, w in enumerate(ws) if not w.excused) or tuple(range(len(ws)))
 
     def result(self, **kw: Any) -> LoopResult:
         used = self._kept()

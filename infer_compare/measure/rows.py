@@ -170,8 +170,13 @@ def _latency(res: CellResult, samples: tuple[int, ...]) -> LatencyStats | None:
                                         disturbed=bool(res.loop.get("disturbed")))
 
 
-def _ms(v: float) -> str:
-    return f"{v:.3g}" if v < 100 else f"{v:.0f}"
+def _range_ms(lo: float, hi: float) -> str:
+    """'2.9-4.8': two significant digits, more where they would not tell the ends apart."""
+    for d in (2, 3, 4):
+        a, b = (f"{v:.{d}g}" if v < 10 ** d else f"{v:.0f}" for v in (lo, hi))
+        if a != b:
+            break
+    return f"{a}-{b}"
 
 
 def load_text(windows: list[dict[str, Any]]) -> str:
@@ -202,7 +207,7 @@ def window_notes(lat: LatencyStats | None, loop: dict[str, Any]) -> list[str]:
     if lat.unstable and lat.window_min_ms is not None and lat.window_max_ms is not None:
         aim = f"±{100 * lat.target_ci:g} %" if lat.target_ci else "±2 % (no --target-ci)"
         r = lat.median_ci_rel
-        out.append(f"windows {_ms(lat.window_min_ms)}-{_ms(lat.window_max_ms)} ms: unstable ({lat.windows} "
+        out.append(f"windows {_range_ms(lat.window_min_ms, lat.window_max_ms)} ms: unstable ({lat.windows} "
                    f"windows disagree beyond the {aim} target"
                    + (f": p50 ±{100 * r:.1f} %" if r is not None else "")
                    + (f"; {beside}" if beside else "") + ")")
