@@ -41,7 +41,8 @@ def test_verdict_picks_fastest_highest_throughput_and_smallest(cpu_report):
     fast, thr, small = v.picks
     int8_b1, ref_b1 = _row(rep, "openvino", "int8", 1), _row(rep, "pytorch", "fp32", 1)
     int8_b8, ref_b8 = _row(rep, "openvino", "int8", 8), _row(rep, "pytorch", "fp32", 8)
-    assert fast.row is int8_b1 and fast.speedup == pytest.approx(ref_b1.latency.p50_ms / int8_b1.latency.p50_ms)
+    assert fast.row is int8_b1
+    assert fast.speedup == pytest.approx(ref_b1.latency.p50_ms / int8_b1.latency.p50_ms)
     assert thr.row is int8_b8 and thr.speedup == pytest.approx(int8_b8.throughput / ref_b8.throughput)
     assert small.row.format == "openvino" and small.row.precision == "int8"
     assert "3.93× smaller than the PyTorch fp32 weights" in small.text()
@@ -80,8 +81,8 @@ def test_overlapping_confidence_intervals_are_a_tie(cpu_report):
     fast = common.verdict(rep).picks[0]
     # overlapping intervals: the line names the tie (it named the faster row with a caveat before)
     assert fast.row.precision == "int8" and [r.precision for r in fast.ties] == ["bf16"]
-    assert "tie within the noise: openvino openvino int8 (ran int8+bf16) and bf16 on cpu, batch 1 (p50 10.1 / " \
-        "10.2 ms)" in fast.text()
+    assert "tie within the noise: openvino openvino int8 (ran int8+bf16) and bf16 on cpu, batch 1 (p50 " \
+        "10.1 / 10.2 ms)" in fast.text()
     lb_far = LatencyStats.from_samples_ns([20_000_000 + i * 10_000 for i in range(30)])
     b2 = _row(rep, "openvino", "bf16", 1)
     far = common.verdict(_with(rep, b2, b2.replace(latency=lb_far))).picks[0]
@@ -113,7 +114,8 @@ def test_terminal_and_markdown_show_the_verdict(cpu_report):
     print_report(cpu_report, Console(file=buf, width=220, no_color=True))
     out = buf.getvalue()
     table_end = out.index("precision: asked→ran")  # the legend right under the table
-    assert out.index("Verdict") > table_end and out.index("Verdict") > out.index("skipped (")  # the verdict last
+    # the verdict last
+    assert out.index("Verdict") > table_end and out.index("Verdict") > out.index("skipped (")
     assert "fastest at batch 1: openvino openvino int8" in out and "highest throughput:" in out
     md = render(cpu_report, "md")
     assert "**Verdict**" in md and "- smallest artifact: openvino openvino int8" in md

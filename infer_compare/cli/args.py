@@ -323,7 +323,8 @@ def build_run_parser() -> argparse.ArgumentParser:
                             "(TensorRT engines, Edge TPU compile) where the tools are present, measure every backend "
                             "present, check parity against the bundle's PyTorch reference, and write the reports.",
                 epilog="Exit codes: 0 ok, 1 parity failure or a requested backend did not run, 2 usage error "
-                       "(including a bundle that fails verification).")
+                       "(including a bundle that fails verification), 3 rows measured while other processes "
+                       "used the cores (disturbed: not a clean measurement).")
     p.add_argument("bundle", metavar="DIR", help="a bundle directory written by 'infer-compare export'")
     _add_measure_args(p)
     p.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",

@@ -165,7 +165,12 @@ def requested_not_run(rep) -> list:
     return bad
 
 
+NOT_CLEAN_EXIT = 3  # rows measured disturbed, nothing else wrong: the "not judged" of the exit codes
+
+
 def exit_code(rep) -> int:
+    """0 ok; 1 no row measured, a parity failure, an artifact the disk could not hold, a requested backend
+    that did not run; else 3 where a row was measured disturbed (other processes used the cores)."""
     code = 0
     if not any(r.status in ("ok", "parity_failed") for r in rep.rows):
         print(f"infer-compare: no row was measured ({_none_measured(rep)}): nothing was compared",
@@ -186,6 +191,12 @@ def exit_code(rep) -> int:
               f"({', '.join(sorted({r.backend for r in bad}))}): see the skipped/failed rows above",
               file=sys.stderr)
         code = 1
+    disturbed = [r for r in rep.rows if r.status in ("ok", "parity_failed") and r.latency is not None
+                 and r.latency.disturbed]
+    if disturbed:
+        print(f"infer-compare: {len(disturbed)} row(s) measured while other processes used the cores "
+              "(disturbed, their notes say how much): not a clean measurement", file=sys.stderr)
+        code = code or NOT_CLEAN_EXIT
     return code
 
 

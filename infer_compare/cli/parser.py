@@ -35,7 +35,8 @@ MAIN_DESCRIPTION = "\n".join(
        "and check every output against PyTorch."])
 
 MAIN_EPILOG = ("Exit codes: 0 ok; 1 a parity failure, a regression, or a requested backend that\n"
-               "did not run; 2 usage error; 3 (the gates) rows not judged.")
+               "did not run; 2 usage error; 3 rows not judged (the gates) or measured while other\n"
+               "processes used the cores (disturbed: not a clean measurement).")
 
 MAIN_USAGE = "%(prog)s --model MODEL [options]\n       %(prog)s SUBCOMMAND [options]"
 

@@ -121,10 +121,14 @@ def ci_text(lat: LatencyStats | None) -> str:
 
 
 def ci_range(lat: LatencyStats | None) -> str:
-    """The median's 95 % CI as 'low–high' (ms)."""
+    """The p50's 95 % interval as 'low–high' (ms); measured in windows, with how many and their medians'
+    range: '1.76–1.82 (15 windows 1.70–1.90)'."""
     if lat is None or lat.median_ci_low_ms is None or lat.median_ci_high_ms is None:
         return "–"
-    return f"{fmt_num(lat.median_ci_low_ms)}–{fmt_num(lat.median_ci_high_ms)}"
+    got = f"{fmt_num(lat.median_ci_low_ms)}–{fmt_num(lat.median_ci_high_ms)}"
+    if lat.windows and lat.window_min_ms is not None and lat.window_max_ms is not None:
+        got += f" ({lat.windows} windows {fmt_num(lat.window_min_ms)}–{fmt_num(lat.window_max_ms)})"
+    return got
 
 
 def latency_notes(rep: Report) -> list[str]:
@@ -136,14 +140,40 @@ def latency_notes(rep: Report) -> list[str]:
         out.append(f"– in a percentile column: {percentile_rule()}; {len(short)} of {len(lats)} rows have fewer "
                    f"samples than p99 needs (fewest: n = {min(lat.count for lat in short)}).")
     if any(lat.median_ci_rel is not None for lat in lats):
-        targets = sorted({lat.target_ci for lat in lats if lat.target_ci})
-        aim = f"; the loop measured until it was within {', '.join(f'±{100 * t:g} %' for t in targets)}" if targets else ""
-        out.append(f"±CI: half-width of the 95 % confidence interval of the median (p50), relative to it{aim}.")
+        out.append(_ci_note(lats))
     out += mode_notes(rep)
     over = [lat for lat in lats if lat.budget_ran_out]
     if over:
-        out.append(f"*: {len(over)} rows ran out of their time budget before the median's confidence interval "
-                   "reached the target; their p50 is less certain than the target asks.")
+        out.append(f"*: {len(over)} rows ran out of their time budget before the p50's interval reached the "
+                   "target; their p50 is less certain than the target asks.")
+    return out + window_flag_notes(lats)
+
+
+def _ci_note(lats: list[LatencyStats]) -> str:
+    """What the ±CI column means: from the windows where the rows were measured in them."""
+    targets = sorted({lat.target_ci for lat in lats if lat.target_ci})
+    aim = f"; the loop measured until it was within {', '.join(f'±{100 * t:g} %' for t in targets)}" \
+        if targets else ""
+    if not any(lat.windows for lat in lats):  # a file written before windows
+        return f"±CI: half-width of the 95 % confidence interval of the median (p50), relative to it{aim}."
+    old = sum(1 for lat in lats if not lat.windows)
+    return ("±CI: half-width of the 95 % interval of the p50, relative to it, from the spread between the "
+            "medians of the row's windows (its loop split into at least 3, a t-interval of their centre, "
+            "never narrower than the within-window interval of the median; results.md's p50 CI gives the "
+            f"windows' range){aim}" + (f"; {old} rows without windows: the within-loop interval" if old else "") + ".")
+
+
+def window_flag_notes(lats: list[LatencyStats]) -> list[str]:
+    """The unstable and disturbed rows, one line each, only where there are some."""
+    out = []
+    unstable = sum(1 for lat in lats if lat.unstable)
+    if unstable:
+        out.append(f"unstable: {unstable} rows whose windows disagree beyond the target (their notes give "
+                   "the windows' range and what ran beside them); a rerun may differ by as much.")
+    disturbed = sum(1 for lat in lats if lat.disturbed)
+    if disturbed:
+        out.append(f"disturbed: {disturbed} rows measured while other processes used the cores, still after "
+                   "windows measured again: not a clean measurement (exit status 3).")
     return out
 
 
@@ -165,10 +195,12 @@ def mode_notes(rep: Report) -> list[str]:
 
 
 def status_text(r: RunRecord) -> str:
+    """'ok', with what to know of it in brackets: parity not judged, windows unstable, measured disturbed."""
     if r.status == OK:
-        if r.parity is not None and not r.parity.judged:
-            return "ok (not judged)"
-        return "ok"
+        marks = [m for m, on in (("not judged", r.parity is not None and not r.parity.judged),
+                                 ("unstable", r.latency is not None and r.latency.unstable),
+                                 ("disturbed", r.latency is not None and r.latency.disturbed)) if on]
+        return f"ok ({', '.join(marks)})" if marks else "ok"
     return r.status
 
 
