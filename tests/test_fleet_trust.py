@@ -275,3 +275,14 @@ def test_a_report_that_breaks_the_schema_is_a_refused_job_and_the_others_are_kep
     assert merged.machines and list(merged.machines) == ["a"] and not merged.complete
     assert {r.extra.get("machine") for r in merged.rows} == {"a", "b"}
     assert any(r.status == "run_failed" and "answer refused" in r.reason for r in merged.rows)
+
+
+def test_an_answer_that_is_not_a_dict_is_refused_without_untrusted_too(monkeypatch, tmp_path):
+    (tmp_path / "manifest.json").write_text("{}")
+    fake, got = _executor_ray([])
+    fake.get = lambda ref: got[ref][1]
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setattr(ray_executor, "run_on_node", lambda data, sha, job, path="": b"{}")
+    (res,) = ray_executor.RayExecutor(poll_s=0).run(str(tmp_path), [Job("n", {}, host=socket.gethostname())],
+                                                    lambda n, m: None)
+    assert res.error == "answer refused: node n returned an object of type bytes, not an answer"

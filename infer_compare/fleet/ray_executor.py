@@ -117,7 +117,8 @@ class RayExecutor:
             why = text.splitlines()[0].split(". ")[0] if text else ""
             raise Refused(f"{where}: {type(e).__name__}: {why}"[:400]) from None
         if not isinstance(out, dict):
-            raise Refused(f"answer refused: {where} returned a {type(out).__name__}, not an answer")
+            raise Refused(f"answer refused: {where} returned an object of type {type(out).__name__}, not an "
+                          "answer")
         return out, None  # its report is checked when the node's report is made (fleet/run.py)
 
     @staticmethod
