@@ -403,7 +403,7 @@ def test_version_1_results_load_as_complete(tmp_path):
 
 @pytest.mark.parametrize("where", ["a directory", "a missing directory"])
 def test_failed_report_save_leaves_no_tmp_and_says_where(tmp_path, where):
-    target = tmp_path / "out"
+    target = tmp_path / "out.json"  # the suffix names the format (Report.save refuses a path without one)
     if where == "a directory":
         target.mkdir()  # os.replace onto a directory fails after the temporary file is written
         (target / "x").write_text("keep")
@@ -413,7 +413,7 @@ def test_failed_report_save_leaves_no_tmp_and_says_where(tmp_path, where):
         _report().save(target)
     msg = str(ei.value)
     assert str(target) in msg and "\n" not in msg and ei.value.strerror
-    assert sorted(p.name for p in tmp_path.rglob("*")) == (["out", "x"] if where == "a directory" else [])
+    assert sorted(p.name for p in tmp_path.rglob("*")) == (["out.json", "x"] if where == "a directory" else [])
 
 
 # ------------------------------------------------------------------ end to end, LeNet-5
