@@ -124,16 +124,19 @@ class ArtifactChain:
         if isinstance(src, Unbuilt) and f.root_source is not None and f.root_source in self.done:
             src_key, src = f.root_source, self.done[f.root_source]  # the run's root (an ONNX model)
         if isinstance(src, Unbuilt):
-            return Unbuilt(src.status, f"needs the {src_key[0]} {src_key[1]} artifact: {src.reason}", src.hint)
+            return Unbuilt(src.status, f"needs the {src_key[0]} {src_key[1]} "
+                           f"artifact: {src.reason}", src.hint)
         try:
             ecls = load_impl(f.exporter_for(prec))
         except (ImportError, AttributeError) as e:
-            return Unbuilt(SKIPPED, f"the {f.name} exporter is not available in this build ({type(e).__name__}: {e})")
+            return Unbuilt(SKIPPED, f"the {f.name} exporter is not available in this build "
+                           f"({type(e).__name__}: {e})")
         fctx = self.ctx.for_format(f)
         av = _safe(lambda: ecls.probe(), "exporter probe")
         if not av.available:
             more = _explain(ecls, fctx, src.path, prec)
-            return Unbuilt(SKIPPED, f"cannot build {f.title}: {av.reason}" + (f"; {more}" if more else ""), av.hint)
+            return Unbuilt(SKIPPED,
+                           f"cannot build {f.title}: {av.reason}" + (f"; {more}" if more else ""), av.hint)
         no = _safe(lambda: ecls.declines(fctx, prec), "exporter check") if fctx.model is not None else None
         if isinstance(no, Availability):  # the check itself failed: let the export say what is wrong
             no = None
@@ -145,10 +148,11 @@ class ArtifactChain:
         m = self.model
         if m.weights_path is None:
             return Unbuilt(SKIPPED, "no PyTorch weights file in this run")
-        return ExportRecord(f.name, prec, m.weights_path, os.path.getsize(m.weights_path), m.weights_build_s, True,
-                            key=m.info.weights_hash, notes=(f"weights: {m.info.weights}",))
+        return ExportRecord(f.name, prec, m.weights_path, os.path.getsize(m.weights_path), m.weights_build_s,
+                            True, key=m.info.weights_hash, notes=(f"weights: {m.info.weights}",))
 
-    def cache_parts(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> dict[str, Any]:
+    def cache_parts(self, f: Format, prec: str, ecls: Any, fctx: ExportContext,
+                    src: ExportRecord) -> dict[str, Any]:
         """Everything that changes the artifact: its cache key."""
         info = self.model.info
         parts = {"format": f.name, "precision": prec, "model": info.name, "weights": info.weights_hash,
@@ -157,7 +161,8 @@ class ArtifactChain:
         if prec == "int8":
             parts["calibration"] = self.model.calibration_digest
         if named_io(info):  # several inputs or outputs: their names, shapes and dtypes
-            parts["io"] = {"inputs": [dict(i) for i in info.inputs], "outputs": [dict(o) for o in info.outputs]}
+            parts["io"] = {"inputs": [dict(i) for i in info.inputs],
+                           "outputs": [dict(o) for o in info.outputs]}
         return parts
 
     def _full(self, e: BaseException, f: Format, prec: str) -> str:
@@ -170,7 +175,8 @@ class ArtifactChain:
         said = " ".join(str(e).split())[:200]
         return f"{f.title} {prec} export failed: {full}" + (f" (the exporter said: {said})" if said else "")
 
-    def _build(self, f: Format, prec: str, ecls: Any, fctx: ExportContext, src: ExportRecord) -> ExportRecord | Unbuilt:
+    def _build(self, f: Format, prec: str, ecls: Any, fctx: ExportContext,
+               src: ExportRecord) -> ExportRecord | Unbuilt:
         def build(tmp: Path) -> dict:
             self.prog.log(f"exporting {f.title} {prec} ...")
             with phase_of(self.prog, f"exporting {f.title} {prec}"):
@@ -185,8 +191,10 @@ class ArtifactChain:
         parts = self.cache_parts(f, prec, ecls, fctx, src)
         refused = refusal(self.cache, f.name, parts)
         if refused:  # the same file and converter versions: the same refusal (--no-cache tries again)
-            self.prog.log(f"{f.title} {prec}: refused before ({refused.get('created', '?')}), not converted again")
-            return Unbuilt(EXPORT_FAILED, f"{refused['reason']} (remembered from {refused.get('created', '?')}; "
+            self.prog.log(f"{f.title} {prec}: refused before ({refused.get('created', '?')}), not "
+                          "converted again")
+            return Unbuilt(EXPORT_FAILED, f"{refused['reason']} (remembered "
+                           f"from {refused.get('created', '?')}; "
                                           "a new converter version or --no-cache tries again)")
         try:
             entry = self.cache.get_or_build(f.name, parts, build)
@@ -204,9 +212,10 @@ class ArtifactChain:
         path = str(entry.path / entry.manifest["file"])
         self.prog.log(f"{f.title} {prec}: reused from the cache ({entry.path})" if entry.hit
                       else f"{f.title} {prec}: exported in {time.perf_counter() - t0:.1f} s")
-        return ExportRecord(f.name, prec, path, file_size(path), float(entry.manifest.get("build_s", 0.0)), entry.hit,
-                            key=entry.manifest.get("key", ""), source=src.path,
-                            options=entry.manifest.get("options", {}), notes=tuple(entry.manifest.get("notes", ())))
+        return ExportRecord(f.name, prec, path, file_size(path), float(entry.manifest.get("build_s", 0.0)),
+                            entry.hit, key=entry.manifest.get("key", ""), source=src.path,
+                            options=entry.manifest.get("options", {}),
+                            notes=tuple(entry.manifest.get("notes", ())))
 
 
 def _safe(probe: Any, what: str) -> Availability:
@@ -231,16 +240,17 @@ def _export_spec(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, ou
     if ctx.calibration is not None:
         calib = str(work / ("calibration.npz" if is_multi(ctx.calibration) else "calibration.npy"))
         save(calib, each(ctx.calibration, np.ascontiguousarray))
-    from_root = get_format(src.format).source_of(src.precision) is None  # built from the weights: needs the module
+    # built from the weights: needs the module
+    from_root = get_format(src.format).source_of(src.precision) is None
     return ExportSpec(
         exporter=f.exporter_for(prec), precision=prec, source=src.path, out_dir=str(out),
         model_spec=dict(model.spec) if from_root and model.spec else {}, calibration=calib,
-        options_class=f"{type(ctx.options).__module__}:{type(ctx.options).__name__}", options=ctx.options.to_dict(),
-        context=ctx.sent())
+        options_class=f"{type(ctx.options).__module__}:{type(ctx.options).__name__}",
+        options=ctx.options.to_dict(), context=ctx.sent())
 
 
-def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, out: Path, model: ModelSource,
-                    timeout_s: float):
+def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord, out: Path,
+                    model: ModelSource, timeout_s: float):
     """Build the artifact in a child process (artifacts/child.py); its ExportResult. A crash, a hang past
     ``timeout_s`` or an error raises ExportError (or BackendUnavailable) with the reason."""
     import json
@@ -252,14 +262,15 @@ def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord,
         spec_path, result_path, err_path = work / "spec.json", work / "result.json", work / "output.txt"
         spec_path.write_text(json.dumps(_export_spec(f, prec, ctx, src, out, model, work).to_dict()))
         try:
-            rc, timed_out = launch.run("infer_compare.artifacts.child", [str(spec_path), str(result_path)], timeout_s,
-                                       err_path)
+            rc, timed_out = launch.run("infer_compare.artifacts.child", [str(spec_path), str(result_path)],
+                                       timeout_s, err_path)
         except launch.ChildNotStarted as e:
             raise ExportError(f"{f.title} {prec} export: {e}") from None
         output = launch.read_tail(err_path)
         if timed_out:
             raise ExportError(f"{f.title} {prec} export timed out after {timeout_s:.0f} s (a hang, or raise "
-                              f"--export-timeout); killed" + (f": {output.splitlines()[-1]}" if output else ""))
+                              f"--export-timeout); killed" + (f": {output.splitlines()[-1]}"
+                                                              if output else ""))
         if not result_path.exists():
             raise ExportError(f"{f.title} {prec} exporter process crashed ({launch.describe_exit(rc)})"
                               + (f": {output.splitlines()[-1]}" if output else ""))
@@ -272,15 +283,17 @@ def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord,
         raise BackendUnavailable(res["error"], res.get("hint", ""))
     if res["kind"] == "refused":
         raise ExportRefused(res["error"])
-    raise ExportError(res["error"] if res["kind"] == "export" else f"{f.title} {prec} export failed: {res['error']}")
+    raise ExportError(res["error"] if res["kind"] == "export" else f"{f.title} {prec} export "
+                      f"failed: {res['error']}")
 
 
 def inside(path: str | os.PathLike, folder: str | os.PathLike) -> str:
-    """``path`` relative to ``folder`` (an export's file in the cache entry it is built in), both taken with their
-    symbolic links resolved: with the cache reached through a link, an exporter that gave its file's real path
-    made the entry point through ``..`` into its own temporary build folder, gone once the entry was installed.
-    A file outside the folder is an exporter's error, said as such."""
+    """``path`` relative to ``folder`` (an export's file in the cache entry it is built in), both taken with
+    their symbolic links resolved: with the cache reached through a link, an exporter that gave its file's
+    real path made the entry point through ``..`` into its own temporary build folder, gone once the entry was
+    installed. A file outside the folder is an exporter's error, said as such."""
     rel = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
     if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
-        raise InferCompareError(f"the exporter wrote its file outside its build folder: {path} (folder {folder})")
+        raise InferCompareError(f"the exporter wrote its file outside its build folder: {path} "
+                                f"(folder {folder})")
     return rel

@@ -29,11 +29,13 @@ class ExportSpec(Record):
     precision: str
     source: str | None
     out_dir: str
-    model_spec: dict[str, Any] = field(default_factory=dict)  # set when the module must be rebuilt from `source`
+    # set when the module must be rebuilt from `source`
+    model_spec: dict[str, Any] = field(default_factory=dict)
     calibration: str | None = None  # .npy, or .npz for several inputs
     options_class: str = "infer_compare.catalog.options:NoOptions"
     options: dict[str, Any] = field(default_factory=dict)
-    context: dict[str, Any] = field(default_factory=dict)  # the rest of the ExportContext (ExportContext.sent)
+    # the rest of the ExportContext (ExportContext.sent)
+    context: dict[str, Any] = field(default_factory=dict)
 
 
 def _context(spec: ExportSpec):
@@ -81,10 +83,12 @@ def build(spec: ExportSpec) -> dict[str, Any]:
 
     try:
         ctx = _context(spec)  # the user's model is rebuilt from the caller's directory (relative paths)
-        source, out_dir = (os.path.abspath(spec.source) if spec.source else None), Path(spec.out_dir).resolve()
+        source, out_dir = (os.path.abspath(spec.source)
+                           if spec.source else None), Path(spec.out_dir).resolve()
         with scratch_cwd():
             res = load_impl(spec.exporter)().export(ctx, source, out_dir, spec.precision)
-        return {"ok": True, "path": os.path.abspath(res.path), "options": res.options, "notes": list(res.notes)}
+        return {"ok": True, "path": os.path.abspath(res.path), "options": res.options,
+                "notes": list(res.notes)}
     except BackendUnavailable as e:
         return {"ok": False, "kind": "unavailable", "error": e.reason, "hint": e.hint}
     except ExportRefused as e:

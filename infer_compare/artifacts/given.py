@@ -21,7 +21,8 @@ from pathlib import Path
 from infer_compare.backends.tflite.tflite_file import read_model
 from infer_compare.base.errors import UsageError
 
-SUFFIXES = {".onnx": "onnx", ".xml": "openvino", ".engine": "tensorrt", ".plan": "tensorrt", ".tflite": "tflite"}
+SUFFIXES = {".onnx": "onnx", ".xml": "openvino", ".engine": "tensorrt", ".plan": "tensorrt",
+            ".tflite": "tflite"}
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,11 @@ def _onnx_precision(path: str) -> str:
     except ImportError:
         return "fp32"
     except Exception as e:
-        raise UsageError(f"--artifact {path} is not a valid ONNX file: {str(e).strip().splitlines()[0][:200]}") from None
+        raise UsageError(f"--artifact {path} is not a valid ONNX "
+                         f"file: {str(e).strip().splitlines()[0][:200]}") from None
     ops = {n.op_type for n in m.graph.node}
-    if ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"}:
+    if ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger",
+              "MatMulInteger"}:
         return "int8"
     if any(t.data_type == onnx.TensorProto.FLOAT16 for t in m.graph.initializer):
         return "fp16"
@@ -68,7 +71,8 @@ def _ir_precision(path: str) -> str:
     if "<net" not in text[:4096]:
         raise UsageError(f"--artifact {path} is not an OpenVINO IR (no <net> element)")
     if not Path(path).with_suffix(".bin").exists():
-        raise UsageError(f"--artifact {path}: its weights file {Path(path).with_suffix('.bin').name} is missing")
+        raise UsageError(f"--artifact {path}: its weights "
+                         f"file {Path(path).with_suffix('.bin').name} is missing")
     if "FakeQuantize" in text:
         return "int8"
     return "fp16" if 'element_type="f16"' in text else "fp32"
@@ -84,7 +88,8 @@ def _tflite_precision(path: str) -> str:
         types = {str(t.type).lower() for t in model.tensors}
     except Exception:
         return "fp32"
-    return "int8" if any("int8" in t for t in types) else ("fp16" if any("float16" in t for t in types) else "fp32")
+    return "int8" if any("int8" in t for t in types) else ("fp16" if any("float16" in t for t in types)
+                                                           else "fp32")
 
 
 def detect(path: str) -> UserArtifact:
@@ -95,8 +100,8 @@ def detect(path: str) -> UserArtifact:
     name = Path(p).name.lower()
     fmt = "edgetpu" if name.endswith("_edgetpu.tflite") else SUFFIXES.get(Path(p).suffix.lower())
     if fmt is None:
-        raise UsageError(f"--artifact {path}: unsupported suffix (known: .onnx, .xml, .engine, .plan, .tflite, "
-                         "*_edgetpu.tflite)")
+        raise UsageError(f"--artifact {path}: unsupported suffix (known: .onnx, .xml, .engine, .plan, "
+                         ".tflite, *_edgetpu.tflite)")
     if fmt == "onnx":
         prec = _onnx_precision(p)
     elif fmt == "openvino":
@@ -105,8 +110,8 @@ def detect(path: str) -> UserArtifact:
         prec = "int8" if fmt == "edgetpu" else _tflite_precision(p)
     else:
         prec = "fp32"  # an engine's precision is what it was built with: the row's exec precision tells
-    return UserArtifact(os.path.abspath(p), fmt, prec, _sha256(p), f"suffix {Path(p).suffix}, content: {prec}",
-                        _static_batch(p, fmt))
+    return UserArtifact(os.path.abspath(p), fmt, prec, _sha256(p),
+                        f"suffix {Path(p).suffix}, content: {prec}", _static_batch(p, fmt))
 
 
 def _static_batch(path: str, fmt: str) -> int | None:
@@ -120,7 +125,8 @@ def _static_batch(path: str, fmt: str) -> int | None:
             dim = onnx.load(path, load_external_data=False).graph.input[0].type.tensor_type.shape.dim
             return int(dim[0].dim_value) if dim and dim[0].HasField("dim_value") else None
         if fmt == "openvino":
-            m = re.search(r'type="Parameter"[^>]*>\s*<data[^>]*shape="([^"]*)"', Path(path).read_text(errors="replace"))
+            m = re.search(r'type="Parameter"[^>]*>\s*<data[^>]*shape="([^"]*)"',
+                          Path(path).read_text(errors="replace"))
             first = m.group(1).split(",")[0].strip() if m else ""
             return int(first) if first.isdigit() else None
     except Exception:

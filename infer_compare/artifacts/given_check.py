@@ -67,13 +67,14 @@ def _attr(text: str, name: str) -> str:
 
 
 def _ir(path: str) -> tuple[list[Side] | None, None]:
-    """An OpenVINO IR's inputs (Parameter layers: their data's shape and element_type, in either order) from its
-    XML; outputs are not read (None)."""
+    """An OpenVINO IR's inputs (Parameter layers: their data's shape and element_type, in either order) from
+    its XML; outputs are not read (None)."""
     text = Path(path).read_text(errors="replace")
     ins = []
     for data in _PARAM.findall(text):
         shape, et = _attr(data, "shape"), _attr(data, "element_type")
-        dims = tuple(int(d) if d.strip().isdigit() else None for d in shape.split(",")) if shape.strip() else ()
+        dims = tuple(int(d) if d.strip().isdigit() else None
+                     for d in shape.split(",")) if shape.strip() else ()
         ins.append(Side("", dims, "f" if et.startswith(("f", "bf")) else "b" if et == "boolean" else "i"))
     return (ins or None), None  # none found: a layout this reader does not know, not "no inputs"
 
@@ -124,7 +125,8 @@ def _input_problems(ins: list[Side], model_ins: list[tuple[str, tuple[int, ...],
     out = []
     for i, (name, sample, dkind) in enumerate(model_ins):
         s = by_name.get(name, ins[i])
-        where = f"input '{s.name or name}'" + (f" (the model's '{name}')" if s.name and s.name != name else "")
+        where = f"input '{s.name or name}'" + (f" (the model's '{name}')" if s.name
+                                               and s.name != name else "")
         if s.dims is not None and not _fits(s.dims, sample):
             out.append(f"{where} is {_show(s.dims)}; the model's takes {_show(('N', *sample))}")
         elif s.kind in "fq" and dkind not in "fq" or s.kind in "ib" and dkind in "fq" and s.kind != dkind:
@@ -166,20 +168,22 @@ def mismatch(path: str, fmt: str, model_ins: list[tuple[str, tuple[int, ...], st
         return [], f"not checked against the model (its tensors could not be read: {type(e).__name__}: {e})"
     problems = _input_problems(ins, model_ins) if ins is not None else []
     problems += _output_problems(outs, model_outs) if outs is not None and model_outs is not None else []
-    unchecked = {(True, True): "", (True, False): "its outputs not checked (not readable without the runtime)",
+    unchecked = {(True, True): "", (True, False): "its outputs not checked (not "
+                 "readable without the runtime)",
                  (False, False): "its inputs and outputs not checked (not readable without the runtime)",
                  (False, True): "its inputs not checked"}[(ins is not None, outs is not None)]
     return problems, unchecked
 
 
 def check_artifacts(artifacts: Any, model_ins: list, model_outs: list) -> dict[str, str]:
-    """Every pre-built artifact against the model; UsageError (one line, exit 2) naming the first that does not
-    match; {path: what was not checked} for the rows' notes."""
+    """Every pre-built artifact against the model; UsageError (one line, exit 2) naming the first that does
+    not match; {path: what was not checked} for the rows' notes."""
     notes = {}
     for art in artifacts:
         problems, unchecked = mismatch(art.path, art.format, model_ins, model_outs)
         if problems:
-            raise UsageError(f"--artifact {Path(art.path).name} does not match the model: {'; '.join(problems)}")
+            raise UsageError(f"--artifact {Path(art.path).name} does not match the "
+                             f"model: {'; '.join(problems)}")
         if unchecked:
             notes[art.path] = unchecked
     return notes
@@ -193,8 +197,9 @@ def _kind(dtype: Any) -> str:
 
 
 def check_given(artifacts: Any, minfo: Any, eval_inputs: Any, ref: Any) -> list[str]:
-    """:func:`check_artifacts` with the model's sides read from the run's data (one sample of each input and of
-    each reference output; a tensor batched off axis 0 is matched by count only); lines for the run's notes."""
+    """:func:`check_artifacts` with the model's sides read from the run's data (one sample of each input and
+    of each reference output; a tensor batched off axis 0 is matched by count only); lines for the run's
+    notes."""
     if not artifacts:
         return []
     axes = {d.get("name"): d.get("batch_axis", 0) for d in (minfo.inputs or ())}

@@ -1,8 +1,9 @@
-"""A converter's refusal remembered beside the cache's entries (issue 38): the same file and converter versions
-give the same refusal (``ExportRefused``: an op the converter has no converter for, a node torch.export stops
-at), so a later run replays the reason instead of converting again (about 15 s of a 28 s cached run before).
-``<cache root>/<kind>/<key>.refused.json``, the key being the artifact's own (``cache.key_of(parts)``).
-Timeouts and crashes are not remembered; ``--no-cache`` (a disabled cache) neither reads nor writes."""
+"""A converter's refusal remembered beside the cache's entries (issue 38): the same file and converter
+versions give the same refusal (``ExportRefused``: an op the converter has no converter for, a node
+torch.export stops at), so a later run replays the reason instead of converting again (about 15 s of a 28 s
+cached run before). ``<cache root>/<kind>/<key>.refused.json``, the key being the artifact's own
+(``cache.key_of(parts)``). Timeouts and crashes are not remembered; ``--no-cache`` (a disabled cache) neither
+reads nor writes."""
 
 from __future__ import annotations
 

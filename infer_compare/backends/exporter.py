@@ -38,12 +38,14 @@ class ExportContext:
     # device kind -> the batch sizes that will be measured there (e.g. TensorRT: one profile per batch)
     batch_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     preprocessing: dict[str, Any] = field(default_factory=dict)
-    model_spec: dict[str, Any] = field(default_factory=dict)  # rebuilds the module from the root artifact (models.rebuild)
+    # rebuilds the module from the root artifact (models.rebuild)
+    model_spec: dict[str, Any] = field(default_factory=dict)
     # the declared options of the runner named by the format's ``options_from`` (builder options)
     options: Options = field(default_factory=NoOptions)
     requested: dict[str, Any] = field(default_factory=dict)  # what the user asked for explicitly
     threads: int | None = None
-    cache_root: str = ""  # the artifact cache root: exporters keep tool caches (TensorRT timing cache) below it
+    # the artifact cache root: exporters keep tool caches (TensorRT timing cache) below it
+    cache_root: str = ""
     log: Callable[[str], None] = lambda msg: None
     option_sets: dict[str, Options] = field(default_factory=dict)  # runner name -> the user's options
     # a model with several inputs or outputs: their names, in the model's order (``calibration`` is then
@@ -68,9 +70,10 @@ class ExportContext:
         return dataclasses.replace(self, options=self.option_sets.get(name) or options_class(name)())
 
     def sent(self) -> dict[str, Any]:
-        """The plain part of the context, as JSON, for the export child (artifacts/chain.py); the rest (the module,
-        the calibration arrays, the options, the log) travels its own way or is made again there."""
-        return {f.name: encode(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in _NOT_SENT}
+        """The plain part of the context, as JSON, for the export child (artifacts/chain.py); the rest (the
+        module, the calibration arrays, the options, the log) travels its own way or is made again there."""
+        return {f.name: encode(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name not in _NOT_SENT}
 
     @classmethod
     def received(cls, plain: dict[str, Any], **rest: Any) -> ExportContext:

@@ -57,7 +57,8 @@ class RunOptions:
     batch_size: int = 1
     model: dict[str, Any] = field(default_factory=dict)  # model name/spec, for runners that rebuild it
     cache_dir: str = ""  # the artifact cache root (--cache-dir): runtimes keep their own caches below it
-    io: str = "device"  # GPU rows: "device" (device-resident input/output) or "host" (copies inside each timed call)
+    # GPU rows: "device" (device-resident input/output) or "host" (copies inside each timed call)
+    io: str = "device"
     runner: Options = field(default_factory=NoOptions)
 
     def runner_as(self, cls: type[OptionsT]) -> OptionsT:
@@ -144,7 +145,8 @@ class Runner:
         n = self.concurrency(settings)
         inputs = [self.prepare(batch) for _ in range(n)]
         w = run_threads([lambda x=x: self.run(x) for x in inputs], count(batch), settings)
-        return result(w, n, "threads", f"{n} threads, each calling run() on its own input (the runner's default)",
+        return result(w, n, "threads", f"{n} threads, each calling run() on its own input "
+                      "(the runner's default)",
                       outputs=self.to_numpy(w.last))
 
     @property

@@ -39,7 +39,8 @@ class ThroughputSettings:
     duration_s: float = 3.0  # the measured window
     warmup_s: float = 0.2  # before it, every request at least once
     concurrency: int = 0  # requests in flight; 0: the runtime's own choice
-    meter: Any = field(default=None, compare=False)  # energy.EnergyMeter: started and stopped around the window
+    # energy.EnergyMeter: started and stopped around the window
+    meter: Any = field(default=None, compare=False)
 
 
 @dataclass
@@ -51,7 +52,8 @@ class ThroughputResult:
     unit: str  # what the concurrency counts: "requests", "streams", "threads", "sessions", "interpreters"
     how: str  # one line: the runtime's mechanism
     settings: dict[str, Any] = field(default_factory=dict)  # what it applied (merged into the row's settings)
-    outputs: Any = None  # float32 host array: one request's outputs for the timed batch (checked against the reference)
+    # float32 host array: one request's outputs for the timed batch (checked against the reference)
+    outputs: Any = None
     warmup_calls: int = 0
     energy: Any = None  # what settings.meter.stop() returned
 
@@ -124,12 +126,12 @@ def run_threads(calls: Sequence[Callable[[], Any]], images_per_call: int, s: Thr
     if errors:
         raise errors[0]
     flat = [v for per in lats for v in per]
-    return Window(images=len(flat) * images_per_call, wall_ns=max(ends) - t0[0] if flat else 0, latencies_ns=flat,
-                  warmup_calls=sum(warm), last=last[0], energy=energy)
+    return Window(images=len(flat) * images_per_call, wall_ns=max(ends) - t0[0] if flat else 0,
+                  latencies_ns=flat, warmup_calls=sum(warm), last=last[0], energy=energy)
 
 
-def run_pipelined(n: int, start: Callable[[int], Any], wait: Callable[[int], int | None], images_per_call: int,
-                  s: ThroughputSettings, clock: Clock = time.perf_counter_ns) -> Window:
+def run_pipelined(n: int, start: Callable[[int], Any], wait: Callable[[int], int | None],
+                  images_per_call: int, s: ThroughputSettings, clock: Clock = time.perf_counter_ns) -> Window:
     """One host thread, ``n`` requests in flight: ``start(i)`` launches request ``i`` and returns
     at once (its return value is kept as request ``i``'s output), ``wait(i)`` blocks until it is
     done and may return its own latency in ns (else the host clock's is used)."""
@@ -176,6 +178,7 @@ def run_pipelined(n: int, start: Callable[[int], Any], wait: Callable[[int], int
 def result(w: Window, concurrency: int, unit: str, how: str, settings: dict[str, Any] | None = None,
            outputs: Any = None) -> ThroughputResult:
     """A ThroughputResult from an engine's window."""
-    return ThroughputResult(images=w.images, wall_ns=w.wall_ns, latencies_ns=w.latencies_ns, concurrency=concurrency,
+    return ThroughputResult(images=w.images, wall_ns=w.wall_ns, latencies_ns=w.latencies_ns,
+                            concurrency=concurrency,
                             unit=unit, how=how, settings=dict(settings or {}), outputs=outputs,
                             warmup_calls=w.warmup_calls, energy=w.energy)

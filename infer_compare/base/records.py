@@ -18,7 +18,8 @@ from infer_compare.base.schema import read_json, validate
 from infer_compare.base.serial import Record, decode  # noqa: F401  (Record is re-exported)
 from infer_compare.base.soak_records import SoakResult, SoakWindow  # noqa: F401  (Report.soak; re-exported)
 
-SCHEMA_VERSION = 2  # 2: Report.complete, Report.not_run, Report.incomplete_reason (version-1 files still load)
+# 2: Report.complete, Report.not_run, Report.incomplete_reason (version-1 files still load)
+SCHEMA_VERSION = 2
 
 # Row statuses.
 OK = "ok"
@@ -92,7 +93,8 @@ class ParityResult(Record):
     floor_failures: tuple[str, ...] = ()
     output: str = ""  # several outputs: the output these figures are for (the row's worst)
     outputs: tuple[ParityResult, ...] = ()  # several outputs: each output's own figures, in the model's order
-    # what the output means ("" in older files) and the check that decided it (parity/checks.decide: margin 0 = on the limit)
+    # what the output means ("" in older files) and the check that decided it (parity/checks.decide: margin 0
+    # = on the limit)
     kind: str = ""
     metric: str = ""
     metric_value: float | None = None
@@ -100,10 +102,13 @@ class ParityResult(Record):
     margin: float | None = None
     cosine_skipped: int = 0  # samples whose reference is near zero: left out of the cosine
     mask_iou: float | None = None  # dense maps: mean IoU of the thresholded (or argmax) masks
-    near_ties: int = 0  # class scores: samples whose top-two margin a flip within tolerance can cross (not judged)
-    # detections (parity/detections.py): reference, kept, lost, added, near_threshold counts; ious, score_errs means
+    # class scores: samples whose top-two margin a flip within tolerance can cross (not judged)
+    near_ties: int = 0
+    # detections (parity/detections.py): reference, kept, lost, added, near_threshold counts; ious, score_errs
+    # means
     detections: dict[str, Any] = field(default_factory=dict)
-    # sequences (parity/sequences.py): samples, same, changed, tie_only texts; steps judged and differing; confidence error
+    # sequences (parity/sequences.py): samples, same, changed, tie_only texts; steps judged and differing;
+    # confidence error
     sequences: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -147,11 +152,13 @@ class RunRecord(Record):
     versions: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)  # backend-specific figures (GPU times, op coverage...)
+    # backend-specific figures (GPU times, op coverage...)
+    extra: dict[str, Any] = field(default_factory=dict)
     # the scenario measured: "latency" (one synchronous call after another) or "throughput" (the runtime's own
     # concurrency); part of the row's identity
     scenario: str = "latency"
-    variant: str = ""  # "user:<file>" for a pre-built artifact given with --artifact; part of the row's identity
+    # "user:<file>" for a pre-built artifact given with --artifact; part of the row's identity
+    variant: str = ""
 
     @property
     def label(self) -> str:
@@ -176,18 +183,19 @@ class ModelInfo(Record):
     bn_recalibrated: bool = False
     meaningful_top1: bool = True  # False for random weights: top-1 margins are tiny
     notes: tuple[str, ...] = ()
-    flops_per_image: float | None = None  # forward-pass FLOPs at batch 1 (2 per multiply-add); see prepare/flops.py
+    # forward-pass FLOPs at batch 1 (2 per multiply-add); see prepare/flops.py
+    flops_per_image: float | None = None
     flops_source: str = ""  # how flops_per_image was counted
-    # each input {"name", "shape", "dtype", "batch_axis", "source"} (a user model); outputs: several, or batched
-    # off axis 0, each also "judged_on" (() for one output); layout.named_io says which report form
+    # each input {"name", "shape", "dtype", "batch_axis", "source"} (a user model); outputs: several, or
+    # batched off axis 0, each also "judged_on" (() for one output); layout.named_io says which report form
     inputs: tuple[dict[str, Any], ...] = ()
     outputs: tuple[dict[str, Any], ...] = ()
 
 
 # Libraries recorded in the environment that change no measured figure (inputs are real photos whose
 # decoding is checked by the data digest; NVML only reads the GPU): a baseline is not refused for them.
-NOT_MEASURED_LIBRARIES = frozenset({"nvidia-ml-py", "pynvml", "scikit-learn", "scikit-image", "pillow", "Pillow",
-                                    "matplotlib", "scipy", "py-cpuinfo", "rich", "psutil"})
+NOT_MEASURED_LIBRARIES = frozenset({"nvidia-ml-py", "pynvml", "scikit-learn", "scikit-image", "pillow",
+                                    "Pillow", "matplotlib", "scipy", "py-cpuinfo", "rich", "psutil"})
 
 
 @dataclass(frozen=True)
@@ -236,8 +244,8 @@ class Settings(Record):
     max_time_s: float | None = None
     warmup_time_s: float | None = None
     # the scenarios measured (latency: one call after another; throughput: the runtime's own concurrency), the
-    # GPU timing policy (device: input and output device-resident; host: the copies inside each timed call) and
-    # the throughput scenario's requests in flight (0: each runtime's own choice)
+    # GPU timing policy (device: input and output device-resident; host: the copies inside each timed call)
+    # and the throughput scenario's requests in flight (0: each runtime's own choice)
     scenarios: tuple[str, ...] = (LATENCY,)
     io: str = "device"
     concurrency: int = 0
@@ -266,7 +274,8 @@ class Report(Record):
     # a soak's windows and summary per configuration (infer_compare/soak/); () in a comparison. Older
     # files load without it and older readers ignore it, so the schema version stays.
     soak: tuple[SoakResult, ...] = ()
-    timeline: tuple[dict[str, Any], ...] = ()  # where the wall time went (base/timeline.py); () in older files
+    # where the wall time went (base/timeline.py); () in older files
+    timeline: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "results") -> Report:
@@ -277,8 +286,8 @@ class Report(Record):
         v = d["schema_version"]
         if not isinstance(v, int) or isinstance(v, bool) or v > SCHEMA_VERSION or v < 1:
             raise SchemaError(
-                f"{where}: results file has schema_version {v!r}; this infer-compare reads 1..{SCHEMA_VERSION} "
-                "(upgrade infer-compare to read newer files)"
+                f"{where}: results file has schema_version {v!r}; this infer-compare reads "
+                f"1..{SCHEMA_VERSION} (upgrade infer-compare to read newer files)"
             )
         validate(cls, d, where=where, fields=report_fields(STATUSES, SCENARIOS))
         return decode(cls, d)

@@ -74,8 +74,8 @@ def all_gpus() -> list[dict[str, Any]]:
                     nm = pynvml.nvmlDeviceGetName(h)
                     nm = nm.decode() if isinstance(nm, bytes) else nm
                     mem = pynvml.nvmlDeviceGetMemoryInfo(h).total
-                    g: dict[str, Any] = {"index": i, "name": nm, "memory_mib": int(mem // 2**20), "driver": drv,
-                                         "cuda_driver": cuda, "source": "nvml"}
+                    g: dict[str, Any] = {"index": i, "name": nm, "memory_mib": int(mem // 2**20),
+                                         "driver": drv, "cuda_driver": cuda, "source": "nvml"}
                     try:
                         uid = pynvml.nvmlDeviceGetUUID(h)
                         g["uuid"] = uid.decode() if isinstance(uid, bytes) else uid

@@ -114,8 +114,8 @@ class Format:
     @property
     def artifact_precisions(self) -> frozenset[str]:
         """Every artifact precision this format has: those its rows run, and its own (TRT_INT8)."""
-        return frozenset({self.artifact_for(p) for p in self.precisions} | set(self.exporters) | set(self.sources)
-                         | set(self.runner_artifacts.values()))
+        return frozenset({self.artifact_for(p) for p in self.precisions} | set(self.exporters)
+                         | set(self.sources) | set(self.runner_artifacts.values()))
 
     def exporter_for(self, artifact_precision: str) -> str:
         return self.exporters.get(artifact_precision, self.exporter)
@@ -147,16 +147,18 @@ FORMATS: dict[str, Format] = {
             precisions=("fp32", "tf32", "fp16", "int8"),
             exporter=f"{_B}.pytorch.export_onnx:OnnxExporter",
             artifact_precision={"tf32": "fp32"},  # tf32: the fp32 file run with TF32 math (CUDA)
-            # fp16 and int8 are converted from the fp32 ONNX file with ONNX Runtime's tools (docs/onnx-precision.md)
-            # int8-s8s8: the TensorRT form of the int8 file (symmetric int8 activations, full 8-bit weights),
-            # built whatever the CPU rows' --onnx-int8-scheme / --onnx-int8-reduce-range say
+            # fp16 and int8 are converted from the fp32 ONNX file with ONNX Runtime's tools
+            # (docs/onnx-precision.md) int8-s8s8: the TensorRT form of the int8 file (symmetric int8
+            # activations, full 8-bit weights), built whatever the CPU rows' --onnx-int8-scheme /
+            # --onnx-int8-reduce-range say
             exporters={"fp16": f"{_B}.onnxruntime.export:OnnxFp16Exporter",
                        "int8": f"{_B}.onnxruntime.export:OnnxInt8Exporter",
                        TRT_INT8: f"{_B}.onnxruntime.export:OnnxInt8Exporter"},
             sources={"fp16": ("onnx", "fp32"), "int8": ("onnx", "fp32"), TRT_INT8: ("onnx", "fp32")},
             runner_artifacts={("onnxruntime-trt", "int8"): TRT_INT8},
             description="torch.onnx.export, dynamic batch axis, checked with onnx.checker; fp16 converted "
-                        "(onnxruntime.transformers.float16, fp32 I/O); int8 static QDQ (onnxruntime.quantization)",
+                        "(onnxruntime.transformers.float16, fp32 I/O); int8 static QDQ "
+                        "(onnxruntime.quantization)",
             options_from="onnxruntime",  # the int8 calibration and scheme (backends/onnxruntime/options.py)
         ),
         Format(
@@ -176,13 +178,14 @@ FORMATS: dict[str, Format] = {
             built_from="onnx",
             precisions=("fp32", "tf32", "fp16", "int8"),
             exporter=f"{_B}.tensorrt.export:TensorRTExporter",
-            # strongly typed: fp16 engines from the fp16 ONNX, int8 from the symmetric (S8S8) QDQ ONNX; fp32 and
-            # tf32 (TF32 builder flag cleared / set) from the fp32 ONNX, each its own engine
+            # strongly typed: fp16 engines from the fp16 ONNX, int8 from the symmetric (S8S8) QDQ ONNX; fp32
+            # and tf32 (TF32 builder flag cleared / set) from the fp32 ONNX, each its own engine
             source_precision={"fp16": "fp16", "int8": TRT_INT8},
             description="tensorrt.Builder + OnnxParser, strongly typed network from the precision's ONNX; "
                         "engines are tied to the GPU and TensorRT version",
             options_from="tensorrt",
-            device_built="TensorRT engines are tied to the GPU and the TensorRT version: the engine is built on "
+            device_built="TensorRT engines are tied to the GPU and the TensorRT version: "
+            "the engine is built on "
                          "the device from the bundle's ONNX",
         ),
         Format(
@@ -193,7 +196,8 @@ FORMATS: dict[str, Format] = {
             precisions=("fp32", "fp16", "int8"),
             exporter=f"{_B}.tflite.export:TFLiteExporter",
             root_source=("onnx", "fp32"),  # an ONNX root: onnx2torch, then the same litert-torch route
-            description="litert-torch (an ONNX root through onnx2torch first), NHWC, batch-1 file resized at load "
+            description="litert-torch (an ONNX root through onnx2torch first), NHWC, "
+            "batch-1 file resized at load "
                         "where its graph allows; int8 is full-integer",
             options_from="tflite",
         ),

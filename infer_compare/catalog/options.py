@@ -66,8 +66,8 @@ class OptionField:
         elif not isinstance(value, str):
             raise UsageError(f"{owner} option {self.name} takes a string, not {value!r}")
         if self.choices is not None and value not in self.choices:
-            raise UsageError(f"{owner} option {self.name} must be one of {', '.join(map(str, self.choices))}, "
-                             f"not {value!r}")
+            raise UsageError(f"{owner} option {self.name} must be one "
+                             f"of {', '.join(map(str, self.choices))}, not {value!r}")
         return value
 
 
@@ -84,8 +84,8 @@ class Options(Record):
             if kind not in _KINDS:
                 raise TypeError(f"{cls.__name__}.{f.name}: options are bool, int, float or str, not {kind}")
             m = f.metadata
-            out.append(OptionField(f.name, kind, f.default, m.get("help", ""), m.get("flag"), m.get("choices"),
-                                   m.get("minimum"), bool(m.get("builds"))))
+            out.append(OptionField(f.name, kind, f.default, m.get("help", ""), m.get("flag"),
+                                   m.get("choices"), m.get("minimum"), bool(m.get("builds"))))
         return out
 
     @classmethod

@@ -28,9 +28,10 @@ class RunnerInfo:
     # modules a fork server imports once for all of this runner's configurations (measure/forkserver.py);
     # a name starting with "?" is imported only where it is installed
     preload: tuple[str, ...] = ()
-    # how many of a configuration's first batch sizes load by CPU work before any GPU work that matters (torch.compile:
-    # its first shape, then the recompile that makes the batch dynamic, are traced in Python): on a GPU shared by two
-    # measuring processes (host/gpu_turn.py) those loads run while the other process measures
+    # how many of a configuration's first batch sizes load by CPU work before any GPU work that matters
+    # (torch.compile: its first shape, then the recompile that makes the batch dynamic, are traced in Python):
+    # on a GPU shared by two measuring processes (host/gpu_turn.py) those loads run while the other process
+    # measures
     traced_loads: int = 0
 
 

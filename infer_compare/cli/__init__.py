@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def command() -> NoReturn:
-    """The ``infer-compare`` command (and ``python -m infer_compare``): ``main()``, then the process's end without
-    the interpreter's teardown (host/process_end.py). Tests call ``main()``."""
+    """The ``infer-compare`` command (and ``python -m infer_compare``): ``main()``, then the process's end
+    without the interpreter's teardown (host/process_end.py). Tests call ``main()``."""
     end_process(main())
 
 

@@ -30,9 +30,10 @@ def _checked(args) -> dict:
     values = input_values(args.input_value or [])
     data = DataOptions(data=args.data, values=values) if (args.data or values) else None
     if args.bundle is not None and (data is not None or args.input_shape):
-        raise UsageError("--input-shape, --input-value and --data are for --model; a bundle carries its inputs")
-    return dict(duration_s=duration, window_s=window, options=measure_options(args), input_shape=args.input_shape,
-                data=data)
+        raise UsageError("--input-shape, --input-value and --data are for --model; a bundle "
+                         "carries its inputs")
+    return dict(duration_s=duration, window_s=window, options=measure_options(args),
+                input_shape=args.input_shape, data=data)
 
 
 def _growth_failures(rep, bound: float | None) -> int:

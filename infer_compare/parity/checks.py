@@ -31,7 +31,8 @@ def cosines(ref: np.ndarray, out: np.ndarray, diff: np.ndarray) -> np.ndarray:
     dot = (ref * out).sum(1)
     norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(out, axis=1)
     with np.errstate(invalid="ignore"):
-        return np.where(norms > 0, dot / np.where(norms > 0, norms, 1.0), np.where(diff.max(1) == 0, 1.0, 0.0))
+        return np.where(norms > 0, dot / np.where(norms > 0, norms, 1.0),
+                        np.where(diff.max(1) == 0, 1.0, 0.0))
 
 
 def floor_failures(nonfinite: bool, cos_mean: float, cos_min: float, worst: int) -> list[str]:
@@ -70,7 +71,8 @@ def decide(checks: list[tuple[str, float, float, bool]]) -> dict[str, Any]:
 
 def _rounding(rel: float) -> dict[str, Any]:
     return {"metric": "max abs error / max |reference| (float rounding level: never fails)",
-            "metric_value": float(rel), "metric_limit": ROUNDING_REL, "margin": margin(rel, ROUNDING_REL, False)}
+            "metric_value": float(rel), "metric_limit": ROUNDING_REL,
+            "margin": margin(rel, ROUNDING_REL, False)}
 
 
 def checks_result(checks: list[tuple[str, float, float, bool]], *, nonfinite: bool, judge: bool, rel: float,

@@ -9,10 +9,12 @@ relative to its max hides that. So such outputs are judged together, decoded as 
 * ``post-nms``: the model's own final detections, boxes [N, K, 4], scores [N, K] (probabilities, not all
   whole numbers) and classes [N, K] (whole numbers): the TF Object Detection API's and
   TFLite_Detection_PostProcess's layout (a fourth output, the count, is left to be judged as values);
-* ``torchvision``: the same triple from torchvision's detection models (boxes [K, 4], labels [K], scores [K] per
+* ``torchvision``: the same triple from torchvision's detection models (boxes [K, 4], labels [K], scores [K]
+per
   image, K changing), given as rows of K detections padded with zeros (models/torchvision_det.py names these
-  outputs so when it wraps such a file; ``--output-kind boxes=detections:torchvision`` says it of others): rows
-  of different K are padded to one before they are compared, and nothing is compared position by position.
+  outputs so when it wraps such a file; ``--output-kind boxes=detections:torchvision`` says it of others):
+  rows of different K are padded to one before they are compared, and nothing is compared position by
+  position.
 
 Recognized from shapes and value ranges, or named: ``--output-kind scores=detections:ssd`` (either output of
 the pair; the other is the one of the same [N, A] with 4 values). Boxes count as corners when x2 >= x1 and
@@ -102,8 +104,8 @@ def _post_nms(ref: dict[str, np.ndarray], box: str) -> Group | None:
 
 
 def _torchvision(ref: dict[str, np.ndarray], box: str, named: dict[str, str]) -> Group | None:
-    """The triple named ``torchvision``: its two [N, K] partners, the integer one the labels. Its values are not
-    asked to look like detections: an image with none gives rows of padding only."""
+    """The triple named ``torchvision``: its two [N, K] partners, the integer one the labels. Its values are
+    not asked to look like detections: an image with none gives rows of padding only."""
     nk = ref[box].shape[:2]
     flat = [k for k, a in ref.items() if k != box and named.get(k) == "torchvision" and a.shape == nk]
     ints = [k for k in flat if np.issubdtype(ref[k].dtype, np.integer)]
@@ -114,7 +116,8 @@ def _torchvision(ref: dict[str, np.ndarray], box: str, named: dict[str, str]) ->
 
 def find_groups(ref: dict[str, np.ndarray], kinds: dict[str, str] | None = None) -> list[Group]:
     """The detection heads among a model's outputs ({name: N-first reference}): those named with a group
-    format in ``kinds`` ({name: "detections:ssd"...}) and, among the outputs given no kind, those recognized."""
+    format in ``kinds`` ({name: "detections:ssd"...}) and, among the outputs given no kind, those
+    recognized."""
     kinds = kinds or {}
     named = {k: v.partition(":")[2] for k, v in kinds.items() if v.partition(":")[2] in GROUP_FORMATS}
     free = {k for k in ref if k not in kinds}

@@ -23,9 +23,9 @@ Formats (``--output-kind NAME=detections:FORMAT``, or recognized from shape and 
 background (UltraFace, torchvision's SSD decoded), ``ssd-nobg`` the same with independent (sigmoid) scores;
 ``post-nms`` the model's own final detections, boxes [N, K, 4], scores [N, K], classes [N, K] (the TF Object
 Detection API's and TFLite_Detection_PostProcess's layout, padded to K): kept as they are, no NMS again.
-Boxes in corner form are compared by IoU, which is the same for (x1, y1, x2, y2) and (y1, x1, y2, x2). Decoding and NMS are numpy
-ports of torchvision's ``box_iou`` and ``batched_nms``, so that a bundle measured without torch judges the
-same way.
+Boxes in corner form are compared by IoU, which is the same for (x1, y1, x2, y2) and (y1, x1, y2, x2).
+Decoding and NMS are numpy ports of torchvision's ``box_iou`` and ``batched_nms``, so that a bundle measured
+without torch judges the same way.
 """
 
 from __future__ import annotations
@@ -46,10 +46,12 @@ MAX_CANDIDATES = 1000  # before NMS, the highest scores
 STRIDES = (8, 16, 32)
 MIN_ANCHORS = 64
 INT8_SCORE_ERR = 0.1  # int8's allowed score error (it has no max_rel_err of its own)
-GROUP_FORMATS = ("ssd", "ssd-nobg", "post-nms", "torchvision")  # heads in several outputs (parity/det_groups.py)
+# heads in several outputs (parity/det_groups.py)
+GROUP_FORMATS = ("ssd", "ssd-nobg", "post-nms", "torchvision")
 OWN_NMS = ("post-nms", "torchvision")  # the model's own final detections: no NMS again
 FORMATS = ("yolo", "yolov8", "yolo-noobj", *GROUP_FORMATS)
-MIN_BOX_IOU = 0.85  # the matched boxes' mean IoU never needs to be above 1 - 2 x (1 - min top-1), nor under this
+# the matched boxes' mean IoU never needs to be above 1 - 2 x (1 - min top-1), nor under this
+MIN_BOX_IOU = 0.85
 
 
 @dataclass(frozen=True)
@@ -71,16 +73,20 @@ class Head:
         return self.fmt in GROUP_FORMATS
 
     def text(self) -> str:
-        layout = {"yolo": "[N, anchors, 4 box + objectness + classes]", "yolov8": "[N, 4 box + classes, anchors]",
-                  "yolo-noobj": "[N, anchors, 4 box + classes]",
-                  "ssd": "boxes [N, anchors, 4] corners + softmax scores [N, anchors, classes], class 0 background",
+        layout = {"yolo": "[N, anchors, 4 box + objectness + classes]",
+                  "yolov8": "[N, 4 box + classes, anchors]", "yolo-noobj": "[N, anchors, 4 box + classes]",
+                  "ssd": "boxes [N, anchors, 4] corners + softmax scores [N, anchors, "
+                  "classes], class 0 background",
                   "ssd-nobg": "boxes [N, anchors, 4] corners + scores [N, anchors, classes]",
                   "post-nms": "the model's final detections: boxes [N, K, 4], scores [N, K], classes [N, K]; "
                               "no NMS again",
-                  "torchvision": "torchvision's detection outputs: boxes [K, 4], labels [K], scores [K] per image, "
-                                 "K changing; no NMS again, compared as matched detections, never by position"}[self.fmt]
-        grid = (f"; boxes are offsets in grid cells, decoded with strides {', '.join(map(str, STRIDES))} over "
-                f"{self.grid[0]}x{self.grid[1]}") if self.grid else ""
+                  "torchvision": "torchvision's detection outputs: boxes [K, 4], labels "
+                  "[K], scores [K] per image, "
+                                 "K changing; no NMS again, compared as matched detections, "
+                                 "never by position"}[self.fmt]
+        grid = ("; boxes are offsets in grid cells, decoded with "
+                f"strides {', '.join(map(str, STRIDES))} "
+                f"over {self.grid[0]}x{self.grid[1]}") if self.grid else ""
         return (f"{self.fmt}: {layout}{grid}; kept and added at score >= {SCORE_THRESHOLD}, class-aware "
                 f"NMS at IoU {NMS_IOU}, matched at IoU >= {MATCH_IOU}")
 
@@ -90,7 +96,8 @@ def parse_head(spec: str, input_hw: tuple[int, int] | None = None) -> Head:
     ``input_hw``. A ValueError names the formats."""
     fmt, plus, size = spec.partition("+grid")
     if fmt not in FORMATS:
-        raise ValueError(f"unknown detections format {fmt!r}; formats: {', '.join(FORMATS)} (+grid for YOLOX offsets)")
+        raise ValueError(f"unknown detections format {fmt!r}; formats: {', '.join(FORMATS)} (+grid for "
+                         "YOLOX offsets)")
     if not plus:
         return Head(fmt)
     if fmt in GROUP_FORMATS:
@@ -124,7 +131,8 @@ def recognize(ref: np.ndarray, input_hw: tuple[int, int] | None = None) -> Head 
         if n_anchors < MIN_ANCHORS or not 5 <= k <= 1005 or n_anchors <= k:
             continue
         probs, boxes = rows[..., 4:], rows[..., :4]
-        pixels = float(boxes.max()) > 1.5 or float(boxes.min()) < -0.5  # not scores (an SSD's [N, A, classes])
+        # not scores (an SSD's [N, A, classes])
+        pixels = float(boxes.max()) > 1.5 or float(boxes.min()) < -0.5
         if pixels and probs.size and float(probs.min()) >= 0.0 and float(probs.max()) <= 1.0:
             grid = None
             if input_hw and n_anchors == grid_anchors(*input_hw) and float(np.abs(rows[..., :4]).max()) < 32:
@@ -185,7 +193,8 @@ def decode(sample: np.ndarray, head: Head, threshold: float = SCORE_THRESHOLD):
 
 def _scores(rows: np.ndarray, head: Head) -> tuple[np.ndarray, np.ndarray]:
     """(score, class) of each anchor: its best class (its probability, times objectness where there is one);
-    ``post-nms`` and ``torchvision`` rows are [box, score, class]; ``ssd``'s class 0, the background, never wins."""
+    ``post-nms`` and ``torchvision`` rows are [box, score, class]; ``ssd``'s class 0, the background, never
+    wins."""
     if head.fmt in OWN_NMS:
         return rows[:, 4], np.rint(rows[:, 5]).astype(np.int64)
     cls = rows[:, 5:] if head.objectness or head.fmt == "ssd" else rows[:, 4:]
@@ -212,7 +221,8 @@ def match(ref, cand) -> list[tuple[int, int, float]]:
         return []
     ious, used, out = box_iou(rb, cb), set(), []
     for i in np.argsort(-rs, kind="stable"):
-        ok = [(ious[i, j], j) for j in range(len(cb)) if j not in used and cl[j] == rl[i] and ious[i, j] >= MATCH_IOU]
+        ok = [(ious[i, j], j) for j in range(len(cb)) if j not in used and cl[j] == rl[i]
+              and ious[i, j] >= MATCH_IOU]
         if ok:
             v, j = max(ok)
             used.add(j)
@@ -286,13 +296,15 @@ def _checks(t: dict[str, Any], tol: Tolerance, head: Head, box_rel: float, score
                   ("detections added / reference", t["added"] / judged_ref, 1.0 - kept_lim, False)]
         if t["ious"]:
             checks += [("matched boxes' mean IoU", float(np.mean(t["ious"])), iou_lim, True),
-                       ("matched detections' mean score error", float(np.mean(t["score_errs"])), score_lim, False)]
+                       ("matched detections' mean score error", float(np.mean(t["score_errs"])),
+                        score_lim, False)]
         return checks
     if head.fmt == "torchvision":
         return [("detections added (the reference finds none)", float(t["added"]), 0.0, False)]
     checks = [("score part max abs error", score_err, score_lim, False)]
     if tol.max_rel_err is not None:
-        checks.append(("box part max abs error / its max |reference|", box_rel, float(tol.max_rel_err), False))
+        checks.append(("box part max abs error / its max |reference|", box_rel,
+                       float(tol.max_rel_err), False))
     return checks
 
 
@@ -302,7 +314,8 @@ def _summary(t: dict[str, Any], head: Head) -> str:
     return (f"detections: {t['kept']} of {judged_ref} kept, {t['added']} added"
             + (f", {t['near_threshold']} near the score threshold not judged" if t["near_threshold"] else "")
             + (f"; matched boxes' mean IoU {np.mean(t['ious']):.4f}" if t["ious"] else "")
-            + (f"; largest score error on a matched one {max(t['score_errs']):.3g}" if t["score_errs"] else "")
+            + (f"; largest score error on a matched one {max(t['score_errs']):.3g}"
+               if t["score_errs"] else "")
             + (f", largest box coordinate error {max(t['box_errs']):.3g}" if t["box_errs"] else "")
             + ("" if judged_ref else f" (the reference finds none on these inputs: {values})"))
 
@@ -340,5 +353,6 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, tol: Tolerance, head: H
         cosine_mean=float(cos.mean()) if cos.size else 1.0, cosine_min=float(cos[worst]) if cos.size else 1.0,
         top1_agreement=None, top5_agreement=None, note="; ".join(x for x in (note, _summary(t, head)) if x),
         worst_index=worst, kind="detections",
-        detections={"format": head.spec, **{k: (round(float(np.mean(v)), 6) if v else None) if isinstance(v, list)
+        detections={"format": head.spec,
+                    **{k: (round(float(np.mean(v)), 6) if v else None) if isinstance(v, list)
                                            else v for k, v in t.items() if k != "aligned_cos"}})

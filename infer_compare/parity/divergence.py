@@ -78,22 +78,25 @@ def search(fp32_path: str, cand_path: str, feed: dict[str, np.ndarray], threshol
             a, b = ref.get(t), got.get(t)
             if a is None or b is None or np.shape(a) != np.shape(b):
                 continue
-            if not (np.issubdtype(np.asarray(a).dtype, np.floating) and np.issubdtype(np.asarray(b).dtype, np.floating)):
+            if not (np.issubdtype(np.asarray(a).dtype, np.floating)
+                    and np.issubdtype(np.asarray(b).dtype, np.floating)):
                 continue
             compared += 1
             e = rel_error(a, b)
             if not e <= threshold:
-                return {"node": node.name or t, "op": node.op_type, "error": e, "output": t, "compared": compared}
+                return {"node": node.name or t, "op": node.op_type, "error": e, "output": t,
+                        "compared": compared}
     return {"node": None, "compared": compared}
 
 
 def remedy(precision: str, op: str, node: str) -> str:
     if precision == "fp16" and op == "Constant":
         # measured on PaddleOCR's PP-OCRv4 detector: neither --onnx-fp16-keep-fp32 Constant nor keeping its
-        # consumer (BatchNormalization) in fp32 changes the row: the converter casts Constant values regardless
-        return ("none known here: a constant value fp16 cannot hold (out of range or below its smallest normal), "
-                "and the float16 converter converts Constant values whatever its op_block_list says; keep this "
-                "model in fp32 or fold the constant into an initializer before converting")
+        # consumer (BatchNormalization) in fp32 changes the row: the converter casts Constant values
+        # regardless
+        return ("none known here: a constant value fp16 cannot hold (out of range or below its smallest "
+                "normal), and the float16 converter converts Constant values whatever its op_block_list "
+                "says; keep this model in fp32 or fold the constant into an initializer before converting")
     if precision == "fp16":
         return f"keep {op} in fp32: --onnx-fp16-keep-fp32 {op} (the float16 converter's op_block_list)"
     if precision == "int8":
@@ -106,8 +109,8 @@ def describe(found: dict[str, Any], precision: str, threshold: float, excluded: 
     """The clause for the row's reason. ``excluded``: the nodes the int8 file already leaves unquantized
     (--onnx-int8-exclude), whose exclusion is not offered again."""
     if found.get("node") is None:
-        return (f"no node output of the {precision} graph is off by more than {threshold:.2g} relative to the fp32 "
-                f"graph ({found.get('compared', 0)} tensors compared)")
+        return (f"no node output of the {precision} graph is off by more than {threshold:.2g} relative to "
+                f"the fp32 graph ({found.get('compared', 0)} tensors compared)")
     if precision == "int8" and found["node"] in excluded:
         fix = ("none known here: it is already left unquantized (--onnx-int8-exclude), and the quantized "
                "activations it reads (the Q/DQ pair on its input) still carry the error")
@@ -153,9 +156,11 @@ def _feed(prep: Any, cand_path: str) -> dict[str, np.ndarray]:
 
     graph = onnx.load(cand_path, load_external_data=False).graph
     dim0 = graph.input[0].type.tensor_type.shape.dim[:1]
-    static = int(dim0[0].dim_value) if dim0 and dim0[0].dim_value > 0 else 0  # a model of a fixed batch takes that
+    # a model of a fixed batch takes that
+    static = int(dim0[0].dim_value) if dim0 and dim0[0].dim_value > 0 else 0
     ev = batches.head(prep.ds.eval, min(static or SAMPLES, batches.count(prep.ds.eval)))
-    if isinstance(ev, dict):  # each input laid along the model's own batch axis (a state [2, batch, 128], a scalar)
+    # each input laid along the model's own batch axis (a state [2, batch, 128], a scalar)
+    if isinstance(ev, dict):
         return layout.of_model_info(prep.minfo).to_model(ev)  # contiguous, a scalar kept 0-d
     return {graph.input[0].name: np.ascontiguousarray(ev)}
 

@@ -9,8 +9,8 @@ The kinds, inferred from an output's shape and reference values, or given with
   errors relative to the map's scale (1 for probabilities), cosine only on samples whose reference is
   not near zero;
 * ``sequence``: class scores at every step, [N, steps, classes] (a text recognizer's CTC head): the greedy
-  decoding (the text) and its confidence, step agreement (parity/sequences.py); inferred where every step's values
-  are probabilities summing to 1, logits only when given;
+  decoding (the text) and its confidence, step agreement (parity/sequences.py); inferred where every step's
+  values are probabilities summing to 1, logits only when given;
 * ``regression``: values or boxes ([N], [N, 1], [N, boxes, 4], ...): errors relative to the output's
   scale, cosine only where the reference is not near zero;
 * ``other``: judged as regression values.
@@ -28,15 +28,19 @@ from infer_compare.parity.detections import GROUP_FORMATS, parse_head, recognize
 
 SCORES, MAP, REGRESSION, OTHER, DETECTIONS = "scores", "map", "regression", "other", "detections"
 SEQUENCE = "sequence"
-KINDS = {SCORES: "class scores or logits [N, classes]", MAP: "probabilities or a dense map [N, H, W] or [N, C, H, W]",
-         SEQUENCE: "class scores at every step [N, steps, classes], judged on the text read (CTC greedy decoding, "
+KINDS = {SCORES: "class scores or logits [N, classes]", MAP: "probabilities or a dense map "
+         "[N, H, W] or [N, C, H, W]",
+         SEQUENCE: "class scores at every step [N, steps, classes], judged on the text "
+         "read (CTC greedy decoding, "
                    "blank 0) and its confidence (parity/sequences.py)",
          REGRESSION: "regression values or boxes", OTHER: "anything else (judged as regression values)",
          DETECTIONS: "a detection head, decoded and judged by detections kept and added "
-                     "(detections:yolo|yolov8|yolo-noobj[+grid] in one output; ssd|ssd-nobg|post-nms|torchvision over "
-                     "several; parity/detections.py, parity/det_groups.py)"}
+                     "(detections:yolo|yolov8|yolo-noobj[+grid] in one output; "
+                     "ssd|ssd-nobg|post-nms|torchvision over several; parity/detections.py, "
+                     "parity/det_groups.py)"}
 ALIASES = {"logits": SCORES, "classes": SCORES, "class-scores": SCORES, "probabilities": MAP, "mask": MAP,
-           "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION, "values": REGRESSION, "yolo": DETECTIONS,
+           "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION,
+           "values": REGRESSION, "yolo": DETECTIONS,
            "ctc": SEQUENCE, "recognizer": SEQUENCE, "text": SEQUENCE, "sequences": SEQUENCE}
 MIN_SPATIAL = 4  # a [N, C, H, W] output is a dense map when H and W are at least this
 MIN_SPATIAL_3D = 8  # a [N, H, W] output is one when H, W >= this and its values are probabilities
@@ -82,8 +86,8 @@ def misfit(kind: str, shape: tuple[int, ...]) -> str:
     if kind == SCORES and len(sample) != 1:
         return f"class scores are [N, classes]; this output is [N, {', '.join(map(str, sample))}]"
     if kind.split(":")[0] == DETECTIONS and kind.partition(":")[2] in GROUP_FORMATS:
-        return "" if len(sample) in (1, 2) else (f"a detection output is [N, K], [N, K, values]; this output is "
-                                                 f"[N, {', '.join(map(str, sample))}]")
+        return "" if len(sample) in (1, 2) else ("a detection output is [N, K], [N, K, values]; this "
+                                                 f"output is [N, {', '.join(map(str, sample))}]")
     if kind.split(":")[0] == DETECTIONS and len(sample) != 2:
         return f"a detection head is [N, anchors, values] or [N, values, anchors]; this output is [N, {', '.join(map(str, sample))}]"
     if kind == SEQUENCE and len(sample) != 2:

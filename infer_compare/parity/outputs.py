@@ -57,17 +57,20 @@ def match_outputs(ref: dict[str, np.ndarray], out: Any) -> tuple[dict[str, np.nd
 
 
 def _missing(name: str, why: str, tol: Tolerance, judge: bool, n: int) -> ParityResult:
-    return ParityResult(n=n, max_abs=float("inf"), mean_abs=float("inf"), rel_max=float("inf"), cosine_mean=0.0,
+    return ParityResult(n=n, max_abs=float("inf"), mean_abs=float("inf"),
+                        rel_max=float("inf"), cosine_mean=0.0,
                         cosine_min=0.0, top1_agreement=None, top5_agreement=None, judged=judge, passed=False,
                         failures=(why,), floor_failures=(why,), tolerance=tol.as_dict(), output=name)
 
 
-def compare_kind(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str = "", labels: np.ndarray | None = None,
+def compare_kind(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str = "",
+                 labels: np.ndarray | None = None,
                  judge: bool = True, judge_top1: bool = True, note: str = "") -> ParityResult:
     """One output judged by what it means (``kind``, parity/kinds.py; "" infers it): class scores by
     :func:`compare`, sequences by sequences.compare_sequences, anything else by values.compare_values."""
     if np.shape(out) != np.shape(ref):  # a failed row that says so, never an exception out of the comparison
-        return _missing("", f"output shape {list(np.shape(out))} differs from the reference's {list(np.shape(ref))}",
+        return _missing("", f"output shape {list(np.shape(out))} differs from the "
+                        f"reference's {list(np.shape(ref))}",
                         tol, judge, len(ref))
     kind = kind or infer_kind(ref)
     if kind.split(":")[0] == DETECTIONS:
@@ -105,7 +108,8 @@ def _group(g: Group, ref: dict[str, np.ndarray], outs: dict[str, Any], tol: Tole
     width = g.ragged_fit(ref, outs)  # torchvision: K may differ, padded to one; any other: the same shapes
     for k in g.names:
         if not width and np.shape(outs[k]) != np.shape(ref[k]):
-            return _missing(g.name, f"output {k!r}: shape {list(np.shape(outs[k]))} differs from the reference's "
+            return _missing(g.name, f"output {k!r}: shape {list(np.shape(outs[k]))} "
+                            "differs from the reference's "
                                     f"{list(np.shape(ref[k]))}", tol, judge, n)
     return compare_detections(g.stack(ref, width), g.stack(outs, width), tol, g.head, judge=judge,
                               note=note).replace(output=g.name)
@@ -122,8 +126,8 @@ def compare_outputs(ref: dict[str, np.ndarray], out: Any, tol: Tolerance, labels
                     kinds: dict[str, str] | None = None) -> ParityResult:
     """Every output of a model with several outputs against its reference (``ref``: {name: N x ...}),
     each judged on its own by what it means (``kinds``: {name: kind}, the others inferred; top-1 only
-    for class scores), the row's verdict its worst output's (see :class:`~infer_compare.base.records.ParityResult`).
-    ``labels`` go to the first class-score output."""
+    for class scores), the row's verdict its worst output's (see
+    :class:`~infer_compare.base.records.ParityResult`). ``labels`` go to the first class-score output."""
     outs, how = match_outputs(ref, out)
     groups = find_groups(ref, kinds)
     grouped = {k for g in groups for k in g.names}

@@ -18,7 +18,8 @@ from infer_compare.parity.checks import (
 )
 from infer_compare.parity.kinds import SCORES
 
-# int8 has no error limit of its own: a near-tie there is a top-two margin under this share of the largest score
+# int8 has no error limit of its own: a near-tie there is a top-two margin under this share of the largest
+# score
 INT8_TIE_REL = 0.05
 
 
@@ -29,7 +30,8 @@ def near_ties(ref: np.ndarray, tol: Tolerance) -> np.ndarray:
     if ref.shape[1] < 2:
         return np.zeros(len(ref), dtype=bool)
     top2 = -np.sort(-ref, axis=1)[:, :2]
-    allowed = (tol.max_rel_err if tol.max_rel_err is not None else INT8_TIE_REL) * (float(np.abs(ref).max()) or 1.0)
+    allowed = (tol.max_rel_err if tol.max_rel_err is not None
+               else INT8_TIE_REL) * (float(np.abs(ref).max()) or 1.0)
     return (top2[:, 0] - top2[:, 1]) < 2.0 * allowed
 
 
@@ -42,9 +44,10 @@ def _top1(ref: np.ndarray, out: np.ndarray, tol: Tolerance, note: str) -> tuple[
     if ties.any():
         flipped = int((~agree[ties]).sum())
         note = "; ".join(x for x in (note, f"top-1 judged on {int((~ties).sum())} of {len(ref)} samples: "
-                                           f"{int(ties.sum())} near-ties (reference top-two margin under twice the "
-                                           f"error {tol.max_rel_err or INT8_TIE_REL} x max |reference| allows), "
-                                           f"{flipped} of them flipped, not judged") if x)
+                                           f"{int(ties.sum())} near-ties (reference top-two margin under "
+                                           f"twice the error {tol.max_rel_err or INT8_TIE_REL} x max "
+                                           f"|reference| allows), {flipped} of them "
+                                           "flipped, not judged") if x)
     return top1, ties, note
 
 
@@ -78,7 +81,8 @@ def _top5(ref: np.ndarray, out: np.ndarray) -> float | None:
     return float(np.mean([len(set(a) & set(b)) / 5.0 for a, b in zip(r5, o5, strict=True)]))
 
 
-def _accuracies(ref: np.ndarray, out: np.ndarray, labels: np.ndarray | None) -> tuple[float | None, float | None]:
+def _accuracies(ref: np.ndarray, out: np.ndarray,
+                labels: np.ndarray | None) -> tuple[float | None, float | None]:
     """(the row's, the reference's) top-1 accuracy against ``labels``; (None, None) without labels."""
     if labels is None:
         return None, None
@@ -86,8 +90,8 @@ def _accuracies(ref: np.ndarray, out: np.ndarray, labels: np.ndarray | None) -> 
     return float((out.argmax(1) == labels).mean()), float((ref.argmax(1) == labels).mean())
 
 
-def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray | None = None, judge: bool = True,
-            judge_top1: bool = True, note: str = "") -> ParityResult:
+def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray | None = None,
+            judge: bool = True, judge_top1: bool = True, note: str = "") -> ParityResult:
     """All metrics of ``out`` against ``ref`` (both N x classes logits).
 
     ``judge=False``: report the figures but fail the row only below the sanity floor
@@ -129,7 +133,8 @@ def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance, labels: np.ndarray
         judged=judge,
         passed=passed,
         failures=tuple(failures),
-        tolerance={**tol.as_dict(), "min_cosine_worst": min_cosine_worst(tol), "top1_judged": bool(judge and judge_top1),
+        tolerance={**tol.as_dict(), "min_cosine_worst": min_cosine_worst(tol),
+                   "top1_judged": bool(judge and judge_top1),
                    "floor_cosine_mean": FLOOR_COSINE_MEAN, "floor_cosine_worst": FLOOR_COSINE_WORST},
         note=note,
         worst_index=worst,

@@ -1,20 +1,25 @@
-"""A recognizer's output: class scores at every step of a sequence, [N, steps, classes] (a text recognizer's CTC
-head: PaddleOCR's, RapidOCR's, ddddocr's; any per-position classifier), judged on what its user reads from it.
+"""A recognizer's output: class scores at every step of a sequence, [N, steps, classes] (a text recognizer's
+CTC head: PaddleOCR's, RapidOCR's, ddddocr's; any per-position classifier), judged on what its user reads from
+it.
 
-What a user reads is the greedy decoding of each sample: the class of each step (argmax), repeats merged and the
-blank (class 0, CTC's convention) dropped, i.e. the text, and its confidence, the mean probability of the classes
-kept (PaddleOCR's score of a text line). A row is judged on:
+What a user reads is the greedy decoding of each sample: the class of each step (argmax), repeats merged and
+the blank (class 0, CTC's convention) dropped, i.e. the text, and its confidence, the mean probability of the
+classes kept (PaddleOCR's score of a text line). A row is judged on:
 
-* **texts equal**: the share of samples whose decoding equals the reference's, against the precision's ``min_top1``
-  (0.9 where it has none). A sample whose decoding changed only at steps that are near-ties in the reference (the
-  top-two margin under twice the error the precision may make, as for class scores) is not judged, and counted;
+* **texts equal**: the share of samples whose decoding equals the reference's, against the precision's
+``min_top1``
+  (0.9 where it has none). A sample whose decoding changed only at steps that are near-ties in the reference
+  (the top-two margin under twice the error the precision may make, as for class scores) is not judged, and
+  counted;
 * **steps agreeing**: the share of steps, near-ties left out, whose class agrees, against the same limit;
-* **confidence error**: the mean change of a text's confidence over the samples both read the same, against the
-  precision's ``max_rel_err`` (int8: detections.INT8_SCORE_ERR, 0.1), as a detector's matched scores are judged;
-  the largest change is reported.
+* **confidence error**: the mean change of a text's confidence over the samples both read the same, against
+the
+  precision's ``max_rel_err`` (int8: detections.INT8_SCORE_ERR, 0.1), as a detector's matched scores are
+  judged; the largest change is reported.
 
-A cosine far from 1 still fails a row that is not judged (parity/checks.py's floors); a row at float rounding level
-never fails. Logits are turned into probabilities (softmax over the classes) for the confidence and the ties.
+A cosine far from 1 still fails a row that is not judged (parity/checks.py's floors); a row at float rounding
+level never fails. Logits are turned into probabilities (softmax over the classes) for the confidence and the
+ties.
 """
 
 from __future__ import annotations
@@ -114,9 +119,10 @@ def summary(t: dict[str, Any]) -> str:
             + (f", {t['tie_only']} changed only at near-tie steps not judged" if t["tie_only"] else "")
             + f"; the reference reads text in {t['texts_read']} of {t['samples']} samples"
             + f"; steps: {t['steps_differing']} of {t['steps_judged']} differ"
-            + (f" ({t['steps'] - t['steps_judged']} near-ties left out)" if t["steps"] > t["steps_judged"] else "")
-            + (f"; confidence changed by {t['confidence_error']:.3g} on average, {t['confidence_error_max']:.3g} at "
-               f"most" if t["confidence_error_max"] else ""))
+            + (f" ({t['steps'] - t['steps_judged']} near-ties left out)"
+               if t["steps"] > t["steps_judged"] else "")
+            + (f"; confidence changed by {t['confidence_error']:.3g} on "
+               f"average, {t['confidence_error_max']:.3g} at most" if t["confidence_error_max"] else ""))
 
 
 def compare_sequences(ref: np.ndarray, out: np.ndarray, tol: Tolerance, judge: bool = True,
@@ -138,7 +144,7 @@ def compare_sequences(ref: np.ndarray, out: np.ndarray, tol: Tolerance, judge: b
     return checks_result(
         _checks(t, tol), nonfinite=nonfinite, judge=judge, rel=max_abs / scale, tol=tol,
         floor_cos=(float(cos.mean()), float(cos[worst]), worst), n=n, max_abs=max_abs,
-        mean_abs=float(diff.mean()) if diff.size else 0.0, rel_max=max_abs / scale, cosine_mean=float(cos.mean()),
-        cosine_min=float(cos[worst]), top1_agreement=None, top5_agreement=None,
+        mean_abs=float(diff.mean()) if diff.size else 0.0, rel_max=max_abs / scale,
+        cosine_mean=float(cos.mean()), cosine_min=float(cos[worst]), top1_agreement=None, top5_agreement=None,
         note="; ".join(x for x in (note, summary(t)) if x), worst_index=worst, kind=SEQUENCE,
         sequences={**t, "text": summary(t)})

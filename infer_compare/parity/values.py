@@ -85,7 +85,8 @@ def compare_values(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str, 
     iou = None
     if kind == MAP:
         iou = float(mask_ious(ref, out, prob).mean())
-        checks.append(("mask IoU", iou, float(tol.min_top1) if tol.min_top1 is not None else DEFAULT_MIN_IOU, True))
+        checks.append(("mask IoU", iou,
+                       float(tol.min_top1) if tol.min_top1 is not None else DEFAULT_MIN_IOU, True))
     skipped = int(n - idx.size)
     notes = [note] if note else []
     if skipped:

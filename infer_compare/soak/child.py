@@ -41,7 +41,8 @@ HIST_LO_NS = 100  # histogram of call times: bin i holds [LO * RATIO**i, LO * RA
 HIST_RATIO = 1.01  # 1 % wide bins: a percentile of the whole soak is within 0.5 % of the exact one
 HIST_BINS = 2600  # up to about 1e13 ns; longer calls land in the last bin
 MIN_BUFFER = 4096  # call times per window held without growing (more when the warm-up predicts more)
-MAX_PRESIZE = 1 << 21  # at most 2 M calls (16 MB + 16 MB) preallocated; a window with more doubles the buffers
+# at most 2 M calls (16 MB + 16 MB) preallocated; a window with more doubles the buffers
+MAX_PRESIZE = 1 << 21
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ def window_line(index: int, start_ns: int, end_ns: int, calls: int, batch: int, 
                 sensors: dict[str, Any]) -> dict[str, Any]:
     """One window's line: SoakWindow's fields and the histogram the parent sums."""
     wall_s = (end_ns - start_ns) / 1e9
-    return {"kind": "window", "index": index, "start_s": start_ns / 1e9, "end_s": end_ns / 1e9, "calls": calls,
+    return {"kind": "window", "index": index, "start_s": start_ns / 1e9,
+            "end_s": end_ns / 1e9, "calls": calls,
             "images": calls * batch, "throughput": calls * batch / wall_s if wall_s > 0 else 0.0, **stats,
             **sensors}
 
@@ -145,7 +147,8 @@ def soak_windows(fn: Callable[[Any], Any], x: Any, spec: SoakSpec, read_sensors:
             t0, n = t1, n + 1
             if t1 >= deadline:
                 break
-        emit(window_line(index, w_start - t0_soak, t1 - t0_soak, n, spec.batch, bufs.stats(n), read_sensors()))
+        emit(window_line(index, w_start - t0_soak, t1 - t0_soak, n, spec.batch, bufs.stats(n),
+                         read_sensors()))
         index += 1
         if deadline >= t_end:
             break
@@ -170,10 +173,11 @@ def _error(stage: str, e: BaseException) -> dict[str, Any]:
 
 
 def _start_line(runner: Any, load_s: float, warm: Any, sensors: Any) -> dict[str, Any]:
-    return {"kind": "start", "load_s": load_s, "first_infer_ms": None if warm.first_ns is None else warm.first_ns / 1e6,
+    return {"kind": "start", "load_s": load_s,
+            "first_infer_ms": None if warm.first_ns is None else warm.first_ns / 1e6,
             "warmup_calls": warm.warmup_calls, "rss_mb": sensors.read().get("rss_mb"),
-            "exec_precision": runner.exec_precision, "settings": dict(runner.settings), "notes": list(runner.notes),
-            "versions": runner.library_versions(), "sensors": sensors.describe()}
+            "exec_precision": runner.exec_precision, "settings": dict(runner.settings),
+            "notes": list(runner.notes), "versions": runner.library_versions(), "sensors": sensors.describe()}
 
 
 def run_soak(spec: SoakSpec, emit: Callable[[dict[str, Any]], Any]) -> None:
@@ -196,7 +200,8 @@ def run_soak(spec: SoakSpec, emit: Callable[[dict[str, Any]], Any]) -> None:
             raise BackendUnavailable(f"the artifact has a static batch of {runner.fixed_batch}; batch "
                                      f"{spec.batch} cannot run")
         stage = "run"
-        # the comparison's inputs: several by name (.npz), each laid along its batch axis by the Session's runner
+        # the comparison's inputs: several by name (.npz), each laid along its batch axis by the Session's
+        # runner
         x = runner.prepare(tile(batches.load(spec.cell.inputs), spec.batch))
         # the cold call and the warm-up of a measured cell; its one measured call is discarded
         warm = time_loop(runner.run, x, replace(spec.cell.loop, min_iters=1, min_time_s=0.0, max_time_s=None,
@@ -221,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
     with open(argv[1], "a", buffering=1) as f:  # one line per window, written as it ends
         run_soak(spec, lambda d: (f.write(json.dumps(d) + "\n"), f.flush()))
     sys.stdout.flush()
-    os._exit(0)  # skip interpreter teardown: some runtimes crash in their atexit handlers (as measure/isolate.py)
+    # skip interpreter teardown: some runtimes crash in their atexit handlers (as measure/isolate.py)
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,8 @@ class Collected:
         self.hist: dict[int, int] = {}
         self.interrupted = False  # set by the caller on Ctrl-C/SIGTERM
 
-    def take(self, lines: list[dict[str, Any]], on_line: Callable[[dict[str, Any]], Any] | None = None) -> None:
+    def take(self, lines: list[dict[str, Any]],
+             on_line: Callable[[dict[str, Any]], Any] | None = None) -> None:
         for d in lines:
             kind = d.get("kind")
             if kind == "window":
@@ -136,12 +137,14 @@ def _follow(proc: subprocess.Popen, lines: Lines, got: Collected, spec: SoakSpec
         allowed = timeout_s + (1.5 * spec.window_s if got.start is not None else 0.0)
         if now - last > allowed:
             kill_group(proc)
-            got.death = (f"timed out: no progress for {allowed:.0f} s (a hang, or raise --cell-timeout); killed")
+            got.death = (f"timed out: no progress for {allowed:.0f} s (a hang, or raise "
+                         "--cell-timeout); killed")
             return
 
 
 def soak_one(spec: SoakSpec, workdir: Path, tag: str, timeout_s: float, got: Collected,
-             on_line: Callable[[dict[str, Any]], Any] | None = None, env: dict[str, str] | None = None) -> Collected:
+             on_line: Callable[[dict[str, Any]], Any] | None = None,
+             env: dict[str, str] | None = None) -> Collected:
     """Soak ``spec`` in a child process; ``got`` fills as its lines come (so that a caller interrupted
     meanwhile keeps every finished window). On Ctrl-C/SIGTERM the child's group is killed and the
     interrupt goes on up."""
@@ -175,7 +178,8 @@ def soak_one(spec: SoakSpec, workdir: Path, tag: str, timeout_s: float, got: Col
 def soak_result(got: Collected, label: str, spec: SoakSpec) -> SoakResult:
     stopped_by, why = got.stopped_by()
     start = got.start or {}
-    return SoakResult.build(label, spec.duration_s, spec.window_s, got.windows, rss_start_mb=start.get("rss_mb"),
+    return SoakResult.build(label, spec.duration_s, spec.window_s, got.windows,
+                            rss_start_mb=start.get("rss_mb"),
                             stopped_by=stopped_by, reason=why, sensors=start.get("sensors") or ())
 
 
@@ -184,10 +188,12 @@ def _failed_row(got: Collected, common: dict[str, Any]) -> RunRecord:
     status = SKIPPED if err.get("status") == SKIPPED else RUN_FAILED
     extra = {k: v for k, v in (("stderr_tail", got.stderr), ("traceback", err.get("traceback", ""))) if v}
     return RunRecord(**common, status=status, reason=err.get("error") or got.death or "unknown failure",
-                     hint=err.get("hint", ""), skip_kind="unavailable" if status == SKIPPED else "", extra=extra)
+                     hint=err.get("hint", ""), skip_kind="unavailable" if status == SKIPPED else "",
+                     extra=extra)
 
 
-def row_of(got: Collected, base: dict[str, Any], batch: int, art: ExportRecord, warmup_iters: int) -> RunRecord:
+def row_of(got: Collected, base: dict[str, Any], batch: int, art: ExportRecord,
+           warmup_iters: int) -> RunRecord:
     """The configuration's row: every call of the soak (ok), or why it failed (run_failed, skipped)."""
     common = dict(base, batch_size=batch, export=art)
     if not got.windows:

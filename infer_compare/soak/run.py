@@ -129,7 +129,8 @@ class _SoakRun:
             results.append(cur[1])
         have = {r.label for r in rows} | self.done
         return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                      tuple(self.command or sys.argv), self.prep.minfo, self.environment, self.settings, tuple(rows),
+                      tuple(self.command or sys.argv), self.prep.minfo, self.environment,
+                      self.settings, tuple(rows),
                       tuple(self.warnings), tuple(self.notes), round(time.perf_counter() - self.t_start, 2),
                       complete=not why_incomplete, incomplete_reason=why_incomplete, soak=tuple(results),
                       not_run=tuple(x for x in self.planned if x not in have) if why_incomplete else ())
@@ -152,26 +153,28 @@ def _notes(prep: Any, duration: float, window: float) -> list[str]:
     return list(prep.notes) + [
         f"soak: each configuration ran in its own process for {fmt_duration(duration)} in windows of "
         f"{fmt_duration(window)}, after its cold call and warm-up; one window line per window as it ended",
-        "a row's latency covers every call of its soak: count, mean, std, min and max exactly, its percentiles from "
-        "a histogram of 1 %-wide bins (within 0.5 %); each window's percentiles are exact",
-        f"RSS growth per {GROWTH_PER_CALLS:,} calls: least-squares slope of the windows' RSS (VmRSS) against the "
-        "calls made, over the windows after the first; drift: the last full window over the first",
+        "a row's latency covers every call of its soak: count, mean, std, min and max exactly, its "
+        "percentiles from a histogram of 1 %-wide bins (within 0.5 %); each window's percentiles are exact",
+        f"RSS growth per {GROWTH_PER_CALLS:,} calls: least-squares slope of the windows' RSS (VmRSS) "
+        "against the calls made, over the windows after the first; drift: the last "
+        "full window over the first",
         "a soak checks no parity: run the comparison for it",
     ]
 
 
 def _prepared(model: str | None, bundle: str | None, sel: Any, weights: str, seed: int, cache: Any,
-              prog: Progress, warn: Callable[[str], None], input_shape: str | None = None, data: Any = None) -> Any:
-    """The comparison's Prepared (prepare.model.prepare_any: a built-in or the user's model, with the same inputs laid
-    out by role: --input-shape, --input-value, --data), or a bundle's."""
+              prog: Progress, warn: Callable[[str], None], input_shape: str | None = None,
+              data: Any = None) -> Any:
+    """The comparison's Prepared (prepare.model.prepare_any: a built-in or the user's model, with the same
+    inputs laid out by role: --input-shape, --input-value, --data), or a bundle's."""
     if bundle is not None:
         prog.task("verifying the bundle")
         v = verify(bundle)
         prog.log(f"bundle verified: {v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 ok")
         return prepared_from_bundle(v)
     return prepare_any(str(model), weights=weights, input_shape=input_shape, example_input=None, data=data,
-                       parity_samples=None, calibration_samples=None, seed=seed, cache=cache, threads=sel.threads,
-                       prog=prog, warn=warn)
+                       parity_samples=None, calibration_samples=None, seed=seed, cache=cache,
+                       threads=sel.threads, prog=prog, warn=warn)
 
 
 # the options a soak does not take: it measures windows, not a loop stopped by a statistic
@@ -182,8 +185,8 @@ NOT_FOR_SOAK = ("min_iters", "min_time_s", "max_time_s", "target_ci", "parity_ev
 def soak(model: str | None = None, *, bundle: str | Path | None = None, duration_s: float | str = 600.0,
          window_s: float | str = 10.0, weights: str = "auto", options: MeasureOptions | None = None,
          command: Iterable[str] | None = None, progress: Progress | None = None,
-         on_update: Callable[[Report], None] | None = None, sensors_root: str = "/", input_shape: str | None = None,
-         data: Any = None, **measure: Any) -> Report:
+         on_update: Callable[[Report], None] | None = None, sensors_root: str = "/",
+         input_shape: str | None = None, data: Any = None, **measure: Any) -> Report:
     """Soak each configuration of the selection (batch size 1 unless ``batch_sizes``) for ``duration_s``
     in windows of ``window_s`` (seconds, or text such as "10m"); the Report with ``Report.soak``.
 
@@ -212,9 +215,10 @@ def soak(model: str | None = None, *, bundle: str | Path | None = None, duration
     prog.task("probing the environment")
     environment = env.collect()
     sel.threads = sel.threads or environment.cores_physical or environment.cores_logical or 1
-    prep = _prepared(model, None if bundle is None else str(bundle), sel, weights, opts.seed, cache, prog, warnings,
-                     input_shape, data)
-    run = _SoakRun(prep, environment, _notes(prep, duration, window), warnings, prog, command, on_update, t_start)
+    prep = _prepared(model, None if bundle is None else str(bundle), sel, weights, opts.seed, cache, prog,
+                     warnings, input_shape, data)
+    run = _SoakRun(prep, environment, _notes(prep, duration, window), warnings, prog, command,
+                   on_update, t_start)
     _soak_all(run, sel, cache, duration, window, sensors_root)
     run.warnings.extend(m for m in cache.messages if m not in run.warnings)
     return run.report()
@@ -232,7 +236,8 @@ def _soak_all(run: _SoakRun, sel: Any, cache: Any, duration: float, window: floa
         run.prog.warn(w)
     cells = plan_cells(present, sel)
     run.settings = settings_for(sel, present, sel.threads, len(run.prep.ds.eval))
-    run.planned = [x for c in cells if c.device is not None for x in _labels(c, run.settings.batch_sizes[c.kind])]
+    run.planned = [x for c in cells if c.device is not None
+                   for x in _labels(c, run.settings.batch_sizes[c.kind])]
     chain = chain_for(run.prep, sel, run.settings, cache, run.prog)
     work = Path(tempfile.mkdtemp(prefix="infer-compare-soak-"))
     try:
@@ -256,7 +261,8 @@ def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path
     _, skipped = cannot_run(c, base)
     interrupts.check()  # a signal swallowed by a runtime's import (base/interrupts.py)
     if skipped is not None:
-        more = chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner)) if c.device is None else ""
+        more = chain.explain(c.fmt,
+                             get_format(c.fmt).artifact_for(c.precision, c.runner)) if c.device is None else ""
         run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped, labels=labels)
         return
     art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
@@ -271,7 +277,8 @@ def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path
 def _soak_batch(run: _SoakRun, c: Any, b: int, art: Any, sel: Any, work: Path, tag: str, cache: Any,
                 duration: float, window: float, sensors_root: str, base: dict[str, Any]) -> None:
     cell = cell_spec(c, art, (b,), run.prep, sel, run.settings, work, tag, cache)
-    spec = SoakSpec(cell.replace(parity_inputs=None, outputs="", parity_limit={}), duration, window, sensors_root)
+    spec = SoakSpec(cell.replace(parity_inputs=None, outputs="", parity_limit={}), duration, window,
+                    sensors_root)
     label = _labels(c, (b,))[0]
     got = Collected()
     run.current = _Flight(got, base, b, art, label, spec, run.settings.warmup_iters)

@@ -147,7 +147,8 @@ class Sensors:
     def read(self) -> dict[str, Any]:
         temps = {**hwmon_temperatures(self.root), **thermal_zones(self.root)}
         clocks = {**cpu_clocks(self.root), **devfreq_clocks(self.root)}
-        out: dict[str, Any] = {"rss_mb": rss_mb(self.root, self.pid), "temperatures_c": temps, "clocks_mhz": clocks}
+        out: dict[str, Any] = {"rss_mb": rss_mb(self.root, self.pid), "temperatures_c": temps,
+                               "clocks_mhz": clocks}
         if self.gpu is not None and self.gpu.ok:
             t = self.gpu.temperature_c()
             if t is not None:
@@ -167,7 +168,8 @@ class Sensors:
         out = [f"{name}: {n} reading{'s' if n != 1 else ''}" if n else f"{name}: none readable here"
                for name, n in found]
         if self.gpu is not None:
-            out.append("NVML: GPU memory, temperature and clocks" if self.gpu.ok else f"NVML: {self.gpu.reason}")
+            out.append("NVML: GPU memory, temperature and clocks" if self.gpu.ok
+                       else f"NVML: {self.gpu.reason}")
         return out
 
     def close(self) -> None:

@@ -9,13 +9,16 @@ RUNTIME = Runtime(
     extra="onnxruntime",
     runners=(
         RunnerInfo("onnxruntime", "ONNX Runtime", "infer_compare.backends.onnxruntime.run:OnnxRuntimeRunner",
-                   ("cpu", "cuda"), formats=("onnx",), options="infer_compare.backends.onnxruntime.options:OrtOptions"),
+                   ("cpu", "cuda"), formats=("onnx",),
+                   options="infer_compare.backends.onnxruntime.options:OrtOptions"),
         RunnerInfo("onnxruntime-trt", "ONNX Runtime TensorRT EP",
-                   "infer_compare.backends.onnxruntime.run_trt:OnnxRuntimeTensorRTRunner", ("cuda",), formats=("onnx",),
+                   "infer_compare.backends.onnxruntime.run_trt:OnnxRuntimeTensorRTRunner",
+                   ("cuda",), formats=("onnx",),
                    options="infer_compare.backends.onnxruntime.options:OrtTensorRTOptions"),
     ),
     libraries=(
-        Library("onnxruntime", ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml"),
+        Library("onnxruntime", ("onnxruntime", "onnxruntime-gpu",
+                                "onnxruntime-openvino", "onnxruntime-directml"),
                 "pip install 'infer-compare[onnxruntime]'  (GPU: pip install onnxruntime-gpu)"),
     ),
 )

@@ -9,8 +9,9 @@ from infer_compare.catalog import deps
 
 GPU_HINT = "pip install onnxruntime-gpu  (its CUDA major must match the CUDA libraries: CUDA 12 or 13 wheels)"
 if platform.machine().lower() in ("aarch64", "arm64"):  # a Jetson: PyPI's aarch64 wheels are not JetPack's
-    GPU_HINT = ("on a Jetson: the onnxruntime-gpu wheel built for its JetPack (NVIDIA's Jetson wheels: the CUDA "
-                "of the JetPack); PyPI's aarch64 onnxruntime-gpu wheels need glibc 2.34 and CUDA 12/13 libraries")
+    GPU_HINT = ("on a Jetson: the onnxruntime-gpu wheel built for its JetPack (NVIDIA's Jetson wheels: "
+                "the CUDA of the JetPack); PyPI's aarch64 onnxruntime-gpu wheels need glibc 2.34 and CUDA "
+                "12/13 libraries")
 CUDA_PRECISIONS = ("fp32", "tf32", "fp16")
 
 

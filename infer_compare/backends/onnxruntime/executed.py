@@ -19,8 +19,8 @@ class ExecutedGraph:
     exec_precision) are the runner's."""
 
     def _quantized_in_file(self) -> None:
-        """A float row of a file that is already quantized (ConvInteger, DynamicQuantizeLinear...) runs integer
-        kernels whatever it is called: its node types (read without the weights) say so."""
+        """A float row of a file that is already quantized (ConvInteger, DynamicQuantizeLinear...) runs
+        integer kernels whatever it is called: its node types (read without the weights) say so."""
         try:
             if os.path.getsize(self.artifact) > QUANTIZED_SCAN_BYTES:
                 return  # a large file: not scanned (its int8 conversions would have said it is quantized)
@@ -35,7 +35,8 @@ class ExecutedGraph:
         torch-free device) from the protobuf wire format (onnx_wire): the same node types, zero-point
         types and int8 weights' range."""
         if not os.path.exists(path):
-            self.notes.append("ONNX Runtime wrote no optimized graph: the executed precision is not inspected")
+            self.notes.append("ONNX Runtime wrote no optimized graph: the executed precision is "
+                              "not inspected")
             return None
         if deps.has("onnx"):
             import onnx
@@ -52,8 +53,9 @@ class ExecutedGraph:
             return None
         if self.options.precision == "int8":
             self._recipe = int8_recipe(wire)
-        self.notes.append("the executed graph was read without the onnx package (infer_compare.backends.onnxruntime."
-                          "onnx_wire): node types, zero-point types and the int8 weights' range")
+        self.notes.append("the executed graph was read without the onnx package "
+                          "(infer_compare.backends.onnxruntime.onnx_wire): node types, zero-point types and "
+                          "the int8 weights' range")
         return summarize(wire)
 
     def _describe(self, g: GraphSummary | None, what: str) -> None:
@@ -66,21 +68,25 @@ class ExecutedGraph:
         if prec == "int8":
             n = g.count("integer")
             self.exec_precision = f"int8: {n} of {g.total} nodes integer" if n else "fp32: no integer kernel"
-            self.notes.append(f"{what}: integer (kernels and int8 data movement): {g.describe('integer')}; Q/DQ: "
-                              f"{g.describe('quantize')}; float: {self._floats(g)}")
+            self.notes.append(f"{what}: integer (kernels and int8 data "
+                              f"movement): {g.describe('integer')}; Q/DQ: {g.describe('quantize')}; "
+                              f"float: {self._floats(g)}")
             self._describe_cpu_int8(n)
             return
         n16, n32 = g.count("fp16"), g.count("fp32")
-        if g.count("integer"):  # a file quantized before it came here: integer kernels whatever the row's name
+        # a file quantized before it came here: integer kernels whatever the row's name
+        if g.count("integer"):
             n = g.count("integer")
             self.exec_precision = f"int8: {n} of {g.total} nodes integer (quantized in the file itself)"
-            self.notes.append(f"{what}: the file is already quantized: integer {g.describe('integer')}; Q/DQ: "
-                              f"{g.describe('quantize')}; float: {self._floats(g)}")
+            self.notes.append(f"{what}: the file is already quantized: "
+                              f"integer {g.describe('integer')}; Q/DQ: {g.describe('quantize')}; "
+                              f"float: {self._floats(g)}")
             return
         if not n16:
             self.exec_precision = "fp32"
-            self.notes.append(f"{what}: no node computes in fp16 (the provider has no fp16 kernel for them: it "
-                              f"casts to fp32): fp32 {g.describe('fp32')}; casts {g.describe('cast')}")
+            self.notes.append(f"{what}: no node computes in fp16 (the provider has no fp16 kernel for "
+                              f"them: it casts to fp32): fp32 {g.describe('fp32')}; "
+                              f"casts {g.describe('cast')}")
         else:
             self.exec_precision = "fp16" if not n32 else f"fp16+fp32 ({n16} of {g.total} nodes fp16)"
             self.notes.append(f"{what}: fp16 {g.describe('fp16')}; fp32 {g.describe('fp32')}; casts "
@@ -100,8 +106,8 @@ class ExecutedGraph:
         if n_integer:
             self.exec_precision += f" ({r['scheme']}, {bits}-bit weights, {cpu.isa})"
         x86 = "; on x86 ONNX Runtime runs an S8S8 file as U8S8" if cpu.arch == "x86_64" else ""
-        self.notes.append(f"int8 on this CPU: executed as {r['scheme']} with {bits}-bit weights (read from the "
-                          f"session's optimized graph{x86}); kernels: {kernel}")
+        self.notes.append(f"int8 on this CPU: executed as {r['scheme']} with {bits}-bit weights (read "
+                          f"from the session's optimized graph{x86}); kernels: {kernel}")
 
     @staticmethod
     def _floats(g: GraphSummary) -> str:

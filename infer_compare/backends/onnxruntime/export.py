@@ -46,7 +46,8 @@ from infer_compare.host.cpu_int8 import describe as describe_cpu
 from infer_compare.host.cpu_int8 import reduce_range_for
 
 EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary directory
-FP16_REV = 2  # 2: the sort counts what If/Loop subgraphs read from outside (int8 files unchanged: not rebuilt)
+# 2: the sort counts what If/Loop subgraphs read from outside (int8 files unchanged: not rebuilt)
+FP16_REV = 2
 INT8_REV = 3  # 2: an output concatenating parts of different scales keeps its decoding tail in float
 # 3: If/Loop subgraphs' outer reads sorted as in fp16 (issue 38)
 CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
@@ -71,13 +72,16 @@ class _FromOnnx(Exporter):
     def probe(cls) -> Availability:
         for m in ("onnx", "onnxruntime"):
             if not deps.has(m):
-                return Availability(False, f"'{m}' is not installed (the fp16 and int8 ONNX files are converted "
+                return Availability(False, f"'{m}' is not installed (the fp16 and int8 "
+                                    "ONNX files are converted "
                                            "with ONNX Runtime's tools)", deps.hint(m))
-        return Availability(True, version=f"onnxruntime {deps.version('onnxruntime')}, onnx {deps.version('onnx')}")
+        return Availability(True, version=f"onnxruntime {deps.version('onnxruntime')}, "
+                            f"onnx {deps.version('onnx')}")
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
-        return {"onnxruntime": deps.version("onnxruntime"), "onnx": deps.version("onnx"), "exporter_rev": EXPORTER_REV}
+        return {"onnxruntime": deps.version("onnxruntime"), "onnx": deps.version("onnx"),
+                "exporter_rev": EXPORTER_REV}
 
 
 def _need_source(source: str | None, what: str) -> str:
@@ -92,7 +96,8 @@ def _check(path: Path, what: str) -> None:
     try:
         onnx.checker.check_model(str(path), full_check=True)
     except Exception as e:
-        raise ExportError(f"onnx.checker rejected the {what} ONNX file: {str(e).strip().splitlines()[0]}") from e
+        raise ExportError(f"onnx.checker rejected the {what} ONNX "
+                          f"file: {str(e).strip().splitlines()[0]}") from e
 
 
 class OnnxFp16Exporter(_FromOnnx):
@@ -101,7 +106,8 @@ class OnnxFp16Exporter(_FromOnnx):
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
         keep = _keep_fp32(ctx)
-        return {**super().cache_extras(ctx, precision), "fp16_rev": FP16_REV, **({"keep_fp32": keep} if keep else {})}
+        return {**super().cache_extras(ctx, precision), "fp16_rev": FP16_REV,
+                **({"keep_fp32": keep} if keep else {})}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import onnx
@@ -128,13 +134,15 @@ class OnnxFp16Exporter(_FromOnnx):
         opts = {"converter": f"onnxruntime.transformers.float16 (onnxruntime {deps.version('onnxruntime')})",
                 "keep_io_types": True, "io": "float32 input and output (a Cast at each edge)",
                 "initializers": inits, "nodes_fp16": s.count("fp16"), "nodes_fp32": s.count("fp32"),
-                "nodes": s.total, "weights_clamped_to_fp16_range": clamped, **({"keep_fp32": keep} if keep else {})}
-        notes = [f"converted from the fp32 ONNX file (not re-exported from model.half()): {s.count('fp16')} of "
-                 f"{s.total} nodes compute in fp16, {s.count('cast')} Casts, input and output stay float32"]
+                "nodes": s.total, "weights_clamped_to_fp16_range": clamped,
+                **({"keep_fp32": keep} if keep else {})}
+        notes = ["converted from the fp32 ONNX file (not re-exported from "
+                 f"model.half()): {s.count('fp16')} of {s.total} nodes compute in fp16, {s.count('cast')} "
+                 "Casts, input and output stay float32"]
         if any(clamped.values()):
             notes.append(f"the converter clamped {clamped['above_65504']} weight values above fp16's largest "
-                         f"value to 65504 and raised {clamped['below_5.96e-8']} below its smallest subnormal to "
-                         "5.96e-8")
+                         f"value to 65504 and raised {clamped['below_5.96e-8']} below its smallest "
+                         "subnormal to 5.96e-8")
         return ExportResult(str(path), opts, notes)
 
 
@@ -167,7 +175,8 @@ class OnnxInt8Exporter(_FromOnnx):
         o = _recipe(ctx, precision)
         recipe = {"calibration": o.int8_calibration, "scheme": o.int8_scheme, "per_channel": True,
                   "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration),
-                  "reduce_range": _reduce_range(o)[0], **({"exclude": _csv(o.int8_exclude)} if o.int8_exclude else {})}
+                  "reduce_range": _reduce_range(o)[0], **({"exclude": _csv(o.int8_exclude)}
+                                                          if o.int8_exclude else {})}
         return {**super().cache_extras(ctx, precision), "recipe": recipe, "int8_rev": INT8_REV,
                 "calibration_n": int(count(ctx.calibration)) if ctx.calibration is not None else 0}
 
@@ -182,8 +191,8 @@ class OnnxInt8Exporter(_FromOnnx):
             raise ExportError("int8 quantization needs calibration images, and there are none")
         q = deps.require("onnxruntime.quantization", "ONNX int8 quantization")
         if "calibration_cache_path" not in inspect.signature(q.quantize_static).parameters:
-            raise BackendUnavailable(f"onnxruntime {deps.version('onnxruntime')} cannot quantize from computed ranges "
-                                     "(quantize_static has no calibration_cache_path)",
+            raise BackendUnavailable(f"onnxruntime {deps.version('onnxruntime')} cannot quantize from "
+                                     "computed ranges (quantize_static has no calibration_cache_path)",
                                      "pip install -c constraints.txt 'onnxruntime>=1.31'")
         o = _recipe(ctx, precision)
         reduce, why = _reduce_range(o)
@@ -200,8 +209,10 @@ class OnnxInt8Exporter(_FromOnnx):
                 pre_how = _pre_process(q, fixed[0], pre)
                 ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp), ctx.layout)
                 excluded = excluded_nodes(pre, _csv(o.int8_exclude))
-                tails, mixed = mixed_scale_tails(pre, ranges)  # a detector's head: its parts keep their scales
-                _quantize(q, pre, path, ranges, o, Path(tmp), reduce, [*excluded, *(t for t in tails if t not in excluded)])
+                # a detector's head: its parts keep their scales
+                tails, mixed = mixed_scale_tails(pre, ranges)
+                _quantize(q, pre, path, ranges, o, Path(tmp), reduce,
+                          [*excluded, *(t for t in tails if t not in excluded)])
         _sort_subgraph_reads(path)
         _check(path, "int8")
         model = onnx.load(str(path))
@@ -209,7 +220,8 @@ class OnnxInt8Exporter(_FromOnnx):
         s = summarize(model)
         act = "uint8 asymmetric" if o.int8_scheme == "U8S8" else "int8 symmetric (zero point 0)"
         opts = {"quantizer": f"onnxruntime.quantization (onnxruntime {deps.version('onnxruntime')})",
-                "pre_process": pre_how, "before_quantizing": fixed[1], "format": "QDQ", "scheme": o.int8_scheme,
+                "pre_process": pre_how, "before_quantizing": fixed[1],
+                "format": "QDQ", "scheme": o.int8_scheme,
                 "activations": act, "weights": f"int8 per-channel symmetric, {bits}-bit range",
                 "reduce_range": reduce, "reduce_range_reason": why, "built_on_cpu": describe_cpu().to_dict(),
                 "calibration": o.int8_calibration,
@@ -217,7 +229,8 @@ class OnnxInt8Exporter(_FromOnnx):
                 "calibration_inputs": int(count(ctx.calibration)), "calibration_batch": CALIB_BATCH,
                 "quantize_nodes": dict(s.by_class.get("quantize", {})),
                 "quantized_ops": dict(wrapped), "float_ops": dict(left),
-                **({"excluded": {"asked": _csv(o.int8_exclude), "nodes": excluded}} if o.int8_exclude else {})}
+                **({"excluded": {"asked": _csv(o.int8_exclude), "nodes": excluded}}
+                   if o.int8_exclude else {})}
         notes = [f"QDQ {o.int8_scheme} ({act} activations, int8 per-channel {bits}-bit weights), "
                  f"{o.int8_calibration} calibration on {count(ctx.calibration)} images; ops wrapped in Q/DQ: "
                  f"{_fmt(wrapped)}; left in float: {_fmt(left) or 'none'}", f"reduce_range {why}"]
@@ -311,8 +324,8 @@ def _tail_note(opts: dict[str, Any], tails: list[str], mixed: str) -> list[str]:
     if not tails:
         return []
     opts["mixed_scale_outputs"] = {"why": mixed, "nodes": tails}
-    return [f"left in float so that one output's parts keep their own scales ({mixed}): {len(tails)} node(s) of "
-            f"its decoding tail, {', '.join(tails[:4])}{' ...' if len(tails) > 4 else ''}"]
+    return [f"left in float so that one output's parts keep their own scales ({mixed}): {len(tails)} "
+            f"node(s) of its decoding tail, {', '.join(tails[:4])}{' ...' if len(tails) > 4 else ''}"]
 
 
 def _input_of(path: Path, default: str) -> tuple[str, int | None]:

@@ -157,7 +157,8 @@ def int8_recipe(model) -> dict:
     zp_types, peak, n_weights = set(), 0, 0
     inits = {t.name: t for t in model.graph.initializer}
     for node in model.graph.node:
-        if node.op_type in ("QuantizeLinear", "QLinearConv", "QLinearMatMul", "QGemm") and len(node.input) > 2:
+        if node.op_type in ("QuantizeLinear", "QLinearConv",
+                            "QLinearMatMul", "QGemm") and len(node.input) > 2:
             zp = inits.get(node.input[2])
             if zp is not None:
                 zp_types.add(zp.data_type)

@@ -45,7 +45,8 @@ def _set_sizes(m, calib) -> dict[str, str]:
     arrays = calib if is_multi(calib) else {None: calib}
     weights = {t.name for t in m.graph.initializer}
     inputs = [vi for vi in m.graph.input if vi.name not in weights]
-    batch = {vi.type.tensor_type.shape.dim[0].dim_param for vi in inputs if len(vi.type.tensor_type.shape.dim)}
+    batch = {vi.type.tensor_type.shape.dim[0].dim_param for vi in inputs
+             if len(vi.type.tensor_type.shape.dim)}
     done: dict[str, str] = {}
     for vi in inputs:
         a = arrays.get(vi.name, arrays.get(None) if len(inputs) == 1 else None)
@@ -71,8 +72,8 @@ def excluded_nodes(pre: Path, asked: list[str]) -> list[str]:
     names = [n.name for n in nodes if n.name in asked or n.op_type in asked]
     missing = [a for a in asked if not any(a in (n.name, n.op_type) for n in nodes)]
     if missing:
-        raise ExportError(f"--onnx-int8-exclude {', '.join(missing)}: no node of that name or op type in the graph "
-                          "being quantized (after quant_pre_process)")
+        raise ExportError(f"--onnx-int8-exclude {', '.join(missing)}: no node of that name or op type in "
+                          "the graph being quantized (after quant_pre_process)")
     return names
 
 

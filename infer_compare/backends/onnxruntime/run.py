@@ -75,7 +75,8 @@ class OnnxRuntimeRunner(ExecutedGraph, Runner):
         try:
             providers = ort_providers()
         except Exception as e:
-            return Availability(False, f"onnxruntime fails to import: {e}", deps.hint("onnxruntime"), version=v)
+            return Availability(False, f"onnxruntime fails to import: {e}",
+                                deps.hint("onnxruntime"), version=v)
         if device.startswith("cuda"):
             if "CUDAExecutionProvider" not in providers:
                 return Availability(False, f"this onnxruntime build has no CUDA execution provider "
@@ -87,13 +88,15 @@ class OnnxRuntimeRunner(ExecutedGraph, Runner):
     def supports(cls, fmt: str, precision: str, device: str) -> Availability:
         if not device.startswith("cuda"):
             if precision == "tf32":
-                return Availability(False, "TF32 is a CUDA math mode; ONNX Runtime's CPU provider runs the fp32 row")
+                return Availability(False, "TF32 is a CUDA math mode; ONNX Runtime's CPU provider runs "
+                                    "the fp32 row")
             return Availability(True)
         if precision == "int8":
             return Availability(False, "the CUDA EP has no int8 convolution kernels (a QDQ file would run "
                                        "dequantized in float); int8 on NVIDIA GPUs: the TensorRT rows")
         if precision not in CUDA_PRECISIONS:
-            return Availability(False, f"ONNX Runtime CUDA runs {', '.join(CUDA_PRECISIONS)}, not {precision}")
+            return Availability(False, f"ONNX Runtime CUDA runs {', '.join(CUDA_PRECISIONS)}, "
+                                f"not {precision}")
         return Availability(True)
 
     # ------------------------------------------------------------------ lifecycle
@@ -122,12 +125,14 @@ class OnnxRuntimeRunner(ExecutedGraph, Runner):
         self.session = self._create(so, providers)
         self._after_session()
         self._so, self._io, self._dev_type = so, self.options.io != "host", "cuda"
-        self.settings = {"providers": self.session.get_providers(), "provider_options": self._provider_options(),
+        self.settings = {"providers": self.session.get_providers(),
+                         "provider_options": self._provider_options(),
                          "graph_optimization": "ORT_ENABLE_ALL", "cuda_libraries": self._libs,
                          "io": "device" if self._io else "host",
-                         "io_detail": ("IO binding: input copied to the GPU and output allocated there before timing "
-                                       "(no host copies in the timed call)") if self._io else
-                                      "numpy in, numpy out: host->device and device->host copies inside each timed call",
+                         "io_detail": ("IO binding: input copied to the GPU and output allocated there "
+                                       "before timing (no host copies in the timed call)") if self._io else
+                                      "numpy in, numpy out: host->device and device->host copies "
+                                      "inside each timed call",
                          "before_first_call": "nothing: the session has not run before the first timed call"}
 
     def _load_cpu(self, so) -> None:
@@ -142,12 +147,13 @@ class OnnxRuntimeRunner(ExecutedGraph, Runner):
             self.session = self._ort.InferenceSession(self.artifact, so, providers=[self.provider])
             self._io = False
             self._after_session()
-            self.settings = {"provider": self.session.get_providers()[0], "intra_op_threads": so.intra_op_num_threads,
+            self.settings = {"provider": self.session.get_providers()[0],
+                             "intra_op_threads": so.intra_op_num_threads,
                              "inter_op_threads": 1, "graph_optimization": "ORT_ENABLE_ALL"}
             if inspect:
                 self._describe(self._read_graph(so.optimized_model_filepath), "the session's optimized graph")
-                self.settings["executed_graph"] = ("inspected: SessionOptions.optimized_model_filepath (written during "
-                                                   "session creation, inside the load time)")
+                self.settings["executed_graph"] = ("inspected: SessionOptions.optimized_model_filepath "
+                                                   "(written during session creation, inside the load time)")
             else:
                 self._quantized_in_file()
         finally:
@@ -224,7 +230,8 @@ class OnnxRuntimeRunner(ExecutedGraph, Runner):
         else:
             self.exec_precision = "fp16" if self._dtype == np.float16 else "fp32"
         if self._cuda and prec == "fp16" and self.session.get_providers()[0] == "CUDAExecutionProvider":
-            # the CUDA EP has fp16 kernels for the usual vision ops: the converted file's own graph is what runs
+            # the CUDA EP has fp16 kernels for the usual vision ops: the converted file's own graph is what
+            # runs
             self._describe(self._read_graph(self.artifact), "the fp16 file's graph (CUDA EP node placement "
                                                             "not inspected)")
 

@@ -12,7 +12,8 @@ from infer_compare.base.batches import arrays_for, count
 from infer_compare.base.errors import RunnerError
 
 DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-          "tensor(bfloat16)": None, "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16,
+          "tensor(bfloat16)": None, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+          "tensor(int16)": np.int16,
           "tensor(int8)": np.int8, "tensor(uint64)": np.uint64, "tensor(uint32)": np.uint32,
           "tensor(uint16)": np.uint16, "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
 

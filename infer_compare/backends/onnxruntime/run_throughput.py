@@ -54,7 +54,8 @@ def cpu_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> Throughp
     w = run_threads(calls, count(batch), s)
     how = (f"ONNX Runtime: one session, {n} concurrent run() calls from {n} threads (Run is thread-safe), "
            f"{per} intra-op thread(s) each")
-    return result(w, n, "threads", how, {"sessions": 1, "concurrent_runs": n, "intra_op_threads_per_run": per},
+    return result(w, n, "threads", how, {"sessions": 1, "concurrent_runs": n,
+                                         "intra_op_threads_per_run": per},
                   outputs=r.to_numpy(w.last))
 
 
@@ -63,14 +64,16 @@ def cuda_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> Through
     n = max(1, int(s.concurrency or CUDA_STREAMS))
     sessions = [r.session] + [r._create(r._so, r._gpu_providers()) for _ in range(n - 1)]
     x = feed_of(r._inputs, batch) if r._multi else np.ascontiguousarray(batch, dtype=r._dtype)
-    calls = [_cuda_call(r, sess, {k: v.copy() for k, v in x.items()} if r._multi else x.copy()) for sess in sessions]
+    calls = [_cuda_call(r, sess, {k: v.copy() for k, v in x.items()} if r._multi else x.copy())
+             for sess in sessions]
     try:
         w = run_threads(calls, count(batch), s)
         out = r.to_numpy(w.last)
     finally:
         del calls, sessions
-    how = (f"ONNX Runtime {r.provider}: {n} sessions, each its own execution provider instance and CUDA stream, "
-           f"one host thread each; io {'device (IO binding)' if r._io else 'host (numpy in and out)'}")
+    how = (f"ONNX Runtime {r.provider}: {n} sessions, each its own execution provider instance and CUDA "
+           "stream, one host thread each; "
+           f"io {'device (IO binding)' if r._io else 'host (numpy in and out)'}")
     return result(w, n, "sessions", how, {"sessions": n}, outputs=out)
 
 

@@ -70,8 +70,10 @@ class OnnxRuntimeTensorRTRunner(OnnxRuntimeRunner):
     @classmethod
     def supports(cls, fmt: str, precision: str, device: str) -> Availability:
         if precision not in PRECISIONS:
-            return Availability(False, f"the TensorRT EP rows are {', '.join(PRECISIONS)} (fp32/tf32 from the fp32 "
-                                       f"ONNX, fp16 from the fp16 ONNX, int8 from the QDQ ONNX), not {precision}")
+            return Availability(False, f"the TensorRT EP rows are {', '.join(PRECISIONS)} "
+                                "(fp32/tf32 from the fp32 "
+                                       "ONNX, fp16 from the fp16 ONNX, int8 from the QDQ ONNX), "
+                                       f"not {precision}")
         return Availability(True)
 
     def load(self) -> None:
@@ -110,14 +112,16 @@ class OnnxRuntimeTensorRTRunner(OnnxRuntimeRunner):
         }
         if shape:
             dims = f"{INPUT_NAME}:{b}x{shape}"
-            trt_opts.update(trt_profile_min_shapes=dims, trt_profile_opt_shapes=dims, trt_profile_max_shapes=dims)
+            trt_opts.update(trt_profile_min_shapes=dims, trt_profile_opt_shapes=dims,
+                            trt_profile_max_shapes=dims)
         self._cuda_opts = {"device_id": self._dev_id, "use_tf32": 1 if prec == "tf32" else 0}
         return [("TensorrtExecutionProvider", trt_opts), ("CUDAExecutionProvider", self._cuda_opts)]
 
     def _after_session(self) -> None:
         super()._after_session()
         self.exec_precision = self.options.precision
-        self.notes.append("TensorRT EP: nodes TensorRT cannot take run on the CUDA EP; the EP builds (or loads from "
-                          "its cache) the engine while the session is created where it can (profile shapes given), "
-                          "else in the first call, the cold one: the session does not run before it; the EP does not "
-                          "report each layer's precision, so the row's precision is the one requested")
+        self.notes.append("TensorRT EP: nodes TensorRT cannot take run on the CUDA EP; the EP builds (or "
+                          "loads from its cache) the engine while the session is created where it can "
+                          "(profile shapes given), else in the first call, the cold one: the session does "
+                          "not run before it; the EP does not report each layer's precision, so the row's "
+                          "precision is the one requested")

@@ -10,10 +10,12 @@ RUNTIME = Runtime(
     extra="openvino",
     runners=(
         RunnerInfo("openvino", "OpenVINO", "infer_compare.backends.openvino.run:OpenVinoRunner", ("cpu",),
-                   formats=("openvino", "onnx"), options="infer_compare.backends.openvino.options:OpenVinoOptions"),
+                   formats=("openvino", "onnx"),
+                   options="infer_compare.backends.openvino.options:OpenVinoOptions"),
     ),
     libraries=(
         Library("openvino", ("openvino",), "pip install 'infer-compare[openvino]'"),
-        Library("nncf", ("nncf",), "pip install 'infer-compare[openvino]'  (nncf brings OpenVINO int8 quantization)"),
+        Library("nncf", ("nncf",), "pip install 'infer-compare[openvino]'  (nncf brings "
+                "OpenVINO int8 quantization)"),
     ),
 )

@@ -37,13 +37,15 @@ class OpenVinoExporter(Exporter):
     def declines(cls, ctx: ExportContext, precision: str) -> BackendUnavailable | None:
         """int8 without NNCF: said in the parent, before an export process imports the model for nothing."""
         if precision == "int8" and not deps.has("nncf"):
-            return BackendUnavailable("Python module 'nncf' is not installed (needed for OpenVINO int8 quantization)",
+            return BackendUnavailable("Python module 'nncf' is not installed (needed for "
+                                      "OpenVINO int8 quantization)",
                                       deps.hint("nncf"))
         return None
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
-        extra = {"openvino": deps.version("openvino"), "exporter_rev": 2}  # 2: a detector's tail left in float
+        # 2: a detector's tail left in float
+        extra = {"openvino": deps.version("openvino"), "exporter_rev": 2}
         if precision == "int8":
             extra.update(nncf=deps.version("nncf"), calibration_n=int(count(ctx.calibration)),
                          subset_size=int(count(ctx.calibration)))
@@ -75,7 +77,8 @@ class OpenVinoExporter(Exporter):
             calib = [lay.to_model(each(part(ctx.calibration, i, i + 1), np.ascontiguousarray))
                      for i in range(count(ctx.calibration))]
             ctx.log(f"NNCF int8 post-training quantization on {len(calib)} calibration inputs")
-            # an output concatenating probabilities with other values (a detector's head): its tail stays float
+            # an output concatenating probabilities with other values (a detector's head): its tail stays
+            # float
             tails, mixed = output_tails(source)
             ignored = nncf.IgnoredScope(names=tails, validate=False) if tails else None
             if tails:
@@ -87,14 +90,15 @@ class OpenVinoExporter(Exporter):
             # nncf imports torch, whose cpp_extension logs "No CUDA runtime is found" on CPU-only machines
             logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
             with contextlib.redirect_stdout(io.StringIO()):
-                # overflow_fix FIRST_LAYER (NNCF's default, set explicitly so the record is true): half the weight
-                # range in the first layer, NNCF's advice for CPUs without VNNI (AVX2, AVX-512), whose 8-bit
-                # instructions can saturate; ENABLE (every layer) costs accuracy elsewhere.
+                # overflow_fix FIRST_LAYER (NNCF's default, set explicitly so the record is true): half the
+                # weight range in the first layer, NNCF's advice for CPUs without VNNI (AVX2, AVX-512), whose
+                # 8-bit instructions can saturate; ENABLE (every layer) costs accuracy elsewhere.
                 q = nncf.quantize(model, nncf.Dataset(calib), subset_size=len(calib), ignored_scope=ignored,
                                   advanced_parameters=nncf.AdvancedQuantizationParameters(
                                       overflow_fix=nncf.OverflowFix.FIRST_LAYER))
             ov.save_model(q, str(xml), compress_to_fp16=False)
-            opts.update(weights="int8", quantizer=f"nncf {deps.version('nncf')}", preset="performance (default)",
+            opts.update(weights="int8", quantizer=f"nncf {deps.version('nncf')}",
+                        preset="performance (default)",
                         overflow_fix="FIRST_LAYER (7-bit weights in the first layer, for CPUs without VNNI)",
                         calibration_inputs=len(calib))
         else:
@@ -122,6 +126,7 @@ def frontend_failure(e: BaseException) -> str | None:
     failed = re.search(r"Conversion is failed for: ([^\n]+)", text)
     if not failed:
         return None
-    skip = ("Check ", "FrontEnd API", "Model wasn't", "--", "[ONNX", "While validating", "Summary", "Exception from")
+    skip = ("Check ", "FrontEnd API", "Model wasn't", "--", "[ONNX", "While validating", "Summary",
+            "Exception from")
     why = next((ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(skip)), "")
     return f"OpenVINO's ONNX frontend cannot convert {failed.group(1).strip()}" + (f" ({why[:160]})" if why else "")

@@ -11,4 +11,5 @@ HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 
 @dataclass(frozen=True)
 class OpenVinoOptions(Options):
-    performance_hint: str = option("LATENCY", "OpenVINO PERFORMANCE_HINT of the compiled model", choices=HINTS)
+    performance_hint: str = option("LATENCY", "OpenVINO PERFORMANCE_HINT of the compiled model",
+                                   choices=HINTS)

@@ -52,7 +52,8 @@ from infer_compare.host.gpu import summarize_ms
 
 HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 CAPS = {"bf16": "BF16", "fp16": "FP16", "int8": "INT8"}
-NAMES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+NAMES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "float32": "fp32", "bfloat16": "bf16",
+         "float16": "fp16"}
 
 
 def _cpu_caps() -> tuple[list[str], str]:
@@ -68,9 +69,11 @@ def _type_name(t: Any) -> str:
     return NAMES.get(s.lower(), s.lower())
 
 
-# oneDNN's ISA tokens in a layer's primitiveType ("brgconv_avx512_core_amx_I8", "jit_avx2_I8"), most specific first
+# oneDNN's ISA tokens in a layer's primitiveType ("brgconv_avx512_core_amx_I8", "jit_avx2_I8"), most specific
+# first
 _ISA_TOKENS = (("amx", "AMX"), ("avx512_core_vnni", "AVX-512 VNNI"), ("avx2_vnni", "AVX-VNNI"),
-               ("avx512", "AVX-512 (no VNNI)"), ("avx2", "AVX2 (no VNNI)"), ("sse41", "SSE4.1"), ("ref", "reference"))
+               ("avx512", "AVX-512 (no VNNI)"), ("avx2", "AVX2 (no VNNI)"), ("sse41", "SSE4.1"),
+               ("ref", "reference"))
 
 
 def int8_kernel_isa(primitives: Counter | dict) -> str:
@@ -103,8 +106,8 @@ def runtime_layers(compiled: Any, primitives: Counter | None = None) -> dict[str
 
 
 # the layers that do a model's arithmetic (runtime model layer types): what "runs in int8" means
-COMPUTE_LAYERS = frozenset({"Convolution", "GroupConvolution", "Deconvolution", "FullyConnected", "MatMul", "RNNSeq",
-                            "RNNCell"})
+COMPUTE_LAYERS = frozenset({"Convolution", "GroupConvolution", "Deconvolution", "FullyConnected", "MatMul",
+                            "RNNSeq", "RNNCell"})
 
 
 def _fmt(c: Counter | dict) -> str:
@@ -129,7 +132,8 @@ class OpenVinoRunner(Runner):
     @classmethod
     def supports(cls, fmt: str, precision: str, device: str) -> Availability:
         if fmt == "onnx" and precision != "int8":
-            return Availability(False, "OpenVINO runs only the int8 (QDQ) ONNX file, as a second int8 route; its "
+            return Availability(False, "OpenVINO runs only the int8 (QDQ) ONNX file, as a "
+                                "second int8 route; its "
                                        "float rows run its own IR (format openvino)")
         need = CAPS.get(precision)
         if need:
@@ -207,10 +211,11 @@ class OpenVinoRunner(Runner):
         self._version = ov.get_version()
 
     def _describe_float(self, executed: str) -> None:
-        """A float row whose compiled model computes in int8 anyway (a file quantized before it came here, whose
-        integer convolutions OpenVINO keeps): the row says what executed. Only compute layers count: u8 is
-        also the precision of boolean masks (NonZero in a detector's post-processing) and of the conversions that
-        a dynamic-quantization op becomes when OpenVINO computes the convolutions in float."""
+        """A float row whose compiled model computes in int8 anyway (a file quantized before it came here,
+        whose integer convolutions OpenVINO keeps): the row says what executed. Only compute layers count: u8
+        is also the precision of boolean masks (NonZero in a detector's post-processing) and of the
+        conversions that a dynamic-quantization op becomes when OpenVINO computes the convolutions in
+        float."""
         try:
             layers = runtime_layers(self.compiled, Counter())
         except Exception:  # informative only; the int8 rows inspect (and say so) themselves
@@ -225,8 +230,8 @@ class OpenVinoRunner(Runner):
                               "was quantized before it came here; OpenVINO keeps its integer ops)")
         elif int8.get("Convert"):
             done = {k: v for c in layers.values() for k, v in c.items() if k in COMPUTE_LAYERS}
-            self.notes.append(f"the file's integer ops run as u8 conversions (Convert x{int8['Convert']}); OpenVINO "
-                              f"computes {_fmt(done)} in {executed}")
+            self.notes.append(f"the file's integer ops run as u8 conversions (Convert x{int8['Convert']}); "
+                              f"OpenVINO computes {_fmt(done)} in {executed}")
 
     def _describe_int8(self, executed: str) -> None:
         qdq = self.options.format == "onnx"
@@ -245,7 +250,8 @@ class OpenVinoRunner(Runner):
         self._extra["int8_kernels"] = dict(prims)
         self.settings["int8"] = {"kernels_isa": isa or "not named by OpenVINO", "kernels": _fmt(prims),
                                  "unquantized_ops_precision": executed}
-        self.notes.append(f"int8 kernels chosen by OpenVINO's CPU plugin (oneDNN primitiveType): {_fmt(prims)}"
+        self.notes.append("int8 kernels chosen by OpenVINO's CPU plugin (oneDNN "
+                          f"primitiveType): {_fmt(prims)}"
                           + (f"; instruction set {isa}" if isa else ""))
         rest = "; ".join(f"{k}: {_fmt(v)}" for k, v in layers.items() if k != "int8") or "none"
         who = "the QDQ file left in float" if qdq else "NNCF left unquantized"
@@ -253,15 +259,15 @@ class OpenVinoRunner(Runner):
                           f"and layout/precision conversions) {rest}")
 
     def extra_metrics(self) -> dict[str, Any]:
-        """The int8 layer census, and OpenVINO's own latency of the calls since prepare() (the first, cold, one
-        left out; warm-up calls included, as for the CUDA runners' device times)."""
+        """The int8 layer census, and OpenVINO's own latency of the calls since prepare() (the first, cold,
+        one left out; warm-up calls included, as for the CUDA runners' device times)."""
         out = dict(getattr(self, "_extra", {}))
         own = list(getattr(self, "_own_ms", ()))[1:]
         if own:
             out.update({f"openvino_ms_{k}": round(v, 4) for k, v in summarize_ms(own).items()})
             out["openvino_calls"] = len(own)
-            out["openvino_calls_note"] = ("InferRequest.latency (OpenVINO's own, what benchmark_app's Median is made "
-                                          "of) of every call after the first, warm-up calls included")
+            out["openvino_calls_note"] = ("InferRequest.latency (OpenVINO's own, what benchmark_app's Median "
+                                          "is made of) of every call after the first, warm-up calls included")
         return out
 
     def prepare(self, batch: Batch) -> Any:
@@ -281,9 +287,9 @@ class OpenVinoRunner(Runner):
     def run(self, prepared: Any) -> Any:
         # Synchronous on the CPU: when infer() returns, the outputs are in the request's host buffer.
         # share_outputs=True: infer() hands back views of that buffer; by default it copies every output into
-        # fresh arrays on each call (22 MB for a 21x520x520 output: 1.66 ms wall against OpenVINO's own 0.74 ms
-        # on the 2-core machine), a copy benchmark_app's latency leaves out and that a deployment reading the
-        # request's outputs does not make. to_numpy() copies them outside the timed region. OpenVINO's own
+        # fresh arrays on each call (22 MB for a 21x520x520 output: 1.66 ms wall against OpenVINO's own 0.74
+        # ms on the 2-core machine), a copy benchmark_app's latency leaves out and that a deployment reading
+        # the request's outputs does not make. to_numpy() copies them outside the timed region. OpenVINO's own
         # latency of the call is kept, as benchmark_app's loop keeps it (one property read and append).
         r = self.request
         r.infer(share_outputs=True)

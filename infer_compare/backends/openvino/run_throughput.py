@@ -75,7 +75,8 @@ def async_queue_throughput(r: Any, batch: np.ndarray, s: ThroughputSettings) -> 
     optimal = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
     nireq = int(s.concurrency or optimal)
     q = ov.AsyncInferQueue(compiled, nireq)
-    inputs = [r.set_inputs(q[i], batch, copy=True) for i in range(nireq)]  # each request its own input, kept alive
+    # each request its own input, kept alive
+    inputs = [r.set_inputs(q[i], batch, copy=True) for i in range(nireq)]
     w = _loop(q, nireq, s, count(batch))
     out = r.to_numpy(q[0])
     streams = int(compiled.get_property("NUM_STREAMS"))

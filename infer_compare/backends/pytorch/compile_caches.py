@@ -3,8 +3,8 @@
 Inductor (``TORCHINDUCTOR_CACHE_DIR``: FX graphs, generated code) and Triton (``TRITON_CACHE_DIR``:
 compiled kernels) keep their work on disk, so that a later process compiling the same graph loads
 it instead (measured on the lent H100, ``--model resnet50``: the 12 torch.compile rows loaded in 48 s
-with warm caches, 102 s with empty ones). The tool keeps both under its own cache directory, so that ``--cache-dir`` moves them and
-clearing that directory clears them.
+with warm caches, 102 s with empty ones). The tool keeps both under its own cache directory, so that
+``--cache-dir`` moves them and clearing that directory clears them.
 
 Both are set for the whole comparison, before any torch work, in this process and so in every
 child and fork server: torch's ``cache_dir()`` writes its default (``/tmp/torchinductor_<user>``)

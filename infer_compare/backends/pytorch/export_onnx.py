@@ -32,13 +32,14 @@ class OnnxExporter(Exporter):
     def probe(cls) -> Availability:
         for m in ("torch", "onnx"):
             if not deps.has(m):
-                return Availability(False, f"'{m}' is not installed (ONNX export needs torch and onnx)", deps.hint(m))
+                return Availability(False, f"'{m}' is not installed (ONNX export needs torch and onnx)",
+                                    deps.hint(m))
         return Availability(True, version=f"torch {deps.version('torch')}, onnx {deps.version('onnx')}")
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict:
-        return {"torch": deps.version("torch"), "onnx": deps.version("onnx"), "onnxscript": deps.version("onnxscript"),
-                "max_batch": _dim_max(ctx), "exporter_rev": 2}
+        return {"torch": deps.version("torch"), "onnx": deps.version("onnx"),
+                "onnxscript": deps.version("onnxscript"), "max_batch": _dim_max(ctx), "exporter_rev": 2}
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         import onnx
@@ -47,8 +48,8 @@ class OnnxExporter(Exporter):
         if model is None:
             raise ExportError("ONNX export needs the PyTorch model")
         if precision != "fp32":
-            raise ExportError(f"the PyTorch ONNX exporter writes the fp32 file, not {precision} (fp16 and int8 are "
-                              "converted from it: backends/onnxruntime/export.py)")
+            raise ExportError(f"the PyTorch ONNX exporter writes the fp32 file, not {precision} (fp16 and "
+                              "int8 are converted from it: backends/onnxruntime/export.py)")
         xs, names = _examples(ctx)
         path = out_dir / "model.onnx"
         notes: list[str] = []
@@ -71,7 +72,8 @@ class OnnxExporter(Exporter):
                                  "wrote this file")
             except Exception as e:
                 msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise ExportError("; ".join(errors + [f"TorchScript exporter: {type(e).__name__}: {msg}"])) from e
+                raise ExportError("; ".join(errors + ["TorchScript "
+                                                      f"exporter: {type(e).__name__}: {msg}"])) from e
         try:
             onnx.checker.check_model(str(path), full_check=True)
         except Exception as e:
@@ -79,7 +81,8 @@ class OnnxExporter(Exporter):
         m = onnx.load(str(path), load_external_data=False)
         opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
         io = ({"input": INPUT_NAME, "output": OUTPUT_NAME, "dtype": "float32"} if not ctx.input_names else
-              {"inputs": list(names[0]), "outputs": list(names[1]), "dtypes": [str(x.dtype).replace("torch.", "")
+              {"inputs": list(names[0]), "outputs": list(names[1]),
+               "dtypes": [str(x.dtype).replace("torch.", "")
                                                                                for x in xs]})
         return ExportResult(str(path), {"exporter": used, "opset": opset, "external_data": False,
                                         "dynamic_batch": True, **io}, notes)
@@ -113,7 +116,8 @@ def _examples(ctx: ExportContext) -> tuple[tuple, Names]:
     if not ctx.input_names:
         return (_fresh(torch, ctx.calibration),), ([INPUT_NAME], [OUTPUT_NAME])
     calib = ctx.calibration if is_multi(ctx.calibration) else {ctx.input_names[0]: ctx.calibration}
-    return tuple(_fresh(torch, calib[n]) for n in ctx.input_names), (list(ctx.input_names), list(ctx.output_names))
+    return tuple(_fresh(torch, calib[n])
+                 for n in ctx.input_names), (list(ctx.input_names), list(ctx.output_names))
 
 
 def _export_dynamo(model, xs: tuple, path: Path, max_batch: int, names: Names) -> None:

@@ -22,5 +22,6 @@ class EagerOptions(Options):
 @dataclass(frozen=True)
 class CompileOptions(EagerOptions):
     compile_mode: str = option("", "torch.compile mode for the pytorch-compile rows (default: default, or "
-                                   "reduce-overhead with --cuda-graphs; max-autotune takes many minutes per shape)",
+                                   "reduce-overhead with --cuda-graphs; max-autotune takes "
+                                   "many minutes per shape)",
                                flag="--compile-mode", choices=("",) + COMPILE_MODES)

@@ -66,12 +66,14 @@ def _probe_cuda(device: str) -> Availability:
             build = torch.version.cuda
             why = ("this PyTorch is a CPU-only build" if not build
                    else f"PyTorch (CUDA {build}) sees no usable CUDA device (driver missing or too old?)")
-            return Availability(False, why, "install a CUDA build of PyTorch (pytorch.org) and the NVIDIA driver",
+            return Availability(False, why, "install a CUDA build of PyTorch "
+                                "(pytorch.org) and the NVIDIA driver",
                                 version=v)
         n = torch.cuda.device_count()
         idx = device_index(device)
         if idx >= n:
-            return Availability(False, f"{device} does not exist (PyTorch sees {n} CUDA device(s))", version=v)
+            return Availability(False, f"{device} does not exist (PyTorch sees {n} CUDA "
+                                "device(s))", version=v)
         return Availability(True, version=v, devices=tuple(f"cuda:{i}" for i in range(n)),
                             details={"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()})
     except Exception as e:
@@ -149,7 +151,8 @@ class PyTorchRunner(CudaRows, Runner):
         if self.options.threads:
             torch.set_num_threads(int(self.options.threads))
         torch.set_grad_enabled(False)
-        model = models.rebuild(self.options.model, self.artifact)  # a built-in architecture or the user's model
+        # a built-in architecture or the user's model
+        model = models.rebuild(self.options.model, self.artifact)
         self._multi = False  # set by prepare(): several inputs
         if not self._cuda:
             if self.compiled:
@@ -213,7 +216,8 @@ class PyTorchRunner(CudaRows, Runner):
         finally:
             torch.set_num_threads(before)
         how = f"PyTorch eager: {n} threads calling the model, torch.set_num_threads({per}) in each"
-        return result(w, n, "threads", how, {"intra_op_threads_per_thread": per}, outputs=self.to_numpy(w.last))
+        return result(w, n, "threads", how, {"intra_op_threads_per_thread": per},
+                      outputs=self.to_numpy(w.last))
 
     def library_versions(self) -> dict[str, str]:
         v = {"torch": self._torch.__version__}

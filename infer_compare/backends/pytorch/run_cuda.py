@@ -56,11 +56,12 @@ DEVICES_USED: set[int] = set()  # CUDA devices this process has measured on (a r
 
 @contextmanager
 def compiling_beside(torch: Any, turn: gpu_turn.Turn | None) -> Iterator[None]:
-    """Where this process takes turns with another on its GPU (host/gpu_turn.py) and does not hold it (a load that
-    traces first: measure/child.py defers the turn): the GPU left to the other while torch.compile traces and
-    compiles (CPU work) in the block, taken when Dynamo's compilation ends, before the compiled code runs on the GPU
-    (its compile-end callback), and held after the block. A turn already held stays held: the block's calls may run
-    compiled code at once (a shape the dynamic graph serves). A torch without that callback takes it before."""
+    """Where this process takes turns with another on its GPU (host/gpu_turn.py) and does not hold it (a load
+    that traces first: measure/child.py defers the turn): the GPU left to the other while torch.compile traces
+    and compiles (CPU work) in the block, taken when Dynamo's compilation ends, before the compiled code runs
+    on the GPU (its compile-end callback), and held after the block. A turn already held stays held: the
+    block's calls may run compiled code at once (a shape the dynamic graph serves). A torch without that
+    callback takes it before."""
     handler = getattr(getattr(getattr(torch, "_dynamo", None), "callback", None), "callback_handler", None)
     if turn is None or turn.held:
         yield
@@ -89,7 +90,8 @@ class TorchEventRing:
     def __init__(self, torch: Any, stream: Any, calls: int = RING_CALLS):
         self.slots = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                       for _ in range(max(1, int(calls)))]
-        for a, b in self.slots:  # torch creates the CUDA event at its first record: do it now, not in a timed call
+        # torch creates the CUDA event at its first record: do it now, not in a timed call
+        for a, b in self.slots:
             a.record(stream)
             b.record(stream)
         stream.synchronize()
@@ -228,8 +230,10 @@ class CudaRows:
         self.exec_precision = self.options.precision
         self.settings = {
             "mode": (f"torch.compile mode={mode}" if self.compiled else "eager") + ", inference_mode",
-            "device": str(dev), "channels_last": bool(opts.channels_last), "cudnn_benchmark": bool(opts.cudnn_benchmark),
-            "tf32_cudnn": torch.backends.cudnn.allow_tf32, "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "device": str(dev), "channels_last": bool(opts.channels_last),
+            "cudnn_benchmark": bool(opts.cudnn_benchmark),
+            "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
             "dtype": str(self._dtype).replace("torch.", ""), "cuda_graphs": bool(opts.cuda_graphs),
             "io": "host" if self._host_io else "device",
             "io_detail": ("pinned host input and output: H2D copy, model, D2H copy inside each timed call"
@@ -241,7 +245,8 @@ class CudaRows:
         }
         self._compile_notes(mode)
 
-    def _before_first_call(self, opts: EagerOptions, mode: str | None, reshaped_from: int | None = None) -> str:
+    def _before_first_call(self, opts: EagerOptions, mode: str | None,
+                           reshaped_from: int | None = None) -> str:
         """Compile or capture now (load time), and say what ran before the first timed call."""
         shape = self._measured_shape()
         self._compile_s = None
@@ -250,17 +255,17 @@ class CudaRows:
             what = "compiled and recorded its CUDA graphs" if self._mark_step is not None else "compiled"
             return f"torch.compile ({mode}) {what} in load() on {WARM_CALLS} calls on a zero batch of the measured shape"
         if reshaped_from is not None:
-            return (f"nothing at this shape: the model, loaded for batch {reshaped_from} in this process, has not run "
-                    "at this batch size before the first timed call")
+            return (f"nothing at this shape: the model, loaded for batch {reshaped_from} in this process, "
+                    "has not run at this batch size before the first timed call")
         if self._graphs:
             if shape is None:
-                raise RunnerError("CUDA graphs are captured at load on the measured shape, and this model does not "
-                                  "declare its input shape")
+                raise RunnerError("CUDA graphs are captured at load on the measured shape, and this model "
+                                  "does not declare its input shape")
             self._static_in = self._zeros(shape)
             self._graph, self._static_out = self._capture(self._static_in)
-            self.notes.append(f"eager model captured into a CUDA graph in load() ({WARM_CALLS} warm-up calls and the "
-                              "capture on a zero batch, inside the load time); each timed call is one replay, the "
-                              "first timed call the first replay")
+            self.notes.append(f"eager model captured into a CUDA graph in load() ({WARM_CALLS} warm-up calls "
+                              "and the capture on a zero batch, inside the load time); each timed call is "
+                              "one replay, the first timed call the first replay")
             return f"CUDA graph captured in load(): {WARM_CALLS} warm-up calls and the capture on a zero batch"
         return "nothing: the model has not run before the first timed call"
 
@@ -288,13 +293,14 @@ class CudaRows:
             return
         self.settings["compile_s"] = self._compile_s
         self.settings["compile_cache"] = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "torch's default")
-        self.notes.append(f"torch.compile ({mode}) took {self._compile_s} s on the measured batch shape (Inductor "
-                          "cache reused where it had this graph); it is part of load time, before the first call")
+        self.notes.append(f"torch.compile ({mode}) took {self._compile_s} s on the measured batch shape "
+                          "(Inductor cache reused where it had this graph); it is part of load time, before "
+                          "the first call")
 
     # ------------------------------------------------------------------ inference
     def _place(self, x, pinned: bool = False):
-        """A CPU tensor (a tuple of them: several inputs) on the GPU, or pinned on the host: floating inputs in
-        the row's dtype, 4-D ones in its memory format; integer inputs (ids) keep their dtype."""
+        """A CPU tensor (a tuple of them: several inputs) on the GPU, or pinned on the host: floating inputs
+        in the row's dtype, 4-D ones in its memory format; integer inputs (ids) keep their dtype."""
         if isinstance(x, tuple):
             return tuple(self._place(t, pinned) for t in x)
         dtype = self._dtype if x.is_floating_point() else x.dtype
@@ -304,8 +310,8 @@ class CudaRows:
         return x.to(self._dev, dtype=dtype).contiguous(memory_format=mf)
 
     def _cuda_prepare(self, x):
-        """``x`` (a CPU tensor, or a tuple of them) as the timed call takes it: pinned on the host (--io host),
-        else on the GPU."""
+        """``x`` (a CPU tensor, or a tuple of them) as the timed call takes it: pinned on the host (--io
+        host), else on the GPU."""
         torch = self._torch
         if self._host_io:
             return self._place(x, pinned=True)
@@ -314,7 +320,8 @@ class CudaRows:
             raise RunnerError("CUDA graphs are captured for a model with one input")
         if self._graph is not None:
             if tuple(x.shape) != tuple(self._static_in.shape):
-                raise RunnerError(f"CUDA graph captured for shape {tuple(self._static_in.shape)}, got {tuple(x.shape)}")
+                raise RunnerError(f"CUDA graph captured for shape {tuple(self._static_in.shape)}, "
+                                  f"got {tuple(x.shape)}")
             self._static_in.copy_(x)
             x = self._static_in
         torch.cuda.synchronize(self._dev)
@@ -362,9 +369,10 @@ class CudaRows:
         """N CUDA streams, one request in flight on each, from one host thread."""
         torch = self._torch
         if self.compiled and self._mark_step is not None:
-            raise BackendUnavailable("the throughput scenario is not measured for torch.compile with CUDA graphs: its "
-                                     "graphs replay one set of static buffers, which concurrent streams would share, "
-                                     "and torch.compile is not thread-safe; the latency row's img/s is its throughput")
+            raise BackendUnavailable("the throughput scenario is not measured for torch.compile with CUDA "
+                                     "graphs: its graphs replay one set of static buffers, which concurrent "
+                                     "streams would share, and torch.compile is not thread-safe; the latency "
+                                     "row's img/s is its throughput")
         n = max(1, int(s.concurrency or CUDA_STREAMS))
         x = host_tensors(torch, batch)
         slots = [self._slot(x) for _ in range(n)]

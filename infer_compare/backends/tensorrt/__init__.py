@@ -16,11 +16,11 @@ RUNTIME = Runtime(
     ),
     libraries=(
         Library("tensorrt", ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt_libs"),
-                "pip install tensorrt (>= 10; x86-64 with CUDA), or on a Jetson use JetPack 6's python3-libnvinfer "
-                "(a venv with --system-site-packages); the runner also needs cuda-python: "
+                "pip install tensorrt (>= 10; x86-64 with CUDA), or on a Jetson use JetPack 6's "
+                "python3-libnvinfer (a venv with --system-site-packages); the runner also needs cuda-python: "
                 "pip install 'cuda-python>=12,<13' on JetPack 6"),
         Library("cuda.bindings", ("cuda-bindings", "cuda-python"),
-                "pip install cuda-python  (cuda.bindings; the CUDA major of the driver: 12.x for CUDA 12 / JetPack 6, "
-                "13.x for CUDA 13)"),
+                "pip install cuda-python  (cuda.bindings; the CUDA major of the driver: 12.x for CUDA 12 / "
+                "JetPack 6, 13.x for CUDA 13)"),
     ),
 )

@@ -118,7 +118,8 @@ def profile_ranges(engine: trt.ICudaEngine, inputs: list[str]) -> tuple[str, lis
     return first, out
 
 
-def input_shapes(engine: trt.ICudaEngine, inputs: list[str], profile: int, batch: int) -> dict[str, tuple[int, ...]]:
+def input_shapes(engine: trt.ICudaEngine, inputs: list[str],
+                 profile: int, batch: int) -> dict[str, tuple[int, ...]]:
     """Each input's shape for ``batch`` in ``profile``: its opt shape with the batch on axis 0 where that
     axis is dynamic; as the profile has it otherwise."""
     out = {}
@@ -145,8 +146,8 @@ def bind(engine: trt.ICudaEngine, context: trt.IExecutionContext, cuda: CudaBuff
     for name in outputs:
         shape = dims(context.get_tensor_shape(name))
         if any(d < 0 for d in shape):
-            raise RunnerError(f"output '{name}' has no shape for these inputs ({list(shape)}): a data-dependent "
-                              "output size is not measured by this runner")
+            raise RunnerError(f"output '{name}' has no shape for these inputs ({list(shape)}): a "
+                              "data-dependent output size is not measured by this runner")
         host = cuda.pinned(shape, numpy_dtype(engine.get_tensor_dtype(name)))
         outs.append(Buffer(name, host, cuda.device(host.nbytes)))
     for b in ins + outs:

@@ -41,8 +41,9 @@ def trt_status() -> tuple[Any, str, str | None]:
 
 
 def too_old(v: str) -> str:
-    return (f"TensorRT {v} is too old: engines here are strongly typed networks built from the precision's ONNX "
-            f"file, which needs TensorRT >= {MIN_VERSION[0]}.{MIN_VERSION[1]} (on a Jetson: JetPack 6 or newer)")
+    return (f"TensorRT {v} is too old: engines here are strongly typed networks built from the "
+            f"precision's ONNX file, which needs TensorRT >= {MIN_VERSION[0]}.{MIN_VERSION[1]} (on a Jetson: "
+            "JetPack 6 or newer)")
 
 
 def parse_version(v: str) -> tuple[int, int]:

@@ -109,7 +109,8 @@ class CudaBuffers:
         if sync:
             check(self.rt, self.rt.cudaMemcpy(dst, src, nbytes, kind), f"cudaMemcpy ({what})")
         else:
-            check(self.rt, self.rt.cudaMemcpyAsync(dst, src, nbytes, kind, self.stream), f"cudaMemcpyAsync ({what})")
+            check(self.rt, self.rt.cudaMemcpyAsync(dst, src, nbytes, kind, self.stream),
+                  f"cudaMemcpyAsync ({what})")
 
     def synchronize(self) -> None:
         check(self.rt, self.rt.cudaStreamSynchronize(self.stream), "cudaStreamSynchronize")

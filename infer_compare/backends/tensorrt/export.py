@@ -57,7 +57,8 @@ ENGINE_FILE = "model.engine"
 PRECISIONS = ("fp32", "tf32", "fp16", "int8")
 
 
-def plan_profiles(batches: tuple[int, ...], max_batch: int, opt_batch: int) -> tuple[str, list[tuple[int, int, int]]]:
+def plan_profiles(batches: tuple[int, ...], max_batch: int,
+                  opt_batch: int) -> tuple[str, list[tuple[int, int, int]]]:
     """(mode, [(min, opt, max) batch of each profile]) -- see the module docstring."""
     mx = max(1, int(max_batch), *[int(b) for b in batches])
     if opt_batch > 0:
@@ -127,9 +128,9 @@ def check_symmetric_int8(source: str) -> None:
     for n in m.graph.node:
         if n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[2] in inits:
             if inits[n.input[2]].data_type == onnx.TensorProto.UINT8:
-                raise ExportError(f"the int8 ONNX {source} quantizes activations to uint8 (ONNX Runtime's U8S8 "
-                                  "scheme, fast on CPUs); TensorRT needs symmetric int8: rebuild it with "
-                                  "--onnx-int8-scheme S8S8")
+                raise ExportError(f"the int8 ONNX {source} quantizes activations to uint8 (ONNX "
+                                  "Runtime's U8S8 scheme, fast on CPUs); TensorRT needs symmetric int8: "
+                                  "rebuild it with --onnx-int8-scheme S8S8")
 
 
 def parse_network(builder: trt.Builder, source: str, log: TrtLog) -> tuple[trt.INetworkDefinition, dict[str, Any]]:
@@ -150,7 +151,8 @@ def parse_network(builder: trt.Builder, source: str, log: TrtLog) -> tuple[trt.I
             "input": network.get_input(0).name, "input_dtype": str(network.get_input(0).dtype),
             "output_dtype": str(network.get_output(0).dtype), "qdq_layers": qdq,
             # every input and output by name (a model with several: each bound by name at run time)
-            "inputs": [{"name": t.name, "dtype": str(t.dtype), "shape": [int(t.shape[j]) for j in range(len(t.shape))]}
+            "inputs": [{"name": t.name, "dtype": str(t.dtype),
+                        "shape": [int(t.shape[j]) for j in range(len(t.shape))]}
                        for t in (network.get_input(i) for i in range(network.num_inputs))],
             "outputs": [{"name": t.name, "dtype": str(t.dtype)}
                         for t in (network.get_output(i) for i in range(network.num_outputs))]}
@@ -173,7 +175,8 @@ def configure(config: trt.IBuilderConfig, ctx: ExportContext, precision: str) ->
     else:
         config.clear_flag(trt.BuilderFlag.TF32)
         tf32 = "off (BuilderFlag.TF32 cleared; TensorRT's default is on)"
-    return {"workspace_mib": int(o.workspace_mib), "builder_optimization_level": int(o.builder_optimization_level),
+    return {"workspace_mib": int(o.workspace_mib),
+            "builder_optimization_level": int(o.builder_optimization_level),
             "tf32": tf32, "profiling_verbosity": "DETAILED"}
 
 
@@ -192,8 +195,9 @@ def input_dims(ctx: ExportContext, inputs: list[dict[str, Any]]) -> list[tuple[s
         if len(given) == len(rest):
             rest = [g if d == -1 else d for d, g in zip(rest, given, strict=True)]
         if any(d == -1 for d in rest):
-            raise ExportError(f"TensorRT input '{t['name']}' {net}: a dynamic size other than the batch and no "
-                              "calibration input of that name to size it (give --input-shape or --data)")
+            raise ExportError(f"TensorRT input '{t['name']}' {net}: a dynamic size other than the "
+                              "batch and no calibration input of that name to size it (give "
+                              "--input-shape or --data)")
         out.append((t["name"], [int(d) for d in rest], batched))
     return out
 
@@ -254,8 +258,8 @@ def build_engine(ctx: ExportContext, source: str, out_dir: Path, precision: str)
     builder = trt.Builder(log.logger)
     network, info = parse_network(builder, source, log)
     if precision == "int8" and not info["qdq_layers"]:
-        raise ExportError(f"the int8 ONNX {source} has no QuantizeLinear/DequantizeLinear nodes: a strongly typed "
-                          "TensorRT network would run it in float, not int8")
+        raise ExportError(f"the int8 ONNX {source} has no QuantizeLinear/DequantizeLinear nodes: a "
+                          "strongly typed TensorRT network would run it in float, not int8")
     config = builder.create_builder_config()
     opts: dict[str, Any] = {"tensorrt": version, "source_onnx": str(source), **info,
                             **configure(config, ctx, precision),

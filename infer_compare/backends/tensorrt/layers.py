@@ -25,7 +25,8 @@ import re
 from collections import Counter
 from typing import Any
 
-_TYPE_RE = re.compile(r"\b(fp32|float|fp16|half|bf16|int8|fp8|int4|fp4|int32|int64|uint8|bool)\b", re.IGNORECASE)
+_TYPE_RE = re.compile(r"\b(fp32|float|fp16|half|bf16|int8|fp8|int4|fp4|int32|int64|uint8|bool)\b",
+                      re.IGNORECASE)
 _CANON = {"float": "fp32", "half": "fp16"}
 # the precisions a row can be labelled with (index and mask types are not compute precisions)
 COMPUTE_TYPES = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8", "int4", "fp4")

@@ -125,10 +125,10 @@ class TensorRTRunner(Runner):
             "api": "tensor API: set_optimization_profile_async + set_input_shape + set_tensor_address + "
                    "execute_async_v3 on a CUDA stream (memory, stream and events: cuda-python)",
             "io": "host" if self._host_io else "device",
-            "io_detail": ("pinned host input and output: H2D copy + execute + D2H copy inside each timed call "
-                          "(as trtexec's end-to-end time)") if self._host_io else
-                         "device-resident input and output (copied to the GPU before timing; no host copies in the "
-                         "timed call)",
+            "io_detail": ("pinned host input and output: H2D copy + execute + D2H copy inside each "
+                          "timed call (as trtexec's end-to-end time)") if self._host_io else
+                         "device-resident input and output (copied to the GPU before timing; no host "
+                         "copies in the timed call)",
             "before_first_call": "nothing: the engine has not executed before the first timed call",
             "profile": self.profile,
             "device_memory_mib": self._device_memory_mib(),
@@ -141,8 +141,8 @@ class TensorRTRunner(Runner):
         self.runtime = trt.Runtime(self._log.logger)
         engine = self.runtime.deserialize_cuda_engine(Path(self.artifact).read_bytes())
         if engine is None:
-            raise RunnerError(f"TensorRT could not deserialize {self.artifact} (built by another TensorRT version "
-                              f"or for another GPU?): {self._log.tail()}")
+            raise RunnerError(f"TensorRT could not deserialize {self.artifact} (built by another TensorRT "
+                              f"version or for another GPU?): {self._log.tail()}")
         self.engine = engine
         # allocate the context's memory for the profile it selects, not for the largest one
         context = engine.create_execution_context(trt.ExecutionContextAllocationStrategy.ON_PROFILE_CHANGE)
@@ -157,7 +157,8 @@ class TensorRTRunner(Runner):
         first, ranges = profile_ranges(engine, inputs)
         idx, note = pick_profile(ranges, b)
         if idx < 0:
-            raise BackendUnavailable(f"{note} (the engine is built for the batch sizes of the run that built it)")
+            raise BackendUnavailable(f"{note} (the engine is built for the batch sizes of the run "
+                                     "that built it)")
         if note:
             self.notes.append(note)
         self._inputs, self._outputs, self._profile_index = inputs, outputs, idx
@@ -165,9 +166,12 @@ class TensorRTRunner(Runner):
         self.slot = self._bind(self.context, self.cuda)
         mn, opt, mx = ranges[idx]
         self.profile: dict[str, Any] = {
-            "index": idx, "of": len(ranges), "min": mn, "opt": opt, "max": mx, "tuned_for_this_batch": opt == b,
-            "input": first if len(inputs) == 1 else inputs, "output": outputs[0] if len(outputs) == 1 else outputs,
-            "input_dtype": str(self.slot.ins[0].host.dtype), "output_dtype": str(self.slot.outs[0].host.dtype)}
+            "index": idx, "of": len(ranges), "min": mn, "opt": opt, "max": mx,
+            "tuned_for_this_batch": opt == b,
+            "input": first if len(inputs) == 1 else inputs,
+            "output": outputs[0] if len(outputs) == 1 else outputs,
+            "input_dtype": str(self.slot.ins[0].host.dtype),
+            "output_dtype": str(self.slot.outs[0].host.dtype)}
         if len(inputs) > 1 or len(outputs) > 1:
             self.profile["shapes"] = {x.name: [*x.host.shape] for x in self.slot.ins + self.slot.outs}
             self.profile["matched"] = "inputs and outputs by name (the engine keeps the ONNX names)"
@@ -224,8 +228,8 @@ class TensorRTRunner(Runner):
         for buf, a in zip(self.slot.ins, arrays, strict=True):
             x = np.ascontiguousarray(a, dtype=buf.host.dtype) if np.ndim(a) else np.array(a, dtype=buf.host.dtype)
             if tuple(x.shape) != tuple(buf.host.shape):
-                raise RunnerError(f"the runner was loaded for input '{buf.name}' {tuple(buf.host.shape)}, got "
-                                  f"{tuple(x.shape)}")
+                raise RunnerError("the runner was loaded for input "
+                                  f"'{buf.name}' {tuple(buf.host.shape)}, got {tuple(x.shape)}")
             xs.append(x)
         self.slot.load(xs, device=not self._host_io)
         return self.slot
@@ -298,6 +302,6 @@ class TensorRTRunner(Runner):
         finally:
             for sl in extra:
                 sl.close()
-        how = (f"TensorRT: {n} execution contexts of one engine, each with its own CUDA stream and buffers, from one "
-               f"host thread (trtexec --infStreams); io {'host' if self._host_io else 'device'}")
+        how = (f"TensorRT: {n} execution contexts of one engine, each with its own CUDA stream and buffers, "
+               f"from one host thread (trtexec --infStreams); io {'host' if self._host_io else 'device'}")
         return result(w, n, "streams", how, {"execution_contexts": n}, outputs=out)

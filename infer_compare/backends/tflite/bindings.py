@@ -105,7 +105,8 @@ def _tensor(d: dict, name: str, channel_last: bool) -> Tensor:
                   tuple(int(s) for s in d["shape"]), channel_last)
 
 
-def bind(details: list[dict], recorded: list[str] | None, channel_last: list[bool] | None) -> tuple[list[Tensor], str]:
+def bind(details: list[dict], recorded: list[str] | None,
+         channel_last: list[bool] | None) -> tuple[list[Tensor], str]:
     """The file's tensors with their model names; how they were matched."""
     names = [str(d["name"]) for d in details]
     if recorded and len(recorded) == len(details):

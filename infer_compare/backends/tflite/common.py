@@ -86,9 +86,11 @@ def inspect_model(path: str, interpreter_cls: Any = None) -> dict[str, Any]:
     inp = it.get_input_details()
     out = it.get_output_details()
     io = {
-        "inputs": [{"name": d["name"], "dtype": _dtype_name(d["dtype"]), "shape": [int(s) for s in d["shape"]],
+        "inputs": [{"name": d["name"], "dtype": _dtype_name(d["dtype"]),
+                    "shape": [int(s) for s in d["shape"]],
                     "quantization": [float(d["quantization"][0]), int(d["quantization"][1])]} for d in inp],
-        "outputs": [{"name": d["name"], "dtype": _dtype_name(d["dtype"]), "shape": [int(s) for s in d["shape"]],
+        "outputs": [{"name": d["name"], "dtype": _dtype_name(d["dtype"]),
+                     "shape": [int(s) for s in d["shape"]],
                      "quantization": [float(d["quantization"][0]), int(d["quantization"][1])]} for d in out],
     }
     problems = []
@@ -128,6 +130,6 @@ def resource_variables(path: str) -> str:
     resources = sum(1 for t in model.tensors if t.type == "resource")
     if not ops and not resources:
         return ""
-    return (f"stateful file: resource variables ({', '.join(ops) or f'{resources} resource tensors'}): each call "
-            "reads and updates state kept in the interpreter, so an output depends on the calls before it; every "
-            "row's interpreter starts from the file's initial state")
+    return (f"stateful file: resource variables ({', '.join(ops) or f'{resources} resource tensors'}): "
+            "each call reads and updates state kept in the interpreter, so an output depends on the calls "
+            "before it; every row's interpreter starts from the file's initial state")

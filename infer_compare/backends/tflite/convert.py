@@ -148,7 +148,8 @@ def layout_io(model: Any, calib: list[Any]) -> tuple[Any, tuple, list[Any], list
     cl = [c.ndim == 4 and c.dtype.kind == "f" and c.shape[1] in (1, 3) for c in calib]
     feeds = [torch.from_numpy(np.ascontiguousarray(c.transpose(0, 2, 3, 1) if x else c))
              for c, x in zip(calib, cl, strict=True)]
-    sample = tuple(f[:1] for f in feeds)  # static batch 1: dynamic batch fails in litert-torch 0.10 (JAX shapes)
+    # static batch 1: dynamic batch fails in litert-torch 0.10 (JAX shapes)
+    sample = tuple(f[:1] for f in feeds)
     idx = [i for i, x in enumerate(cl) if x]
     wrapped = litert_torch.to_channel_last_io(model, args=idx) if idx else model
     try:
@@ -221,7 +222,8 @@ def _name_the_node(error: Exception, model: Any, spec: dict[str, Any]) -> None:
     node = stopped_at(error, model)
     if node:
         first = (str(error).strip().splitlines() or [""])[0][:160]
-        raise UnsupportedModel(f"torch.export stopped at ONNX node {node}: {type(error).__name__}: {first}") from None
+        raise UnsupportedModel("torch.export stopped at ONNX "
+                               f"node {node}: {type(error).__name__}: {first}") from None
 
 
 def convert(spec: dict[str, Any]) -> dict[str, Any]:
@@ -239,7 +241,8 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
     precision, out = spec["precision"], spec["out"]
     names, calib = load_inputs(spec)
     model = _load_module(spec, {n: (1, *c.shape[1:]) for n, c in zip(names, calib, strict=True)})
-    if isinstance(model, torch.jit.ScriptModule):  # litert-torch needs torch.export: convert TorchScript first
+    # litert-torch needs torch.export: convert TorchScript first
+    if isinstance(model, torch.jit.ScriptModule):
         from torch._export.converter import TS2EPConverter
 
         model = TS2EPConverter(model, tuple(torch.from_numpy(c[:1]) for c in calib)).convert().module()
@@ -248,8 +251,10 @@ def convert(spec: dict[str, Any]) -> dict[str, Any]:
 
     made_contiguous = contiguous_constants(model)  # litert-torch's constant cache (convert_check.py)
     wrapped, sample, feeds, channel_last = layout_io(model, calib)
-    applied: dict[str, Any] = {"route": "onnx2torch + litert-torch" if spec.get("onnx") else "litert-torch", "batch": 1,
-                               "litert_torch": getattr(litert_torch, "__version__", None), "torch": torch.__version__}
+    applied: dict[str, Any] = {"route": "onnx2torch + litert-torch" if spec.get("onnx") else "litert-torch",
+                               "batch": 1,
+                               "litert_torch": getattr(litert_torch, "__version__", None),
+                               "torch": torch.__version__}
     if getattr(model, "folded_constant_inputs", None):
         applied["constant_inputs_folded"] = model.folded_constant_inputs
     if made_contiguous:

@@ -2,21 +2,23 @@
 the module it was converted from.
 
 Found on RapidOCR's PP-OCRv4 text recognizer (onnx2torch's module of the ONNX file; 2-core EPYC, litert-torch
-0.10.0, torch 2.14.1, 2026-11-27; /tmp scripts, not kept): ``litert_torch.convert`` gave files off by 0.17-0.95 of
-the module's largest output in some processes and right (2.5e-5) in others, NHWC or not, while ``torch.export`` of
-the module agreed with ONNX Runtime to 1.9e-6. Running two files on one input with every tensor kept, the first
-output that differed was a FULLY_CONNECTED's: its weight in the wrong file was another layer's of the same shape
-(``p2o/MatMul/10``'s in place of ``p2o/MatMul/22``'s). litert-torch's constant cache (backend/inline_consts.py,
-``_ConstantFingerprint``) keys a constant by its storage's ``data_ptr``, shape, stride and offset after
-``.contiguous()``; onnx2torch keeps a Linear's weight as the transposed view of the ONNX MatMul's (9 such weights
-here), so each is copied into a temporary, freed after use, whose address the next same-shape weight's temporary
-may get: the cache then hands back the first weight. Hence:
+0.10.0, torch 2.14.1, 2026-11-27; /tmp scripts, not kept): ``litert_torch.convert`` gave files off by
+0.17-0.95 of the module's largest output in some processes and right (2.5e-5) in others, NHWC or not, while
+``torch.export`` of the module agreed with ONNX Runtime to 1.9e-6. Running two files on one input with every
+tensor kept, the first output that differed was a FULLY_CONNECTED's: its weight in the wrong file was another
+layer's of the same shape (``p2o/MatMul/10``'s in place of ``p2o/MatMul/22``'s). litert-torch's constant cache
+(backend/inline_consts.py, ``_ConstantFingerprint``) keys a constant by its storage's ``data_ptr``, shape,
+stride and offset after ``.contiguous()``; onnx2torch keeps a Linear's weight as the transposed view of the
+ONNX MatMul's (9 such weights here), so each is copied into a temporary, freed after use, whose address the
+next same-shape weight's temporary may get: the cache then hands back the first weight. Hence:
 
-* :func:`contiguous_constants`: every parameter and buffer laid out contiguously in storage of its own before the
+* :func:`contiguous_constants`: every parameter and buffer laid out contiguously in storage of its own before
+the
   conversion, so no temporary is made;
-* :func:`checked`: each float file run once on the sample beside its module, its error kept (``off_its_module``);
-  a file over :data:`DIVERGED` says so in its notes (export.py). int8 files are not checked this way (their own
-  rounding hides such an error; their parity judges them).
+* :func:`checked`: each float file run once on the sample beside its module, its error kept
+(``off_its_module``);
+  a file over :data:`DIVERGED` says so in its notes (export.py). int8 files are not checked this way (their
+  own rounding hides such an error; their parity judges them).
 """
 
 from __future__ import annotations

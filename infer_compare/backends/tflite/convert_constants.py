@@ -35,7 +35,8 @@ def static_slice(x: Any, flip: tuple[int, ...], pos: tuple, neg: tuple) -> Any:
     return x
 
 
-def static_resize(x: Any, mode: str, align_corners: bool | None, size: tuple | None, scale: tuple | None) -> Any:
+def static_resize(x: Any, mode: str, align_corners: bool | None, size: tuple | None,
+                  scale: tuple | None) -> Any:
     """ONNX Resize with constant sizes or scales (spatial axes only), as F.interpolate takes them."""
     import torch
 
@@ -101,8 +102,8 @@ def _resize(gm: Any, mod: Any, args: tuple) -> tuple | None:
     if scale is not None and scale[:2] != (1.0, 1.0) or size is None and scale is None:
         return None
     rank = len(size or scale[2:])
-    return static_resize, (args[0], _onnx_mode_to_torch_mode(inner.onnx_mode, rank), inner.align_corners, size,
-                           scale[2:] if scale else None)
+    return static_resize, (args[0], _onnx_mode_to_torch_mode(inner.onnx_mode, rank), inner.align_corners,
+                           size, scale[2:] if scale else None)
 
 
 def _handlers() -> dict[type, Any]:

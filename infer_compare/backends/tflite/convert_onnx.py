@@ -95,8 +95,10 @@ def onnx_module(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> 
         op = text.split("operation_type='")[1].split("'")[0] if "operation_type='" in text else ""
         ver = text.split("version=")[1].split(")")[0] if "version=" in text else "?"
         if op:
-            raise UnsupportedModel(f"onnx2torch has no converter for ONNX op {op} (op version {ver})") from None
-        raise UnsupportedModel(f"onnx2torch cannot convert this graph: {text.splitlines()[0][:200]}") from None
+            raise UnsupportedModel(f"onnx2torch has no converter for ONNX op {op} (op "
+                                   f"version {ver})") from None
+        raise UnsupportedModel("onnx2torch cannot convert this "
+                               f"graph: {text.splitlines()[0][:200]}") from None
     except (KeyError, ValueError, TypeError, AttributeError) as e:  # a graph form onnx2torch does not read
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise UnsupportedModel(f"onnx2torch could not read the graph: {type(e).__name__} {first}") from None
@@ -143,7 +145,8 @@ def io_map(module: Any, sample: tuple, path: str, input_names: list[str], output
     names = list(output_names) if len(output_names) == len(model_outs) else [
         f"output_{i}" for i in range(len(model_outs))] if len(model_outs) > 1 else []
     rec: dict[str, Any] = {"inputs": list(input_names), "channel_last": list(channel_last),
-                           "inputs_matched": "in the model's argument order (kept by litert-torch; shapes checked "
+                           "inputs_matched": "in the model's argument order (kept by "
+                           "litert-torch; shapes checked "
                                              "at export)"}
     if names:
         file_names = [str(d["name"]) for d in outs]

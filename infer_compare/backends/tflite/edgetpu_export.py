@@ -28,8 +28,8 @@ from infer_compare.base.records import Availability
 COMPILER = "edgetpu_compiler"
 HINT = ("x86-64 Linux only: add Coral's apt repository (echo 'deb https://packages.cloud.google.com/apt "
         "coral-edgetpu-stable main' | sudo tee /etc/apt/sources.list.d/coral-edgetpu.list; curl "
-        "https://packages.cloud.google.com/apt/doc/apt-key.gpg | sudo apt-key add -; sudo apt-get update), then "
-        "sudo apt-get install edgetpu-compiler  (see coral.ai/docs/edgetpu/compiler)")
+        "https://packages.cloud.google.com/apt/doc/apt-key.gpg | sudo apt-key add -; sudo apt-get "
+        "update), then sudo apt-get install edgetpu-compiler  (see coral.ai/docs/edgetpu/compiler)")
 MOSTLY_CPU = 0.5  # flag a model when more than this share of its operations runs on the CPU
 
 _TABLE_ROW = re.compile(r"^\s*([A-Z][A-Z0-9_]*)\s+(\d+)\s+(\S.*?)\s*$")
@@ -108,7 +108,8 @@ def coverage_note(cov: dict[str, Any]) -> str | None:
         return None
     if 1.0 - frac > MOSTLY_CPU:
         cpu_ops = sorted(op for op, r in cov.get("ops", {}).items() if r.get("cpu"))
-        return (f"MOSTLY ON THE CPU: only {cov['tpu_ops']} of {cov['total_ops']} operations are mapped to the Edge TPU"
+        return (f"MOSTLY ON THE CPU: only {cov['tpu_ops']} of {cov['total_ops']} operations "
+                "are mapped to the Edge TPU"
                 + (f" (CPU: {', '.join(cpu_ops)})" if cpu_ops else ""))
     return None
 
@@ -156,17 +157,18 @@ class EdgeTpuExporter(Exporter):
         ``<stem>_edgetpu.log``) into its ``-o`` folder; paths are relative to the bundle's folder."""
         drop_in = f"{out_dir_rel}/{Path(source_rel).stem}_edgetpu.tflite"
         return drop_in, (
-            f"Edge TPU model not compiled ({COMPILER} runs on x86-64 Linux only and was not found here): in this "
-            f"bundle's folder on an x86-64 Linux host with {COMPILER} (Coral's apt repository: apt-get install "
-            f"edgetpu-compiler) run `{COMPILER} -s -o {out_dir_rel} {source_rel}`, which writes {drop_in}; "
-            "copy the bundle to the device and `infer-compare run` picks it up (or run `infer-compare export` on "
-            "that host)")
+            f"Edge TPU model not compiled ({COMPILER} runs on x86-64 Linux only and was not found here): "
+            f"in this bundle's folder on an x86-64 Linux host with {COMPILER} (Coral's apt repository: "
+            f"apt-get install edgetpu-compiler) run `{COMPILER} -s -o {out_dir_rel} {source_rel}`, which "
+            f"writes {drop_in}; copy the bundle to the device and `infer-compare run` picks it up (or run "
+            "`infer-compare export` on that host)")
 
     def export(self, ctx: ExportContext, source: str | None, out_dir: Path, precision: str) -> ExportResult:
         if precision != "int8":
             raise ExportError(f"the Edge TPU runs full-integer int8 models only, not {precision}")
         if source is None:
-            raise ExportError("the Edge TPU model is compiled from the int8 TFLite artifact, which is missing")
+            raise ExportError("the Edge TPU model is compiled from the int8 TFLite artifact, "
+                              "which is missing")
 
         info = common.inspect_model(source)
         if not info["full_integer"]:
@@ -194,7 +196,8 @@ class EdgeTpuExporter(Exporter):
         opts = {"compiler": compiler_version(), "args": ["-s"], "op_coverage": cov,
                 "precheck": pred if pred else {"error": pred_error}}
 
-        io = read_io_map(str(source))  # the compiler keeps the tensors: the model's names travel with the file
+        # the compiler keeps the tensors: the model's names travel with the file
+        io = read_io_map(str(source))
         if io:
             opts["io_map"] = io
             write_io_map(str(out), io)

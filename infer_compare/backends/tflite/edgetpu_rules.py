@@ -25,18 +25,20 @@ RUNTIME = 14  # the Edge TPU runtime version that compiler 16 compiles for by de
 
 _NO_ACT = "No fused activation function."
 _SAME_DIL = "Must use the same dilation in x and y dimensions."
-_RESIZE = ("Input/output is a 3-dimensional tensor. Depending on input/output size, this operation may not be "
-           "mapped to the Edge TPU to avoid loss in precision.")
+_RESIZE = ("Input/output is a 3-dimensional tensor. Depending on input/output size, this operation "
+           "may not be mapped to the Edge TPU to avoid loss in precision.")
 _LSTM = "Unidirectional LSTM only."
 SUPPORTED: dict[str, tuple[int, str]] = {
     "ADD": (0, ""), "AVERAGE_POOL_2D": (0, _NO_ACT),
-    "CONCATENATION": (0, _NO_ACT + " If any input is a compile-time constant tensor, there must be only 2 inputs, "
+    "CONCATENATION": (0, _NO_ACT + " If any input is a compile-time constant tensor, there "
+                      "must be only 2 inputs, "
                          "and this constant tensor must be all zeroes (effectively, a zero-padding op)."),
     "CONV_2D": (0, _SAME_DIL), "DEPTHWISE_CONV_2D": (0, _SAME_DIL), "EXPAND_DIMS": (13, ""),
-    "FULLY_CONNECTED": (0, "Only the default format is supported for fully-connected weights. Output tensor is "
+    "FULLY_CONNECTED": (0, "Only the default format is supported for fully-connected "
+                        "weights. Output tensor is "
                            "one-dimensional."),
-    "L2_NORMALIZATION": (0, ""), "LOGISTIC": (0, ""), "LSTM": (14, _LSTM), "UNIDIRECTIONAL_SEQUENCE_LSTM": (14, _LSTM),
-    "MAXIMUM": (0, ""), "MAX_POOL_2D": (0, _NO_ACT),
+    "L2_NORMALIZATION": (0, ""), "LOGISTIC": (0, ""), "LSTM": (14, _LSTM),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": (14, _LSTM), "MAXIMUM": (0, ""), "MAX_POOL_2D": (0, _NO_ACT),
     "MEAN": (0, "No reduction in batch dimension. If a z-reduction, the z-dimension must be multiple of 4."),
     "MINIMUM": (0, ""), "MUL": (0, ""), "PACK": (13, "No packing in batch dimension."),
     "PAD": (0, "No padding in batch dimension."),
@@ -48,7 +50,8 @@ SUPPORTED: dict[str, tuple[int, str]] = {
     "RESIZE_BILINEAR": (0, _RESIZE), "RESIZE_NEAREST_NEIGHBOR": (0, _RESIZE), "RSQRT": (14, ""),
     "SLICE": (0, ""), "SOFTMAX": (0, "Supports only 1-D input tensor with a max of 16,000 elements."),
     "SPACE_TO_DEPTH": (0, ""), "SPLIT": (0, "No splitting in batch dimension."), "SQUEEZE": (0, ""),
-    "STRIDED_SLICE": (0, "Supported only when all strides are equal to 1 (that is, effectively a Stride op), and "
+    "STRIDED_SLICE": (0, "Supported only when all strides are equal to 1 (that is, "
+                      "effectively a Stride op), and "
                          "with ellipsis-axis-mask == 0, and new-axis-max == 0."),
     "SUB": (0, ""), "SUM": (13, "Cannot operate on the batch dimension."), "SQUARED_DIFFERENCE": (14, ""),
     "TANH": (0, ""), "TRANSPOSE": (14, ""), "TRANSPOSE_CONV": (13, ""),
@@ -95,8 +98,8 @@ def version_problem(name: str, version: int) -> tuple[str, str]:
     if known is not None:
         if version <= known:
             return "ok", ""
-        return "refused", (f"{name} version {version} is newer than the versions it can parse (up to {known}): "
-                           f"\"Didn't find op for builtin opcode '{name}' version '{version}'\"")
+        return "refused", (f"{name} version {version} is newer than the versions it can parse (up "
+                           f"to {known}): \"Didn't find op for builtin opcode '{name}' version '{version}'\"")
     if name in BUILTIN_OPS and BUILTIN_OPS.index(name) > _LAST_KNOWN_CODE:
         return "refused", f"{name} came with TF 2.8 or later, after compiler 16"
     return "unchecked", ""
@@ -223,7 +226,8 @@ _LIMITS: dict[str, Callable[[TFLiteModel, Operator], str | None]] = {
     "TRANSPOSE_CONV": lambda m, op: _params_constant(m, op, bias=3),  # inputs: shape, weights, input, bias
     "FULLY_CONNECTED": _fully_connected,
     "MEAN": _reduce, "SUM": _reduce, "REDUCE_MAX": _reduce, "REDUCE_MIN": _reduce,
-    "PAD": _pad, "PACK": lambda m, op: "it packs along the batch dimension" if _opt(op, 1, "i", 0) == 0 else None,
+    "PAD": _pad, "PACK": lambda m, op: "it packs along the batch "
+    "dimension" if _opt(op, 1, "i", 0) == 0 else None,
     "SOFTMAX": _softmax, "SPLIT": _split, "STRIDED_SLICE": _strided_slice, "PRELU": _prelu,
 }
 

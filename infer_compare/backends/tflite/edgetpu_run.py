@@ -34,7 +34,8 @@ LIB_HINT = ("install the Edge TPU runtime from Coral's apt repository: sudo apt-
 
 
 def delegate_library() -> str:
-    return {"Darwin": "libedgetpu.1.dylib", "Windows": "edgetpu.dll"}.get(platform.system(), "libedgetpu.so.1")
+    return {"Darwin": "libedgetpu.1.dylib",
+            "Windows": "edgetpu.dll"}.get(platform.system(), "libedgetpu.so.1")
 
 
 def _coral_device(device: str) -> str:
@@ -105,8 +106,8 @@ class EdgeTpuRunner(TFLiteRunner):
         try:
             delegate = mod.load_delegate(lib, {"device": dev} if dev else {})
         except (ValueError, RuntimeError, OSError) as e:
-            raise BackendUnavailable(f"the Edge TPU delegate ({lib}) failed to load for {dev or 'the first device'}: "
-                                     f"{e}", LIB_HINT) from e
+            raise BackendUnavailable(f"the Edge TPU delegate ({lib}) failed to load "
+                                     f"for {dev or 'the first device'}: {e}", LIB_HINT) from e
         self._how = f"{self._pkg} Interpreter + load_delegate({lib})"
         return mod.Interpreter(model_path=self.artifact, experimental_delegates=[delegate])
 
@@ -125,10 +126,11 @@ class EdgeTpuRunner(TFLiteRunner):
         self.notes.extend(coverage_notes(self._coverage, self._precheck))
 
     def throughput(self, batch: Any, settings: Any) -> Any:
-        raise BackendUnavailable("the throughput scenario is not measured on the Edge TPU: one device runs one "
-                                 "invocation at a time, and its own way to more throughput is a pipeline of model "
-                                 "segments over several TPUs (pycoral's PipelinedModelRunner), not concurrent "
-                                 "interpreters; the latency row's img/s is its throughput")
+        raise BackendUnavailable("the throughput scenario is not measured on the Edge TPU: one device "
+                                 "runs one invocation at a time, and its own way to more throughput is a "
+                                 "pipeline of model segments over several TPUs (pycoral's "
+                                 "PipelinedModelRunner), not concurrent interpreters; the latency row's "
+                                 "img/s is its throughput")
 
     def extra_metrics(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}

@@ -32,10 +32,11 @@ from infer_compare.host import launch
 CONVERTER_HINT = ("pip install litert-torch ai-edge-litert  (the TFLite converter; it needs torch and brings "
                   "ai-edge-quantizer)")
 ONNX_HINT = "pip install 'infer-compare[tflite-onnx]'  (onnx2torch: ONNX -> PyTorch, then litert-torch)"
-EXPORTER_REV = 6  # 2: io_map (several inputs and outputs), the ONNX route; 3: ONNX made static first; 4: <file>.io.json
+# 2: io_map (several inputs and outputs), the ONNX route; 3: ONNX made static first; 4: <file>.io.json
+EXPORTER_REV = 6
 # 5: constant inputs of Reshape/Slice/Resize folded (convert_constants.py); int8 files with float parts kept
-# 6: weights made contiguous before converting (a layer could get another's weight: convert_check.py), float files
-#    checked against their module
+# 6: weights made contiguous before converting (a layer could get another's weight: convert_check.py), float
+# files    checked against their module
 # Full-integer int8 of models above this size is built only on request (or for an Edge TPU):
 # ResNet-50 (25.6 M parameters) took 339 s wall, 1.5 GB peak here (2 shared cores, load ~5).
 LARGE_INT8_PARAMS = 10_000_000
@@ -84,7 +85,8 @@ class TFLiteExporter(Exporter):
         if ctx.model is None and not _is_onnx(source):
             raise ExportError("TFLite export needs the PyTorch model or an ONNX file")
         if precision == "fp16" and not deps.has("ai_edge_quantizer"):
-            raise BackendUnavailable("'ai_edge_quantizer' is not installed (TFLite fp16 weights)", CONVERTER_HINT)
+            raise BackendUnavailable("'ai_edge_quantizer' is not installed (TFLite fp16 weights)",
+                                     CONVERTER_HINT)
         if _is_onnx(source) and not deps.has("onnx2torch"):
             raise BackendUnavailable("'onnx2torch' is not installed (TFLite from an ONNX model)", ONNX_HINT)
         if precision == "int8":
@@ -119,11 +121,13 @@ def _child_spec(ctx: ExportContext, source: str | None, work: Path, path: Path, 
 
         rebuild = {"spec": ctx.model_spec, "path": source} if ctx.model_spec and source else None
         arch = None if rebuild else _architecture(ctx)
-        if rebuild is None:  # rebuilt in the child from the registry + this state dict, else the pickled module
+        # rebuilt in the child from the registry + this state dict, else the pickled module
+        if rebuild is None:
             torch.save(ctx.model.state_dict() if arch is not None else ctx.model, work / "module.pt")
         spec.update(architecture=arch, rebuild=rebuild)
     calib = work / ("calibration.npz" if is_multi(ctx.calibration) else "calibration.npy")
-    save(calib, each(ctx.calibration, lambda a: np.ascontiguousarray(a, dtype=np.float32) if a.dtype.kind == "f"
+    save(calib, each(ctx.calibration,
+                     lambda a: np.ascontiguousarray(a, dtype=np.float32) if a.dtype.kind == "f"
                      else np.ascontiguousarray(a)))
     spec["calibration"] = str(calib)
     return spec
@@ -142,8 +146,8 @@ def _convert_in_child(ctx: ExportContext, source: str | None, work: Path, path: 
         timeout = float(ctx.options_as(TFLiteOptions).convert_timeout_s)
         log = work / "output.txt"
         try:
-            rc, timed_out = launch.run("infer_compare.backends.tflite.convert", [str(work / "spec.json")], timeout,
-                                       log, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=str(work))
+            rc, timed_out = launch.run("infer_compare.backends.tflite.convert", [str(work / "spec.json")],
+                                       timeout, log, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=str(work))
         except launch.ChildNotStarted as e:
             raise ExportError(f"TFLite {precision} conversion: {e}") from None
         if timed_out:
@@ -186,20 +190,23 @@ def _check_notes(opts: dict) -> list[str]:
     off = opts.get("off_its_module")
     if not isinstance(off, int | float) or off <= DIVERGED:
         return []
-    return [f"the converted file is off its own PyTorch module by {off:.3g} of the largest output on the conversion "
-            f"sample: the conversion's error (litert-torch's lowering or TFLite's kernels), not the data's "
-            f"(backends/tflite/convert_check.py)"]
+    return [f"the converted file is off its own PyTorch module by {off:.3g} of the largest output on the "
+            "conversion sample: the conversion's error (litert-torch's lowering or TFLite's kernels), not "
+            "the data's (backends/tflite/convert_check.py)"]
 
 
 def _int8_note(info: dict) -> str:
     """What the int8 file is: full-integer (what the Edge TPU compiler takes), or int8 with float parts (the
-    converter left a Softmax, a Dequantize... in float), which LiteRT runs on the CPU and the Edge TPU refuses."""
+    converter left a Softmax, a Dequantize... in float), which LiteRT runs on the CPU and the Edge TPU
+    refuses."""
     if info["full_integer"]:
         return "full-integer: int8 in/out, only int8/int32 tensors, no DEQUANTIZE, no float op"
     io = info.get("io") or {}
     side = [f"{k} {', '.join(sorted({d['dtype'] for d in io.get(k, [])}))}" for k in ("inputs", "outputs")]
-    return ("int8 with float parts, not full-integer (" + "; ".join(info["problems"]) + f"; {', '.join(side)}): "
-            "LiteRT runs it on the CPU as it is; the Edge TPU needs a full-integer file and is not built from it")
+    return ("int8 with float parts, not full-integer (" + "; ".join(info["problems"])
+            + f"; {', '.join(side)}): "
+            "LiteRT runs it on the CPU as it is; the Edge TPU needs a full-integer file and is not "
+            "built from it")
 
 
 def _architecture(ctx: ExportContext) -> dict | None:
@@ -233,7 +240,8 @@ def _check_int8_opt_in(ctx: ExportContext, n: int | None = None) -> None:
     if n <= LARGE_INT8_PARAMS:
         return
     req = ctx.requested or {}
-    named = set(req.get("formats") or ()) | set(req.get("backends") or ())  # --formats tflite or --backends tflite
+    # --formats tflite or --backends tflite
+    named = set(req.get("formats") or ()) | set(req.get("backends") or ())
     asked = "int8" in (req.get("precisions") or ()) and bool({"tflite", "edgetpu"} & named)
     if asked or ctx.options_as(TFLiteOptions).int8 or os.environ.get(OPT_IN_ENV, "") not in ("", "0"):
         return
@@ -241,7 +249,7 @@ def _check_int8_opt_in(ctx: ExportContext, n: int | None = None) -> None:
     if device_kinds.edgetpu_devices():
         return
     raise BackendUnavailable(
-        f"full-integer int8 TFLite of {ctx.model_name} ({n / 1e6:.1f} M parameters) is built only on request: "
-        "it takes minutes (ResNet-50: 339 s, 1.5 GB peak on 2 shared cores)",
+        f"full-integer int8 TFLite of {ctx.model_name} ({n / 1e6:.1f} M parameters) is built only on "
+        "request: it takes minutes (ResNet-50: 339 s, 1.5 GB peak on 2 shared cores)",
         f"ask for it: --backends tflite --precisions int8 (or --formats tflite, or set {OPT_IN_ENV}=1); "
         "it is built automatically when a Coral Edge TPU is present")

@@ -16,8 +16,8 @@ class TFLiteOptions(Options):
                                 choices=("minmax", "histogram"), builds=True)
     int8: bool = option(False, "build full-integer int8 TFLite also for models over 10 M parameters (slow)",
                         flag="--tflite-int8", builds=True)
-    convert_timeout_s: float = option(1800.0, "time limit of one litert-torch conversion (seconds)", minimum=1,
-                                      builds=True)
+    convert_timeout_s: float = option(1800.0, "time limit of one litert-torch conversion (seconds)",
+                                      minimum=1, builds=True)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ PRECISION_NAMES = {"float32": "fp32", "int8": "int8", "uint8": "uint8", "float16
 
 class TFLiteRunner(Runner):
     name = "tflite"
-    prefer: str | None = None  # "ai_edge_litert" or "tflite_runtime" (the runner option interpreter overrides it)
+    # "ai_edge_litert" or "tflite_runtime" (the runner option interpreter overrides it)
+    prefer: str | None = None
 
     @classmethod
     def probe(cls, device: str = "cpu") -> Availability:
@@ -68,7 +69,8 @@ class TFLiteRunner(Runner):
         it = self._resized(it, mod, b)
         self._bind(it)
         if self._fixed is None and self.ins[0].shape and self.ins[0].shape[0] != b:
-            raise RunnerError(f"the interpreter did not accept batch {b} (input shape {list(self.ins[0].shape)})")
+            raise RunnerError(f"the interpreter did not accept batch {b} (input "
+                              f"shape {list(self.ins[0].shape)})")
         self.interpreter = it
         kind = self._integer_kind()
         self.exec_precision = kind + _float_io(kind, self.ins, self.outs)
@@ -77,12 +79,14 @@ class TFLiteRunner(Runner):
         if state:
             self.notes.append(state)
         if self.options.precision == "fp16":
-            self.notes.append("fp16 file: float16 weights are dequantized to fp32 at load; XNNPACK computes in fp32")
+            self.notes.append("fp16 file: float16 weights are dequantized to fp32 at load; XNNPACK "
+                              "computes in fp32")
         self.settings = {
             "interpreter": f"{pkg} {ver}",
             "num_threads": int(self.options.threads) if self.options.threads else None,
             "delegate": "XNNPACK (the interpreter's default CPU delegate)",
-            "batch": f"file batch {self.file_batch}, resized to {b}" if self.file_batch != b else f"file batch {b}",
+            "batch": f"file batch {self.file_batch}, "
+            f"resized to {b}" if self.file_batch != b else f"file batch {b}",
             **self._io_settings(),
         }
         if split is not None:
@@ -188,8 +192,8 @@ class TFLiteRunner(Runner):
         return out
 
     def _fit(self, arrays: list[np.ndarray]) -> None:
-        """Resize the file's inputs to the arrays' shapes where they differ (untimed, in prepare): a file with a
-        dynamic signature ([-1, -1] allocated as [1, 1]) takes the shapes of the data it is given."""
+        """Resize the file's inputs to the arrays' shapes where they differ (untimed, in prepare): a file with
+        a dynamic signature ([-1, -1] allocated as [1, 1]) takes the shapes of the data it is given."""
         same = all(tuple(a.shape) == tuple(t.shape) for t, a in zip(self.ins, arrays, strict=True))
         if same and not getattr(self, "_pending", False):
             return
@@ -202,7 +206,8 @@ class TFLiteRunner(Runner):
         except (RuntimeError, ValueError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             want = ", ".join(f"{t.name} {list(a.shape)}" for t, a in zip(self.ins, arrays, strict=True))
-            raise RunnerError(f"the file's inputs cannot take {want} (its signature fixes them): {first}") from None
+            raise RunnerError(f"the file's inputs cannot take {want} (its signature fixes "
+                              f"them): {first}") from None
         rec = read_io_map(self.artifact)
         self.ins, _ = bind(it.get_input_details(), rec.get("inputs"), [t.channel_last for t in self.ins])
         self.outs, _ = bind(it.get_output_details(), rec.get("outputs"), None)
@@ -234,13 +239,16 @@ class TFLiteRunner(Runner):
             info = common.inspect_model(self.artifact, self._mod.Interpreter)
         except Exception as e:  # a report figure, never a failure
             return {"inspect_error": f"{type(e).__name__}: {e}"}
-        return {"full_integer": info["full_integer"], "ops": info["ops"], "tensor_dtypes": info["tensor_dtypes"],
-                **({"float_ops": info["float_ops"]} if info["float_ops"] else {}), **getattr(self, "_extra", {})}
+        return {"full_integer": info["full_integer"], "ops": info["ops"],
+                "tensor_dtypes": info["tensor_dtypes"],
+                **({"float_ops": info["float_ops"]} if info["float_ops"] else {}),
+                **getattr(self, "_extra", {})}
 
 
 def _float_io(kind: str, ins: list, outs: list) -> str:
     """', float input and output' where an integer file takes or gives float tensors (the converter left a
-    Quantize at its start or a Softmax/Dequantize at its end in float): the CPU runs it; the Edge TPU cannot."""
+    Quantize at its start or a Softmax/Dequantize at its end in float): the CPU runs it; the Edge TPU
+    cannot."""
     if kind not in ("int8", "uint8"):
         return ""
     sides = [side for side, ts in (("input", ins), ("output", outs)) if any(t.dtype.kind == "f" for t in ts)]

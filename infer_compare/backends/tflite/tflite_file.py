@@ -46,8 +46,9 @@ STABLEHLO_CBRT STABLEHLO_CASE
 """.split()
 
 # TensorType enum of schema.fbs.
-TENSOR_TYPES = ("float32 float16 int32 uint8 int64 string bool int16 complex64 int8 float64 complex128 uint64 "
-                "resource variant uint32 uint16 int4 bfloat16 int2 uint4 float8_e4m3fn float8_e5m2").split()
+TENSOR_TYPES = ("float32 float16 int32 uint8 int64 string bool int16 complex64 int8 float64 "
+                "complex128 uint64 resource variant uint32 uint16 int4 bfloat16 int2 uint4 "
+                "float8_e4m3fn float8_e5m2").split()
 _NUMPY_CODES = {"int8": "b", "uint8": "B", "int16": "h", "int32": "i", "int64": "q", "float32": "f"}
 
 
@@ -204,11 +205,13 @@ def read_model(source: str | Path | bytes) -> TFLiteModel:
         ops = []
         for i, t in enumerate(sg.tables(3)):
             oc = opcodes[int(t.scalar(0, "I", 0))]
-            ops.append(Operator(i, oc.name, oc.version, t.scalars(1, "i"), t.scalars(2, "i"), t.table(4), oc.custom))
+            ops.append(Operator(i, oc.name, oc.version, t.scalars(1, "i"), t.scalars(2, "i"),
+                                t.table(4), oc.custom))
         metadata = {}
         for m in model.tables(6):
             b = int(m.scalar(1, "I", 0))
             metadata[m.string(0) or ""] = buffers[b] if 0 <= b < len(buffers) else b""
     except (struct.error, IndexError) as e:
         raise ValueError(f"malformed TFLite flatbuffer: {e}") from e
-    return TFLiteModel(opcodes, tensors, ops, sg.scalars(1, "i"), sg.scalars(2, "i"), len(subgraphs), metadata)
+    return TFLiteModel(opcodes, tensors, ops, sg.scalars(1, "i"), sg.scalars(2, "i"),
+                       len(subgraphs), metadata)
