@@ -207,6 +207,16 @@ def test_the_meters_threshold_is_the_gates_and_allows_the_ticks_truncation():
     assert got["gpu_sm_mhz"] == (1965.0, 1980.0)
 
 
+def test_the_judgement_can_be_switched_off(monkeypatch):
+    monkeypatch.setenv(meter.SWITCH, "0")
+    assert not meter.judge(100, 0, 0.067, 100)
+    m = meter.LoadMeter()
+    m.start()
+    assert m.read(0).get("disturbed", False) is False
+    r = _run(Sim(9, always=True))  # the simulated meter judges for itself: the loop takes its word
+    assert r.disturbed
+
+
 @pytest.mark.skipif(meter.own_ticks() is None, reason="no /proc")
 def test_the_tools_own_children_are_its_own_time():
     import subprocess

@@ -13,7 +13,9 @@ which the meter does not count.
 two that nobody used. A window is **disturbed** when others took more than DISTURBED_CORES over it (the
 regression gate's threshold, regress/judge.DISTURBED_CORES) beyond SLACK_TICKS ticks: a window of 0.067 s
 (the default --min-time 0.2 split in three) is disturbed from about 0.55 busy cores of others on; a row's
-load over all its windows is judged on the sum. Off Linux nothing is read and no window is disturbed.
+load over all its windows is judged on the sum. Off Linux nothing is read and no window is disturbed;
+``INFER_COMPARE_DISTURBED=0``: the readings are recorded, no window is judged disturbed (nothing is measured
+again, no row is disturbed: a shared machine whose load is known, a test suite on one).
 
 Sensors, read after each window where they are readable: the GPU's SM clock and temperature (NVML) for a
 CUDA row, the mean clock of this process's CPUs (cpufreq) for every row.
@@ -30,6 +32,11 @@ from infer_compare.measure.calibration import cpu_ticks
 
 DISTURBED_CORES = 0.25  # == regress.judge.DISTURBED_CORES (tests/test_windows.py holds them equal)
 SLACK_TICKS = 2  # ticks a window may read that no process used: the truncation of the counters
+SWITCH = "INFER_COMPARE_DISTURBED"  # "0": no window is judged disturbed (the readings are still recorded)
+
+
+def judging() -> bool:
+    return os.environ.get(SWITCH, "1") not in ("0", "false", "no")
 
 
 def _hz() -> int:
@@ -86,7 +93,8 @@ def _children(pid: int | str, tasks: list[str] | None = None) -> list[int]:
 
 def judge(other_ticks: float, steal_ticks: float, wall_s: float, hz: int) -> bool:
     """Whether others' ticks (other processes and other guests) over ``wall_s`` seconds make it disturbed."""
-    return wall_s > 0 and other_ticks + steal_ticks > DISTURBED_CORES * hz * wall_s + SLACK_TICKS
+    over = wall_s > 0 and other_ticks + steal_ticks > DISTURBED_CORES * hz * wall_s + SLACK_TICKS
+    return over and judging()
 
 
 class LoadMeter:
