@@ -95,7 +95,7 @@ def _not_data(meta: bytes, where: str) -> Refused:
     kind = meta.split(b",")[0]
     if kind.isdigit():
         try:
-            from ray.core.generated.common_pb2 import ErrorType
+            from ray.core.generated.common_pb2 import ErrorType  # type: ignore[attr-defined]
 
             name = ErrorType.Name(int(kind))
         except Exception:  # noqa: BLE001 - an unknown number
