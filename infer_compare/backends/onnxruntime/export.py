@@ -7,25 +7,22 @@ fp16: ``onnxruntime.transformers.float16.convert_float_to_float16`` with
       (the converter appends its Casts at the end; subgraphs.py) and
       ``onnx.checker``. Weights outside fp16's range are clamped by the converter; the
       manifest counts them.
-int8: static QDQ quantization (``onnxruntime.quantization``): ``quant_pre_process``
-      (symbolic shape inference, ONNX Runtime's basic graph optimisation such as
-      BatchNorm folding, ONNX shape inference), then calibration on the real calibration
-      images (``ctx.calibration``, the same ones NNCF and TFLite use), one batch per
-      ``collect_data`` call so that the histogram methods never hold every activation of
-      every image, then ``quantize_static`` (QDQ format, per-channel symmetric int8
-      weights) from those ranges. Calibration: MinMax (default), Entropy (2048-bin
-      histograms, 128 quantized bins as in TensorRT's entropy calibrator; ONNX Runtime's
-      own default of 128/128 bins leaves a single candidate threshold, i.e. MinMax) or
-      Percentile (99.999, 2048 bins). Types: U8S8 or S8S8 (options.py).
+int8: static QDQ quantization (``onnxruntime.quantization``; the steps in quantize.py):
+      ``quant_pre_process`` (symbolic shape inference, ONNX Runtime's basic graph
+      optimisation such as BatchNorm folding, ONNX shape inference), then calibration on
+      the real calibration images (``ctx.calibration``, the same ones NNCF and TFLite
+      use), one batch per ``collect_data`` call so that the histogram methods never hold
+      every activation of every image, then ``quantize_static`` (QDQ format, per-channel
+      symmetric int8 weights) from those ranges. Calibration: MinMax (default), Entropy
+      (2048-bin histograms, 128 quantized bins as in TensorRT's entropy calibrator; ONNX
+      Runtime's own default of 128/128 bins leaves a single candidate threshold, i.e.
+      MinMax) or Percentile (99.999, 2048 bins). Types: U8S8 or S8S8 (options.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
-import io
-import logging
 import os
 import tempfile
 from pathlib import Path
@@ -35,13 +32,21 @@ from infer_compare.backends.exporter import ExportContext, Exporter, ExportResul
 from infer_compare.backends.onnxruntime.graph import qdq_coverage, summarize
 from infer_compare.backends.onnxruntime.int8_prep import excluded_nodes, fix_sizes, mixed_scale_tails
 from infer_compare.backends.onnxruntime.options import OrtOptions
+from infer_compare.backends.onnxruntime.quantize import (
+    CALIB_BATCH,
+    calibrate,
+    calibration_extra,
+    pre_process,
+    quantize,
+    quiet,
+    scratch_cwd,
+)
 from infer_compare.backends.onnxruntime.subgraphs import sort_nodes
-from infer_compare.base.batches import count, is_multi
+from infer_compare.base.batches import count
 from infer_compare.base.errors import BackendUnavailable, ExportError
-from infer_compare.base.layout import Layout
 from infer_compare.base.records import Availability
 from infer_compare.catalog import deps
-from infer_compare.catalog.formats import ONNX_INPUT_NAME, TRT_INT8
+from infer_compare.catalog.formats import TRT_INT8
 from infer_compare.host.cpu_int8 import describe as describe_cpu
 from infer_compare.host.cpu_int8 import reduce_range_for
 
@@ -50,17 +55,7 @@ EXPORTER_REV = 3  # 3: reduce_range in the recipe; scratch files in a temporary 
 FP16_REV = 2
 INT8_REV = 3  # 2: an output concatenating parts of different scales keeps its decoding tail in float
 # 3: If/Loop subgraphs' outer reads sorted as in fp16 (issue 38)
-CALIB_BATCH = 8  # calibration images per inference (and per collect_data call)
 FP16_MAX, FP16_MIN_POSITIVE = 65504.0, 5.96e-08  # the converter's clamping limits (its defaults)
-ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, PERCENTILE = 2048, 128, 99.999
-
-
-def _calibration_extra(method: str) -> dict[str, Any]:
-    if method == "Entropy":
-        return {"num_bins": ENTROPY_BINS, "num_quantized_bins": ENTROPY_QUANTIZED_BINS}
-    if method == "Percentile":
-        return {"num_bins": ENTROPY_BINS, "percentile": PERCENTILE}
-    return {}
 
 
 class _FromOnnx(Exporter):
@@ -174,7 +169,7 @@ class OnnxInt8Exporter(_FromOnnx):
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
         o = _recipe(ctx, precision)
         recipe = {"calibration": o.int8_calibration, "scheme": o.int8_scheme, "per_channel": True,
-                  "calibration_batch": CALIB_BATCH, **_calibration_extra(o.int8_calibration),
+                  "calibration_batch": CALIB_BATCH, **calibration_extra(o.int8_calibration),
                   "reduce_range": _reduce_range(o)[0], **({"exclude": _csv(o.int8_exclude)}
                                                           if o.int8_exclude else {})}
         return {**super().cache_extras(ctx, precision), "recipe": recipe, "int8_rev": INT8_REV,
@@ -204,14 +199,14 @@ class OnnxInt8Exporter(_FromOnnx):
             pre = Path(tmp) / "pre.onnx"
             ctx.log(f"ONNX int8: quant_pre_process, {o.int8_calibration} calibration on "
                     f"{count(ctx.calibration)} images, QDQ {o.int8_scheme}, {bits}-bit weights")
-            with _quiet(), _cwd(tmp):
+            with quiet(), scratch_cwd(tmp):
                 fixed = fix_sizes(src, ctx.calibration, Path(tmp) / "sized.onnx")
-                pre_how = _pre_process(q, fixed[0], pre)
-                ranges = _calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp), ctx.layout)
+                pre_how = pre_process(q, fixed[0], pre)
+                ranges = calibrate(q, pre, ctx.calibration, o.int8_calibration, Path(tmp), ctx.layout)
                 excluded = excluded_nodes(pre, _csv(o.int8_exclude))
                 # a detector's head: its parts keep their scales
                 tails, mixed = mixed_scale_tails(pre, ranges)
-                _quantize(q, pre, path, ranges, o, Path(tmp), reduce,
+                quantize(q, pre, path, ranges, o, Path(tmp), reduce,
                           [*excluded, *(t for t in tails if t not in excluded)])
         _sort_subgraph_reads(path)
         _check(path, "int8")
@@ -225,7 +220,7 @@ class OnnxInt8Exporter(_FromOnnx):
                 "activations": act, "weights": f"int8 per-channel symmetric, {bits}-bit range",
                 "reduce_range": reduce, "reduce_range_reason": why, "built_on_cpu": describe_cpu().to_dict(),
                 "calibration": o.int8_calibration,
-                "calibration_settings": _calibration_extra(o.int8_calibration),
+                "calibration_settings": calibration_extra(o.int8_calibration),
                 "calibration_inputs": int(count(ctx.calibration)), "calibration_batch": CALIB_BATCH,
                 "quantize_nodes": dict(s.by_class.get("quantize", {})),
                 "quantized_ops": dict(wrapped), "float_ops": dict(left),
@@ -252,71 +247,8 @@ def _sort_subgraph_reads(path: Path) -> None:
     onnx.save(model, str(path))
 
 
-def _pre_process(q, src: str, pre: Path) -> str:
-    """quant_pre_process; where its symbolic shape inference fails (a dynamic batch through Shape/Resize
-    arithmetic, as in PaddleOCR's detector; If subgraphs, as in Silero VAD), again without it (ONNX shape
-    inference and the graph optimisation still run). Says which."""
-    try:
-        q.quant_pre_process(src, str(pre))
-        return "quant_pre_process"
-    except Exception as e:
-        first = e
-    try:
-        q.quant_pre_process(src, str(pre), skip_symbolic_shape=True)
-    except Exception:
-        raise first from None
-    why = str(first).strip().splitlines()[0][:120] if str(first).strip() else type(first).__name__
-    return f"quant_pre_process, skip_symbolic_shape (its symbolic shape inference failed on this graph: {why})"
-
-
 def _fmt(c) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-@contextlib.contextmanager
-def _quiet():
-    """The quantizer prints progress to stdout and logs warnings; keep the tool's output clean."""
-    log = logging.getLogger()
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-    finally:
-        log.setLevel(level)
-
-
-class _Batches:
-    """A CalibrationDataReader over a list of input batches."""
-
-    def __init__(self, batches: list):
-        self._it = iter(batches)
-
-    def get_next(self):
-        return next(self._it, None)
-
-
-def _calibrate(q, pre: Path, calib, method: str, tmp: Path, layout: dict | None = None):
-    """Tensor ranges of ``method`` over ``calib``, one batch per collect_data call (each input laid along its
-    batch axis, ``layout``)."""
-    import numpy as np
-    from onnxruntime.quantization.calibrate import create_calibrator
-    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
-
-    ops = sorted(set(QLinearOpsRegistry) | set(QDQRegistry))  # what quantize_static calibrates by default
-    cal = create_calibrator(pre, ops, augmented_model_path=str(tmp / "augmented.onnx"),
-                            calibrate_method=getattr(q.CalibrationMethod, method),
-                            extra_options=_calibration_extra(method))
-    name, fixed = _input_of(pre, ONNX_INPUT_NAME)
-    step = fixed or CALIB_BATCH  # a static-batch file takes only its own batch size
-    n = count(calib)
-    for i in range(0, n - (n % step if fixed else 0), step):
-        if is_multi(calib):  # several inputs: each by name, in its own dtype
-            feed = Layout.from_dict(layout).to_model({k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()})
-        else:
-            feed = {name: np.ascontiguousarray(calib[i:i + step], dtype=np.float32)}
-        cal.collect_data(_Batches([feed]))
-    return cal.compute_data()
 
 
 def _tail_note(opts: dict[str, Any], tails: list[str], mixed: str) -> list[str]:
@@ -326,18 +258,6 @@ def _tail_note(opts: dict[str, Any], tails: list[str], mixed: str) -> list[str]:
     opts["mixed_scale_outputs"] = {"why": mixed, "nodes": tails}
     return [f"left in float so that one output's parts keep their own scales ({mixed}): {len(tails)} "
             f"node(s) of its decoding tail, {', '.join(tails[:4])}{' ...' if len(tails) > 4 else ''}"]
-
-
-def _input_of(path: Path, default: str) -> tuple[str, int | None]:
-    """The first graph input's name and its fixed batch size (None when dynamic)."""
-    import onnx
-
-    try:
-        inp = onnx.load(str(path), load_external_data=False).graph.input[0]
-    except Exception:
-        return default, None
-    dim = inp.type.tensor_type.shape.dim
-    return inp.name, (int(dim[0].dim_value) if dim and dim[0].HasField("dim_value") else None)
 
 
 def _recipe(ctx: ExportContext, precision: str) -> OrtOptions:
@@ -354,37 +274,9 @@ def _reduce_range(o: OrtOptions) -> tuple[bool, str]:
     return reduce_range_for(o.int8_reduce_range, o.int8_scheme, describe_cpu())
 
 
-@contextlib.contextmanager
-def _cwd(path: str):
-    """The quantizer writes scratch files (sym_shape_infer_temp.onnx) into the working directory: keep them in
-    ``path`` (contextlib.chdir is Python 3.11+)."""
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def _csv(text: str) -> list[str]:
     """A comma-separated option as a sorted, unique list."""
     return sorted({x.strip() for x in str(text or "").split(",") if x.strip()})
-
-
-def _quantize(q, pre: Path, out: Path, ranges, o: OrtOptions, tmp: Path, reduce_range: bool,
-              excluded: list[str] | None = None) -> None:
-    from onnxruntime.quantization.calibrate import save_tensors_data
-
-    cache = tmp / "ranges.json"
-    save_tensors_data(ranges, cache)
-    act = q.QuantType.QUInt8 if o.int8_scheme == "U8S8" else q.QuantType.QInt8
-    q.quantize_static(str(pre), str(out), None, calibration_cache_path=str(cache),
-                      calibrate_method=getattr(q.CalibrationMethod, o.int8_calibration),
-                      quant_format=q.QuantFormat.QDQ, per_channel=True, reduce_range=reduce_range,
-                      nodes_to_exclude=list(excluded or []),
-                      activation_type=act,
-                      weight_type=q.QuantType.QInt8,
-                      extra_options={"ActivationSymmetric": o.int8_scheme == "S8S8", "WeightSymmetric": True})
 
 
 def _prep_notes(asked: str, excluded: list[str], before: dict[str, Any]) -> list[str]:

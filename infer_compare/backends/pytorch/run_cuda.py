@@ -5,7 +5,7 @@ policy every CUDA runner follows:
   call leaves its output there; ``--io host``: the timed call starts from a pinned host
   tensor and ends with the output on the host (H2D and D2H copies inside it).
 * Device time: a start and an end CUDA event per call, created (and recorded once, so
-  that CUDA creates them) at load into a preallocated ring (:class:`TorchEventRing`);
+  that CUDA creates them) at load into a preallocated ring (events.py);
   the timed call only records them and waits for the end event; their elapsed times are
   read after the loop (``extra_metrics``).
 * The first timed call is cold: eager rows run nothing before it. A CUDA-graph row
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from infer_compare.backends.pytorch import compile_caches
+from infer_compare.backends.pytorch.events import RING_CALLS, TorchEventRing
 from infer_compare.backends.pytorch.options import COMPILE_MODES, EagerOptions
 from infer_compare.backends.pytorch.run_multi import host_tensors, on_device, to_host
 from infer_compare.backends.throughput import (
@@ -49,7 +50,6 @@ from infer_compare.host import gpu_turn
 from infer_compare.host.gpu import CallMeter, cuda_facts_torch
 
 CUDA_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-RING_CALLS = 4096
 WARM_CALLS = 3  # calls before a CUDA graph's capture, and torch.compile's calls in load()
 DEVICES_USED: set[int] = set()  # CUDA devices this process has measured on (a resident process: several rows)
 
@@ -82,39 +82,6 @@ def compiling_beside(torch: Any, turn: gpu_turn.Turn | None) -> Iterator[None]:
         if take_back in getattr(handler, "end_callbacks", [take_back]):  # torch._dynamo.reset() clears them
             handler.remove_end_callback(take_back)
         turn.acquire()
-
-
-class TorchEventRing:
-    """A start and an end event (``enable_timing``) per call for ``calls`` calls, created at load."""
-
-    def __init__(self, torch: Any, stream: Any, calls: int = RING_CALLS):
-        self.slots = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(max(1, int(calls)))]
-        # torch creates the CUDA event at its first record: do it now, not in a timed call
-        for a, b in self.slots:
-            a.record(stream)
-            b.record(stream)
-        stream.synchronize()
-        self.calls = 0
-        self.read: list[float] = []  # ms per call, in call order
-        self.reads_in_loop = 0
-
-    def begin(self) -> tuple[Any, Any]:
-        """The events of the next call; a wrapped slot whose call is unread is read first."""
-        n = len(self.slots)
-        i = self.calls % n
-        if self.calls - n >= len(self.read):
-            self.read.append(float(self.slots[i][0].elapsed_time(self.slots[i][1])))
-            self.reads_in_loop += 1
-        self.calls += 1
-        return self.slots[i]
-
-    def times(self) -> list[float]:
-        n = len(self.slots)
-        for c in range(len(self.read), self.calls):
-            a, b = self.slots[c % n]
-            self.read.append(float(a.elapsed_time(b)))
-        return list(self.read)
 
 
 class CudaRows:
