@@ -83,23 +83,28 @@ def _collect(plan: Plan, chain: ArtifactChain, warn) -> None:
         if f.device_built and src_key is not None:
             src = chain.get(*src_key)
             if isinstance(src, Unbuilt):
-                plan.not_built.append({"format": fmt, "precision": prec, "status": src.status, "hint": src.hint,
-                                       "reason": f"its source {src_key[0]} {src_key[1]} was not built: {src.reason}"})
+                plan.not_built.append({"format": fmt, "precision": prec, "status": src.status,
+                                       "hint": src.hint,
+                                       "reason": f"its source {src_key[0]} {src_key[1]} was not built: "
+                                                 f"{src.reason}"})
                 continue
-            plan.deferred.append({"format": fmt, "precision": prec, "source": list(src_key), "note": f.device_built})
+            plan.deferred.append({"format": fmt, "precision": prec, "source": list(src_key),
+                                  "note": f.device_built})
             plan.add_ship(src_key)
             continue
         res = chain.get(fmt, prec)
         if not isinstance(res, Unbuilt):
             plan.add_ship((fmt, prec))
-        elif res.status == SKIPPED and src_key is not None and src_key in chain.done and _exporter_exists(fmt):
+        elif (res.status == SKIPPED and src_key is not None and src_key in chain.done
+              and _exporter_exists(fmt)):
             plan.deferred.append({"format": fmt, "precision": prec, "source": list(src_key),
-                                  "note": f"not built on the workstation ({res.reason}); built on the device when "
-                                          "its exporter is present there" + (f" ({res.hint})" if res.hint else "")})
+                                  "note": f"not built on the workstation ({res.reason}); built on the "
+                                          "device when its exporter is present there"
+                                          + (f" ({res.hint})" if res.hint else "")})
             plan.add_ship(src_key)
         else:
-            plan.not_built.append({"format": fmt, "precision": prec, "status": res.status, "reason": res.reason,
-                                   "hint": res.hint})
+            plan.not_built.append({"format": fmt, "precision": prec, "status": res.status,
+                                   "reason": res.reason, "hint": res.hint})
             warn(f"{fmt} {prec} is not in the bundle: {res.reason}")
 
 
@@ -111,7 +116,8 @@ def needs_calibration(deferred: list[dict[str, Any]]) -> bool:
 
 
 def stream_batches(max_batch: int) -> tuple[int, ...]:
-    """The batch sizes a stream model's bundle carries a reference for: 1, 2, 4, ... up to ``max_batch``, and it."""
+    """The batch sizes a stream model's bundle carries a reference for: 1, 2, 4, ... up to ``max_batch``,
+    and it."""
     out = {1, int(max_batch)}
     b = 2
     while b < max_batch:
@@ -139,8 +145,9 @@ def _write_data(tmp: Path, prep: Prepared, plan: Plan, stream: Iterable[int] = (
         if is_multi(a):  # several inputs or outputs: one array per name, in the model's order
             with open(tmp / rel, "wb") as f:
                 np.savez_compressed(f, **{k: np.ascontiguousarray(v) for k, v in a.items()})
-            data[name] = {"path": rel, "arrays": {k: {"shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype)}
-                                                  for k, v in a.items()}}
+            data[name] = {"path": rel,
+                          "arrays": {k: {"shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype)}
+                                     for k, v in a.items()}}
             continue
         a = np.ascontiguousarray(a)
         with open(tmp / rel, "wb") as f:
@@ -149,7 +156,8 @@ def _write_data(tmp: Path, prep: Prepared, plan: Plan, stream: Iterable[int] = (
     return data
 
 
-def _artifact_files(chain: ArtifactChain, key: Key, roots: Iterable[Key] = ()) -> tuple[list[tuple[Path, str]], str]:
+def _artifact_files(chain: ArtifactChain, key: Key,
+                    roots: Iterable[Key] = ()) -> tuple[list[tuple[Path, str]], str]:
     """(source file, path inside the artifact's folder) pairs, and the main file's path there."""
     fmt, prec = key
     rec = chain.done[key]
@@ -190,7 +198,8 @@ def _write_artifacts(tmp: Path, plan: Plan, chain: ArtifactChain, roots: Iterabl
         out.append({
             "format": fmt, "precision": prec, "path": f"{d}/{main_rel}", "dir": d,
             "source": list(src_of) if src_of is not None else None,
-            "export": {"options": rec.options, "notes": list(rec.notes), "build_s": rec.export_s, "cache_key": rec.key,
+            "export": {"options": rec.options, "notes": list(rec.notes), "build_s": rec.export_s,
+                       "cache_key": rec.key,
                        "built_from": os.path.basename(rec.source) if rec.source else ""},
             "selected": (fmt, prec) in plan.wanted,
         })
@@ -221,11 +230,13 @@ def _offline_builds(tmp: Path, plan: Plan, artifacts: list[dict[str, Any]], warn
             d["precheck"] = f"(pre-check failed: {type(e).__name__}: {e})"
 
 
-def _manifest(prep: Prepared, plan: Plan, data: dict[str, Any], artifacts: list[dict[str, Any]], selection: dict,
-              environment, warnings: list[str], command: Iterable[str] | None) -> dict[str, Any]:
+def _manifest(prep: Prepared, plan: Plan, data: dict[str, Any], artifacts: list[dict[str, Any]],
+              selection: dict, environment, warnings: list[str],
+              command: Iterable[str] | None) -> dict[str, Any]:
     minfo = prep.minfo
     return {
-        "kind": BUNDLE_KIND, "bundle_version": BUNDLE_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "kind": BUNDLE_KIND, "bundle_version": BUNDLE_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "tool_version": __version__, "command": list(command or sys.argv), "model": minfo.to_dict(),
         "model_spec": bundle_spec(prep),  # data only: no module, factory, path or loader (manifest_schema.py)
         "input": {"shape": list(minfo.input_shape), "dtype": "float32", "layout": "NCHW",
@@ -256,7 +267,8 @@ def _write_bundle(out: Path, write) -> None:
 def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "auto",
                   formats: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
                   parity_samples: int | None = None, calibration_samples: int | None = None,
-                  max_batch: int = DEFAULT_MAX_BATCH, seed: int = 0, cache_dir: str | os.PathLike | None = None,
+                  max_batch: int = DEFAULT_MAX_BATCH, seed: int = 0,
+                  cache_dir: str | os.PathLike | None = None,
                   use_cache: bool = True, threads: int | None = None, command: Iterable[str] | None = None,
                   progress: Progress | None = None, export_timeout_s: float = 1800.0,
                   runner_options: dict[str, Any] | None = None, output_kinds: Any = None,
@@ -266,10 +278,12 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     that describe how artifacts are built (e.g. ``{"onnxruntime": {"int8_reduce_range": "on"}}`` for an
     int8 file meant for a CPU without VNNI), as ``compare(runner_options=...)``. ``output_kinds``: as
     ``compare(output_kinds=...)``, checked against the model's outputs and recorded in the manifest
-    ("output_kinds"), so that ``run`` judges parity by them. ``input_shape``: as ``compare(input_shape=...)``, the sizes
-    the model leaves open (a .onnx file's dynamic dimensions); the bundle records the shape it was exported at."""
+    ("output_kinds"), so that ``run`` judges parity by them. ``input_shape``: as
+    ``compare(input_shape=...)``, the sizes the model leaves open (a .onnx file's dynamic dimensions); the
+    bundle records the shape it was exported at."""
     prog = progress or Progress()
-    formats_t, precisions_t = check_choice("format", formats, FORMATS), check_choice("precision", precisions, PRECISIONS)
+    formats_t, precisions_t = (check_choice("format", formats, FORMATS),
+                               check_choice("precision", precisions, PRECISIONS))
     out = _checked_out(out_dir, parity_samples, max_batch)
     option_sets = check_runner_options(runner_options)
     kinds = kind_options(output_kinds)
@@ -282,8 +296,8 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     environment = env.collect()
     threads = threads or environment.cores_physical or environment.cores_logical or 1
     prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=None, data=None,
-                       parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed, cache=cache,
-                       threads=threads, prog=prog, warn=warn)
+                       parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
+                       cache=cache, threads=threads, prog=prog, warn=warn)
     judge_outputs_as(prep, kinds)  # a kind that does not fit an output: one line, before any export
     chain = _export_chain(prep, cache, int(max_batch), threads, prog, option_sets)
     chain.export_timeout_s = float(export_timeout_s)
@@ -315,10 +329,12 @@ def _write_all(out: Path, prep: Prepared, plan: Plan, chain: ArtifactChain, repl
         artifacts = _write_artifacts(tmp, plan, chain, prep.carried, replaced)
         _offline_builds(tmp, plan, artifacts, warn)
         manifest.update(_manifest(prep, plan, data, artifacts, selection, environment, warnings, command))
-        manifest["output_kinds"] = dict(prep.output_kinds or kinds)  # the user's and the loader's (models/torchvision_det.py)
+        # the user's and the loader's (models/torchvision_det.py)
+        manifest["output_kinds"] = dict(prep.output_kinds or kinds)
         if prep.stream is not None:  # rows depend on how they are grouped: a reference per batch size
             manifest["stream"] = {"batches": list(stream_batches(max_batch))}
-        manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p), "size": p.stat().st_size}
+        manifest["files"] = {p.relative_to(tmp).as_posix(): {"sha256": sha256_file(p),
+                                                             "size": p.stat().st_size}
                              for p in sorted(tmp.rglob("*")) if p.is_file()}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str) + "\n")
 
@@ -346,7 +362,8 @@ def _export_chain(prep: Prepared, cache, max_batch: int, threads: int, prog: Pro
                         model_spec=dict(prep.model_spec),
                         preprocessing=dict(prep.preprocessing), log=prog.log, threads=threads,
                         cache_root=str(cache.root), option_sets=dict(option_sets or {}),
-                        layout=of_model_info(minfo).to_dict(),  # calibration laid along each input's batch axis
+                        # calibration laid along each input's batch axis
+                        layout=of_model_info(minfo).to_dict(),
                         input_names=tuple(i["name"] for i in minfo.inputs),
                         output_names=tuple(o["name"] for o in minfo.outputs))
     chain = ArtifactChain(ctx, cache, prep.source(), prog)

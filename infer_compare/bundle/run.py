@@ -39,12 +39,14 @@ def _load_array(v: Verified, name: str):
         if d.get("compressed") == "npz" and "arrays" not in d:  # one array, compressed, named as its entry
             got = load(v.path(d["path"]), mmap=True)
             if not isinstance(got, dict) or list(got) != [name]:
-                raise ValueError(f"it holds {list(got) if isinstance(got, dict) else 'one unnamed array'}, not '{name}'")
+                raise ValueError(f"it holds {list(got) if isinstance(got, dict) else 'one unnamed array'}, "
+                                 f"not '{name}'")
             return got[name]
         if str(d["path"]).endswith(".npz"):  # several inputs or outputs: {name: array} in the model's order
             got = load(v.path(d["path"]), mmap=True)
             if not isinstance(got, dict) or list(got) != list(d.get("arrays") or got):
-                raise ValueError(f"its arrays {list(got)} are not the manifest's {list(d.get('arrays') or ())}")
+                raise ValueError(f"its arrays {list(got)} are not the manifest's "
+                                 f"{list(d.get('arrays') or ())}")
             return got
         return npyfile.load(v.path(d["path"]), mmap=True)
     except (ValueError, OSError) as e:
@@ -82,13 +84,16 @@ def load_inputs(v: Verified):
     if isinstance(ev, dict) or isinstance(ref, dict):
         return _several(v, ev, ref, calib, labels)
     if ev.ndim != 4 or tuple(ev.shape[1:]) != shape or ev.dtype != np.float32 or len(ev) == 0:
-        raise BundleError(f"bundle: eval inputs have shape {ev.shape} {ev.dtype}, expected N x {shape} float32")
+        raise BundleError(f"bundle: eval inputs have shape {ev.shape} {ev.dtype}, "
+                          f"expected N x {shape} float32")
     if ref.ndim != 2 or len(ref) != len(ev) or not np.issubdtype(ref.dtype, np.floating):
         raise BundleError(f"bundle: reference outputs have shape {ref.shape}, expected {len(ev)} x classes")
     if calib is not None and (calib.ndim != 4 or tuple(calib.shape[1:]) != shape):
         raise BundleError(f"bundle: calibration inputs have shape {calib.shape}, expected N x {shape}")
-    if labels is not None and (labels.ndim != 1 or len(labels) != len(ev) or not np.issubdtype(labels.dtype, np.integer)):
-        raise BundleError(f"bundle: labels have shape {labels.shape} {labels.dtype}, expected {len(ev)} integers")
+    if labels is not None and (labels.ndim != 1 or len(labels) != len(ev)
+                               or not np.issubdtype(labels.dtype, np.integer)):
+        raise BundleError(f"bundle: labels have shape {labels.shape} {labels.dtype}, "
+                          f"expected {len(ev)} integers")
     ds = DataSets(calibration=calib if calib is not None else ev[:0], eval=ev, eval_labels=labels,
                   description=str(v.manifest["data"].get("description", "")))
     return ds, ref.astype(np.float32, copy=False)
@@ -117,8 +122,8 @@ def _export_summary(man: dict[str, Any]) -> str:
     gpus = ", ".join(str(g.get("name")) for g in e.get("gpus") or []) or "no GPU"
     names = [lib.dists[0] for lib in libraries().values() if lib.record_version]
     lib = ", ".join(f"{k} {libs[k]}" for k in names if k in libs)
-    return (f"exported {man.get('created')} with infer-compare {man.get('tool_version')} on {e.get('cpu_model', '?')} "
-            f"({gpus}), {e.get('python', '?')}" + (f"; {lib}" if lib else ""))
+    return (f"exported {man.get('created')} with infer-compare {man.get('tool_version')} "
+            f"on {e.get('cpu_model', '?')} ({gpus}), {e.get('python', '?')}" + (f"; {lib}" if lib else ""))
 
 
 def _model_record(man: dict[str, Any]) -> ModelInfo:
@@ -166,7 +171,8 @@ def _placed(v: Verified) -> dict[Key, ExportRecord]:
 def _unbuilt(man: dict[str, Any], carried: dict[Key, ExportRecord], model_name: str) -> dict[Key, Unbuilt]:
     """Every artifact neither carried nor deferred: why it is not available here."""
     deferred = {(d["format"], d["precision"]) for d in man.get("deferred", [])}
-    failed = {(d.get("format"), d.get("precision")): d for d in man.get("not_built", []) if isinstance(d, dict)}
+    failed = {(d.get("format"), d.get("precision")): d
+              for d in man.get("not_built", []) if isinstance(d, dict)}
     names = ", ".join(f"{f} {p}" for f, p in carried) or "nothing"
     out: dict[Key, Unbuilt] = {}
     for f in FORMATS.values():
@@ -177,7 +183,8 @@ def _unbuilt(man: dict[str, Any], carried: dict[Key, ExportRecord], model_name: 
             if key in failed:
                 d = failed[key]
                 st = d.get("status") if d.get("status") in (SKIPPED, EXPORT_FAILED) else SKIPPED
-                out[key] = Unbuilt(st, f"not built on the workstation: {d.get('reason', '')}", d.get("hint", ""))
+                out[key] = Unbuilt(st, f"not built on the workstation: {d.get('reason', '')}",
+                                   d.get("hint", ""))
             else:
                 out[key] = Unbuilt(SKIPPED, f"{f.title} {p} is not in this bundle (it carries: {names})",
                                    f"infer-compare export --model {model_name} --formats {f.name} -o DIR")
@@ -190,9 +197,11 @@ def prepared_from_bundle(v: Verified) -> Prepared:
     minfo = _model_record(man)
     ds, ref = load_inputs(v)
     if not isinstance(ref, dict) and minfo.num_classes and ref.shape[1] != minfo.num_classes:
-        raise BundleError(f"bundle: reference outputs have {ref.shape[1]} classes, the model {minfo.num_classes}")
+        raise BundleError(f"bundle: reference outputs have {ref.shape[1]} classes, "
+                          f"the model {minfo.num_classes}")
     carried = _carried(v)
-    notes = [f"bundle {v.root.name}: {_export_summary(man)}; {v.n_files} files verified (sha256) before loading"]
+    notes = [f"bundle {v.root.name}: {_export_summary(man)}; {v.n_files} files verified (sha256) "
+             "before loading"]
     notes += [f"{d['format']} {d['precision']}: {d.get('note', '')}" for d in man.get("deferred", [])
               if (d["format"], d["precision"]) not in v.placed]
     notes += [str(n) for n in man.get("notes", [])]
@@ -201,8 +210,8 @@ def prepared_from_bundle(v: Verified) -> Prepared:
     # user's (a manifest's model_spec is never passed on as it is)
     return Prepared(minfo=minfo, model_spec=received_spec(man["model_spec"]),
                     preprocessing=dict(man["input"].get("preprocessing") or {}), ds=ds, ref=ref, model=None,
-                    weights_path=None, notes=notes, carried=carried, unbuilt=_unbuilt(man, carried, minfo.name),
-                    stream=_stream(v, ref))
+                    weights_path=None, notes=notes, carried=carried,
+                    unbuilt=_unbuilt(man, carried, minfo.name), stream=_stream(v, ref))
 
 
 def _stream(v: Verified, ref: Any) -> Callable[[int], Any] | None:
@@ -219,40 +228,43 @@ def _stream(v: Verified, ref: Any) -> Callable[[int], Any] | None:
         if got is None or type(got) is not type(ref) or (
                 {k: np.shape(a) for k, a in got.items()} != {k: np.shape(a) for k, a in ref.items()}
                 if isinstance(ref, dict) else np.shape(got) != np.shape(ref)):
-            raise BundleError(f"bundle: the stream reference for batch {b} is missing or not shaped as the reference")
+            raise BundleError(f"bundle: the stream reference for batch {b} is missing or not shaped "
+                              "as the reference")
         refs[int(b)] = got
     return refs.__getitem__
 
 
 def check_stream_batches(prep: Prepared, sel: Selection, manifest: dict[str, Any]) -> None:
-    """A stream model's rows can be judged only at the batch sizes the bundle carries a reference for: any other
-    asked for is a UsageError, before anything is measured; without -b, the default batch sizes it carries."""
+    """A stream model's rows can be judged only at the batch sizes the bundle carries a reference for: any
+    other asked for is a UsageError, before anything is measured; without -b, the default batch sizes it
+    carries."""
     carried = (manifest.get("stream") or {}).get("batches")
     if prep.stream is None or not carried:
         return
     if sel.batch_sizes is None:
         defaults = sorted({b for bs in sel.batch_sizes_by_kind().values() for b in bs})
         sel.batch_sizes = tuple(b for b in defaults if b in carried) or (1,)
-        prep.notes.append(f"a stream model: measured at the default batch sizes the bundle carries a reference for "
-                          f"({', '.join(map(str, sel.batch_sizes))})")
+        prep.notes.append("a stream model: measured at the default batch sizes the bundle carries a "
+                          f"reference for ({', '.join(map(str, sel.batch_sizes))})")
         return
     other = [b for b in sel.batch_sizes if b not in carried]
     if other:
-        raise UsageError(f"-b {','.join(map(str, other))}: this bundle's model is a stream (its outputs depend on how "
-                         f"rows are grouped) and carries references for batch sizes {', '.join(map(str, carried))} "
-                         f"only; export again with --max-batch to carry larger ones")
+        raise UsageError(f"-b {','.join(map(str, other))}: this bundle's model is a stream (its outputs "
+                         f"depend on how rows are grouped) and carries references for batch sizes "
+                         f"{', '.join(map(str, carried))} only; export again with --max-batch to carry "
+                         f"larger ones")
 
 
 def _say_drop_ins(v: Verified, prog: Progress, warn: Callable[[str], None]) -> None:
-    """A model compiled off the device (the Edge TPU's): found and used, or the step still to do (a warning, so
-    the terminal and the report both say it)."""
+    """A model compiled off the device (the Edge TPU's): found and used, or the step still to do (a warning,
+    so the terminal and the report both say it)."""
     for d in v.manifest.get("deferred", []):
         if not d.get("drop_in"):
             continue
         key = (d["format"], d["precision"])
         if key in v.placed:
-            prog.log(f"{d['format']} {d['precision']}: found the compiled model {v.placed[key]} (placed after the "
-                     "export); its rows use it")
+            prog.log(f"{d['format']} {d['precision']}: found the compiled model {v.placed[key]} "
+                     "(placed after the export); its rows use it")
         else:
             warn(f"{d['format']} {d['precision']} still to compile: {d.get('note', '')}")
 
@@ -267,7 +279,8 @@ def _default_selection(sel: Selection, man: dict[str, Any]) -> None:
 
 
 def run_bundle(bundle_dir: str | os.PathLike | Verified, *, options: MeasureOptions | None = None,
-               output_kinds: Any = None, command: Iterable[str] | None = None, progress: Progress | None = None,
+               output_kinds: Any = None, command: Iterable[str] | None = None,
+               progress: Progress | None = None,
                on_row: Callable[[Report], None] | None = None, cell_runner: Callable[..., list] | None = None,
                **measure: Any) -> Report:
     """Verify the bundle, build its deferred formats where possible, measure every

@@ -37,7 +37,8 @@ class Verified:
     manifest: dict[str, Any]
     n_files: int
     n_bytes: int
-    placed: dict[tuple[str, str], str] = field(default_factory=dict)  # deferred key -> its drop-in file, present
+    # deferred key -> its drop-in file, present
+    placed: dict[tuple[str, str], str] = field(default_factory=dict)
     hashed: bool = True  # every file's sha256 checked (False: sizes only, verify(hashes=False))
 
     def path(self, rel: str) -> Path:
@@ -52,12 +53,14 @@ def _check_rel(root: Path, rel: Any, what: str) -> Path:
         raise BundleError(f"bundle manifest: {what} path {rel!r} is absolute; refused")
     parts = rel.split("/")
     if any(p in ("", ".", "..") for p in parts):
-        raise BundleError(f"bundle manifest: {what} path {rel!r} leaves the bundle or is not normalised; refused")
+        raise BundleError(f"bundle manifest: {what} path {rel!r} leaves the bundle or is not normalised; "
+                          "refused")
     cur = root
     for p in parts:
         cur = cur / p
         if cur.is_symlink():
-            raise BundleError(f"bundle: {rel} is (or passes through) a symbolic link; bundles hold plain files only")
+            raise BundleError(f"bundle: {rel} is (or passes through) a symbolic link; bundles hold plain "
+                              "files only")
     real_root = os.path.realpath(root)
     real = os.path.realpath(cur)
     if os.path.commonpath([real_root, real]) != real_root:
@@ -147,7 +150,8 @@ def _check_structure(man: dict[str, Any]) -> None:
             raise BundleError(f"bundle manifest: unknown format {fmt!r} (known: {', '.join(FORMATS)})")
         known = FORMATS[fmt].artifact_precisions | set(PRECISIONS)
         if prec not in known:
-            raise BundleError(f"bundle manifest: unknown precision {prec!r} for {fmt} (known: {', '.join(sorted(known))})")
+            raise BundleError(f"bundle manifest: unknown precision {prec!r} for {fmt} "
+                              f"(known: {', '.join(sorted(known))})")
         src = a.get("source")
         if src is not None and (not isinstance(src, list) or len(src) != 2 or src[0] not in FORMATS
                                 or src[1] not in FORMATS[src[0]].artifact_precisions | set(PRECISIONS)):
@@ -166,7 +170,8 @@ def _check_files(root: Path, files: dict[str, Any], digests: Mapping[str, str] |
         p = _check_rel(root, rel, "file")
         if rel.split("/", 1)[0] not in TOP_DIRS or "/" not in rel:
             raise BundleError(f"bundle manifest: file {rel} lies outside artifacts/ and data/; refused")
-        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str) or not isinstance(meta.get("size"), int):
+        if (not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str)
+                or not isinstance(meta.get("size"), int)):
             raise BundleError(f"bundle manifest: no sha256/size for {rel}")
         size = p.stat().st_size
         if size != meta["size"]:
@@ -174,7 +179,8 @@ def _check_files(root: Path, files: dict[str, Any], digests: Mapping[str, str] |
                               "(corrupted or tampered)")
         got = digests[rel] if rel in digests else (sha256_file(p) if hashes else None)
         if got is not None and got != meta["sha256"].lower():
-            raise BundleError(f"bundle: sha256 of {rel} does not match the manifest: refused (corrupted or tampered)")
+            raise BundleError(f"bundle: sha256 of {rel} does not match the manifest: refused "
+                              "(corrupted or tampered)")
         n_bytes += size
     return n_bytes
 
@@ -189,7 +195,8 @@ def _drop_ins(root: Path, man: dict[str, Any]) -> tuple[dict[tuple[str, str], st
         if rel is None:
             continue
         suffix = FORMATS[d["format"]].suffix
-        if not isinstance(rel, str) or not rel.startswith("artifacts/") or not rel.endswith(suffix) or rel in man["files"]:
+        if (not isinstance(rel, str) or not rel.startswith("artifacts/") or not rel.endswith(suffix)
+                or rel in man["files"]):
             raise BundleError(f"bundle manifest: bad drop_in path {rel!r} for {d['format']} {d['precision']}")
         log = rel[: -len(suffix)] + suffix.rsplit(".", 1)[0] + ".log"
         allowed |= {rel, log}
@@ -221,7 +228,8 @@ def _check_references(root: Path, man: dict[str, Any], allowed: set[str] = froze
     """Paths referenced elsewhere are listed; nothing unlisted lies under artifacts/ or data/ (but the
     drop-in files of ``allowed``)."""
     files = man["files"]
-    refs = [(a.get("path"), f"{a.get('format')} {a.get('precision')} artifact") for a in man.get("artifacts", [])]
+    refs = [(a.get("path"), f"{a.get('format')} {a.get('precision')} artifact")
+            for a in man.get("artifacts", [])]
     refs += [(d.get("path") if isinstance(d, dict) else None, f"data '{k}'")
              for k, d in man["data"].items() if k != "description"]
     for rel, what in refs:
