@@ -48,7 +48,8 @@ class Preprocess:
 
 @dataclass
 class DataSets:
-    calibration: np.ndarray  # N, C, H, W float32; a model with several inputs: {input name: N x ...} (base/batches.py)
+    # N, C, H, W float32; a model with several inputs: {input name: N x ...} (base/batches.py)
+    calibration: np.ndarray
     eval: np.ndarray
     eval_labels: np.ndarray | None = None
     train: np.ndarray | None = None
@@ -87,7 +88,8 @@ def _photo(name: str) -> np.ndarray:
 def _preprocess(region, pre: Preprocess) -> np.ndarray:
     from PIL import Image
 
-    interp = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC, "nearest": Image.NEAREST}[pre.interpolation]
+    interp = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC,
+              "nearest": Image.NEAREST}[pre.interpolation]
     w, h = region.size
     s = pre.resize / min(w, h)
     region = region.resize((max(pre.crop, round(w * s)), max(pre.crop, round(h * s))), interp)
@@ -97,7 +99,8 @@ def _preprocess(region, pre: Preprocess) -> np.ndarray:
     a = np.asarray(region, dtype=np.float32) / 255.0
     if pre.channels == 1:
         a = a.mean(axis=2, keepdims=True)
-    a = (a - np.asarray(pre.mean[: pre.channels], np.float32)) / np.asarray(pre.std[: pre.channels], np.float32)
+    a = ((a - np.asarray(pre.mean[: pre.channels], np.float32))
+         / np.asarray(pre.std[: pre.channels], np.float32))
     return a.transpose(2, 0, 1).copy()
 
 
@@ -144,8 +147,8 @@ def photo_sets(pre: Preprocess | Callable[[Any], np.ndarray], n_eval: int, n_cal
         calibration=ca,
         eval=ev,
         description=(
-            f"{n_eval} evaluation crops of {len(EVAL_PHOTOS)} held-out photos and {n_calib} calibration crops of "
-            f"{len(CALIB_PHOTOS)} other photos (scikit-image / scikit-learn bundled images), {how}"
+            f"{n_eval} evaluation crops of {len(EVAL_PHOTOS)} held-out photos and {n_calib} calibration "
+            f"crops of {len(CALIB_PHOTOS)} other photos (scikit-image / scikit-learn bundled images), {how}"
         ),
         sources={"eval": ev_src, "calibration": ca_src},
     )
@@ -160,7 +163,8 @@ def digits(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
 
     d = load_digits()
     imgs = np.stack(
-        [np.asarray(Image.fromarray(im.astype(np.float32), mode="F").resize((32, 32), Image.BILINEAR)) for im in d.images]
+        [np.asarray(Image.fromarray(im.astype(np.float32), mode="F").resize((32, 32), Image.BILINEAR))
+         for im in d.images]
     )
     x = (imgs / 16.0).clip(0, 1).astype(np.float32)[:, None]
     xtr, xte, ytr, yte = train_test_split(x, d.target, test_size=450, random_state=seed, stratify=d.target)
@@ -177,6 +181,7 @@ def digit_sets(n_calib: int = 200, seed: int = 0) -> DataSets:
         train_labels=ytr,
         description=(
             "scikit-learn digits, 8x8 resized to 32x32 (bilinear), scaled to [0, 1]; "
-            f"{len(xtr)} train / {len(xte)} test (stratified, seed {seed}); calibration = first {n_calib} train digits"
+            f"{len(xtr)} train / {len(xte)} test (stratified, seed {seed}); "
+            f"calibration = first {n_calib} train digits"
         ),
     )

@@ -5,11 +5,11 @@ Public API (``from infer_compare.data.user import ...``):
 ``PreprocessSpec(resize=256, crop=224, mean=IMAGENET_MEAN, std=IMAGENET_STD, layout="nchw", bgr=False,
 scale=1/255, channels=3, interpolation="bilinear", source="ImageNet defaults")``
     Frozen; checked on creation (UsageError). ``to_dict()`` / ``from_dict(d)``; ``describe()`` is one
-    line for the report. Steps, the math of data/bundled.py's photo preprocessing: decode with PIL (``convert``
-    to "RGB", or "L" when ``channels == 1``), resize the shorter side to ``resize`` (long side rounded,
-    never below ``crop``), centre crop ``crop`` (offsets rounded down), multiply raw 0..255 pixels by
-    ``scale``, swap to BGR when ``bgr``, ``(x - mean) / std`` (mean/std in the model's channel order),
-    then C,H,W (``nchw``) or H,W,C (``nhwc``). ``resize``/``crop`` None skip the step.
+    line for the report. Steps, the math of data/bundled.py's photo preprocessing: decode with PIL
+    (``convert`` to "RGB", or "L" when ``channels == 1``), resize the shorter side to ``resize`` (long
+    side rounded, never below ``crop``), centre crop ``crop`` (offsets rounded down), multiply raw 0..255
+    pixels by ``scale``, swap to BGR when ``bgr``, ``(x - mean) / std`` (mean/std in the model's channel
+    order), then C,H,W (``nchw``) or H,W,C (``nhwc``). ``resize``/``crop`` None skip the step.
 ``preprocess_spec(defaults, *, resize=None, crop=None, mean=None, std=None, layout=None, bgr=None,
 scale=None) -> PreprocessSpec``
     The CLI's overrides (None keeps the default), validated with one-line UsageErrors; mean/std take
@@ -68,6 +68,6 @@ from infer_compare.data.user.spec import (
 
 __all__ = [
     "IMAGE_SUFFIXES", "IMAGENET_MEAN", "IMAGENET_STD", "ONLY_OUTPUT", "PreprocessSpec", "UserData", "apply",
-    "check_folder_classes",    "from_preprocess", "imagenet_defaults", "load_data", "preprocess_spec", "selection_order",
-    "split_eval_calibration",
+    "check_folder_classes", "from_preprocess", "imagenet_defaults", "load_data", "preprocess_spec",
+    "selection_order", "split_eval_calibration",
 ]

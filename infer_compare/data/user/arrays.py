@@ -33,7 +33,8 @@ def first_line(e: BaseException) -> str:
 
 def fits(sample: tuple[int, ...], want: Shape) -> bool:
     """True when ``sample`` matches ``want``; None or a negative entry of ``want`` matches any size."""
-    return len(sample) == len(want) and all(w is None or w < 0 or s == w for s, w in zip(sample, want, strict=True))
+    return len(sample) == len(want) and all(w is None or w < 0 or s == w
+                                            for s, w in zip(sample, want, strict=True))
 
 
 def _as_input(a: np.ndarray, want: Shape | None, where: str, notes: list[str] | None = None,
@@ -112,10 +113,12 @@ def _shapes_for(names: list[str], input_shape, path: Path) -> dict[str, Shape]:
     if isinstance(input_shape, Mapping):
         missing = [k for k in input_shape if k not in names]
         if missing:
-            raise UsageError(f"{path} has no array for model input '{missing[0]}' (it has: {', '.join(names)})")
+            raise UsageError(f"{path} has no array for model input '{missing[0]}' "
+                             f"(it has: {', '.join(names)})")
         extra = [k for k in names if k not in input_shape]
         if extra:
-            raise UsageError(f"{path}: array '{extra[0]}' is not a model input (inputs: {', '.join(input_shape)})")
+            raise UsageError(f"{path}: array '{extra[0]}' is not a model input "
+                             f"(inputs: {', '.join(input_shape)})")
         return dict(input_shape)
     if len(names) > 1:
         raise UsageError(f"{path} holds {len(names)} inputs ({', '.join(names)}) but the model has one")
@@ -125,7 +128,8 @@ def _shapes_for(names: list[str], input_shape, path: Path) -> dict[str, Shape]:
 def _labels(a: np.ndarray, n: int, path: Path) -> np.ndarray:
     a = np.atleast_1d(a)
     if a.ndim != 1 or len(a) != n:
-        raise UsageError(f"{path}: 'labels' must hold one class index per sample ({n}), has shape {fmt_shape(a.shape)}")
+        raise UsageError(f"{path}: 'labels' must hold one class index per sample ({n}), "
+                         f"has shape {fmt_shape(a.shape)}")
     if a.dtype.kind not in "iu" and not (a.dtype.kind == "f" and np.all(a == np.round(a))):
         raise UsageError(f"{path}: 'labels' must be integer class indices, got dtype {a.dtype}")
     if len(a) and a.min() < 0:

@@ -23,7 +23,8 @@ Inputs = np.ndarray | dict[str, np.ndarray]
 class UserData:
     images: Inputs  # N x sample shape (float32 for images), or {input name: array} from a .npz
     labels: np.ndarray | None = None  # int64, one per sample
-    class_names: tuple[str, ...] = ()  # class_names[label] is the folder of that class ("" for an unused index)
+    # class_names[label] is the folder of that class ("" for an unused index)
+    class_names: tuple[str, ...] = ()
     skipped: int = 0  # files that failed to decode
     skipped_examples: tuple[str, ...] = ()  # up to 5 "path: reason"
     description: str = ""
@@ -36,7 +37,8 @@ class UserData:
         return _count(self.images)
 
     def digest(self) -> str:
-        """sha256 (16 hex digits) of the inputs, labels and reference outputs, with names, shapes and dtypes."""
+        """sha256 (16 hex digits) of the inputs, labels and reference outputs, with names, shapes and
+        dtypes."""
         h = hashlib.sha256()
         for name, a in _named_arrays(self):
             a = np.ascontiguousarray(a)
@@ -89,7 +91,8 @@ def selection_order(n: int, labels: np.ndarray | list[int] | None, seed: int) ->
 def load_data(path, *, preprocess: PreprocessSpec, input_shape: tuple[int, ...] | Mapping | None = None,
               max_images: int | None = None, labels_file: str | None = None,
               progress: Callable[[int, int], None] | None = None, seed: int = 0) -> UserData:
-    """A folder of images (ImageFolder tree or flat), a .npy or a .npz -> UserData; see the package docstring."""
+    """A folder of images (ImageFolder tree or flat), a .npy or a .npz -> UserData; see the package
+    docstring."""
     p = Path(path).expanduser()
     max_images = None if max_images is None else _positive_int(max_images)
     if not p.exists():
@@ -207,9 +210,10 @@ def check_folder_classes(data: UserData, num_classes: int | None, where: str) ->
     example = next((n for n in data.class_names if n), "cat")
     raise UsageError(
         f"--data {where} has {data.folders} class folders but the model has {num_classes} classes, so the "
-        f"folder names cannot say which class each holds (sorted, they would be classes 0..{data.folders - 1}); "
-        f"pass --labels FILE mapping each folder to the model's class index (JSON {{\"{example}\": 281, ...}} or "
-        f"lines \"{example} 281\"), or put the images in one flat folder to measure parity without accuracy")
+        f"folder names cannot say which class each holds (sorted, they would be classes "
+        f"0..{data.folders - 1}); pass --labels FILE mapping each folder to the model's class index "
+        f"(JSON {{\"{example}\": 281, ...}} or lines \"{example} 281\"), or put the images in one flat "
+        f"folder to measure parity without accuracy")
 
 
 def split_eval_calibration(data: UserData, n_calib: int, seed: int = 0) -> tuple[UserData, UserData]:
@@ -217,8 +221,8 @@ def split_eval_calibration(data: UserData, n_calib: int, seed: int = 0) -> tuple
     samples calibrate; the skipped-file counts stay with the evaluation part."""
     n = len(data)
     if n < 2:
-        raise UsageError(f"cannot split {n} sample(s) into evaluation and calibration: give --calibration DIR "
-                         "or more data")
+        raise UsageError(f"cannot split {n} sample(s) into evaluation and calibration: give "
+                         "--calibration DIR or more data")
     if isinstance(n_calib, bool) or int(n_calib) < 1:
         raise UsageError(f"the calibration split needs at least 1 sample, got {n_calib!r}")
     k = min(int(n_calib), n // 2)
@@ -227,9 +231,9 @@ def split_eval_calibration(data: UserData, n_calib: int, seed: int = 0) -> tuple
     eval_idx = [i for i in range(n) if i not in chosen]
     capped = f" ({n_calib} asked; at most half the data calibrates)" if k < int(n_calib) else ""
     used = "parity and accuracy" if data.labels is not None else "parity"
-    ev = data.subset(eval_idx, f"{data.description}; split (seeded, disjoint): {len(eval_idx)} for evaluation "
-                               f"({used}), {k} held out for int8 calibration{capped}")
-    ca = data.subset(calib_idx, f"{k} calibration samples{capped}, disjoint from the {len(eval_idx)} evaluated, "
-                                f"of: {data.description}")
+    ev = data.subset(eval_idx, f"{data.description}; split (seeded, disjoint): {len(eval_idx)} for "
+                               f"evaluation ({used}), {k} held out for int8 calibration{capped}")
+    ca = data.subset(calib_idx, f"{k} calibration samples{capped}, disjoint from the {len(eval_idx)} "
+                                f"evaluated, of: {data.description}")
     ca.skipped, ca.skipped_examples = 0, ()
     return ev, ca

@@ -90,8 +90,8 @@ def _read_labels_file(labels_file: str, folders: list[str]) -> tuple[dict[str, i
         text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"cannot read labels file {labels_file}: {first_line(e)}") from None
-    table = _parse_json_labels(text, labels_file) if text.lstrip().startswith(("{", "[")) else _parse_text_labels(
-        text, labels_file, set(folders))
+    table = (_parse_json_labels(text, labels_file) if text.lstrip().startswith(("{", "["))
+             else _parse_text_labels(text, labels_file, set(folders)))
     missing = [f for f in folders if f not in table]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -113,11 +113,13 @@ def _parse_json_labels(text: str, where: str) -> dict[str, int]:
     except ValueError as e:
         raise UsageError(f"labels file {where} is not valid JSON: {' '.join(str(e).split())}") from None
     if not isinstance(obj, dict):
-        raise UsageError(f"labels file {where} must hold a JSON object {{\"folder\": index}}, got a {type(obj).__name__}")
+        raise UsageError(f"labels file {where} must hold a JSON object {{\"folder\": index}}, "
+                         f"got a {type(obj).__name__}")
     out = {}
     for k, v in obj.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise UsageError(f"labels file {where}: folder '{k}' needs a class index (an integer >= 0), got {v!r}")
+            raise UsageError(f"labels file {where}: folder '{k}' needs a class index (an integer >= 0), "
+                             f"got {v!r}")
         out[str(k)] = v
     return out
 
@@ -133,7 +135,8 @@ def _parse_text_labels(text: str, where: str, folders: set[str]) -> dict[str, in
         readings = [m for m in (re.fullmatch(r"(?P<name>.+?)[\s,]+(?P<idx>\d+)", line),
                                 re.fullmatch(r"(?P<idx>\d+)[\s,]+(?P<name>.+)", line)) if m]
         if not readings:
-            raise UsageError(f"labels file {where} line {n}: expected 'folder index' or 'index folder', got {line!r}")
+            raise UsageError(f"labels file {where} line {n}: expected 'folder index' or 'index folder', "
+                             f"got {line!r}")
         m = next((r for r in readings if r["name"].strip() in folders), readings[0])
         name = m["name"].strip()
         if name in out and out[name] != int(m["idx"]):

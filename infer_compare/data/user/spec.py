@@ -45,7 +45,8 @@ class PreprocessSpec:
     channels: int = 3  # 3: RGB (or BGR); 1: PIL's "L" (luma)
     interpolation: str = "bilinear"
     source: str = "ImageNet defaults"
-    size: tuple[int, ...] | None = None  # (H, W) of a non-square input: cover and centre-crop (resize/crop unused)
+    # (H, W) of a non-square input: cover and centre-crop (resize/crop unused)
+    size: tuple[int, ...] | None = None
     letterbox: bool = False  # fit inside (H, W) (size, else crop x crop), aspect kept, padded with gray 114
 
     def target(self) -> tuple[int, int] | None:
@@ -128,9 +129,10 @@ def imagenet_defaults(input_shape: tuple[int, ...]) -> PreprocessSpec:
     gray = c == 1
     w = shape[2] if layout == "nchw" else shape[1]
     w = h if w is None or int(w) < 1 else int(w)
-    return PreprocessSpec(resize=round(h * 256 / 224), crop=h, mean=IMAGENET_MEAN_GRAY if gray else IMAGENET_MEAN,
-                          std=IMAGENET_STD_GRAY if gray else IMAGENET_STD, layout=layout, channels=c, source=source,
-                          size=(h, w) if w != h else None)
+    return PreprocessSpec(resize=round(h * 256 / 224), crop=h,
+                          mean=IMAGENET_MEAN_GRAY if gray else IMAGENET_MEAN,
+                          std=IMAGENET_STD_GRAY if gray else IMAGENET_STD, layout=layout, channels=c,
+                          source=source, size=(h, w) if w != h else None)
 
 
 def _layout_of(shape: tuple, given: tuple) -> str:
@@ -204,7 +206,8 @@ def _per_channel(name: str, v: Any, channels: int) -> tuple[float, ...]:
     try:
         vals = tuple(float(x) for x in items)
     except (TypeError, ValueError):
-        raise UsageError(f"--{name} takes comma-separated numbers such as 0.485,0.456,0.406, got {v!r}") from None
+        raise UsageError(f"--{name} takes comma-separated numbers such as 0.485,0.456,0.406, "
+                         f"got {v!r}") from None
     allowed = "1 number" if channels == 1 else "1 or 3 numbers"
     if len(vals) not in {1, channels}:
         raise UsageError(f"--{name} takes {allowed}, got {len(vals)}")
