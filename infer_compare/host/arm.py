@@ -21,9 +21,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-# MIDR implementer -> vendor, (implementer, part) -> core, as the Linux kernel and util-linux's lscpu name them
-IMPLEMENTERS = {0x41: "ARM", 0x42: "Broadcom", 0x43: "Cavium", 0x46: "Fujitsu", 0x48: "HiSilicon", 0x4E: "NVIDIA",
-                0x51: "Qualcomm", 0x61: "Apple", 0x6D: "Microsoft", 0x70: "Phytium", 0xC0: "Ampere"}
+# MIDR implementer -> vendor, (implementer, part) -> core, as the Linux kernel and util-linux's
+# lscpu name them
+IMPLEMENTERS = {0x41: "ARM", 0x42: "Broadcom", 0x43: "Cavium", 0x46: "Fujitsu", 0x48: "HiSilicon",
+                0x4E: "NVIDIA", 0x51: "Qualcomm", 0x61: "Apple", 0x6D: "Microsoft", 0x70: "Phytium",
+                0xC0: "Ampere"}
 PARTS = {
     (0x41, 0xC07): "Cortex-A7", (0x41, 0xC09): "Cortex-A9", (0x41, 0xC0F): "Cortex-A15",
     (0x41, 0xD03): "Cortex-A53", (0x41, 0xD04): "Cortex-A35", (0x41, 0xD05): "Cortex-A55",
@@ -41,15 +43,16 @@ PARTS = {
 }
 
 # AT_HWCAP / AT_HWCAP2 bit -> the name /proc/cpuinfo prints (Linux arch/arm64/include/uapi/asm/hwcap.h)
-HWCAP = ("fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma lrcpc dcpop "
-         "sha3 sm3 sm4 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs sb paca pacg").split()
-HWCAP2 = ("dcpodp sve2 sveaes svepmull svebitperm svesha3 svesm4 flagm2 frint svei8mm svef32mm svef64mm svebf16 "
-          "i8mm bf16 dgh rng bti mte ecv afp rpres mte3 sme smei16i64 smef64f64 smei8i32 smef16f32 smeb16f32 "
-          "smef32f32 smefa64 wfxt ebf16 sveebf16").split()
+HWCAP = ("fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma lrcpc "
+         "dcpop sha3 sm3 sm4 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs sb paca pacg").split()
+HWCAP2 = ("dcpodp sve2 sveaes svepmull svebitperm svesha3 svesm4 flagm2 frint svei8mm svef32mm svef64mm "
+          "svebf16 i8mm bf16 dgh rng bti mte ecv afp rpres mte3 sme smei16i64 smef64f64 smei8i32 smef16f32 "
+          "smeb16f32 smef32f32 smefa64 wfxt ebf16 sveebf16").split()
 AT_HWCAP, AT_HWCAP2 = 16, 26
 
 ARM_MACHINES = ("aarch64", "arm64", "armv7l", "armv8l", "armv6l")
-EMULATION_ENV = "INFER_COMPARE_EMULATED"  # set by whoever runs the tool under an emulator (scripts/arm64-check)
+# set by whoever runs the tool under an emulator (scripts/arm64-check)
+EMULATION_ENV = "INFER_COMPARE_EMULATED"
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,8 @@ class ArmCpu:
             return ""
         vendor = " / ".join(dict.fromkeys(v for v in self.vendors if v))
         body = (next(iter(counts)) if len(counts) == 1 else
-                " + ".join(f"{c} x{n}" for c, n in sorted(counts.items(), key=lambda kv: (-_rank(kv[0]), kv[0]))))
+                " + ".join(f"{c} x{n}"
+                           for c, n in sorted(counts.items(), key=lambda kv: (-_rank(kv[0]), kv[0]))))
         return f"{vendor} {body}".strip() + (" (AArch32)" if self.aarch32 else "")
 
 
@@ -121,7 +125,8 @@ def parse_cpuinfo(text: str) -> ArmCpu | None:
     for b in procs:
         impl, part = _hex(b.get("cpu implementer")), _hex(b.get("cpu part"))
         cores.append(PARTS.get((impl, part), "") if impl is not None else "")
-        vendors.append(IMPLEMENTERS.get(impl, f"implementer {b['cpu implementer']}") if impl is not None else "")
+        vendors.append(IMPLEMENTERS.get(impl, f"implementer {b['cpu implementer']}")
+                       if impl is not None else "")
         mine = b.get("features", "").split()
         feats = mine if feats is None else [f for f in feats if f in set(mine)]
     extra = {k: v for b in blocks if "processor" not in b for k, v in b.items()}
@@ -156,7 +161,8 @@ def cpuinfo_text(features: tuple[str, ...], n: int, midr: int | None = None) -> 
     the kernel prints: what scripts/arm64-check shows the guest, where the kernel's own file is the host's."""
     ids = "CPU architecture: 8\n"
     if midr is not None:
-        ids = (f"CPU implementer\t: 0x{midr >> 24 & 0xFF:02x}\nCPU architecture: 8\nCPU variant\t: 0x{midr >> 20 & 0xF:x}\n"
+        ids = (f"CPU implementer\t: 0x{midr >> 24 & 0xFF:02x}\nCPU architecture: 8\n"
+               f"CPU variant\t: 0x{midr >> 20 & 0xF:x}\n"
                f"CPU part\t: 0x{midr >> 4 & 0xFFF:03x}\nCPU revision\t: {midr & 0xF}\n")
     feats = " ".join(features)
     return "".join(f"processor\t: {i}\nFeatures\t: {feats}\n{ids}\n" for i in range(n))
@@ -214,7 +220,8 @@ def emulation(machine: str | None = None, cpuinfo: str | None = None, environ: d
 def row_note() -> str | None:
     """The note every row measured on an emulator carries ("emulated aarch64: ..."); None elsewhere."""
     why = emulation()
-    return f"emulated {platform.machine()}: {why}; the timing is the emulator's, not a board's" if why else None
+    return (f"emulated {platform.machine()}: {why}; the timing is the emulator's, not a board's"
+            if why else None)
 
 
 def _read(p: Path) -> str:

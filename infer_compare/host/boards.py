@@ -157,7 +157,8 @@ def parse_jetson_clocks(text: str) -> dict[str, Any] | None:
     below = [f"{k} {v['CurrentFreq']}/{v['MaxFreq']}" for k, v in clocks.items()
              if v["CurrentFreq"] < v["MaxFreq"]]
     out: dict[str, Any] = {"locked": not below, "source": "jetson_clocks --show",
-                           "clocks": {k: v for k, v in clocks.items() if not k.startswith("cpu") or k == "cpu0"}}
+                           "clocks": {k: v for k, v in clocks.items()
+                                      if not k.startswith("cpu") or k == "cpu0"}}
     if below:
         out["below_max"] = below[:8] + ([f"... {len(below) - 8} more"] if len(below) > 8 else [])
     pm = parse_nvpmodel(text or "")
@@ -238,7 +239,8 @@ def jetson_facts(root: Path = Path("/"), run: CommandRunner = run_command) -> di
     clocks = parse_jetson_clocks(r[1]) if r else None
     if clocks is None:
         clocks = clocks_from_sysfs(root)
-        why = "jetson_clocks not found" if r is None else "jetson_clocks --show gave no clock lines (not root?)"
+        why = ("jetson_clocks not found" if r is None
+               else "jetson_clocks --show gave no clock lines (not root?)")
         if clocks is not None:
             clocks["note"] = why
     out["clocks_locked"] = None if clocks is None else clocks["locked"]
@@ -292,10 +294,11 @@ def measurement_warnings(facts: dict[str, Any]) -> list[str]:
         mode = f" (power mode {j['power_mode']})" if j.get("power_mode") else ""
         if j.get("clocks_locked") is False:
             below = ", ".join((j.get("clocks") or {}).get("below_max", [])[:4])
-            out.append(f"{name}{mode}: clocks are NOT locked ({below}); dynamic frequency scaling makes latency "
-                       "slower and noisier. Run `sudo jetson_clocks` (and `sudo nvpmodel -m 0` for the maximum "
-                       "power mode) before measuring.")
+            out.append(f"{name}{mode}: clocks are NOT locked ({below}); dynamic frequency scaling makes "
+                       "latency slower and noisier. Run `sudo jetson_clocks` (and `sudo nvpmodel -m 0` for "
+                       "the maximum power mode) before measuring.")
         elif j.get("clocks_locked") is None:
-            out.append(f"{name}{mode}: could not tell whether clocks are locked (run `sudo jetson_clocks` before "
-                       "measuring; run infer-compare with read access to `jetson_clocks --show` to record it).")
+            out.append(f"{name}{mode}: could not tell whether clocks are locked (run `sudo jetson_clocks` "
+                       "before measuring; run infer-compare with read access to `jetson_clocks --show` to "
+                       "record it).")
     return out

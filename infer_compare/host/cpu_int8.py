@@ -100,7 +100,8 @@ def reduce_range_for(choice: str, scheme: str, cpu: CpuInt8) -> tuple[bool, str]
     if choice == "off":
         return False, "off (--onnx-int8-reduce-range off)"
     if cpu.u8s8_saturates:
-        how = "whose U8S8 kernels" if scheme == "U8S8" else "where ONNX Runtime runs S8S8 as U8S8, whose kernels"
+        how = ("whose U8S8 kernels" if scheme == "U8S8"
+               else "where ONNX Runtime runs S8S8 as U8S8, whose kernels")
         return True, (f"auto: on, built for {cpu.isa}, {how} sum u8*s8 pairs in saturating int16 "
                       "(ONNX Runtime's quantization docs: reduce_range on CPUs without VNNI)")
     why = (f"{cpu.isa} accumulates in int32" if cpu.arch == "x86_64" and cpu.isa != "unknown"

@@ -117,7 +117,8 @@ def amd_energy_counters(root: str = "/") -> tuple[list[Counter], str]:
             except OSError:
                 continue
             if label.startswith("Esocket"):
-                found.append(Counter(f"{os.path.basename(h)} {label}", lab[: -len("_label")] + "_input", None))
+                found.append(Counter(f"{os.path.basename(h)} {label}", lab[: -len("_label")] + "_input",
+                                     None))
     return found, "" if found else "no amd_energy hwmon"
 
 
@@ -134,8 +135,9 @@ class _CounterMeter:
             try:
                 c.read_uj()
             except PermissionError:
-                return (f"{c.path} is readable by root only (Linux restricts RAPL energy counters since 5.10, "
-                        "CVE-2020-8694); run as root or make it readable (chmod a+r) to measure CPU energy")
+                return (f"{c.path} is readable by root only (Linux restricts RAPL energy counters "
+                        "since 5.10, CVE-2020-8694); run as root or make it readable (chmod a+r) "
+                        "to measure CPU energy")
             except (OSError, ValueError) as e:
                 return f"cannot read {c.path}: {type(e).__name__}: {e}"
         return ""
@@ -147,7 +149,8 @@ class _CounterMeter:
     def stop(self) -> EnergyReading:
         e1 = [c.read_uj() for c in self.counters]
         dt = time.perf_counter() - self._t0
-        per = {c.name: rapl_delta_uj(a, b, c.max_uj) / 1e6 for c, a, b in zip(self.counters, self._e0, e1, strict=True)}
+        per = {c.name: rapl_delta_uj(a, b, c.max_uj) / 1e6
+               for c, a, b in zip(self.counters, self._e0, e1, strict=True)}
         names = ", ".join(c.name for c in self.counters)
         return EnergyReading(sum(per.values()), dt, f"{self.source} ({names})", {"joules_per_counter": per})
 

@@ -20,9 +20,10 @@ from infer_compare.host import arm
 from infer_compare.host import boards as devices
 from infer_compare.host.gpu import cuda_versions
 
-CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "avx512_vnni",
-                         "avx_vnni", "amx_bf16", "amx_int8", "amx_fp16", "neon", "asimd", "asimddp", "i8mm", "fp16",
-                         "fphp", "asimdhp", "asimdfhm", "bf16", "sve", "sve2", "svei8mm", "sme")
+CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16",
+                         "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8", "amx_fp16", "neon", "asimd",
+                         "asimddp", "i8mm", "fp16", "fphp", "asimdhp", "asimdfhm", "bf16", "sve", "sve2",
+                         "svei8mm", "sme")
 
 
 def cpu_info() -> tuple[str, tuple[str, ...]]:
@@ -37,7 +38,8 @@ def cpu_info() -> tuple[str, tuple[str, ...]]:
         for line in text.splitlines():
             k, _, v = line.partition(":")
             k = k.strip().lower()
-            if not name and k in ("model name", "hardware", "cpu model", "processor") and not v.strip().isdigit():
+            if (not name and k in ("model name", "hardware", "cpu model", "processor")
+                    and not v.strip().isdigit()):
                 name = v.strip()
             elif k in ("flags", "features") and not flags:
                 flags = set(v.split())

@@ -197,7 +197,8 @@ class CallMeter:
         mem = self.nvml.memory_used_mib()
         if mem is not None and self._mem0 is not None:
             out["gpu_mem_used_delta_mib"] = round(mem - self._mem0, 1)
-            out["gpu_mem_source"] = "NVML device memory in use, after the loop minus before load (device-wide)"
+            out["gpu_mem_source"] = ("NVML device memory in use, after the loop minus before load "
+                                     "(device-wide)")
         if peak_allocated_mib is not None:
             out["gpu_peak_allocated_mib"] = round(peak_allocated_mib, 1)
         out.update({k: v for k, v in self.nvml.facts().items() if k not in out})
@@ -214,7 +215,8 @@ class CallMeter:
             return None
         txt = "GPU time (CUDA events): " + ", ".join(parts)
         if "energy_mj_per_image" in m:
-            txt += f"; energy {m['energy_mj_per_image']:.2f} mJ/image (NVML, {m.get('gpu_avg_power_w', '?')} W)"
+            txt += (f"; energy {m['energy_mj_per_image']:.2f} mJ/image "
+                    f"(NVML, {m.get('gpu_avg_power_w', '?')} W)")
         return txt
 
     def close(self) -> None:
@@ -246,7 +248,8 @@ def cuda_versions() -> dict[str, Any]:
             v = torch.backends.cudnn.version()
             out["cudnn"] = f"{v // 10000}.{(v % 10000) // 100}.{v % 100}" if v and v >= 10000 else v
         if torch.cuda.is_available():
-            out["cuda_devices_torch"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            out["cuda_devices_torch"] = [torch.cuda.get_device_name(i)
+                                         for i in range(torch.cuda.device_count())]
     except Exception as e:
         out["cuda_facts_error"] = f"{type(e).__name__}: {e}"
     return out

@@ -1,21 +1,21 @@
-"""Two measuring processes on one GPU, taking turns: the GPU's work of one at a time, and torch.compile's tracing
-(Python on the CPU, nothing on the GPU) in one while the other uses the GPU.
+"""Two measuring processes on one GPU, taking turns: the GPU's work of one at a time, and torch.compile's
+tracing (Python on the CPU, nothing on the GPU) in one while the other uses the GPU.
 
-Where a GPU's plan has configurations whose loads trace (``RunnerInfo.traced_loads``: torch.compile) and the GPU
-has room for two processes (``room``), its slot is measured by two processes (``PARTS``), each on its own half of
-the slot's cores, sharing a lock file (``ENV`` names it; ``fcntl.flock``). A measuring process holds the lock for
-each batch size it measures: the load or re-shape, the cold first call, the warm-up, the timed loop, the parity
-outputs and the throughput scenario, as one configuration's process alone on its GPU did. The one exception: a
-runner's traced loads (torch.compile's first two batch sizes: its first shape, and the recompile that makes the
-batch dynamic; a later one runs the dynamic graph at once) run without it while Dynamo traces the model and
-Inductor builds (or loads from its cache) the code (backends/pytorch/run_cuda.py); the lock is taken when that
-compilation ends, before the compiled code first runs (``torch._dynamo``'s compile-end callback), or at the end of
-the load. Meanwhile the other process measures its own configuration on the GPU: two GPU rows are never timed at
-the same time, and a timed row shares the host with a tracing process on other cores and, on the GPU, with what
-such a load does before it traces: the weights' copy to the GPU, the creation of its CUDA events and a zero batch
-(milliseconds, once per load or new shape), and the CUDA context of a process whose first configuration it is.
-Each row says how long its process waited for the GPU and how long its compilation ran beside the other's work
-(``extra.gpu_turn``).
+Where a GPU's plan has configurations whose loads trace (``RunnerInfo.traced_loads``: torch.compile) and the
+GPU has room for two processes (``room``), its slot is measured by two processes (``PARTS``), each on its own
+half of the slot's cores, sharing a lock file (``ENV`` names it; ``fcntl.flock``). A measuring process holds
+the lock for each batch size it measures: the load or re-shape, the cold first call, the warm-up, the timed
+loop, the parity outputs and the throughput scenario, as one configuration's process alone on its GPU did. The
+one exception: a runner's traced loads (torch.compile's first two batch sizes: its first shape, and the
+recompile that makes the batch dynamic; a later one runs the dynamic graph at once) run without it while
+Dynamo traces the model and Inductor builds (or loads from its cache) the code (backends/pytorch/run_cuda.py);
+the lock is taken when that compilation ends, before the compiled code first runs (``torch._dynamo``'s
+compile-end callback), or at the end of the load. Meanwhile the other process measures its own configuration
+on the GPU: two GPU rows are never timed at the same time, and a timed row shares the host with a tracing
+process on other cores and, on the GPU, with what such a load does before it traces: the weights' copy to the
+GPU, the creation of its CUDA events and a zero batch (milliseconds, once per load or new shape), and the CUDA
+context of a process whose first configuration it is. Each row says how long its process waited for the GPU
+and how long its compilation ran beside the other's work (``extra.gpu_turn``).
 
 A process that dies holding the lock frees it (the kernel drops an flock with its last descriptor).
 ``INFER_COMPARE_GPU_TURNS=0``: one process per GPU, as before.
@@ -32,7 +32,8 @@ from typing import Any
 ENV = "INFER_COMPARE_GPU_TURN"  # the lock file shared by the measuring processes of one GPU
 SWITCH = "INFER_COMPARE_GPU_TURNS"  # "0": one measuring process per GPU
 PARTS = 2  # measuring processes per GPU where its plan has torch.compile configurations
-MIN_GPU_MIB = 32 * 1024  # a smaller GPU (a Jetson's shared memory, a desktop card) keeps one measuring process
+# a smaller GPU (a Jetson's shared memory, a desktop card) keeps one measuring process
+MIN_GPU_MIB = 32 * 1024
 WEIGHTS_SHARE = 0.02  # ... and so does one whose memory is under 50 times the model's weights
 
 
@@ -41,7 +42,8 @@ def enabled() -> bool:
 
 
 def traced_loads(runner: str) -> int:
-    """How many of a configuration's first batch sizes ``runner`` loads by tracing first (``RunnerInfo.traced_loads``)."""
+    """How many of a configuration's first batch sizes ``runner`` loads by tracing first
+    (``RunnerInfo.traced_loads``)."""
     from infer_compare.catalog.runtimes import runners  # deferred: loaded by then wherever this is asked
 
     info = runners().get(runner)
@@ -55,23 +57,25 @@ def compiles_on_gpu(cells: list[Any]) -> bool:
 
 
 def room(gpus: list[dict[str, Any]] | None, weights_bytes: int = 0) -> str:
-    """"" where every GPU of ``gpus`` (device facts with ``memory_mib``) has room for two processes' GPU memory (at
-    least MIN_GPU_MIB, and 50 times the model's ``weights_bytes``: the idle process keeps its weights and the memory
-    its last batch size cached while the other measures); else why not, for the report."""
+    """"" where every GPU of ``gpus`` (device facts with ``memory_mib``) has room for two processes' GPU
+    memory (at least MIN_GPU_MIB, and 50 times the model's ``weights_bytes``: the idle process keeps its
+    weights and the memory its last batch size cached while the other measures); else why not, for the
+    report."""
     mems = [int(g.get("memory_mib") or 0) for g in (gpus or [])]
     least = min(mems) if mems else 0
     if least >= MIN_GPU_MIB and weights_bytes <= WEIGHTS_SHARE * least * 2**20:
         return ""
     known = f"{least} MiB" if least else "unknown"
-    return (f"one measuring process per GPU: the GPU's memory ({known}) leaves no room for a second process taking "
-            f"turns (host/gpu_turn.py: at least {MIN_GPU_MIB} MiB and 50 times the model's weights, "
+    return (f"one measuring process per GPU: the GPU's memory ({known}) leaves no room for a second process "
+            f"taking turns (host/gpu_turn.py: at least {MIN_GPU_MIB} MiB and 50 times the model's weights, "
             f"{weights_bytes / 2**20:.0f} MiB)")
 
 
 class Turn:
     """This process's hold on its GPU's lock file, with the seconds it waited for it, the seconds it let it go
-    inside a configuration (``released``) and when it held it (``holds``: wall-clock seconds since the epoch, so that
-    the holds of a GPU's processes line up: benchmarks/gpu_busy.py tells from them how long each GPU was idle)."""
+    inside a configuration (``released``) and when it held it (``holds``: wall-clock seconds since the epoch,
+    so that the holds of a GPU's processes line up: benchmarks/gpu_busy.py tells from them how long each GPU
+    was idle)."""
 
     def __init__(self, path: str):
         import fcntl
@@ -117,8 +121,8 @@ class Turn:
 
     @contextmanager
     def released(self) -> Iterator[None]:
-        """The GPU is let go while the block runs (CPU-only work), and held again when it ends, if it was; whatever
-        inside the block calls ``acquire`` takes it back earlier."""
+        """The GPU is let go while the block runs (CPU-only work), and held again when it ends, if it was;
+        whatever inside the block calls ``acquire`` takes it back earlier."""
         was = self.held
         self.release()
         self._let_go = time.perf_counter()
@@ -130,9 +134,9 @@ class Turn:
             self._let_go = None
 
     def take_stats(self) -> dict[str, Any]:
-        """The seconds waited and let go since the last call (a batch size's row), and the holds since (``held``:
-        [taken, let go or now], epoch seconds to the millisecond; a hold still on goes on in the next call's); then
-        start again."""
+        """The seconds waited and let go since the last call (a batch size's row), and the holds since
+        (``held``: [taken, let go or now], epoch seconds to the millisecond; a hold still on goes on in the
+        next call's); then start again."""
         now = time.time()
         holds = self.holds + ([(self._since, now)] if self.held else [])
         out = {"waited_s": round(self.waited_s, 3), "compiled_beside_s": round(self.beside_s, 3),
@@ -160,9 +164,9 @@ def current() -> Turn | None:
 
 @contextmanager
 def holding(defer: bool = False) -> Iterator[Turn | None]:
-    """The process's turn held while the block runs, and let go at its end; nothing where it has none. ``defer``:
-    not taken at the start: by ``take`` (or torch.compile's compile end) before the block's first GPU work that
-    matters (a runner whose load traces on the CPU first: ``traced_loads``)."""
+    """The process's turn held while the block runs, and let go at its end; nothing where it has none.
+    ``defer``: not taken at the start: by ``take`` (or torch.compile's compile end) before the block's first
+    GPU work that matters (a runner whose load traces on the CPU first: ``traced_loads``)."""
     turn = current()
     if turn is None:
         yield None

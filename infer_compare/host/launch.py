@@ -65,10 +65,10 @@ def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
-# a start that failed with EFAULT ("Bad address") is tried again this many times: under qemu-user and proot (the
-# Arm check, scripts/arm64-check) starting the guest's own interpreter failed so once in CI ("[Errno 14] Bad
-# address: '/opt/ic/bin/python'"), a fault of the emulation, not of the command (qemu-user emulates vfork with a
-# true fork: CPython issue 131398); elsewhere it does not happen, and a second try costs nothing
+# a start that failed with EFAULT ("Bad address") is tried again this many times: under qemu-user and proot
+# (the Arm check, scripts/arm64-check) starting the guest's own interpreter failed so once in CI ("[Errno 14]
+# Bad address: '/opt/ic/bin/python'"), a fault of the emulation, not of the command (qemu-user emulates vfork
+# with a true fork: CPython issue 131398); elsewhere it does not happen, and a second try costs nothing
 EXEC_RETRIES = 2
 
 

@@ -1,15 +1,17 @@
 """The end of the ``infer-compare`` process without the interpreter's teardown.
 
-After a comparison has printed its table, the interpreter's own shutdown still clears every module and runs the
-destructors of the libraries it loaded: 0.74-0.82 s after ``import torch, torchvision`` on a lent H100 host
-(scripts/probe_round6.sh), the last 0.77 s of a warm one-GPU ``--model resnet50`` run on the two-H200 host of
-round 5 (from its "results:" line to the end of its output). Nothing of that is work the user asked for.
+After a comparison has printed its table, the interpreter's own shutdown still clears every module and
+runs the destructors of the libraries it loaded: 0.74-0.82 s after ``import torch, torchvision`` on a
+lent H100 host (scripts/probe_round6.sh), the last 0.77 s of a warm one-GPU ``--model resnet50`` run
+on the two-H200 host of round 5 (from its "results:" line to the end of its output). Nothing of that
+is work the user asked for.
 
-``end_process(code)`` does what the interpreter's shutdown does that anyone can see: it runs threading's exit hooks
-and waits for every non-daemon thread (``threading._shutdown``, as the interpreter does first), runs the ``atexit`` handlers (temporary folders of ``tempfile``, ``multiprocessing``'s, logging's),
-flushes stdout and stderr, then ends the process with ``code``. What it leaves out is the clearing of modules
-and the C/C++ destructors. Files are this program's to close: its writers close theirs (``with``, ``write_text``);
-the measuring children already end this way (measure/isolate.py, measure/resident.py).
+``end_process(code)`` does what the interpreter's shutdown does that anyone can see: it runs threading's exit
+hooks and waits for every non-daemon thread (``threading._shutdown``, as the interpreter does first), runs the
+``atexit`` handlers (temporary folders of ``tempfile``, ``multiprocessing``'s, logging's), flushes stdout and
+stderr, then ends the process with ``code``. What it leaves out is the clearing of modules and the C/C++
+destructors. Files are this program's to close: its writers close theirs (``with``, ``write_text``); the
+measuring children already end this way (measure/isolate.py, measure/resident.py).
 
 Only from the main thread; ``INFER_COMPARE_FAST_EXIT=0``: the interpreter's normal end.
 """
