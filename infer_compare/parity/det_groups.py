@@ -125,7 +125,8 @@ def find_groups(ref: dict[str, np.ndarray], kinds: dict[str, str] | None = None)
     groups: list[Group] = []
     for box, a in arrays.items():
         ragged = named.get(box) == "torchvision"
-        if box not in free and box not in named or a.ndim != 3 or a.shape[2] != 4 or not (ragged or _corners(a)):
+        if (box not in free and box not in named or a.ndim != 3 or a.shape[2] != 4
+                or not (ragged or _corners(a))):
             continue
         pool = {k: v for k, v in arrays.items() if k == box or k in named or k in free}
         found = _torchvision(pool, box, named) if ragged else _post_nms(pool, box)
@@ -145,4 +146,5 @@ def find_groups(ref: dict[str, np.ndarray], kinds: dict[str, str] | None = None)
 def unmatched_named(ref: dict[str, np.ndarray], kinds: dict[str, str], groups: list[Group]) -> list[str]:
     """Outputs named with a group format that no group took (their partners were not found)."""
     taken = {n for g in groups for n in g.names}
-    return [k for k, v in kinds.items() if v.partition(":")[2] in GROUP_FORMATS and k in ref and k not in taken]
+    return [k for k, v in kinds.items()
+            if v.partition(":")[2] in GROUP_FORMATS and k in ref and k not in taken]

@@ -75,14 +75,13 @@ class Head:
     def text(self) -> str:
         layout = {"yolo": "[N, anchors, 4 box + objectness + classes]",
                   "yolov8": "[N, 4 box + classes, anchors]", "yolo-noobj": "[N, anchors, 4 box + classes]",
-                  "ssd": "boxes [N, anchors, 4] corners + softmax scores [N, anchors, "
-                  "classes], class 0 background",
+                  "ssd": "boxes [N, anchors, 4] corners + softmax scores [N, anchors, classes], "
+                         "class 0 background",
                   "ssd-nobg": "boxes [N, anchors, 4] corners + scores [N, anchors, classes]",
                   "post-nms": "the model's final detections: boxes [N, K, 4], scores [N, K], classes [N, K]; "
                               "no NMS again",
-                  "torchvision": "torchvision's detection outputs: boxes [K, 4], labels "
-                  "[K], scores [K] per image, "
-                                 "K changing; no NMS again, compared as matched detections, "
+                  "torchvision": "torchvision's detection outputs: boxes [K, 4], labels [K], scores [K] "
+                                 "per image, K changing; no NMS again, compared as matched detections, "
                                  "never by position"}[self.fmt]
         grid = ("; boxes are offsets in grid cells, decoded with "
                 f"strides {', '.join(map(str, STRIDES))} "
@@ -137,7 +136,8 @@ def recognize(ref: np.ndarray, input_hw: tuple[int, int] | None = None) -> Head 
             grid = None
             if input_hw and n_anchors == grid_anchors(*input_hw) and float(np.abs(rows[..., :4]).max()) < 32:
                 grid = tuple(input_hw)
-            return Head("yolo" if fmt == "yolo" and k >= 6 else ("yolo-noobj" if fmt == "yolo" else fmt), grid)
+            return Head("yolo" if fmt == "yolo" and k >= 6 else ("yolo-noobj" if fmt == "yolo" else fmt),
+                        grid)
     return None
 
 
@@ -260,7 +260,8 @@ def _tally(ref: np.ndarray, out: np.ndarray, head: Head, tie: float) -> dict[str
         r, o = decode(r_s, head), decode(o_s, head)
         pairs = match(r, o)
         matched_r, matched_o = {i for i, _, _ in pairs}, {j for _, j, _ in pairs}
-        t["reference"], t["found"], t["kept"] = t["reference"] + len(r[0]), t["found"] + len(o[0]), t["kept"] + len(pairs)
+        t["reference"], t["found"], t["kept"] = (t["reference"] + len(r[0]), t["found"] + len(o[0]),
+                                                 t["kept"] + len(pairs))
         t["box_scale"] = max(t["box_scale"], float(np.abs(r[0]).max(initial=0.0)))
         for i in set(range(len(r[0]))) - matched_r:
             near = r[1][i] < SCORE_THRESHOLD + tie
@@ -328,7 +329,8 @@ def _matched_errors(t: dict[str, Any]) -> tuple[float, float, float, float]:
     if not t["box_errs"]:
         return 0.0, 0.0, 0.0, 0.0 if same else float("inf")
     rel = max(max(t["box_errs"]) / (t["box_scale"] or 1.0), max(t["score_errs"]))
-    return max(t["box_errs"] + t["score_errs"]), float(np.mean(t["box_errs"])), rel, rel if same else float("inf")
+    return (max(t["box_errs"] + t["score_errs"]), float(np.mean(t["box_errs"])), rel,
+            rel if same else float("inf"))
 
 
 def compare_detections(ref: np.ndarray, out: np.ndarray, tol: Tolerance, head: Head, judge: bool = True,

@@ -28,19 +28,19 @@ from infer_compare.parity.detections import GROUP_FORMATS, parse_head, recognize
 
 SCORES, MAP, REGRESSION, OTHER, DETECTIONS = "scores", "map", "regression", "other", "detections"
 SEQUENCE = "sequence"
-KINDS = {SCORES: "class scores or logits [N, classes]", MAP: "probabilities or a dense map "
-         "[N, H, W] or [N, C, H, W]",
-         SEQUENCE: "class scores at every step [N, steps, classes], judged on the text "
-         "read (CTC greedy decoding, "
-                   "blank 0) and its confidence (parity/sequences.py)",
-         REGRESSION: "regression values or boxes", OTHER: "anything else (judged as regression values)",
+KINDS = {SCORES: "class scores or logits [N, classes]",
+         MAP: "probabilities or a dense map [N, H, W] or [N, C, H, W]",
+         SEQUENCE: "class scores at every step [N, steps, classes], judged on the text read (CTC greedy "
+                   "decoding, blank 0) and its confidence (parity/sequences.py)",
+         REGRESSION: "regression values or boxes",
+         OTHER: "anything else (judged as regression values)",
          DETECTIONS: "a detection head, decoded and judged by detections kept and added "
                      "(detections:yolo|yolov8|yolo-noobj[+grid] in one output; "
                      "ssd|ssd-nobg|post-nms|torchvision over several; parity/detections.py, "
                      "parity/det_groups.py)"}
-ALIASES = {"logits": SCORES, "classes": SCORES, "class-scores": SCORES, "probabilities": MAP, "mask": MAP,
-           "dense-map": MAP, "segmentation": MAP, "boxes": REGRESSION,
-           "values": REGRESSION, "yolo": DETECTIONS,
+ALIASES = {"logits": SCORES, "classes": SCORES, "class-scores": SCORES,
+           "probabilities": MAP, "mask": MAP, "dense-map": MAP, "segmentation": MAP,
+           "boxes": REGRESSION, "values": REGRESSION, "yolo": DETECTIONS,
            "ctc": SEQUENCE, "recognizer": SEQUENCE, "text": SEQUENCE, "sequences": SEQUENCE}
 MIN_SPATIAL = 4  # a [N, C, H, W] output is a dense map when H and W are at least this
 MIN_SPATIAL_3D = 8  # a [N, H, W] output is one when H, W >= this and its values are probabilities
@@ -89,16 +89,19 @@ def misfit(kind: str, shape: tuple[int, ...]) -> str:
         return "" if len(sample) in (1, 2) else ("a detection output is [N, K], [N, K, values]; this "
                                                  f"output is [N, {', '.join(map(str, sample))}]")
     if kind.split(":")[0] == DETECTIONS and len(sample) != 2:
-        return f"a detection head is [N, anchors, values] or [N, values, anchors]; this output is [N, {', '.join(map(str, sample))}]"
+        return ("a detection head is [N, anchors, values] or [N, values, anchors]; this output is "
+                f"[N, {', '.join(map(str, sample))}]")
     if kind == SEQUENCE and len(sample) != 2:
         return f"a sequence is [N, steps, classes]; this output is [N{''.join(f', {d}' for d in sample)}]"
     if kind == MAP and len(sample) not in (2, 3):
-        return f"a dense map is [N, H, W] or [N, C, H, W]; this output is [N{''.join(f', {d}' for d in sample)}]"
+        return ("a dense map is [N, H, W] or [N, C, H, W]; this output is "
+                f"[N{''.join(f', {d}' for d in sample)}]")
     return ""
 
 
 def parse_output_kinds(values: Iterable[str] | None) -> dict[str, str]:
-    """``--output-kind NAME=KIND`` flags as {name: kind}; a malformed one or an unknown kind is a UsageError."""
+    """``--output-kind NAME=KIND`` flags as {name: kind}; a malformed one or an unknown kind is a
+    UsageError."""
     out: dict[str, str] = {}
     for v in values or ():
         name, eq, kind = str(v).partition("=")

@@ -69,9 +69,8 @@ def compare_kind(ref: np.ndarray, out: np.ndarray, tol: Tolerance, kind: str = "
     """One output judged by what it means (``kind``, parity/kinds.py; "" infers it): class scores by
     :func:`compare`, sequences by sequences.compare_sequences, anything else by values.compare_values."""
     if np.shape(out) != np.shape(ref):  # a failed row that says so, never an exception out of the comparison
-        return _missing("", f"output shape {list(np.shape(out))} differs from the "
-                        f"reference's {list(np.shape(ref))}",
-                        tol, judge, len(ref))
+        return _missing("", f"output shape {list(np.shape(out))} differs from the reference's "
+                            f"{list(np.shape(ref))}", tol, judge, len(ref))
     kind = kind or infer_kind(ref)
     if kind.split(":")[0] == DETECTIONS:
         head = parse_head(kind.partition(":")[2]) if ":" in kind else recognize(ref)
@@ -108,9 +107,8 @@ def _group(g: Group, ref: dict[str, np.ndarray], outs: dict[str, Any], tol: Tole
     width = g.ragged_fit(ref, outs)  # torchvision: K may differ, padded to one; any other: the same shapes
     for k in g.names:
         if not width and np.shape(outs[k]) != np.shape(ref[k]):
-            return _missing(g.name, f"output {k!r}: shape {list(np.shape(outs[k]))} "
-                            "differs from the reference's "
-                                    f"{list(np.shape(ref[k]))}", tol, judge, n)
+            return _missing(g.name, f"output {k!r}: shape {list(np.shape(outs[k]))} differs from the "
+                                    f"reference's {list(np.shape(ref[k]))}", tol, judge, n)
     return compare_detections(g.stack(ref, width), g.stack(outs, width), tol, g.head, judge=judge,
                               note=note).replace(output=g.name)
 
