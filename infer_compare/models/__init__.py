@@ -199,11 +199,12 @@ def _from_file(spec: ModelSpec, path: str):
     try:
         model.load_state_dict(sd)
     except RuntimeError as e:
-        raise UsageError(f"weights file {path} does not fit {spec.name}: {str(e).splitlines()[0][:200]}") from None
+        raise UsageError(f"weights file {path} does not fit {spec.name}: "
+                         f"{str(e).splitlines()[0][:200]}") from None
     model.eval()
-    info = ModelInfo(spec.name, spec.family, "file", os.path.abspath(path), state_dict_hash(model.state_dict()),
-                     spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), False, True,
-                     ("weights loaded from the user's file",))
+    info = ModelInfo(spec.name, spec.family, "file", os.path.abspath(path),
+                     state_dict_hash(model.state_dict()), spec.input_shape, spec.num_classes,
+                     spec.preprocess.as_dict(), False, True, ("weights loaded from the user's file",))
     return model, info, os.path.abspath(path), 0.0
 
 
@@ -253,14 +254,14 @@ def _pretrained(spec: ModelSpec, warn, seed: int):
     path, looked = tvz.cached_weights_file(spec.name)
     if path is None:
         warn(f"{spec.name}: no pretrained weights in the local cache ({looked}); using SEEDED RANDOM weights "
-             f"(seed {seed}) with BatchNorm statistics re-estimated on bundled photos. Latency is real; accuracy "
-             "is meaningless and top-1 agreement is not judged.")
+             f"(seed {seed}) with BatchNorm statistics re-estimated on bundled photos. Latency is real; "
+             "accuracy is meaningless and top-1 agreement is not judged.")
         return None
     model = with_state_dict(lambda: build_architecture(spec), _read_state_dict(path)).eval()
     w = tvz.default_weights(spec.name)
-    info = ModelInfo(spec.name, spec.family, "pretrained", f"{w} ({path})", state_dict_hash(model.state_dict()),
-                     spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), False, True,
-                     (f"pretrained torchvision weights {w}",))
+    info = ModelInfo(spec.name, spec.family, "pretrained", f"{w} ({path})",
+                     state_dict_hash(model.state_dict()), spec.input_shape, spec.num_classes,
+                     spec.preprocess.as_dict(), False, True, (f"pretrained torchvision weights {w}",))
     return model, info, path, 0.0
 
 
@@ -276,17 +277,18 @@ def _random_bn(spec: ModelSpec, data: DataSets, cache: Cache, seed: int, torch_m
         return {"bn_layers": n}
 
     log(f"building {spec.name} with seeded random weights")
-    entry = cache.get_or_build("weights", {"model": spec.name, "seed": seed, "torch": torch_mm, "bn_recal": True,
-                                           "data": data.digest()}, build_random)
+    entry = cache.get_or_build("weights", {"model": spec.name, "seed": seed, "torch": torch_mm,
+                                           "bn_recal": True, "data": data.digest()}, build_random)
     model = _from_entry(spec, entry, lambda: build_architecture(spec))
     recal = bool(entry.manifest.get("bn_layers"))
     notes = [f"seeded random weights (seed {seed})"]
     if recal:
-        notes.append(f"BatchNorm statistics re-estimated on {len(data.calibration)} calibration crops so that "
-                     "outputs depend on the input; top-1 margins stay tiny, so top-1 agreement and int8 parity "
-                     "are reported, not judged")
+        notes.append(f"BatchNorm statistics re-estimated on {len(data.calibration)} calibration crops so "
+                     "that outputs depend on the input; top-1 margins stay tiny, so top-1 agreement and int8 "
+                     "parity are reported, not judged")
     info = ModelInfo(spec.name, spec.family, "random", f"seed {seed}", state_dict_hash(model.state_dict()),
-                     spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), recal, False, tuple(notes))
+                     spec.input_shape, spec.num_classes, spec.preprocess.as_dict(), recal, False,
+                     tuple(notes))
     return model, info, str(entry.file("state_dict.pt")), float(entry.manifest.get("build_s", 0.0))
 
 
@@ -314,7 +316,8 @@ def _save_plain(cache: Cache, spec: ModelSpec, model, seed: int, torch_mm: str) 
         torch.save(model.state_dict(), tmp / "state_dict.pt")
         return {}
 
-    e = cache.get_or_build("weights", {"model": spec.name, "seed": seed, "torch": torch_mm, "bn_recal": False}, b)
+    e = cache.get_or_build("weights", {"model": spec.name, "seed": seed, "torch": torch_mm,
+                                       "bn_recal": False}, b)
     return str(e.file("state_dict.pt"))
 
 

@@ -5,13 +5,13 @@ state dict overwrites (issue 37, start-up).
 values for ResNet-50) and copies the file's tensors over them: 0.3-0.8 s on the development machine, paid by
 every PyTorch configuration's load (``models.rebuild``) and by the comparison's own process before measuring.
 Here the module is built on PyTorch's meta device (shapes only, no data, no initialisation) and given the
-loaded tensors themselves (``load_state_dict(assign=True)``): the same values, dtypes and shapes, contiguous as
-before, so what a row measures does not change; only its load gets shorter.
+loaded tensors themselves (``load_state_dict(assign=True)``): the same values, dtypes and shapes, contiguous
+as before, so what a row measures does not change; only its load gets shorter.
 
 Built and copied into as before wherever that path cannot give the same module: a PyTorch without the meta
 device context or ``assign``; a state dict that does not fit (the old path raises its usual error); a
-non-contiguous tensor in the file (the copy made it contiguous); a tensor that the constructor computes and the
-state dict lacks (a non-persistent buffer, a plain tensor attribute: it would stay on the meta device).
+non-contiguous tensor in the file (the copy made it contiguous); a tensor that the constructor computes and
+the state dict lacks (a non-persistent buffer, a plain tensor attribute: it would stay on the meta device).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 
 
 def with_state_dict(build: Callable[[], Any], state_dict: Mapping[str, Any]) -> Any:
-    """The module ``build()`` makes, holding ``state_dict``'s values (not in eval mode: the caller decides)."""
+    """The module ``build()`` makes, holding ``state_dict``'s values
+    (not in eval mode: the caller decides)."""
     model = _assigned(build, state_dict)
     if model is None:
         model = build()
@@ -30,8 +31,8 @@ def with_state_dict(build: Callable[[], Any], state_dict: Mapping[str, Any]) -> 
 
 
 def _assigned(build: Callable[[], Any], state_dict: Mapping[str, Any]) -> Any:
-    """Built on the meta device and given the state dict's tensors; None where that would not be the module the
-    old path makes."""
+    """Built on the meta device and given the state dict's tensors; None where that would not be the module
+    the old path makes."""
     import torch
 
     if not all(t.is_contiguous() for t in state_dict.values() if isinstance(t, torch.Tensor)):
@@ -55,7 +56,8 @@ def meta_left(model: Any) -> list[str]:
         for attr, value in vars(sub).items():
             if attr.startswith("_"):  # _parameters, _buffers (named above), _modules, hooks
                 continue
-            items = value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else [value]
+            items = (value.values() if isinstance(value, dict)
+                     else value if isinstance(value, list | tuple) else [value])
             if any(isinstance(v, torch.Tensor) and v.is_meta for v in items):
                 left.append(f"{name}.{attr}" if name else attr)
     return left

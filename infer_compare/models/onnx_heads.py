@@ -11,8 +11,8 @@ from collections.abc import Callable
 # parts of one output whose ranges differ more than this do not share a quantization scale
 MIXED_SCALE_RATIO = 16.0
 # the element-wise and shape ops of a decoding tail (box arithmetic, score sigmoid) left in float with it
-TAIL_OPS = frozenset({"Mul", "Add", "Sub", "Div", "Sigmoid", "Softmax", "Exp", "Reshape", "Transpose", "Concat",
-                      "Split", "Slice", "Squeeze", "Unsqueeze", "Flatten", "Gather"})
+TAIL_OPS = frozenset({"Mul", "Add", "Sub", "Div", "Sigmoid", "Softmax", "Exp", "Reshape", "Transpose",
+                      "Concat", "Split", "Slice", "Squeeze", "Unsqueeze", "Flatten", "Gather"})
 SHAPE_OPS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Flatten"})
 PROBABILITY_OPS = frozenset({"Sigmoid", "Softmax"})
 TAIL_DEPTH = 4
@@ -80,7 +80,8 @@ def _leads(node, depth: int, producer: dict, span, leads: dict[str, bool], found
         leads[node.name] = True
         return True
     if depth < WALK_DEPTH and node.op_type in HEAD_OPS:
-        hits = [_leads(producer[i], depth + 1, producer, span, leads, found) for i in node.input if i in producer]
+        hits = [_leads(producer[i], depth + 1, producer, span, leads, found)
+                for i in node.input if i in producer]
         leads[node.name] = any(hits)
     return leads[node.name]
 
@@ -95,4 +96,5 @@ def _tail(concat, producer: dict, keep: list[str]) -> None:
         if n.name not in keep:
             keep.append(n.name)
         if depth < TAIL_DEPTH:
-            todo += [(producer[i], depth + 1) for i in n.input if i in producer and producer[i].op_type in TAIL_OPS]
+            todo += [(producer[i], depth + 1)
+                     for i in n.input if i in producer and producer[i].op_type in TAIL_OPS]

@@ -155,13 +155,14 @@ def adapt(um: Any, cache: Any) -> tuple[Any, dict[str, str]]:
         onnx.save(wrapped, str(tmp / stem))
         return {"triple": list(triple.outputs)}
 
-    entry = cache.get_or_build("wrapped", {"onnx": um.sha256, "torchvision_detections": WRAPPER_VERSION}, build)
+    entry = cache.get_or_build("wrapped", {"onnx": um.sha256, "torchvision_detections": WRAPPER_VERSION},
+                               build)
     wrapped = load_onnx(str(entry.file(stem)), None)
     _, c, h, w = wrapped.inputs[0].shape
     wrapped.wraps = um.source
     wrapped.notes = [n for n in um.notes if not n.startswith("reference:")] + [
-        f"torchvision detection outputs ({', '.join(triple.outputs)}: [K, 4], [K], [K], K changing per image) and "
-        f"an input without a batch axis ({triple.image} [{c}, {h}, {w}]): {um.source} measured through a wrapper "
-        f"(input [1, {c}, {h}, {w}], outputs padded with zeros to {PAD_WIDTH} detections; "
+        f"torchvision detection outputs ({', '.join(triple.outputs)}: [K, 4], [K], [K], K changing per "
+        f"image) and an input without a batch axis ({triple.image} [{c}, {h}, {w}]): {um.source} measured "
+        f"through a wrapper (input [1, {c}, {h}, {w}], outputs padded with zeros to {PAD_WIDTH} detections; "
         "models/torchvision_det.py), batch 1 only; judged on the detections kept and added"]
     return wrapped, {k: KIND for k in triple.outputs}

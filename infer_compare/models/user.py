@@ -8,7 +8,8 @@ Public API
     dimensions; a dynamic batch is always the string ``"batch"``), or None where the model
     does not declare it (outputs only). ``dtype``: a numpy dtype name ("float32", "int64").
 ``UserModel(kind, source, sha256, inputs, outputs, static_batch, module, notes, weights_hash)``
-    ``kind``: "onnx" | "torchscript" | "exported_program" | "factory" | "module" | "tflite" (prepare/tflite_file.py).
+    ``kind``: "onnx" | "torchscript" | "exported_program" | "factory" | "module" | "tflite"
+    (prepare/tflite_file.py).
     ``source``: the absolute path, the "package.module:callable" reference or "<python object>".
     ``sha256``: of the file: the ``.onnx`` file, the ``.pt``/``.pt2`` file, the ``--weights``
     file; "" for a Python object (a factory without ``--weights``, a module). An ONNX file
@@ -59,7 +60,8 @@ from infer_compare.base.layout import Layout, batch_axes, sample_shape, with_bat
 
 ONNX_SUFFIXES = (".onnx",)
 TORCH_SUFFIXES = (".pt", ".pth", ".pt2", ".ts", ".torchscript")
-TFLITE_SUFFIXES = (".tflite",)  # a TFLite file as the model: LiteRT on the CPU is its reference (prepare/tflite_file.py)
+# a TFLite file as the model: LiteRT on the CPU is its reference (prepare/tflite_file.py)
+TFLITE_SUFFIXES = (".tflite",)
 SUFFIXES = ONNX_SUFFIXES + TORCH_SUFFIXES + TFLITE_SUFFIXES
 KINDS = ("onnx", "torchscript", "exported_program", "factory", "module", "tflite")
 _FACTORY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -73,11 +75,12 @@ class TensorSpec:
     name: str
     shape: tuple[Dim, ...] | None
     dtype: str
-    batch_axis: int | None = 0  # the axis that holds the batch (base/layout.py); None: fed as given, never stacked
+    # the axis that holds the batch (base/layout.py); None: fed as given, never stacked
+    batch_axis: int | None = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype,
-                "batch_axis": self.batch_axis}
+        return {"name": self.name, "shape": None if self.shape is None else list(self.shape),
+                "dtype": self.dtype, "batch_axis": self.batch_axis}
 
     def sample(self) -> tuple[Dim, ...]:
         """The shape of one sample: the shape without its batch axis."""
@@ -108,13 +111,16 @@ class UserModel:
     def example_inputs(self, batch: int) -> dict[str, np.ndarray]:
         """Zeros of every input's shape and dtype, with the dynamic batch set to ``batch``."""
         if self.static_batch is not None and batch != self.static_batch:
-            raise UsageError(f"{self.name} has a static batch {self.static_batch}; batch {batch} is not possible")
-        return {s.name: np.zeros(tuple(batch if d == "batch" else int(d) for d in s.shape or ()), dtype=s.dtype)
+            raise UsageError(f"{self.name} has a static batch {self.static_batch}; batch {batch} is not "
+                             "possible")
+        return {s.name: np.zeros(tuple(batch if d == "batch" else int(d) for d in s.shape or ()),
+                                 dtype=s.dtype)
                 for s in self.inputs}
 
     def layout(self) -> Any:
         """Each input's and output's batch axis (layout.Layout)."""
-        return Layout({s.name: s.batch_axis for s in self.inputs}, {s.name: s.batch_axis for s in self.outputs})
+        return Layout({s.name: s.batch_axis for s in self.inputs},
+                      {s.name: s.batch_axis for s in self.outputs})
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "source": self.source, "sha256": self.sha256,
@@ -199,7 +205,8 @@ def resolve_shape(name: str, declared: tuple[Any, ...] | None, given: tuple[int,
     the batch ``axis`` stays ``"batch"`` when dynamic, other dynamic axes need the user's size."""
     if declared is None:
         if given is None:
-            raise UsageError(f"input '{name}' has no shape in the model: give it with --input-shape {name}:1x3x224x224")
+            raise UsageError(f"input '{name}' has no shape in the model: give it with "
+                             f"--input-shape {name}:1x3x224x224")
         declared = tuple("?" for _ in given)
     if given is not None:
         if len(given) != len(declared):
@@ -207,8 +214,8 @@ def resolve_shape(name: str, declared: tuple[Any, ...] | None, given: tuple[int,
                              f"the model's input is {fmt_shape(declared)}")
         for i, (d, g) in enumerate(zip(declared, given, strict=True)):
             if isinstance(d, int) and d != g:
-                raise UsageError(f"input '{name}': --input-shape {fmt_shape(given)} does not match the model's "
-                                 f"{fmt_shape(declared)} (dimension {i} is fixed at {d})")
+                raise UsageError(f"input '{name}': --input-shape {fmt_shape(given)} does not match the "
+                                 f"model's {fmt_shape(declared)} (dimension {i} is fixed at {d})")
     out: list[Dim] = []
     for i, d in enumerate(declared):
         if isinstance(d, int):
@@ -218,7 +225,8 @@ def resolve_shape(name: str, declared: tuple[Any, ...] | None, given: tuple[int,
         elif given is not None:
             out.append(int(given[i]))
         else:
-            hint = "x".join("1" if j == axis else str(x) if isinstance(x, int) else "N" for j, x in enumerate(declared))
+            hint = "x".join("1" if j == axis else str(x) if isinstance(x, int) else "N"
+                            for j, x in enumerate(declared))
             raise UsageError(f"input '{name}' has a dynamic dimension {i} ('{d}') with no size: "
                              f"give it with --input-shape {name}:{hint}")
     return tuple(out)
@@ -239,7 +247,8 @@ def resolve_inputs(declared: list[tuple[str, tuple[Any, ...] | None, str]],
         if n not in shapes and got is not None and s is not None and \
                 len(got) + (axes[n] is not None) == len(s):
             shapes[n] = with_batch(tuple(int(d) for d in got), axes[n], 1)
-    return tuple(TensorSpec(n, resolve_shape(n, s, shapes.get(n), axes[n]), t, axes[n]) for n, s, t in declared)
+    return tuple(TensorSpec(n, resolve_shape(n, s, shapes.get(n), axes[n]), t, axes[n])
+                 for n, s, t in declared)
 
 
 def static_batch_of(inputs: tuple[TensorSpec, ...]) -> int | None:

@@ -67,7 +67,8 @@ def _dtype(elem_type: int, where: str) -> str:
     try:
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
     except (KeyError, TypeError, ValueError):
-        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else elem_type
+        name = (onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values()
+                else elem_type)
         raise UsageError(f"{where} has element type {name}, which has no numpy equivalent") from None
 
 
@@ -75,7 +76,8 @@ def _declared(vi, where: str) -> tuple[tuple[Any, ...] | None, str]:
     """(shape with int / dim_param / "?" per axis, or None without a shape; dtype) of a ValueInfo."""
     kind = vi.type.WhichOneof("value")
     if kind != "tensor_type":
-        raise UsageError(f"{where} is a {kind or 'value of unknown type'}, not a tensor; only tensors are supported")
+        raise UsageError(f"{where} is a {kind or 'value of unknown type'}, not a tensor; only tensors are "
+                         "supported")
     tt = vi.type.tensor_type
     dtype = _dtype(tt.elem_type, where)
     if not tt.HasField("shape"):
@@ -109,11 +111,12 @@ def _notes(model, files: list[str], inputs: tuple[TensorSpec, ...], outputs: tup
     notes = [f"ONNX file (IR {model.ir_version}, opset {opsets}{made}{data})",
              f"reference: ONNX Runtime {deps.version('onnxruntime') or '?'} CPU FP32 on the original file"]
     if any(t.dtype in ("float16", "bfloat16") for t in inputs + outputs):
-        notes.append("the model takes or gives float16 tensors: the reference is what ONNX Runtime computes on them")
+        notes.append("the model takes or gives float16 tensors: the reference is what ONNX Runtime computes "
+                     "on them")
     for s, (_, shape, _) in zip(inputs, declared, strict=True):
         if shape is None or any(isinstance(d, str) for i, d in enumerate(shape) if i != s.batch_axis):
-            notes.append(f"input '{s.name}': shape {fmt_shape(s.shape)}, dynamic dimensions sized by --input-shape "
-                         "or --data")
+            notes.append(f"input '{s.name}': shape {fmt_shape(s.shape)}, dynamic dimensions sized by "
+                         "--input-shape or --data")
     return notes
 
 
@@ -168,9 +171,9 @@ def onnx_runner(model: UserModel) -> Callable[[dict[str, np.ndarray]], dict[str,
 
 
 # operators of a file that is already quantized: integer kernels, dynamic quantization, QDQ pairs
-QUANTIZED_OPS = ("ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul",
-                 "QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QuantizeLinear", "DequantizeLinear",
-                 "MatMulIntegerToFloat", "QAttention", "QGemm")
+QUANTIZED_OPS = ("ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "DynamicQuantizeLSTM",
+                 "DynamicQuantizeMatMul", "QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul",
+                 "QuantizeLinear", "DequantizeLinear", "MatMulIntegerToFloat", "QAttention", "QGemm")
 
 
 def quantized_ops(path: str) -> dict[str, int]:

@@ -34,8 +34,8 @@ from infer_compare.models.user import (
 )
 
 SAVE_HINT = ("save a supported form instead: torch.jit.save(torch.jit.script(m), 'm.pt'), "
-             "torch.export.save(torch.export.export(m, (x,)), 'm.pt2'), or torch.save(m.state_dict(), 'w.pt') "
-             "with --model package.module:factory --weights w.pt")
+             "torch.export.save(torch.export.export(m, (x,)), 'm.pt2'), or "
+             "torch.save(m.state_dict(), 'w.pt') with --model package.module:factory --weights w.pt")
 
 
 def require_torch():
@@ -52,8 +52,8 @@ def np_dtype(dtype) -> str:
 def refusal(path: str, e: BaseException) -> UsageError:
     what = re.search(r"(?:GLOBAL|Unsupported class) ([\w.]+)", str(e))
     held = f"it holds the Python object {what.group(1)}" if what else "it holds Python objects"
-    return UsageError(f"refusing to unpickle {path}: {held} (a pickled whole model?), and loading it could run "
-                      f"arbitrary code; {SAVE_HINT}")
+    return UsageError(f"refusing to unpickle {path}: {held} (a pickled whole model?), and loading it could "
+                      f"run arbitrary code; {SAVE_HINT}")
 
 
 def weights_only_load(path: str) -> Any:
@@ -116,12 +116,13 @@ def load_weights(module, path: str) -> str:
         res = module.load_state_dict(sd, strict=False)
     except RuntimeError as e:
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-        raise UsageError(f"--weights {path} does not fit the model: {(lines[1:] or lines or ['?'])[0][:300]}") from None
+        raise UsageError(f"--weights {path} does not fit the model: "
+                         f"{(lines[1:] or lines or ['?'])[0][:300]}") from None
     if res.missing_keys or res.unexpected_keys:
         which = (f"missing key '{res.missing_keys[0]}'" if res.missing_keys
                  else f"unexpected key '{res.unexpected_keys[0]}'")
-        raise UsageError(f"--weights {path} does not fit the model: {which} ({len(res.missing_keys)} missing, "
-                         f"{len(res.unexpected_keys)} unexpected)")
+        raise UsageError(f"--weights {path} does not fit the model: {which} "
+                         f"({len(res.missing_keys)} missing, {len(res.unexpected_keys)} unexpected)")
     return sha256_files([p])
 
 
@@ -150,8 +151,8 @@ def from_module(obj: Any, example_input, input_shapes, weights: str | None) -> U
         raise UsageError(f"model must be a name, a model file, package.module:callable or a torch.nn.Module, "
                          f"not {_describe(obj)}")
     if example_input is None:
-        raise UsageError(f"a torch.nn.Module model ({type(obj).__name__}) needs example_input= (a tensor or a "
-                         "tuple of tensors)")
+        raise UsageError(f"a torch.nn.Module model ({type(obj).__name__}) needs example_input= (a tensor or "
+                         "a tuple of tensors)")
     sha = load_weights(obj, weights) if weights is not None else ""
     notes = [f"torch.nn.Module object {type(obj).__name__}"]
     return described("module", "<python object>", sha, obj, input_shapes, example_input, notes,
@@ -252,7 +253,8 @@ def described(kind: str, source: str, sha: str, module, input_shapes, example_in
 def _check_example(module, names: list[str], tensors: list, input_shapes, what: str) -> None:
     for n, shape in _shapes_by_name(module, input_shapes, what).items():
         if n not in names:
-            raise UsageError(f"--input-shape names input '{n}', which example_input does not give ({', '.join(names)})")
+            raise UsageError(f"--input-shape names input '{n}', which example_input does not give "
+                             f"({', '.join(names)})")
         t = tensors[names.index(n)]
         if t.dim() != len(shape) or tuple(t.shape[1:]) != tuple(shape[1:]):
             raise UsageError(f"input '{n}': --input-shape {fmt_shape(shape)} does not match example_input "
@@ -317,7 +319,8 @@ def torch_runner(model: UserModel) -> Callable[[dict[str, np.ndarray]], dict[str
                 out = model.module(*[torch.from_numpy(np.ascontiguousarray(feed[n])) for n in names])
         except Exception as e:
             rows = len(next(iter(feed.values())))
-            raise UsageError(f"{model.name} fails on a batch of {rows}: {type(e).__name__}: {first_line(e)}") from None
+            raise UsageError(f"{model.name} fails on a batch of {rows}: {type(e).__name__}: "
+                             f"{first_line(e)}") from None
         res = {}
         for k, t in flatten_outputs(out):
             t = t.detach().cpu()

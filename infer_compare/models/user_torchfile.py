@@ -55,10 +55,10 @@ def _not_a_model(path: str) -> UsageError:
     obj = weights_only_load(path)
     sd = as_state_dict(obj)
     if sd is not None:
-        return UsageError(f"{path} holds a state dict ({len(sd)} tensors), not a model: a state dict needs its "
-                          "architecture: --model package.module:factory --weights FILE")
-    return UsageError(f"{path} holds a {type(obj).__name__}, neither a TorchScript model, an ExportedProgram nor "
-                      f"a state dict; {SAVE_HINT}")
+        return UsageError(f"{path} holds a state dict ({len(sd)} tensors), not a model: a state dict needs "
+                          "its architecture: --model package.module:factory --weights FILE")
+    return UsageError(f"{path} holds a {type(obj).__name__}, neither a TorchScript model, an ExportedProgram "
+                      f"nor a state dict; {SAVE_HINT}")
 
 
 @contextlib.contextmanager
@@ -71,8 +71,8 @@ def _no_full_unpickling(torch, path: str) -> Iterator[None]:
         return orig_load(*a, **k)
 
     def loads(*a, **k):
-        raise UsageError(f"refusing to unpickle {path}: it holds pickled Python objects, and loading them could "
-                         f"run arbitrary code; {SAVE_HINT}")
+        raise UsageError(f"refusing to unpickle {path}: it holds pickled Python objects, and loading them "
+                         f"could run arbitrary code; {SAVE_HINT}")
 
     old_env = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
     torch.load, pickle.loads = load, loads
@@ -90,12 +90,13 @@ def _no_full_unpickling(torch, path: str) -> Iterator[None]:
 def _load_exported(path: str):
     torch = require_torch()
     if importlib.util.find_spec("torch.export") is None:
-        raise UsageError(f"{path} is an ExportedProgram: loading it needs torch.export (torch >= 2.1; this is "
-                         f"torch {torch.__version__})")
+        raise UsageError(f"{path} is an ExportedProgram: loading it needs torch.export (torch >= 2.1; this "
+                         f"is torch {torch.__version__})")
     import torch.export
 
     if not hasattr(torch.export, "load"):
-        raise UsageError(f"{path} is an ExportedProgram: this torch {torch.__version__} has no torch.export.load")
+        raise UsageError(f"{path} is an ExportedProgram: this torch {torch.__version__} has no "
+                         "torch.export.load")
     try:
         with _no_full_unpickling(torch, path):
             return torch.export.load(path)
@@ -115,8 +116,8 @@ def _exported_inputs(ep, what: str) -> list[tuple[str, tuple[Any, ...], str]]:
     for name in user:
         v = vals.get(name)
         if not hasattr(v, "shape") or not hasattr(v, "dtype"):
-            raise UsageError(f"{what}: input '{name}' is not a tensor ({type(v).__name__}); only tensor inputs "
-                             "are supported")
+            raise UsageError(f"{what}: input '{name}' is not a tensor ({type(v).__name__}); only tensor "
+                             "inputs are supported")
         out.append((name, tuple(d if isinstance(d, int) else str(d) for d in v.shape), np_dtype(v.dtype)))
     if not out:
         raise UsageError(f"{what} has no tensor inputs")
@@ -128,8 +129,8 @@ def _from_exported(path: str, input_shapes, example_input) -> UserModel:
     ep = _load_exported(path)
     what = f"ExportedProgram {os.path.basename(path)}"
     if not hasattr(ep, "module"):
-        raise UsageError(f"{what}: this torch {torch.__version__} cannot run an ExportedProgram (no .module()); "
-                         "use torch >= 2.2 or save the model with torch.jit.save")
+        raise UsageError(f"{what}: this torch {torch.__version__} cannot run an ExportedProgram "
+                         "(no .module()); use torch >= 2.2 or save the model with torch.jit.save")
     module = ep.module()
     with contextlib.suppress(NotImplementedError, AttributeError):
         module.eval()  # an exported graph keeps the mode it was exported in; newer torch refuses eval()
