@@ -8,7 +8,8 @@ Nothing here imports torch at import time.
 
 from __future__ import annotations
 
-FLOPS_SOURCE = "torch.utils.flop_counter.FlopCounterMode, batch 1 (2 FLOPs per multiply-add; conv/matmul only)"
+FLOPS_SOURCE = ("torch.utils.flop_counter.FlopCounterMode, batch 1 (2 FLOPs per multiply-add; "
+                "conv/matmul only)")
 
 
 def count_flops(model, input_shape) -> tuple[float | None, str]:

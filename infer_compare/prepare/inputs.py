@@ -34,7 +34,8 @@ class DataOptions:
     labels: str | None = None  # --labels: folder name -> class index
     calibration: str | None = None  # --calibration: int8 calibration data (default: a split of --data)
     max_images: int | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)  # resize, crop, mean, std, layout, bgr, scale, letterbox
+    # resize, crop, mean, std, layout, bgr, scale, letterbox
+    overrides: dict[str, Any] = field(default_factory=dict)
     values: dict[str, str] = field(default_factory=dict)  # --input-value NAME=VALUE: inputs fed as given
 
 
@@ -135,7 +136,9 @@ def model_dtype(x: Any, dtype: str, images: bool, arrays: bool, notes: list[str]
     return out
 
 
-def builtin_data_sets(spec, opts: DataOptions, calibration_samples: int | None, seed: int, prog: Progress) -> DataSets:
+def builtin_data_sets(spec, opts: DataOptions, calibration_samples: int | None, seed: int,
+                      prog: Progress) -> DataSets:
     """A built-in model on the user's data: its own transforms, with the user's overrides."""
     pre = preprocess_spec(from_preprocess(spec.preprocess, f"{spec.name}'s transforms"), **opts.overrides)
-    return data_sets(tuple(spec.input_shape), opts, pre, calibration_samples or 64, seed, prog, spec.num_classes)
+    return data_sets(tuple(spec.input_shape), opts, pre, calibration_samples or 64, seed, prog,
+                     spec.num_classes)

@@ -41,18 +41,18 @@ def check_model(model: Any, parity_samples: int | None) -> None:
 
 
 def prepare_any(model: Any, *, weights: str, input_shape: str | None, example_input: Any, data: Any,
-                parity_samples: int | None, calibration_samples: int | None, seed: int, cache: Any, threads: int,
-                prog: Progress, warn: Callable[[str], None]):
+                parity_samples: int | None, calibration_samples: int | None, seed: int, cache: Any,
+                threads: int, prog: Progress, warn: Callable[[str], None]):
     """The Prepared of a built-in model (prepare/prepared.py) or of the user's own (prepare/user.py)."""
     if models.looks_like_user_model(model):
         return prepare_user_model(model, weights=None if weights in ("auto", "random") else weights,
                                   input_shape=input_shape, example_input=example_input, data=data,
-                                  parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
-                                  cache=cache, prog=prog, warn=warn)
+                                  parity_samples=parity_samples, calibration_samples=calibration_samples,
+                                  seed=seed, cache=cache, prog=prog, warn=warn)
 
     return prepare_model(model, weights=weights, parity_samples=parity_samples, data=data,
-                         calibration_samples=calibration_samples, seed=seed, cache=cache, threads=threads, prog=prog,
-                         warn=warn)
+                         calibration_samples=calibration_samples, seed=seed, cache=cache, threads=threads,
+                         prog=prog, warn=warn)
 def kind_options(kinds: dict[str, str] | Iterable[str] | None) -> dict[str, str]:
     """``compare(output_kinds=...)`` as {name: kind}, each kind checked (UsageError) before any work."""
     if isinstance(kinds, dict):
@@ -67,7 +67,8 @@ def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
         check_output_kinds(kinds, output_shapes(prep))
         prep.notes.append("outputs judged as given by --output-kind: "
                           + ", ".join(f"{k} as {v}" for k, v in kinds.items()))
-    kinds = {**(prep.output_kinds or {}), **kinds}  # the loader's (models/torchvision_det.py), then the user's
+    # the loader's (models/torchvision_det.py), then the user's
+    kinds = {**(prep.output_kinds or {}), **kinds}
     prep.output_kinds = dict(kinds)
     refs = prep.ref if isinstance(prep.ref, dict) else {"": prep.ref}
     grouped = _detection_groups(prep, refs, kinds)
@@ -79,8 +80,9 @@ def judge_outputs_as(prep: Any, kinds: dict[str, str]) -> None:
             kind = _detections(prep, k, kind, a)
         if kind != SCORES:
             what = _head_text(kind) or KINDS[kind]
-            prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as {kind.split(':')[0]} "
-                              f"({what}; parity/kinds.py; --output-kind NAME=KIND to say otherwise)"
+            prep.notes.append(f"output {k + ' ' if k else ''}{list(np.shape(a)[1:])} judged as "
+                              f"{kind.split(':')[0]} ({what}; parity/kinds.py; --output-kind NAME=KIND "
+                              "to say otherwise)"
                               + (LOGITS_HINT if kind == REGRESSION and np.ndim(a) == 3 else ""))
 
 
@@ -91,9 +93,9 @@ def _detection_groups(prep: Any, refs: dict[str, Any], kinds: dict[str, str]) ->
     groups = find_groups(refs, kinds) if len(refs) > 1 else []
     lost = unmatched_named(refs, kinds, groups)
     if lost:
-        raise UsageError(f"--output-kind {lost[0]}={kinds[lost[0]]}: no partner outputs found (ssd: boxes [N, A, 4] "
-                         f"as corners and scores [N, A, classes] in 0-1; post-nms: boxes [N, K, 4], scores [N, K] "
-                         f"in 0-1 and whole-number classes [N, K]); its outputs: "
+        raise UsageError(f"--output-kind {lost[0]}={kinds[lost[0]]}: no partner outputs found (ssd: boxes "
+                         f"[N, A, 4] as corners and scores [N, A, classes] in 0-1; post-nms: boxes "
+                         f"[N, K, 4], scores [N, K] in 0-1 and whole-number classes [N, K]); its outputs: "
                          + ", ".join(f"{k} {list(np.shape(v))}" for k, v in refs.items()))
     for g in groups:
         prep.notes.append(f"outputs {' + '.join(g.names)} judged together as detections ({g.head.text()}; "

@@ -65,15 +65,17 @@ def _cast(um, arrays: dict[str, np.ndarray], where: str, notes: list[str]) -> di
 def _npz(um, path: str, opts, seed: int):
     if Path(path).suffix.lower() != ".npz" or Path(path).is_dir():
         names = ", ".join(s.name for s in um.inputs)
-        raise UsageError(f"{um.name} has {len(um.inputs)} inputs ({names}): give --data inputs.npz with one array "
-                         f"per input name (a folder of images or a .npy feeds a model with one input), not {path}")
+        raise UsageError(f"{um.name} has {len(um.inputs)} inputs ({names}): give --data inputs.npz with one "
+                         f"array per input name (a folder of images or a .npy feeds a model with one input), "
+                         f"not {path}")
     try:
         with np.load(path, allow_pickle=False) as z:
             present = set(z.files)
     except Exception:  # unreadable: load_data says why, with the file's name
         present = {s.name for s in um.inputs}
+    # --input-value gives the ones the file lacks
     shapes = {s.name: tuple(None if isinstance(d, str) else d for d in s.sample()) for s in um.inputs
-              if s.name in present or s.name not in opts.values}  # --input-value gives the ones the file lacks
+              if s.name in present or s.name not in opts.values}
     return load_data(path, preprocess=PreprocessSpec(source="not used: array inputs"), input_shape=shapes,
                      max_images=opts.max_images if path == opts.data else None, seed=seed)
 
@@ -81,7 +83,8 @@ def _npz(um, path: str, opts, seed: int):
 def _from_data(um, opts, n_calib: int, seed: int, prog: Progress) -> DataSets:
     prog.task(f"reading {opts.data}")
     if opts.labels:
-        raise UsageError("--labels maps the class folders of an image folder; a .npz carries its own 'labels' array")
+        raise UsageError("--labels maps the class folders of an image folder; a .npz carries its own "
+                         "'labels' array")
     data = _npz(um, opts.data, opts, seed)
     if opts.calibration:
         ev, calib = data, _npz(um, opts.calibration, opts, seed)
@@ -94,7 +97,8 @@ def _from_data(um, opts, n_calib: int, seed: int, prog: Progress) -> DataSets:
     cax, evx = _cast(um, ca_in, opts.calibration or opts.data, notes), _cast(um, ev_in, opts.data, notes)
     said = "; ".join(dict.fromkeys(notes))
     return DataSets(calibration=cax, eval=evx, eval_labels=ev.labels,
-                    description=ev.description + (f"; calibration: {calib.description}" if opts.calibration else
+                    description=ev.description + (f"; calibration: {calib.description}"
+                                                  if opts.calibration else
                                                   f"; {len(calib)} of them held out for int8 calibration")
                     + (f"; converted to the model's input dtypes: {said}" if said else ""))
 
@@ -130,20 +134,21 @@ def _generated(um, opts, n_eval: int, n_calib: int, seed: int) -> tuple[DataSets
             continue
         sample = tuple(int(d) for d in s.sample())
         rng = np.random.default_rng([seed, i])
-        ev[s.name], ca[s.name] = random_input((n_eval, *sample), s.dtype, rng), random_input((n_calib, *sample),
-                                                                                             s.dtype, rng)
+        ev[s.name], ca[s.name] = (random_input((n_eval, *sample), s.dtype, rng),
+                                  random_input((n_calib, *sample), s.dtype, rng))
         kind = "standard normal" if np.dtype(s.dtype).kind == "f" else "0 or 1"
-        said.append(f"{s.name}: seeded random {s.dtype} values ({kind}; no real data for this input: give --data "
-                    f"inputs.npz or --input-value {s.name}=VALUE)")
+        said.append(f"{s.name}: seeded random {s.dtype} values ({kind}; no real data for this input: give "
+                    f"--data inputs.npz or --input-value {s.name}=VALUE)")
     n = min(len(a) for a in ev.values())
     ev = {k: v[:n] for k, v in ev.items()}
-    return DataSets(calibration=ca, eval=ev, description=f"{n} samples of {len(ev)} inputs: " + "; ".join(said)), \
-        first_spec
+    return DataSets(calibration=ca, eval=ev,
+                    description=f"{n} samples of {len(ev)} inputs: " + "; ".join(said)), first_spec
 
 
 def input_values(um, values: dict[str, str]) -> dict[str, np.ndarray]:
     """--input-value NAME=VALUE, each as one sample of its input (a number fills the sample; comma-separated
-    numbers fill it in order); an unknown name or a value that does not parse as the input's dtype: UsageError."""
+    numbers fill it in order); an unknown name or a value that does not parse as the input's dtype:
+    UsageError."""
     specs = {s.name: s for s in um.inputs}
     out = {}
     for name, text in (values or {}).items():
@@ -157,13 +162,14 @@ def input_values(um, values: dict[str, str]) -> dict[str, np.ndarray]:
             vals = [(float(p) if dt.kind == "f" else int(p, 0) if dt.kind in "iu" else
                      {"true": 1, "false": 0, "1": 1, "0": 0}[p.lower()]) for p in items]
         except (ValueError, KeyError):
-            raise UsageError(f"--input-value {name}={text}: not {'a number' if dt.kind == 'f' else 'an integer'} "
-                             f"of the input's dtype {s.dtype}") from None
+            raise UsageError(f"--input-value {name}={text}: "
+                             f"not {'a number' if dt.kind == 'f' else 'an integer'} of the input's dtype "
+                             f"{s.dtype}") from None
         sample = tuple(int(d) for d in s.sample())
         size = int(np.prod(sample, dtype=np.int64))
         if len(vals) not in (1, size):
-            raise UsageError(f"--input-value {name}={text}: {len(vals)} values; input '{name}' takes one sample "
-                             f"of shape {'x'.join(map(str, sample)) or 'scalar'} (1 or {size} values)")
+            raise UsageError(f"--input-value {name}={text}: {len(vals)} values; input '{name}' takes one "
+                             f"sample of shape {'x'.join(map(str, sample)) or 'scalar'} (1 or {size} values)")
         a = np.asarray(vals, dtype=np.float64)
         if not np.isfinite(a).all():
             raise UsageError(f"--input-value {name}={text}: NaN or Inf; a runtime's outputs on it cannot be "
@@ -187,9 +193,9 @@ def several_inputs(um, opts, parity_samples: int | None, calibration_samples: in
     ds, spec = _generated(um, opts, parity_samples or 32, calibration_samples or 64, seed)
     made = [s.name for s in um.inputs if f"{s.name}: seeded random" in ds.description]
     if made:
-        prog.warn(f"{um.name}: no --data: input(s) {', '.join(made)} get SEEDED RANDOM values of their dtype (the "
-                  "report says which); give --data inputs.npz (one array per input name) or --input-value "
-                  "NAME=VALUE for real inputs")
+        prog.warn(f"{um.name}: no --data: input(s) {', '.join(made)} get SEEDED RANDOM values of their dtype "
+                  "(the report says which); give --data inputs.npz (one array per input name) or "
+                  "--input-value NAME=VALUE for real inputs")
     return ds, spec
 
 
@@ -209,7 +215,8 @@ def reference(cache: Cache, um, ds: DataSets) -> dict[str, np.ndarray]:
     key = {"user_model": um.sha256 or um.weights_hash, "kind": um.kind, "data": ds.digest(),
            "outputs": [s.name for s in um.outputs], "inputs_by_role": 1}
     entry = cache.get_or_build("reference", key, build)
-    axes = entry.manifest.get("output_batch_axes") or {}  # as the reference run confirmed them (base/layout.py)
+    # as the reference run confirmed them (base/layout.py)
+    axes = entry.manifest.get("output_batch_axes") or {}
     um.outputs = tuple(replace(s, batch_axis=axes.get(s.name, s.batch_axis)) for s in um.outputs)
     got = batches.load(entry.file("reference.npz"))
     return got if isinstance(got, dict) else {um.outputs[0].name: got}
@@ -252,19 +259,22 @@ def model_info(um, ref: dict[str, np.ndarray], spec, sources: dict[str, str] | N
     for k, a in ref.items():
         cls = is_classifier(a) and k not in (kinds or {})
         s = specs.get(k)
-        d = tensor_info(s, _model_shape(s, a)) if s is not None else {"name": k, "shape": ["batch", *a.shape[1:]],
-                                                                  "dtype": str(a.dtype), "batch_axis": 0}
+        d = (tensor_info(s, _model_shape(s, a)) if s is not None
+             else {"name": k, "shape": ["batch", *a.shape[1:]], "dtype": str(a.dtype), "batch_axis": 0})
         outputs.append({**d, "judged_on": "top-1 and error metrics" if cls else "error metrics"})
         notes.append(f"output '{k}' {list(a.shape[1:])}: " + (
             "[N, classes]: top-1/top-5 agreement and the error metrics" if cls else
             "not [N, classes]: judged by what it means (the note on its kind below)"))
     if len(ref) > 1:
-        notes.append(f"{len(ref)} outputs: each compared with its own reference; a row's verdict is its worst "
-                     "output's (named in the table's cosine column, every output's figures in the JSON)")
+        notes.append(f"{len(ref)} outputs: each compared with its own reference; a row's verdict is its "
+                     "worst output's (named in the table's cosine column, every output's figures "
+                     "in the JSON)")
     notes.append(f"{_io_text(um)}: inputs fed and outputs compared by name")
     cls_out = [a for k, a in ref.items() if is_classifier(a) and k not in (kinds or {})]
-    return ModelInfo(um.name, f"user-{um.kind}", "file", getattr(um, "wraps", "") or um.source, (um.sha256 or um.weights_hash)[:16],
+    return ModelInfo(um.name, f"user-{um.kind}", "file", getattr(um, "wraps", "") or um.source,
+                     (um.sha256 or um.weights_hash)[:16],
                      tuple(int(d) for d in um.inputs[0].sample()), int(cls_out[0].shape[1]) if cls_out else 0,
                      spec.to_dict() if spec is not None else {}, False, True, tuple(notes),
-                     inputs=tuple({**tensor_info(s), "source": (sources or {}).get(s.name, "")} for s in um.inputs),
+                     inputs=tuple({**tensor_info(s), "source": (sources or {}).get(s.name, "")}
+                                  for s in um.inputs),
                      outputs=tuple(outputs))

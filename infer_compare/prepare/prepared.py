@@ -33,21 +33,25 @@ class Prepared:
     weights_path: str | None = None
     weights_build_s: float = 0.0
     notes: list[str] = field(default_factory=list)
-    carried: dict[Key, ExportRecord] = field(default_factory=dict)  # artifacts that exist already (a bundle's)
+    # artifacts that exist already (a bundle's)
+    carried: dict[Key, ExportRecord] = field(default_factory=dict)
     unbuilt: dict[Key, Unbuilt] = field(default_factory=dict)  # artifacts known to be unavailable
     static_batch: int | None = None  # the model requires this batch size (a user's static-batch model)
-    output_kinds: dict[str, str] = field(default_factory=dict)  # --output-kind: {output: kind} (parity/kinds.py)
+    # --output-kind: {output: kind} (parity/kinds.py)
+    output_kinds: dict[str, str] = field(default_factory=dict)
     # "int8": the model file is already quantized; its rows are judged at that precision's tolerance
     file_precision: str = ""
     # a stream model (prepare/user_model.py): batch size -> its reference computed in groups of that size
     stream: Any = None
 
     def source(self) -> ModelSource:
-        return ModelSource(self.minfo, self.weights_path, self.weights_build_s, self.ds.digest(), dict(self.model_spec))
+        return ModelSource(self.minfo, self.weights_path, self.weights_build_s, self.ds.digest(),
+                           dict(self.model_spec))
 
 
 def prepare_model(model: str, *, weights: str = "auto", parity_samples: int | None = None,
-                  calibration_samples: int | None = None, seed: int = 0, cache: Cache, threads: int | None = None,
+                  calibration_samples: int | None = None, seed: int = 0, cache: Cache,
+                  threads: int | None = None,
                   prog: Progress | None = None, warn: Callable[[str], None] = lambda m: None,
                   data: Any = None) -> Prepared:
     """Inputs (the bundled ones, or the user's: ``data``, a DataOptions), the PyTorch
@@ -76,8 +80,8 @@ def prepare_model(model: str, *, weights: str = "auto", parity_samples: int | No
     prog.task("computing the PyTorch FP32 reference outputs")
     ref = reference_outputs(cache, net, minfo.weights_hash, ds)
     notes = list(minfo.notes) + [f"inputs: {ds.description}"]
-    return Prepared(minfo, spec.as_dict(), spec.preprocess.as_dict(), ds, ref, model=net, weights_path=weights_path,
-                    weights_build_s=weights_build_s, notes=notes)
+    return Prepared(minfo, spec.as_dict(), spec.preprocess.as_dict(), ds, ref, model=net,
+                    weights_path=weights_path, weights_build_s=weights_build_s, notes=notes)
 
 
 def photo_sets_cached(cache: Cache, pre: Any, n_eval: int, n_calib: int, seed: int) -> Any:
@@ -102,8 +106,9 @@ def photo_sets_cached(cache: Cache, pre: Any, n_eval: int, n_calib: int, seed: i
     try:
         e = cache.get_or_build("inputs", parts, build)
         about = json.loads(e.file("about.json").read_text())
-        return datamod.DataSets(calibration=np.load(e.file("calibration.npy")), eval=np.load(e.file("eval.npy")),
-                                description=about["description"], sources=about["sources"])
+        return datamod.DataSets(calibration=np.load(e.file("calibration.npy")),
+                                eval=np.load(e.file("eval.npy")), description=about["description"],
+                                sources=about["sources"])
     except (OSError, ValueError, KeyError):  # an entry that cannot be read: built here, as without a cache
         return datamod.photo_sets(pre, n_eval=n_eval, n_calib=n_calib, seed=seed)
 
@@ -141,5 +146,6 @@ def reference_outputs(cache: Cache, net, weights_hash: str, ds):
         np.save(tmp / "reference.npy", np.concatenate(outs))
         return {"n": int(len(ds.eval))}
 
-    e = cache.get_or_build("reference", {"weights": weights_hash, "data": ds.digest(), "torch": torch.__version__}, build)
+    e = cache.get_or_build("reference", {"weights": weights_hash, "data": ds.digest(),
+                                         "torch": torch.__version__}, build)
     return np.load(e.file("reference.npy"))

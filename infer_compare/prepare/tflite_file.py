@@ -39,7 +39,8 @@ def _interpreter(path: str) -> Any:
     try:
         mod = interpreter_module()[0]
     except BackendUnavailable as e:
-        raise UsageError(f"{path}: reading a TFLite model needs a TFLite interpreter: {e.reason} ({e.hint})") from None
+        raise UsageError(f"{path}: reading a TFLite model needs a TFLite interpreter: {e.reason} "
+                         f"({e.hint})") from None
     try:
         return mod.Interpreter(model_path=path)
     except (ValueError, RuntimeError) as e:
@@ -85,7 +86,8 @@ def _batched(d: dict, batch: int) -> bool:
 
 
 def file_precision(path: str) -> str:
-    """The file's own precision: int8 (every tensor integer, quantized I/O), fp16 (float16 weights), else fp32."""
+    """The file's own precision: int8 (every tensor integer, quantized I/O), fp16 (float16 weights), else
+    fp32."""
     info = common.inspect_model(path)
     kinds = set(info["tensor_dtypes"])
     if not any(k.startswith(("float", "bfloat")) for k in kinds):
@@ -93,9 +95,10 @@ def file_precision(path: str) -> str:
     return "fp16" if "float16" in kinds else "fp32"
 
 
-def load_tflite(path: str, input_shapes: Mapping | None = None, data_shapes: Mapping | None = None) -> UserModel:
-    """A .tflite file as the model. Dynamic dimensions (-1 in the file's shape signature; the allocated shape is
-    1 there) are sized by ``input_shapes`` (--input-shape) or by one sample of ``data_shapes`` (--data)."""
+def load_tflite(path: str, input_shapes: Mapping | None = None,
+                data_shapes: Mapping | None = None) -> UserModel:
+    """A .tflite file as the model. Dynamic dimensions (-1 in the file's shape signature; the allocated shape
+    is 1 there) are sized by ``input_shapes`` (--input-shape) or by one sample of ``data_shapes`` (--data)."""
     it = _interpreter(path)
     ins, outs = it.get_input_details(), it.get_output_details()
     first = [int(s) for s in ins[0]["shape"]]
@@ -106,15 +109,16 @@ def load_tflite(path: str, input_shapes: Mapping | None = None, data_shapes: Map
                          data.get(str(d["name"]), data.get("") if len(ins) == 1 else None)) for d in ins)
     outputs = tuple(_output_spec(d, _batched(d, batch)) for d in outs)
     prec = file_precision(path)
-    notes = [f"a TFLite file ({prec}): its reference is LiteRT on the CPU running this file at its own precision "
-             f"({prec}{', quantized inputs fed as real values through each tensor scale and zero point' if prec == 'int8' else ''})",
-             f"the file has batch {batch}: the reference runs it one sample at a time; rows resize it where its "
-             "graph allows"]
+    notes = [f"a TFLite file ({prec}): its reference is LiteRT on the CPU running this file at its own "
+             f"precision ({prec}{', quantized inputs fed as real values through each tensor scale and zero point' if prec == 'int8' else ''})",
+             f"the file has batch {batch}: the reference runs it one sample at a time; rows resize it where "
+             "its graph allows"]
     dynamic = [f"'{s.name}' {fmt_shape(_declared(d, False))} -> {fmt_shape(s.shape)}"
                for s, d in zip(inputs, ins, strict=True) if "?" in _declared(d, False)[1:] or
                ("?" in _declared(d, False) and not _batched(d, batch))]
     if dynamic:
-        notes.append("dynamic inputs (shape signature), sized by --input-shape or --data: " + "; ".join(dynamic))
+        notes.append("dynamic inputs (shape signature), sized by --input-shape or --data: "
+                     + "; ".join(dynamic))
     state = common.resource_variables(path)
     if state:
         notes.append(state)
@@ -147,20 +151,23 @@ def root_artifacts(um: UserModel) -> tuple[dict[tuple[str, str], Any], dict[tupl
     import os
 
     prec = file_precision(um.source)
-    carried = {("tflite", prec): ExportRecord("tflite", prec, um.source, os.path.getsize(um.source), 0.0, True,
-                                              key=um.sha256[:20], notes=("the user's TFLite file, measured as given",))}
+    carried = {("tflite", prec): ExportRecord("tflite", prec, um.source, os.path.getsize(um.source), 0.0,
+                                              True, key=um.sha256[:20],
+                                              notes=("the user's TFLite file, measured as given",))}
     hint = "give the ONNX or PyTorch model to compare the other runtimes and precisions"
-    unbuilt = {("pytorch", "fp32"): Unbuilt(SKIPPED, "the model arrived as a TFLite file: PyTorch rows need the "
-                                                     "PyTorch model", hint),
-               ("onnx", "fp32"): Unbuilt(SKIPPED, "the model arrived as a TFLite file: ONNX Runtime, OpenVINO and "
-                                                  "TensorRT rows need an ONNX model (nothing converts TFLite back)", hint)}
+    unbuilt = {("pytorch", "fp32"): Unbuilt(SKIPPED, "the model arrived as a TFLite file: PyTorch rows need "
+                                                     "the PyTorch model", hint),
+               ("onnx", "fp32"): Unbuilt(SKIPPED, "the model arrived as a TFLite file: ONNX Runtime, "
+                                                  "OpenVINO and TensorRT rows need an ONNX model (nothing "
+                                                  "converts TFLite back)", hint)}
     for p in ("fp32", "fp16", "int8"):
         if p != prec:
-            unbuilt[("tflite", p)] = Unbuilt(SKIPPED, f"the model is this TFLite file ({prec}): its rows run it at its "
-                                                      "own precision", hint)
+            unbuilt[("tflite", p)] = Unbuilt(SKIPPED, f"the model is this TFLite file ({prec}): its rows run "
+                                                      "it at its own precision", hint)
     if prec != "int8":
         unbuilt[("tflite", "int8")] = Unbuilt(
-            SKIPPED, f"the Edge TPU runs full-integer int8 files only (int8 tensors with quantization parameters); "
-                     f"{os.path.basename(um.source)} is {prec}: {precheck_summary(um.source)}",
-            "convert the model with full-integer int8 quantization (a representative dataset, int8 input and output)")
+            SKIPPED, f"the Edge TPU runs full-integer int8 files only (int8 tensors with quantization "
+                     f"parameters); {os.path.basename(um.source)} is {prec}: {precheck_summary(um.source)}",
+            "convert the model with full-integer int8 quantization (a representative dataset, int8 input and "
+            "output)")
     return carried, unbuilt

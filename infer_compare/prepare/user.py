@@ -67,9 +67,10 @@ def user_inputs(um, opts: DataOptions, parity_samples: int | None, calibration_s
                          _classes(um), um.inputs[0].dtype), spec
     if spec is None:
         inp = um.inputs[0]
-        raise UsageError(f"input '{inp.name}' {inp.dtype} {list(inp.shape)} is not an image: give --data FILE.npy "
-                         "(or .npz) with real inputs")
-    return bundled_photos(spec, parity_samples or 32, calibration_samples or 64, seed, um.inputs[0].dtype), spec
+        raise UsageError(f"input '{inp.name}' {inp.dtype} {list(inp.shape)} is not an image: give --data "
+                         "FILE.npy (or .npz) with real inputs")
+    return (bundled_photos(spec, parity_samples or 32, calibration_samples or 64, seed, um.inputs[0].dtype),
+            spec)
 
 
 def prepare_multi_needed(um, opts: DataOptions) -> bool:
@@ -86,7 +87,8 @@ def _data_shapes(path: str | None) -> dict[str, tuple[int, ...]]:
             got = np.load(f, mmap_mode=None, allow_pickle=False)
             if isinstance(got, np.ndarray):
                 return {"": tuple(got.shape[1:])}
-            return {k: tuple(got[k].shape[1:]) for k in got.files if k != "labels" and not k.startswith("reference")}
+            return {k: tuple(got[k].shape[1:])
+                    for k in got.files if k != "labels" and not k.startswith("reference")}
     except Exception:  # unreadable: load_data says why, once, with the file's name
         return {}
 
@@ -124,8 +126,8 @@ def _torch_root(um, cache: Cache) -> tuple[str, dict[str, Any]]:
         ep, batch = _exported(torch, um)
         torch.export.save(ep, str(tmp / "model.pt2"))
         return {"batch": batch}
-    e = cache.get_or_build("weights", {"module": um.weights_hash, "torch": torch.__version__, "batch": "dynamic"},
-                           save_ep)
+    e = cache.get_or_build("weights", {"module": um.weights_hash, "torch": torch.__version__,
+                                       "batch": "dynamic"}, save_ep)
     return str(e.file("model.pt2")), {**spec, "kind": "exported_program", "source": str(e.file("model.pt2"))}
 
 
@@ -135,9 +137,13 @@ def _exported(torch, um) -> tuple[Any, str]:
     example = tuple(torch.from_numpy(a) for a in um.example_inputs(2).values())
     dim = torch.export.Dim("batch", min=1, max=1024)
     try:
-        return torch.export.export(um.module, example, dynamic_shapes=tuple({0: dim} for _ in example)), "dynamic"
-    except Exception:  # e.g. a batch-dependent reshape: exported for batch 1, other batch sizes then fail their rows
-        return torch.export.export(um.module, tuple(torch.from_numpy(a) for a in um.example_inputs(1).values())), "1"
+        return (torch.export.export(um.module, example, dynamic_shapes=tuple({0: dim} for _ in example)),
+                "dynamic")
+    except Exception:
+        # e.g. a batch-dependent reshape: exported for batch 1, other batch sizes then fail their rows
+        return (torch.export.export(um.module,
+                                    tuple(torch.from_numpy(a) for a in um.example_inputs(1).values())),
+                "1")
 
 
 def _model_info(um, ds: DataSets, ref: np.ndarray, spec, sources: dict[str, str]) -> ModelInfo:
@@ -151,31 +157,32 @@ def _model_info(um, ds: DataSets, ref: np.ndarray, spec, sources: dict[str, str]
 
 
 # the artifacts a quantized ONNX file is not converted to: its fp16 and int8 files (and those built from them)
-_FROM_QUANTIZED = (("onnx", "fp16"), ("onnx", "int8"), ("onnx", TRT_INT8), ("openvino", "fp16"), ("openvino", "int8"),
-                   ("tensorrt", "fp16"), ("tensorrt", "int8"), ("tflite", "fp32"), ("tflite", "fp16"), ("tflite", "int8"),
-                   ("edgetpu", "int8"))
+_FROM_QUANTIZED = (("onnx", "fp16"), ("onnx", "int8"), ("onnx", TRT_INT8), ("openvino", "fp16"),
+                   ("openvino", "int8"), ("tensorrt", "fp16"), ("tensorrt", "int8"), ("tflite", "fp32"),
+                   ("tflite", "fp16"), ("tflite", "int8"), ("edgetpu", "int8"))
 
 
 def _already_quantized(um, notes: list[str]) -> dict[Any, Unbuilt]:
-    """An ONNX file that is already quantized (integer or dynamic-quantization operators) is measured as it is;
-    converting it again to fp16 or int8 is refused in one line (skipped rows), and the notes say so."""
+    """An ONNX file that is already quantized (integer or dynamic-quantization operators) is measured as it
+    is; converting it again to fp16 or int8 is refused in one line (skipped rows), and the notes say so."""
     found = quantized_ops(um.source)
     if not found:
         return {}
     ops = ", ".join(f"{op} x{n}" for op, n in found.items())
-    why = (f"the file is already quantized ({ops}): it is measured as it is (its onnx fp32 rows run its integer "
-           "kernels); converting it to fp16 or quantizing it again is refused")
-    notes.append(f"{os.path.basename(um.source)} is already quantized ({ops}): its 'fp32' rows run it as it is, "
-                 "integer kernels included, and are judged at the int8 tolerance (each runtime quantizes "
+    why = (f"the file is already quantized ({ops}): it is measured as it is (its onnx fp32 rows run its "
+           "integer kernels); converting it to fp16 or quantizing it again is refused")
+    notes.append(f"{os.path.basename(um.source)} is already quantized ({ops}): its 'fp32' rows run it as it "
+                 "is, integer kernels included, and are judged at the int8 tolerance (each runtime quantizes "
                  "dynamically its own way); no fp16 or int8 file is made from it")
     return {key: Unbuilt(SKIPPED, why, "give the float model to compare fp16 and int8 builds", "unsupported")
             for key in _FROM_QUANTIZED}
 
 
 def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str | None = None,
-                       example_input: Any = None, data: DataOptions | None = None, parity_samples: int | None = None,
-                       calibration_samples: int | None = None, seed: int = 0, cache: Cache,
-                       prog: Progress | None = None, warn: Callable[[str], None] = lambda m: None) -> Prepared:
+                       example_input: Any = None, data: DataOptions | None = None,
+                       parity_samples: int | None = None, calibration_samples: int | None = None,
+                       seed: int = 0, cache: Cache, prog: Progress | None = None,
+                       warn: Callable[[str], None] = lambda m: None) -> Prepared:
     """The user's model, its inputs and its FP32 reference outputs, as a Prepared."""
     prog = prog or Progress()
     prog.task(f"loading {ref if isinstance(ref, str) else type(ref).__name__}")
@@ -200,7 +207,8 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
             out = multi.reference(cache, um, ds)
             minfo = multi.model_info(um, out, spec, multi.input_sources(um, data, ds.description))
     notes = list(minfo.notes) + [f"inputs: {ds.description}"]
-    stream = stream_reference(um, ds.eval if isinstance(ds.eval, dict) else {um.inputs[0].name: ds.eval}, out, notes)
+    stream = stream_reference(um, ds.eval if isinstance(ds.eval, dict) else {um.inputs[0].name: ds.eval}, out,
+                              notes)
     if um.static_batch:
         notes.append(f"the model has a static batch of {um.static_batch}: other batch sizes are skipped rows")
     if um.kind == "onnx":
@@ -209,16 +217,16 @@ def prepare_user_model(ref: Any, *, weights: str | None = None, input_shape: str
         refused = _already_quantized(um, notes)
         return Prepared(minfo, {"name": um.name, "family": "user", "kind": "onnx", "source": um.source},
                         minfo.preprocessing, ds, out, notes=notes, carried={("onnx", "fp32"): rec},
-                        unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT), **refused,
-                                 **several},
+                        unbuilt={("pytorch", "fp32"): Unbuilt(SKIPPED, NEEDS_TORCH, NEEDS_TORCH_HINT),
+                                 **refused, **several},
                         static_batch=um.static_batch, file_precision="int8" if refused else "", stream=stream,
                         output_kinds=kinds)
     if um.kind == "tflite":  # a TFLite file as the model: it is the tflite artifact of its own precision
 
         carried, unbuilt = root_artifacts(um)
         return Prepared(minfo, {"name": um.name, "family": "user", "kind": "tflite", "source": um.source},
-                        minfo.preprocessing, ds, out, notes=notes, carried=carried, unbuilt={**unbuilt, **several},
-                        static_batch=um.static_batch)
+                        minfo.preprocessing, ds, out, notes=notes, carried=carried,
+                        unbuilt={**unbuilt, **several}, static_batch=um.static_batch)
     root, model_spec = _torch_root(um, cache)
     return Prepared(minfo, model_spec, minfo.preprocessing, ds, out, model=um.module, weights_path=root,
                     notes=notes, static_batch=um.static_batch, unbuilt=several, stream=stream)

@@ -30,7 +30,8 @@ from infer_compare.prepare import tflite_file
 
 
 def load_user_model(ref: Any, *, weights: str | None = None, input_shapes: Mapping | None = None,
-                    example_input: Any = None, data_shapes: Mapping[str, tuple[int, ...]] | None = None) -> UserModel:
+                    example_input: Any = None,
+                    data_shapes: Mapping[str, tuple[int, ...]] | None = None) -> UserModel:
     """The user's model (a path, "package.module:callable", or a torch.nn.Module), checked and
     described; every problem is a one-line UsageError."""
     if input_shapes is not None and not isinstance(input_shapes, Mapping):
@@ -55,15 +56,18 @@ def load_user_model(ref: Any, *, weights: str | None = None, input_shapes: Mappi
         raise UsageError(f"unsupported model file suffix '{suffix or '(none)'}' of {text}; supported: "
                          f"{', '.join(SUFFIXES)}, or package.module:callable")
     if weights is not None:
-        raise UsageError(f"--weights applies to a package.module:factory model; {text} carries its own weights")
+        raise UsageError(f"--weights applies to a package.module:factory model; {text} carries its own "
+                         "weights")
     if suffix in ONNX_SUFFIXES:
         if example_input is not None:
-            raise UsageError("example_input applies to PyTorch models; an ONNX model's inputs come from its graph")
+            raise UsageError("example_input applies to PyTorch models; an ONNX model's inputs come from its "
+                             "graph")
 
         return user_onnx.load_onnx(os.path.abspath(path), input_shapes, data_shapes)
     if suffix in TFLITE_SUFFIXES:
         if example_input is not None:
-            raise UsageError("example_input applies to PyTorch models; a TFLite model's inputs come from the file")
+            raise UsageError("example_input applies to PyTorch models; a TFLite model's inputs come from the "
+                             "file")
 
         return tflite_file.load_tflite(os.path.abspath(path), input_shapes, data_shapes)
 
@@ -87,15 +91,17 @@ def _checked_inputs(model: UserModel, inputs: Mapping[str, Any]) -> dict[str, np
         if a.dtype != np.dtype(s.dtype) and not np.can_cast(a.dtype, s.dtype, "same_kind"):
             raise UsageError(f"{model.name}: input '{s.name}' is {a.dtype}; the model takes {s.dtype}")
         want = s.sample()
-        ok = a.ndim == len(want) + 1 and all(d == "batch" or d == n for d, n in zip(want, a.shape[1:], strict=True))
+        ok = a.ndim == len(want) + 1 and all(d == "batch" or d == n
+                                             for d, n in zip(want, a.shape[1:], strict=True))
         if not ok:
             raise UsageError(f"{model.name}: input '{s.name}' has samples of shape {fmt_shape(a.shape[1:])} "
-                             f"({len(a) if a.ndim else 0} of them); the model takes {fmt_shape(want)} per sample "
-                             f"(its input {fmt_shape(s.shape)}, batch axis {s.batch_axis})")
+                             f"({len(a) if a.ndim else 0} of them); the model takes {fmt_shape(want)} per "
+                             f"sample (its input {fmt_shape(s.shape)}, batch axis {s.batch_axis})")
         out[s.name] = np.ascontiguousarray(a, dtype=s.dtype)
     counts = {len(a) for a in out.values()}
     if len(counts) != 1 or 0 in counts:
-        raise UsageError(f"{model.name}: the inputs need the same, non-zero number of samples (got {sorted(counts)})")
+        raise UsageError(f"{model.name}: the inputs need the same, non-zero number of samples "
+                         f"(got {sorted(counts)})")
     return out
 
 
@@ -105,8 +111,8 @@ def _pad(a: np.ndarray, rows: int) -> np.ndarray:
 
 def reference_of(model: UserModel, inputs: Mapping[str, Any], batch: int = 16) -> dict[str, np.ndarray]:
     """FP32 reference outputs on ``inputs`` (rows, keyed by input name), as rows keyed by output name. Each
-    input is laid into the model along its batch axis (base/layout.py); the outputs' batch axes are confirmed on
-    the first chunk (an output whose graph names no sizes) and kept in ``model.outputs``."""
+    input is laid into the model along its batch axis (base/layout.py); the outputs' batch axes are confirmed
+    on the first chunk (an output whose graph names no sizes) and kept in ``model.outputs``."""
     arrays = _checked_inputs(model, inputs)
     n = len(next(iter(arrays.values())))
     step = model.static_batch or max(1, int(batch))
@@ -137,7 +143,8 @@ def reference_of(model: UserModel, inputs: Mapping[str, Any], batch: int = 16) -
 
 
 def reference_note(um) -> str:
-    """What the reference is: ONNX Runtime CPU FP32 on an ONNX file, LiteRT CPU on a TFLite file, else PyTorch."""
+    """What the reference is: ONNX Runtime CPU FP32 on an ONNX file, LiteRT CPU on a TFLite file, else
+    PyTorch."""
     if um.kind == "onnx" and getattr(um, "wraps", ""):
         return f"reference: ONNX Runtime CPU FP32 on the wrapper {um.source} of the user's file {um.wraps}"
     if um.kind == "onnx":
@@ -168,9 +175,10 @@ def stream_reference(model: UserModel, inputs: Mapping[str, Any], ref: Any, note
     diff = max(float(np.abs(one[k] - together[k]).max()) for k in together)
     if diff <= STREAM_REL * scale:
         return None
-    notes.append(f"a stream: the outputs of the first {n} rows change by {diff / scale:.3g} of their scale when they "
-                 "are computed one at a time rather than together (rows are consecutive windows through a state), "
-                 "so each batch size is judged against the reference computed in groups of that size")
+    notes.append(f"a stream: the outputs of the first {n} rows change by {diff / scale:.3g} of their scale "
+                 "when they are computed one at a time rather than together (rows are consecutive windows "
+                 "through a state), so each batch size is judged against the reference computed in groups "
+                 "of that size")
     cache: dict[int, Any] = {}
 
     def at(batch: int) -> Any:
