@@ -69,13 +69,19 @@ def _and(items: list[str]) -> str:
 
 
 def tied_label(rows) -> str:
-    """Rows of a tie, those of one runtime, format, device and batch size together: 'onnxruntime onnx tf32 and
-    fp16 on cuda:0, batch 1'."""
-    groups: dict[tuple, list[str]] = {}
+    """Rows of a tie in their order, neighbours of one runtime, format, device and batch size together:
+    'onnxruntime onnx tf32 and fp16 on cuda:0, batch 1'; groups apart with 'and' (two of one precision
+    each), else with ';'."""
+    groups: list[tuple[tuple, list[str]]] = []
     for r in rows:
-        groups.setdefault((r.backend, r.format, r.device, r.batch_size), []).append(prec_label(r))
-    return _and([f"{b} {f} {_and(precs)} on {d}" + (f", batch {n}" if n is not None else "")
-                 for (b, f, d, n), precs in groups.items()])
+        key = (r.backend, r.format, r.device, r.batch_size)
+        if groups and groups[-1][0] == key:
+            groups[-1][1].append(prec_label(r))
+        else:
+            groups.append((key, [prec_label(r)]))
+    texts = [f"{b} {f} {_and(precs)} on {d}" + (f", batch {n}" if n is not None else "")
+             for (b, f, d, n), precs in groups]
+    return _and(texts) if len(texts) <= 2 and all(len(p) == 1 for _, p in groups) else "; ".join(texts)
 
 
 def interval(r: RunRecord, what: str = "latency") -> tuple[float, float]:
@@ -134,10 +140,13 @@ def _scen(r: RunRecord) -> str:
     return f", {r.scenario} scenario" if getattr(r, "scenario", LATENCY) != LATENCY else ""
 
 
-def _caveats(r: RunRecord) -> tuple[str, ...]:
+def _caveats(r: RunRecord, timing: bool = True) -> tuple[str, ...]:
+    """What to know of a pick: parity not judged; for a timing (``timing``), how its figure was measured."""
     out = []
     if r.parity is not None and not r.parity.judged:
         out.append("parity reported, not judged")
+    if not timing:
+        return tuple(out)
     if r.latency is not None and r.latency.budget_ran_out:
         out.append("its p50 missed the CI target")
     if r.latency is not None and r.latency.unstable:
@@ -177,7 +186,7 @@ def _highest_throughput(rep: Report, ok: list[RunRecord]) -> Pick | None:
         return Pick("highest throughput", f, value, (f.throughput or 0) / ref.throughput,
                     f"PyTorch fp32 on {ref.device} at batch {ref.batch_size}{_scen(ref)}: "
                     f"{fmt_num(ref.throughput)} img/s", _caveats(f), ties=ties,
-                    speedups=_tp_speedups(rep, (f, *ties)) if ties else ())
+                    speedups=tuple((r.throughput or 0) / ref.throughput for r in (f, *ties)) if ties else ())
     refs = [x for x in reference_rows(rep, f.device) if x.throughput]
     if not refs:
         return Pick("highest throughput", f, value, None, "no PyTorch fp32 row to compare with", _caveats(f),
@@ -190,17 +199,6 @@ def _highest_throughput(rep: Report, ok: list[RunRecord]) -> Pick | None:
                 speedups=sp if ties else ())
 
 
-def _tp_speedups(rep: Report, rows) -> tuple[float, ...]:
-    """Each row's throughput over its own reference's (at its batch size, see :func:`_ref_at`), where it has
-    one."""
-    out = []
-    for r in rows:
-        ref = _ref_at(rep, r)
-        if ref is not None and ref.throughput:
-            out.append((r.throughput or 0) / ref.throughput)
-    return tuple(out)
-
-
 def _smallest(rep: Report, ok: list[RunRecord]) -> Pick | None:
     cands = [r for r in ok if r.export is not None and r.export.size_bytes > 0]
     if not cands:
@@ -210,10 +208,11 @@ def _smallest(rep: Report, ok: list[RunRecord]) -> Pick | None:
     refs = [x for x in reference_rows(rep, f.device) if x.export is not None and x.export.size_bytes > 0]
     title, value = "smallest artifact", f"{fmt_num(size / 1e6)} MB"
     if not refs:
-        return Pick(title, f, value, None, "no PyTorch fp32 weights to compare with", _caveats(f), False)
+        return Pick(title, f, value, None, "no PyTorch fp32 weights to compare with", _caveats(f, False),
+                    False)
     ref_size = refs[0].export.size_bytes  # type: ignore[union-attr]
     return Pick(title, f, value, None, f"{ref_size / size:.3g}× smaller than the PyTorch fp32 weights "
-                f"({fmt_num(ref_size / 1e6)} MB)", _caveats(f), False)
+                f"({fmt_num(ref_size / 1e6)} MB)", _caveats(f, False), False)
 
 
 def _not_judged(rows: list[RunRecord]) -> str:
