@@ -124,13 +124,13 @@ class ArtifactChain:
         if isinstance(src, Unbuilt) and f.root_source is not None and f.root_source in self.done:
             src_key, src = f.root_source, self.done[f.root_source]  # the run's root (an ONNX model)
         if isinstance(src, Unbuilt):
-            return Unbuilt(src.status, f"needs the {src_key[0]} {src_key[1]} "
-                           f"artifact: {src.reason}", src.hint)
+            return Unbuilt(src.status, f"needs the {src_key[0]} {src_key[1]} artifact: "
+                                       f"{src.reason}", src.hint)
         try:
             ecls = load_impl(f.exporter_for(prec))
         except (ImportError, AttributeError) as e:
             return Unbuilt(SKIPPED, f"the {f.name} exporter is not available in this build "
-                           f"({type(e).__name__}: {e})")
+                                    f"({type(e).__name__}: {e})")
         fctx = self.ctx.for_format(f)
         av = _safe(lambda: ecls.probe(), "exporter probe")
         if not av.available:
@@ -166,7 +166,8 @@ class ArtifactChain:
         return parts
 
     def _full(self, e: BaseException, f: Format, prec: str) -> str:
-        """The row's reason when the build failed for lack of space (whatever the exporter's words), else ''."""
+        """The row's reason when the build failed for lack of space (whatever the exporter's words), else
+        ''."""
         if isinstance(e, DiskFullError):  # the cache said it: where, and the library's words
             return f"{f.title} {prec} export failed: {e}"
         full = diskfull.reason(e, (getattr(self.cache, "root", None), tempfile.gettempdir()))
@@ -193,9 +194,9 @@ class ArtifactChain:
         if refused:  # the same file and converter versions: the same refusal (--no-cache tries again)
             self.prog.log(f"{f.title} {prec}: refused before ({refused.get('created', '?')}), not "
                           "converted again")
-            return Unbuilt(EXPORT_FAILED, f"{refused['reason']} (remembered "
-                           f"from {refused.get('created', '?')}; "
-                                          "a new converter version or --no-cache tries again)")
+            return Unbuilt(EXPORT_FAILED, f"{refused['reason']} (remembered from "
+                                          f"{refused.get('created', '?')}; a new converter version or "
+                                          "--no-cache tries again)")
         try:
             entry = self.cache.get_or_build(f.name, parts, build)
         except BackendUnavailable as e:
@@ -283,8 +284,8 @@ def isolated_export(f: Format, prec: str, ctx: ExportContext, src: ExportRecord,
         raise BackendUnavailable(res["error"], res.get("hint", ""))
     if res["kind"] == "refused":
         raise ExportRefused(res["error"])
-    raise ExportError(res["error"] if res["kind"] == "export" else f"{f.title} {prec} export "
-                      f"failed: {res['error']}")
+    raise ExportError(res["error"] if res["kind"] == "export"
+                      else f"{f.title} {prec} export failed: {res['error']}")
 
 
 def inside(path: str | os.PathLike, folder: str | os.PathLike) -> str:

@@ -39,7 +39,8 @@ class ExportSpec(Record):
 
 
 def _context(spec: ExportSpec):
-    """The ExportContext the parent had, with the module rebuilt here when the export starts from the weights."""
+    """The ExportContext the parent had, with the module rebuilt here when the export starts from the
+    weights."""
     # deferred: the export child's start stays light without them (+7 modules)
     from infer_compare.backends.exporter import ExportContext
     from infer_compare.base.batches import load

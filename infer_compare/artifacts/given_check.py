@@ -168,8 +168,8 @@ def mismatch(path: str, fmt: str, model_ins: list[tuple[str, tuple[int, ...], st
         return [], f"not checked against the model (its tensors could not be read: {type(e).__name__}: {e})"
     problems = _input_problems(ins, model_ins) if ins is not None else []
     problems += _output_problems(outs, model_outs) if outs is not None and model_outs is not None else []
-    unchecked = {(True, True): "", (True, False): "its outputs not checked (not "
-                 "readable without the runtime)",
+    unchecked = {(True, True): "",
+                 (True, False): "its outputs not checked (not readable without the runtime)",
                  (False, False): "its inputs and outputs not checked (not readable without the runtime)",
                  (False, True): "its inputs not checked"}[(ins is not None, outs is not None)]
     return problems, unchecked

@@ -94,7 +94,8 @@ def require(module: str, purpose: str = "") -> Any:
 def library_versions() -> dict[str, str]:
     """Installed versions of the core's and every runtime's recorded libraries, by distribution name."""
     table = known()
-    modules = [CORE_VERSIONED[0]] + [m for m, lib in libraries().items() if lib.record_version] + list(CORE_VERSIONED[1:])
+    modules = ([CORE_VERSIONED[0]] + [m for m, lib in libraries().items() if lib.record_version]
+               + list(CORE_VERSIONED[1:]))
     out = {}
     for m in modules:
         v = version(m)

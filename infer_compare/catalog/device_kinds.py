@@ -54,7 +54,8 @@ def gpus() -> tuple[dict[str, Any], ...]:
 
 
 def all_gpus() -> list[dict[str, Any]]:
-    """Every NVIDIA GPU of the host (NVML, else the driver's /proc entries), whatever CUDA_VISIBLE_DEVICES says."""
+    """Every NVIDIA GPU of the host (NVML, else the driver's /proc entries), whatever CUDA_VISIBLE_DEVICES
+    says."""
     out: list[dict[str, Any]] = []
     if deps.has("pynvml"):
         try:
@@ -82,7 +83,8 @@ def all_gpus() -> list[dict[str, Any]]:
                     except Exception:
                         pass
                     try:
-                        g["compute_capability"] = "{}.{}".format(*pynvml.nvmlDeviceGetCudaComputeCapability(h))
+                        g["compute_capability"] = "{}.{}".format(
+                            *pynvml.nvmlDeviceGetCudaComputeCapability(h))
                     except Exception:
                         pass
                     out.append(g)
@@ -113,7 +115,8 @@ def cuda_devices() -> list[str]:
 
 
 def edgetpu_devices() -> list[str]:
-    """Coral accelerators: USB (ids 1a6e:089a before firmware load, 18d1:9302 after) or PCIe/M.2 (/dev/apex_*)."""
+    """Coral accelerators: USB (ids 1a6e:089a before firmware load, 18d1:9302 after) or PCIe/M.2
+    (/dev/apex_*)."""
     found = []
     for dev in glob.glob("/sys/bus/usb/devices/*"):
         vid, pid = read_text(os.path.join(dev, "idVendor")), read_text(os.path.join(dev, "idProduct"))

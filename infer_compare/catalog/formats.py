@@ -103,7 +103,8 @@ class Format:
         return self.source_precision.get(precision, "fp32")
 
     def source_of(self, artifact_precision: str) -> tuple[str, str] | None:
-        """(format, artifact precision) the artifact of ``artifact_precision`` is built from; None for a root."""
+        """(format, artifact precision) the artifact of ``artifact_precision`` is built from; None for a
+        root."""
         if artifact_precision in self.sources:
             return self.sources[artifact_precision]
         if self.built_from is None:
@@ -184,9 +185,8 @@ FORMATS: dict[str, Format] = {
             description="tensorrt.Builder + OnnxParser, strongly typed network from the precision's ONNX; "
                         "engines are tied to the GPU and TensorRT version",
             options_from="tensorrt",
-            device_built="TensorRT engines are tied to the GPU and the TensorRT version: "
-            "the engine is built on "
-                         "the device from the bundle's ONNX",
+            device_built="TensorRT engines are tied to the GPU and the TensorRT version: the engine is built "
+                         "on the device from the bundle's ONNX",
         ),
         Format(
             name="tflite",
@@ -197,8 +197,7 @@ FORMATS: dict[str, Format] = {
             exporter=f"{_B}.tflite.export:TFLiteExporter",
             root_source=("onnx", "fp32"),  # an ONNX root: onnx2torch, then the same litert-torch route
             description="litert-torch (an ONNX root through onnx2torch first), NHWC, "
-            "batch-1 file resized at load "
-                        "where its graph allows; int8 is full-integer",
+                        "batch-1 file resized at load where its graph allows; int8 is full-integer",
             options_from="tflite",
         ),
         Format(

@@ -171,7 +171,8 @@ def soak_one(spec: SoakSpec, workdir: Path, tag: str, timeout_s: float, got: Col
     got.take(lines.read(), on_line)
     if got.end is None and got.error is None and not got.death:
         last = got.stderr.splitlines()[-1] if got.stderr else ""
-        got.death = f"backend process crashed ({describe_exit(proc.returncode)})" + (f": {last}" if last else "")
+        got.death = (f"backend process crashed ({describe_exit(proc.returncode)})"
+                     + (f": {last}" if last else ""))
     return got
 
 

@@ -261,8 +261,8 @@ def _soak_cell(run: _SoakRun, c: Any, idx: int, chain: Any, sel: Any, work: Path
     _, skipped = cannot_run(c, base)
     interrupts.check()  # a signal swallowed by a runtime's import (base/interrupts.py)
     if skipped is not None:
-        more = chain.explain(c.fmt,
-                             get_format(c.fmt).artifact_for(c.precision, c.runner)) if c.device is None else ""
+        more = (chain.explain(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
+                if c.device is None else "")
         run.add(skipped.replace(reason=f"{skipped.reason}; {more}") if more else skipped, labels=labels)
         return
     art = chain.get(c.fmt, get_format(c.fmt).artifact_for(c.precision, c.runner))
