@@ -44,7 +44,8 @@ def _altered(data: bytes, suffix: str) -> bytes:
 
 def test_pack_unpack_round_trip_and_tampering(bundle, tmp_path):
     data, sha = pack.pack(bundle)
-    assert sha == pack.manifest_sha256(bundle)  # what is sent: the manifest's hash, its files' hashes inside it
+    # what is sent: the manifest's hash, its files' hashes inside it
+    assert sha == pack.manifest_sha256(bundle)
     v = pack.unpack(data, sha, tmp_path / "ok")
     assert (v.root / "manifest.json").is_file() and v.hashed and v.n_files == len(v.manifest["files"])
     # a file altered on the way: the manifest's hash of it refuses it
@@ -76,7 +77,8 @@ def test_node_task_refuses_an_altered_file_shipped_or_in_the_driver_directory(bu
     on the way) or read from the driver's directory (a node on its host; altered after the driver's check)."""
     data, sha = pack.pack(bundle)
     out = run_on_node(_altered(data, ".onnx"), sha, Job("n1", KW))
-    assert "sha256 of artifacts/onnx-fp32/model.onnx does not match" in out["error"] and out["node"]["tool_version"]
+    assert ("sha256 of artifacts/onnx-fp32/model.onnx does not match" in out["error"]
+            and out["node"]["tool_version"])
     copy = altered_copy(bundle, tmp_path / "b")
     out = run_on_node(None, sha, Job("n1", KW), str(copy))
     assert "report" not in out and "sha256 of artifacts/onnx-fp32/model.onnx does not match" in out["error"]
@@ -105,7 +107,8 @@ def test_advertised_resources_one_per_device():
                                   {"onnxruntime": "1.20.0", "tensorrt": "10.3 (JetPack)"})
     assert res == {"ic-node:jet": 1.0, "ic-device:jet/cuda:0": 1.0, "ic-device:jet/cuda:1": 1.0,
                    "ic-device:jet/usb:0": 1.0}
-    assert labels["infer-compare/onnxruntime"] == "1.20.0" and labels["infer-compare/tensorrt"] == "10.3_JetPack_"
+    assert (labels["infer-compare/onnxruntime"] == "1.20.0"
+            and labels["infer-compare/tensorrt"] == "10.3_JetPack_")
     argv = join.ray_start_argv("jet", None, 6379, res, labels, "127.0.0.1")
     assert "--include-dashboard=false" in argv and "--dashboard-host=127.0.0.1" in argv
 
@@ -114,7 +117,8 @@ def test_version_mismatch_is_one_line_with_both_versions():
     msg = ("Version mismatch: The cluster was started with:\n    Ray: 2.60.0\n    Python: 3.11.7\n"
            "This process on node 10.0.0.5 was started with:\n    Ray: 2.49.0\n    Python: 3.10.12\n")
     line = join.mismatch_line(msg)
-    assert "\n" not in line and "Ray 2.60.0 on Python 3.11.7" in line and "Ray 2.49.0 on Python 3.10.12" in line
+    assert ("\n" not in line and "Ray 2.60.0 on Python 3.11.7" in line
+            and "Ray 2.49.0 on Python 3.10.12" in line)
     assert join.mismatch_line("some other failure") is None
 
 
@@ -154,7 +158,8 @@ class _Fake:
             elif j.target in self.fail:
                 out.append(JobResult(j, error=f"node {j.target}: {self.fail[j.target]}"))
             else:
-                out.append(JobResult(j, self.report, node={"tool_version": "0.1.0", "python": f"3.{10 + i}.1"}))
+                out.append(JobResult(j, self.report,
+                                     node={"tool_version": "0.1.0", "python": f"3.{10 + i}.1"}))
         return out
 
 
@@ -170,7 +175,8 @@ def test_driver_merges_keeps_good_nodes_and_names_the_failed_one(one_report):
                                 lambda n, m: None, ["infer-compare", "fleet"])
     assert set(merged.machines) == {"a", "c"} and not merged.complete
     failed = [r for r in merged.rows if r.status == "run_failed"]
-    assert len(failed) == 1 and failed[0].device.startswith("b:") and "node b: NodeDiedError" in failed[0].reason
+    assert (len(failed) == 1 and failed[0].device.startswith("b:")
+            and "node b: NodeDiedError" in failed[0].reason)
     assert {r.extra.get("machine") for r in merged.rows} == {"a", "b", "c"}
     assert any("version skew, python" in w for w in merged.warnings)
 
@@ -187,7 +193,8 @@ def test_bundle_route_results_merge_beside_the_nodes(one_report):
 
 
 def test_with_needs_name_and_a_results_file(capsys, bundle):
-    assert main(["fleet", "run", str(bundle), "--address", "127.0.0.1:1", "--out", "x", "--with", "nofile"]) == 2
+    assert main(["fleet", "run", str(bundle), "--address", "127.0.0.1:1", "--out", "x",
+                 "--with", "nofile"]) == 2
     assert "--with 'nofile': expected NAME=RESULTS.json" in capsys.readouterr().err
 
 
@@ -243,11 +250,12 @@ def test_a_gpu_job_whose_device_the_task_cannot_see_fails_and_the_run_exits_1(bu
             return [JobResult(j, error=f"node {j.label}: {out['error']}") if j is gpu_job else
                     JobResult(j, one_report, node={"task": task}) for j in jobs]
 
-    merged, results = run_fleet("B", _Replay(), [gpu_job, Job("srv", KW, {"ic-node:srv": 1})], lambda n, m: None,
-                                ["x"])
+    merged, results = run_fleet("B", _Replay(), [gpu_job, Job("srv", KW, {"ic-node:srv": 1})],
+                                lambda n, m: None, ["x"])
     failed = [r for r in merged.rows if r.status == "run_failed"]
     assert len(failed) == 1 and failed[0].device == "srv:cuda:1" and "cuda:1 not visible" in failed[0].reason
-    assert not merged.complete and any("the Ray task of srv cpu saw CUDA_VISIBLE_DEVICES=''" in n for n in merged.notes)
+    assert not merged.complete and any("the Ray task of srv cpu saw CUDA_VISIBLE_DEVICES=''" in n
+                                       for n in merged.notes)
     assert _save(merged, results, tmp_path / "o") == 1
     assert "node srv cuda:1: " in capsys.readouterr().err
 
@@ -287,9 +295,11 @@ def test_a_worker_whose_niceness_cannot_be_reset_is_a_warning(monkeypatch):
     assert len(warnings) == 1 and "nice 15" in warnings[0] and "fleet join" in warnings[0]
 
 
-def test_ray_executor_reads_the_driver_directory_on_its_host_and_ships_elsewhere(bundle, monkeypatch, tmp_path):
-    """A node on the driver's host gets the directory, not the archive (nothing packed for it); a node elsewhere,
-    or one on a host of the same name without that directory ("absent"), gets the archive, packed once."""
+def test_ray_executor_reads_the_driver_directory_on_its_host_and_ships_elsewhere(bundle, monkeypatch,
+                                                                                 tmp_path):
+    """A node on the driver's host gets the directory, not the archive (nothing packed for it); a node
+    elsewhere, or one on a host of the same name without that directory ("absent"), gets the archive,
+    packed once."""
     got, puts = {}, []
 
     def node(data, sha, job, path=""):
@@ -311,7 +321,8 @@ def test_ray_executor_reads_the_driver_directory_on_its_host_and_ships_elsewhere
         return wrap
 
     fake = types.SimpleNamespace(remote=remote, put=lambda d: puts.append(d) or d, get=got.__getitem__,
-                                 wait=lambda p, num_returns, timeout: (p[:1], p[1:]), cancel=lambda *a, **k: None)
+                                 wait=lambda p, num_returns, timeout: (p[:1], p[1:]),
+                                 cancel=lambda *a, **k: None)
     monkeypatch.setitem(sys.modules, "ray", fake)
     monkeypatch.setattr(ray_executor, "run_on_node", node)
     here = socket.gethostname()

@@ -25,20 +25,23 @@ from .conftest import PY, ROOT
 
 def _namespace() -> tuple[list[str], str]:
     """(unshare argv, "") for network + PID namespaces of the test's own (as root: unshare -n; otherwise a
-    user namespace too: unshare -rn), or ([], why not). Ray never runs on a real interface: no namespace, no test."""
+    user namespace too: unshare -rn), or ([], why not). Ray never runs on a real interface: no namespace,
+    no test."""
     if not shutil.which("unshare"):
         return [], "unshare is not installed"
     argv = ["unshare", *([] if os.geteuid() == 0 else ["-r"]), "-n", "-p", "-f", "--mount-proc"]
     p = subprocess.run([*argv, "sh", "-c", "ip link set lo up"], capture_output=True, text=True, check=False)
     if p.returncode != 0:
-        return [], f"cannot make a loopback-only network namespace ({' '.join(argv)}): {p.stderr.strip()[:200]}"
+        return [], (f"cannot make a loopback-only network namespace ({' '.join(argv)}): "
+                    f"{p.stderr.strip()[:200]}")
     return argv, ""
 
 
 UNSHARE, NO_NAMESPACE = _namespace() if importlib.util.find_spec("ray") else ([], "")
 
 pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (infer-compare[fleet])"),
+    pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                       reason="Ray is not installed (infer-compare[fleet])"),
     pytest.mark.skipif(bool(NO_NAMESPACE), reason=NO_NAMESPACE),
 ]
 
@@ -57,8 +60,8 @@ def cluster_run(cache_dir, tmp_path_factory):
         rcs = {f.stem: int(f.read_text().strip() or -1) for f in out.glob("*.rc")}
         rcs.update({f.name: int(f.read_text().strip() or -1) for f in out.glob("*.ms")})
         texts = {f.name: f.read_text(errors="replace") for f in [*out.glob("*.txt"), *out.glob("marker-*")]}
-        logs.update({f"{d.name}/ray": (d / "ray-driver.log").read_text(errors="replace") for d in out.iterdir()
-                     if (d / "ray-driver.log").is_file()})
+        logs.update({f"{d.name}/ray": (d / "ray-driver.log").read_text(errors="replace")
+                     for d in out.iterdir() if (d / "ray-driver.log").is_file()})
         logs.update(texts)
         results = {d.name: json.loads((d / "results.json").read_text()) for d in out.iterdir()
                    if (d / "results.json").is_file()}
@@ -92,9 +95,11 @@ def test_a_driver_with_another_token_is_refused_at_once_in_one_line(cluster_run)
     assert rcs.get("badtok") == 2, logs.get("badtok")
     assert "badtok" not in results
     lines = logs["badtok"].strip().splitlines()  # no Ray retries, no 8.8.8.8 warning: one line
-    assert len(lines) == 1 and lines[0].startswith("infer-compare: error: the Ray head at 127.0.0.2:6379 rejected "
-                                                   "this machine: the token this machine holds"), lines
-    assert rcs.get("badtok.ms", 0) < 12000, rcs  # seconds of start-up on a loaded 2-core machine, not 20 s of retries
+    assert len(lines) == 1 and lines[0].startswith(
+        "infer-compare: error: the Ray head at 127.0.0.2:6379 rejected this machine: "
+        "the token this machine holds"), lines
+    # seconds of start-up on a loaded 2-core machine, not 20 s of retries
+    assert rcs.get("badtok.ms", 0) < 12000, rcs
 
 
 def test_killed_node_leaves_failed_rows_and_keeps_the_others(cluster_run):
@@ -112,7 +117,8 @@ def test_killed_node_leaves_failed_rows_and_keeps_the_others(cluster_run):
     assert "node node-b" in failed[0]["reason"] and rep["not_run"] == ["node-b:onnxruntime/onnx/fp32/cpu/b1"]
     assert not rep["complete"] and "node-b" in rep["incomplete_reason"]
     out = logs["kill"]
-    assert "\x1b[" not in out and "Raylet is terminated" not in out and "8.8.8.8" not in out and "[state-dump]" not in out
+    assert ("\x1b[" not in out and "Raylet is terminated" not in out and "8.8.8.8" not in out
+            and "[state-dump]" not in out)
     said = [line for line in out.splitlines() if "Ray's own messages" in line]
     assert len(said) == 1 and said[0].endswith("/kill/ray-driver.log"), out
     assert "Raylet is terminated" in logs["kill/ray"], logs["kill/ray"]  # the dump went to the log
@@ -124,8 +130,10 @@ def test_each_port_a_node_opens_is_listed_where_docs_fleet_md_says(cluster_run):
     loopback; nothing else listens: not the dashboard's 8265, not Ray Client's 10001 (docs/fleet.md)."""
     _, _, logs, _ = cluster_run
     ab = _listeners(logs["ports-ab.txt"], logs["ps-ab.txt"])
-    workers = {x for x in ab if x[0].startswith("worker ")}  # prestarted workers: up or not yet, both nodes alike
-    assert ab - workers == {("gcs_server", "*", "6379"), ("raylet node-a", "*", "port"), ("raylet node-b", "*", "port"),
+    # prestarted workers: up or not yet, both nodes alike
+    workers = {x for x in ab if x[0].startswith("worker ")}
+    assert ab - workers == {("gcs_server", "*", "6379"),
+                            ("raylet node-a", "*", "port"), ("raylet node-b", "*", "port"),
                             ("runtime-env agent node-a", "127.0.0.2", "port"),
                             ("runtime-env agent node-b", "127.0.0.2", "port")}
     assert workers <= {("worker node-a", "*", "port"), ("worker node-b", "*", "port")}
@@ -138,7 +146,8 @@ def _listeners(ss: str, ps: str) -> set[tuple[str, str, str]]:
     """{(process and node, bound address, '6379' or 'port')} of every listening TCP socket (each raylet's two
     ports folded into one entry)."""
 
-    procs = {int(f[0]): (int(f[1]), f[2]) for f in (line.split(None, 2) for line in ps.splitlines()) if len(f) == 3}
+    procs = {int(f[0]): (int(f[1]), f[2]) for f in (line.split(None, 2) for line in ps.splitlines())
+             if len(f) == 3}
 
     def node(pid: int) -> str:
         while pid in procs:
@@ -157,9 +166,11 @@ def _listeners(ss: str, ps: str) -> set[tuple[str, str, str]]:
         host = host.strip("[]").removeprefix("::ffff:")
         pid = int(re.search(r"pid=(\d+)", line)[1])
         cmd = procs.get(pid, (0, "?"))[1]
-        what = ("gcs_server" if "gcs_server" in cmd else f"raylet {node(pid)}" if "raylet" in cmd.split()[0]
+        what = ("gcs_server" if "gcs_server" in cmd
+                else f"raylet {node(pid)}" if "raylet" in cmd.split()[0]
                 else f"runtime-env agent {node(pid)}" if "RuntimeEnv" in cmd or "runtime_env" in cmd
-                else f"worker {node(pid)}" if cmd.startswith(("ray::", "ray_")) or "default_worker.py" in cmd else cmd[:40])
+                else f"worker {node(pid)}" if cmd.startswith(("ray::", "ray_")) or "default_worker.py" in cmd
+                else cmd[:40])
         out.add((what, host, port if what == "gcs_server" else "port"))
     return out
 
@@ -240,8 +251,10 @@ def test_rays_files_are_in_a_folder_of_mode_700_of_the_tools_own(cluster_run):
     _, _, logs, _ = cluster_run
     uid = os.geteuid()
     said = logs["join-a"].splitlines()
-    assert said[-1].startswith("trust: Ray trusts every node of a cluster alike: whoever holds this token"), said
-    assert re.search(rf"/ic-ray-{uid}/ray \(inside \S+, mode 700: this user's only; \d+ folder", said[-2]), said
+    assert said[-1].startswith("trust: Ray trusts every node of a cluster alike: "
+                               "whoever holds this token"), said
+    assert re.search(rf"/ic-ray-{uid}/ray \(inside \S+, mode 700: this user's only; \d+ folder",
+                     said[-2]), said
     for name in ("modes-a.txt", "modes-end.txt"):
         entries = [line.split(" ", 3) for line in logs[name].splitlines()]
         top = {e[3]: e for e in entries if "/" not in e[3]}

@@ -45,8 +45,9 @@ class _Lose:
         self.report, self.lost = report, lost
 
     def run(self, bundle, jobs, on_event):
-        return [JobResult(j, error=f"node {j.label}: NodeDiedError: Task failed because the node it was running on "
-                          "is dead or unavailable") if j.target == self.lost else JobResult(j, self.report) for j in jobs]
+        return [JobResult(j, error=f"node {j.label}: NodeDiedError: Task failed because the node it was "
+                                   "running on is dead or unavailable")
+                if j.target == self.lost else JobResult(j, self.report) for j in jobs]
 
 
 def test_a_lost_node_lists_each_configuration_failed_and_the_banner_counts_its_cells(bundle, report):
@@ -67,12 +68,14 @@ def test_a_lost_node_lists_each_configuration_failed_and_the_banner_counts_its_c
     assert len(lost) == 8 and "node-b:openvino/onnx/fp16/cpu/b4" in lost
     banner = incomplete_banner(merged)
     assert f"{len(merged.not_run)} cells did not run" in banner and len(merged.not_run) >= 8
-    assert "node-b: node node-b" in banner and any(r.device == "node-a:cpu" and r.status == "ok" for r in merged.rows)
+    assert "node-b: node node-b" in banner and any(r.device == "node-a:cpu" and r.status == "ok"
+                                                   for r in merged.rows)
 
 
 def test_a_lost_node_without_a_runtime_lists_only_what_it_would_have_run(bundle, report):
     jobs = [Job("a", KW, {"ic-node:a": 1.0}),
-            Job("b", {**KW, "backends": ["onnxruntime", "openvino"]}, {"ic-node:b": 1.0}, runtimes=("onnxruntime",))]
+            Job("b", {**KW, "backends": ["onnxruntime", "openvino"]}, {"ic-node:b": 1.0},
+                runtimes=("onnxruntime",))]
     merged, _ = run_fleet(str(bundle), _Lose(report, "b"), jobs, lambda n, m: None, ["x"])
     failed = [r for r in merged.rows if r.status == "run_failed"]
     assert {r.backend for r in failed} == {"onnxruntime"} and len(failed) == 2  # fp32, fp16
@@ -95,15 +98,17 @@ def test_a_rejected_token_is_one_line_at_once(monkeypatch, tmp_path):
 
     def rejecting(addr):
         calls.append(addr)
-        raise exceptions.AuthenticationError("RPC error: InvalidAuthToken: Authentication token is missing or incorrect")
+        raise exceptions.AuthenticationError("RPC error: InvalidAuthToken: "
+                                             "Authentication token is missing or incorrect")
     with pytest.raises(UsageError) as e:
         check_token("10.0.0.1:6379", make=rejecting)
     line = str(e.value)
     assert calls == ["10.0.0.1:6379"] and "\n" not in line
-    assert line.startswith(f"the Ray head at 10.0.0.1:6379 rejected this machine: the token this machine holds ({tok}) "
-                           "is not the head's")
+    assert line.startswith("the Ray head at 10.0.0.1:6379 rejected this machine: "
+                           f"the token this machine holds ({tok}) is not the head's")
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    with pytest.raises(UsageError, match="authentication is off here \\(RAY_AUTH_MODE=disabled\\) and the head requires"):
+    with pytest.raises(UsageError, match="authentication is off here \\(RAY_AUTH_MODE=disabled\\) "
+                                         "and the head requires"):
         check_token("10.0.0.1:6379", make=rejecting)
 
 
@@ -124,7 +129,8 @@ from infer_compare.fleet.raylog import RayOutput
 print("before", flush=True)
 with RayOutput(Path(sys.argv[1]) / "ray-driver.log") as io:
     os.write(1, b"\\x1b[33m(raylet)\\x1b[0m Raylet is terminated. Termination is unexpected.\\n")
-    os.write(2, b"[W network_util.cc:330] Failed to determine local IP via external connectivity to: 8.8.8.8:53\\n")
+    os.write(2,
+        b"[W network_util.cc:330] Failed to determine local IP via external connectivity to: 8.8.8.8:53\\n")
     print("(raylet) [state-dump] NodeManager ...")
     print("[  1.0 s] node-b cpu: done", file=io.err)
 print(io.said(), file=sys.stderr)
@@ -140,7 +146,8 @@ def test_ray_output_goes_to_a_log_named_once(tmp_path):
     log = tmp_path / "out" / "ray-driver.log"
     assert p.stdout.splitlines() == ["before", "after"]
     assert p.stderr.splitlines() == ["[  1.0 s] node-b cpu: done",
-                                     f"fleet: Ray's own messages (3 lines: node deaths, warnings) are in {log}"]
+                                     "fleet: Ray's own messages (3 lines: node deaths, warnings) "
+                                     f"are in {log}"]
     text = log.read_text()
     assert "Raylet is terminated" in text and "8.8.8.8" in text and "state-dump" in text
 
@@ -194,14 +201,16 @@ def test_leave_of_an_unknown_node_is_one_line_exit_2(capsys):
 def test_merge_label_list_must_match_the_files(tmp_path, capsys):
     src = str(ROOT / "reports" / "cpu-lenet5" / "results.json")
     assert main(["merge", src, src, "--label", "fleet,devboard", "-o", str(tmp_path / "m")]) == 0
-    assert list(json.loads((tmp_path / "m" / "results.json").read_text())["machines"]) == ["fleet", "devboard"]
+    assert (list(json.loads((tmp_path / "m" / "results.json").read_text())["machines"])
+            == ["fleet", "devboard"])
     capsys.readouterr()
     assert main(["merge", src, src, "--label", "a,b,c", "-o", str(tmp_path / "n")]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == ["infer-compare: error: 3 labels for 2 results files"]
+    assert (capsys.readouterr().err.strip().splitlines()
+            == ["infer-compare: error: 3 labels for 2 results files"])
     assert not (tmp_path / "n").exists()
 
 
 def test_fleet_help_lists_leave():
-    p = subprocess.run([sys.executable, "-m", "infer_compare", "fleet", "--help"], capture_output=True, text=True,
-                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=60)
+    p = subprocess.run([sys.executable, "-m", "infer_compare", "fleet", "--help"], capture_output=True,
+                       text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert p.returncode == 0 and "leave" in p.stdout

@@ -62,7 +62,8 @@ class _FakeRay:
 
 
 def _driver(monkeypatch, report, fail: bool = False):
-    """The `fleet run` CLI with Ray, the head's check and the executor stood in; (fake ray, write start times)."""
+    """The `fleet run` CLI with Ray, the head's check and the executor stood in;
+    (fake ray, write start times)."""
     import infer_compare.cli.fleet as cli
 
     fake, writes = _FakeRay(), []
@@ -108,8 +109,8 @@ def test_the_driver_shuts_ray_down_when_the_run_fails(bundle, one_report, monkey
     assert [c[0] for c in fake.calls] == [threading.main_thread().name] and not writes
 
 
-def test_a_node_hashes_the_driver_directory_beside_its_imports_and_still_refuses_a_mismatch(bundle, monkeypatch,
-                                                                                           tmp_path):
+def test_a_node_hashes_the_driver_directory_beside_its_imports_and_still_refuses_a_mismatch(
+        bundle, monkeypatch, tmp_path):
     spans: dict[str, tuple[float, float]] = {}
     real = task.local_bundle
 

@@ -30,16 +30,19 @@ from infer_compare.report import write_all
 
 
 def build_fleet_parser():
-    p = _Parser(prog="infer-compare fleet", description="Measure one bundle on every machine of a Ray cluster "
-                "(docs/fleet.md). Ray is the optional extra infer-compare[fleet].")
+    p = _Parser(prog="infer-compare fleet",
+                description="Measure one bundle on every machine of a Ray cluster "
+                            "(docs/fleet.md). Ray is the optional extra infer-compare[fleet].")
     sub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
     j = sub.add_parser("join", help="start this machine's Ray node, advertising its devices and runtimes")
     j.add_argument("--address", metavar="HOST:PORT", help="the head to join (without it: --head)")
     j.add_argument("--head", action="store_true", help="start the head node of a new cluster here")
     j.add_argument("--port", type=int, default=6379, help="the head's port (default 6379)")
     j.add_argument("--name", help="node name, the machine column of the report (default: host name)")
-    j.add_argument("--ip", default="127.0.0.1", help="this node's address on the lab network (default 127.0.0.1)")
-    j.add_argument("--block", action="store_true", help="keep the node in the foreground (a systemd unit; Ctrl-C leaves)")
+    j.add_argument("--ip", default="127.0.0.1",
+                   help="this node's address on the lab network (default 127.0.0.1)")
+    j.add_argument("--block", action="store_true",
+                   help="keep the node in the foreground (a systemd unit; Ctrl-C leaves)")
     j.add_argument("--dry-run", action="store_true", help="print the `ray start` command and stop")
     r = sub.add_parser("run", help="measure a bundle (infer-compare export) on every node")
     r.add_argument("bundle", metavar="DIR", help="a bundle directory written by 'infer-compare export'")
@@ -47,16 +50,18 @@ def build_fleet_parser():
     r.add_argument("--targets", type=_csv, metavar="LIST", help="only these nodes (default: every node)")
     add_output(r, r, "where the merged results go", required=True)
     r.add_argument("--node-timeout", type=_positive_float, default=3600.0, metavar="S",
-                   help="a node without a result after S seconds is cancelled and its rows failed (default 3600)")
+                   help="a node without a result after S seconds is cancelled and its rows failed "
+                        "(default 3600)")
     r.add_argument("--untrusted", action="store_true",
-                   help="read every node's results as data (JSON checked against the results schema, at most "
-                   "64 MiB), never unpickling what a node returns; a node holding the token can still run code "
-                   "on any node through Ray (docs/fleet.md)")
+                   help="read every node's results as data (JSON checked against the results schema, "
+                        "at most 64 MiB), never unpickling what a node returns; a node holding the token "
+                        "can still run code on any node through Ray (docs/fleet.md)")
     r.add_argument("--with", dest="others", action="append", default=[], metavar="NAME=RESULTS.json",
-                   help="results of a board measured by the bundle route (`infer-compare run`), merged beside the "
-                   "nodes as machine NAME (repeatable)")
+                   help="results of a board measured by the bundle route (`infer-compare run`), merged "
+                        "beside the nodes as machine NAME (repeatable)")
     _add_measure_args(r)
-    lv = sub.add_parser("leave", help="stop this machine's node only (`ray stop` stops every Ray process of the host)")
+    lv = sub.add_parser("leave",
+                        help="stop this machine's node only (`ray stop` stops every Ray process of the host)")
     lv.add_argument("--name", help="the node's name, as given to `fleet join` (default: host name)")
     return p
 
@@ -95,16 +100,16 @@ def _cmd_run(args, argv: list[str]) -> int:
     enable(addresses=(args.address,))  # before Ray is imported: it reads RAY_AUTH_MODE once
     kw = _run_kwargs(args)
     out = kept_apart(Path(args.output_dir), args.overwrite)  # earlier results kept unless --overwrite
-    with RayOutput(out / LOG_NAME) as io:  # Ray's own output (raylet dumps, warnings) into a log, not the terminal
+    # Ray's own output (raylet dumps, warnings) into a log, not the terminal
+    with RayOutput(out / LOG_NAME) as io:
         ray = private_connect(args.address)
         prefetch()  # the report writers' imports while the nodes measure (fleet/overlap.py)
         try:
             nodes = select(nodes_of(ray.nodes()), args.targets)
             jobs = [j for n, node in nodes.items() for j in jobs_for(n, node, kw)]
             executor = RayExecutor(timeout_s=args.node_timeout, untrusted=args.untrusted)
-            merged, results = run_fleet(args.bundle, executor, jobs,
-                                        _event(time.perf_counter(), io.err), ["infer-compare", "fleet", "run", *argv],
-                                        others)
+            merged, results = run_fleet(args.bundle, executor, jobs, _event(time.perf_counter(), io.err),
+                                        ["infer-compare", "fleet", "run", *argv], others)
         except BaseException:
             ray.shutdown()
             raise
@@ -150,8 +155,9 @@ def _save(merged, results, out: Path, log_line: str = "", paths: dict | None = N
         print("infer-compare: no node returned a result: nothing to save", file=sys.stderr)
         return 130 if interrupted else 1
     paths = paths or _write(merged, out) or {}
-    print(f"fleet: {len(merged.machines)} machine(s) merged ({', '.join(merged.machines)}), {len(failed)} job(s) "
-          f"failed{'' if merged.complete else ' (report incomplete)'}: {', '.join(str(p) for p in paths.values())}")
+    print(f"fleet: {len(merged.machines)} machine(s) merged ({', '.join(merged.machines)}), "
+          f"{len(failed)} job(s) failed{'' if merged.complete else ' (report incomplete)'}: "
+          f"{', '.join(str(p) for p in paths.values())}")
     return 130 if interrupted else (1 if failed else 0)
 
 

@@ -1,8 +1,8 @@
 """Ray's token authentication, on by default for every fleet command: without it anyone who can
 reach the cluster's ports runs code on every node. ``RAY_AUTH_MODE=disabled`` opts out (a one-host
-loopback cluster only: refused when any address involved is not loopback); the token is Ray's own: ``RAY_AUTH_TOKEN``, the file ``RAY_AUTH_TOKEN_PATH``
-or ``~/.ray/auth_token``, the same on every node; a token file that group or others may read is
-refused (``chmod 600``)."""
+loopback cluster only: refused when any address involved is not loopback); the token is Ray's own:
+``RAY_AUTH_TOKEN``, the file ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``, the same on every
+node; a token file that group or others may read is refused (``chmod 600``)."""
 
 from __future__ import annotations
 
@@ -66,18 +66,21 @@ def enable(create: bool = False, addresses: tuple[str, ...] = ()) -> str:
     if mode != "token":
         off = [a for a in addresses if not is_loopback(host_of(a))]
         if off or not addresses:
-            raise UsageError(f"RAY_AUTH_MODE={mode} is refused: " + (f"{', '.join(off)} is not a loopback address"
-                             if off else "no address to check") + "; authentication may be off only for a one-host "
-                             "loopback cluster (every address 127.0.0.1): unset RAY_AUTH_MODE and use the token "
-                             "(docs/fleet.md)")
+            raise UsageError(f"RAY_AUTH_MODE={mode} is refused: "
+                             + (f"{', '.join(off)} is not a loopback address" if off
+                                else "no address to check")
+                             + "; authentication may be off only for a one-host loopback cluster "
+                               "(every address 127.0.0.1): unset RAY_AUTH_MODE and use the token "
+                               "(docs/fleet.md)")
         return ""
     if has_token():
         if not os.environ.get("RAY_AUTH_TOKEN"):
             check_private(token_path())
-        return f"token authentication on (token: {'RAY_AUTH_TOKEN' if os.environ.get('RAY_AUTH_TOKEN') else token_path()})"
+        return ("token authentication on (token: "
+                f"{'RAY_AUTH_TOKEN' if os.environ.get('RAY_AUTH_TOKEN') else token_path()})")
     if not create:
-        raise UsageError(f"no Ray authentication token here ({token_path()}): copy the head's token file to this "
-                         "machine or set RAY_AUTH_TOKEN_PATH (docs/fleet.md)")
+        raise UsageError(f"no Ray authentication token here ({token_path()}): copy the head's token file "
+                         "to this machine or set RAY_AUTH_TOKEN_PATH (docs/fleet.md)")
     p = token_path()
     p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -55,8 +55,8 @@ def relabel(report: dict[str, Any], bound: dict[str, dict[str, Any]], node: str)
             rows.append(row)
             continue
         if row.get("skip_kind") == "no_device" or "does not exist" in str(row.get("reason") or ""):
-            raise Unbound(f"node {node}: cuda:{g['index']} ({g.get('uuid', '?')}) could not be used by the task: "
-                          f"{row.get('reason')}")
+            raise Unbound(f"node {node}: cuda:{g['index']} ({g.get('uuid', '?')}) "
+                          f"could not be used by the task: {row.get('reason')}")
         facts = {f"gpu_{k}": g[k] for k in ("index", "name", "uuid") if g.get(k) is not None}
         rows.append({**row, "device": f"cuda:{g['index']}", "extra": {**(row.get("extra") or {}), **facts}})
     names = {d: f"cuda:{g['index']}" for d, g in bound.items()}

@@ -13,14 +13,16 @@ from infer_compare.fleet.join import mismatch_line
 
 def _whose_token() -> str:
     if os.environ.get("RAY_AUTH_MODE", "token") != "token":
-        return f"authentication is off here (RAY_AUTH_MODE={os.environ['RAY_AUTH_MODE']}) and the head requires a token"
+        return (f"authentication is off here (RAY_AUTH_MODE={os.environ['RAY_AUTH_MODE']}) "
+                "and the head requires a token")
     held = "RAY_AUTH_TOKEN" if os.environ.get("RAY_AUTH_TOKEN") else str(token_path())
     return f"the token this machine holds ({held}) is not the head's"
 
 
 def rejected_line(address: str) -> str:
-    return (f"the Ray head at {address} rejected this machine: {_whose_token()}; copy the head's ~/.ray/auth_token "
-            "here (mode 600) or point RAY_AUTH_TOKEN_PATH at it (docs/fleet.md)")
+    return (f"the Ray head at {address} rejected this machine: {_whose_token()}; "
+            "copy the head's ~/.ray/auth_token here (mode 600) or point RAY_AUTH_TOKEN_PATH at it "
+            "(docs/fleet.md)")
 
 
 def check_token(address: str, make=None) -> None:
@@ -56,5 +58,6 @@ def connect(address: str):
             raise UsageError(rejected_line(address)) from None
         raise UsageError(mismatch_line(text) or f"cannot connect to the Ray cluster at {address}: "
                          f"{type(e).__name__}: {text.strip().splitlines()[-1] if text.strip() else ''}"[:400]
-                         + " (is the head up, and does this machine hold the head's token? docs/fleet.md)") from None
+                         + " (is the head up, and does this machine hold the head's token? "
+                           "docs/fleet.md)") from None
     return ray

@@ -4,9 +4,9 @@ What enters: ``Job`` records, each a self-contained description of one unit of w
 written by ``infer-compare export``, the ``run_bundle`` keywords that say what of it to measure,
 and where it must run). What leaves: one ``JobResult`` per job, the node's Report as a plain dict
 or the reason it has none. ``local`` (today's behaviour, the default) measures on this machine,
-one job after another (``local.py``); ``ray`` places each job on a node of a Ray cluster (``ray_executor.py``).
-Placement, retries (none: timed work is never re-run), progress and partial results belong here,
-never to a runner.
+one job after another (``local.py``); ``ray`` places each job on a node of a Ray cluster
+(``ray_executor.py``). Placement, retries (none: timed work is never re-run), progress and partial
+results belong here, never to a runner.
 """
 
 from __future__ import annotations
@@ -20,12 +20,16 @@ from typing import Any, Protocol
 class Job:
     target: str  # the machine label its rows carry (a node name)
     run_kwargs: dict[str, Any]  # run_bundle() keywords, plain data
-    resources: dict[str, float] = field(default_factory=dict)  # Ray custom resources it needs (capacity 1 each)
+    # Ray custom resources it needs (capacity 1 each)
+    resources: dict[str, float] = field(default_factory=dict)
     gpus: float = 0.0
     cores: tuple[int, ...] = ()  # CPU cores the measuring process is pinned to (() = no pinning)
-    group: str = ""  # jobs of one group run at the same time on one host (several GPUs); recorded in the rows
-    runtimes: tuple[str, ...] = ()  # the node's runtimes (its labels): what a lost node's rows list; () = unknown
-    host: str = ""  # the node's host name (Ray's): on the driver's host it reads the driver's bundle directory
+    # jobs of one group run at the same time on one host (several GPUs); recorded in the rows
+    group: str = ""
+    # the node's runtimes (its labels): what a lost node's rows list; () = unknown
+    runtimes: tuple[str, ...] = ()
+    # the node's host name (Ray's): on the driver's host it reads the driver's bundle directory
+    host: str = ""
 
     @property
     def label(self) -> str:

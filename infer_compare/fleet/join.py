@@ -58,9 +58,10 @@ def advertised(name: str, present: dict[str, list[str]], backends: dict[str, str
             continue
         for d in devs:
             res[f"{DEVICE}{name}/{d}"] = 1.0
-    labels = {"infer-compare/node": name, "infer-compare/python": ".".join(platform.python_version_tuple()[:2])}
-    labels.update({f"infer-compare/{k}": re.sub(r"[^A-Za-z0-9._-]+", "_", v)[:63] for k, v in backends.items()
-                   if k and v and v != "n/a"})
+    labels = {"infer-compare/node": name,
+              "infer-compare/python": ".".join(platform.python_version_tuple()[:2])}
+    labels.update({f"infer-compare/{k}": re.sub(r"[^A-Za-z0-9._-]+", "_", v)[:63]
+                   for k, v in backends.items() if k and v and v != "n/a"})
     return res, labels
 
 
@@ -83,8 +84,8 @@ def ray_start_argv(name: str, address: str | None, port: int, resources: dict, l
     return [*argv, "--head", f"--port={port}", "--include-dashboard=false", "--dashboard-host=127.0.0.1"]
 
 
-_MISMATCH = re.compile(r"cluster was started with:\s*Ray:\s*(\S+)\s*Python:\s*(\S+).*?started with:\s*Ray:\s*(\S+)"
-                       r"\s*Python:\s*(\S+)", re.S)
+_MISMATCH = re.compile(r"cluster was started with:\s*Ray:\s*(\S+)\s*Python:\s*(\S+)"
+                       r".*?started with:\s*Ray:\s*(\S+)\s*Python:\s*(\S+)", re.S)
 
 
 def mismatch_line(output: str) -> str | None:
@@ -92,7 +93,8 @@ def mismatch_line(output: str) -> str | None:
     m = _MISMATCH.search(output)
     if not m:
         return None
-    return (f"cannot join: the cluster runs Ray {m[1]} on Python {m[2]}, this machine Ray {m[3]} on Python {m[4]}; "
+    return (f"cannot join: the cluster runs Ray {m[1]} on Python {m[2]}, "
+            f"this machine Ray {m[3]} on Python {m[4]}; "
             "every node needs the same Ray version and Python minor version (docs/fleet.md)")
 
 

@@ -16,8 +16,9 @@ from infer_compare.base.errors import UsageError
 from infer_compare.fleet.join import NODE
 
 # what Ray starts for a node: its binaries, its Python components, its workers and agents, `ray start` itself
-_RAY = re.compile(r"(/raylet/raylet|/gcs/gcs_server|ray/_private/log_monitor\.py|ray/autoscaler/_private/monitor\.py"
-                  r"|ray/dashboard/(dashboard|agent)\.py|ray/_private/runtime_env/agent/main\.py|ray/_private/workers/"
+_RAY = re.compile(r"(/raylet/raylet|/gcs/gcs_server|ray/_private/log_monitor\.py"
+                  r"|ray/autoscaler/_private/monitor\.py|ray/dashboard/(dashboard|agent)\.py"
+                  r"|ray/_private/runtime_env/agent/main\.py|ray/_private/workers/"
                   r"|ray\.scripts\.scripts|^ray::)")
 
 
@@ -60,12 +61,14 @@ def node_processes(name: str, procs: list[Proc], me: int) -> tuple[Proc, list[Pr
     nodes = {raylet_node(p): p for p in procs if raylet_node(p)}
     if name not in nodes:
         here = ", ".join(sorted(nodes)) or "none"
-        raise UsageError(f"fleet leave: no node {name!r} runs on this machine (infer-compare nodes here: {here})")
+        raise UsageError(f"fleet leave: no node {name!r} runs on this machine "
+                         f"(infer-compare nodes here: {here})")
     raylet = nodes[name]
     others = sorted(n for n, p in nodes.items() if n != name and p.pgid == raylet.pgid)
     if others:
-        raise UsageError(f"fleet leave: node {name} shares its process group with node(s) {', '.join(others)} "
-                         "(started without `infer-compare fleet join`?): stop them together with `ray stop`")
+        raise UsageError(f"fleet leave: node {name} shares its process group with node(s) "
+                         f"{', '.join(others)} (started without `infer-compare fleet join`?): "
+                         "stop them together with `ray stop`")
     children: dict[int, list[Proc]] = {}
     for p in procs:
         children.setdefault(p.ppid, []).append(p)
@@ -128,7 +131,8 @@ def leave(name: str, grace_s: float = 15.0) -> str:
     _stop(gcs, deadline)
     left = [p for p in procs if _alive(p.pid)]
     _signal(left, signal.SIGKILL)
-    return (f"node {name} left: {len(procs)} Ray process(es) stopped" + (f" ({len(left)} killed after {grace_s:g} s: "
-            f"{', '.join(_short(p) for p in left)})" if left else "")
+    return (f"node {name} left: {len(procs)} Ray process(es) stopped"
+            + (f" ({len(left)} killed after {grace_s:g} s: {', '.join(_short(p) for p in left)})"
+               if left else "")
             + ("; it was the head: the cluster is gone for every other node" if gcs else "")
             + "; other Ray processes of this machine are untouched")

@@ -28,9 +28,10 @@ def node_facts() -> dict:
 
 
 def measure_job(bundle: str | Verified, job: Job) -> dict:
-    """Run one job's part of a bundle directory (or what ``verify`` returned for it: not hashed again) here; the Report as a dict. Inside a Ray task the
-    job's GPUs are the ones Ray assigned (fleet/bind.py) and Unbound is raised when the task cannot see
-    them; the measuring processes run as a local run's do (``as_local_run``)."""
+    """Run one job's part of a bundle directory (or what ``verify`` returned for it: not hashed again)
+    here; the Report as a dict. Inside a Ray task the job's GPUs are the ones Ray assigned
+    (fleet/bind.py) and Unbound is raised when the task cannot see them; the measuring processes run
+    as a local run's do (``as_local_run``)."""
     # deferred: only a fleet task needs the binding and the device table (+2 modules)
     from infer_compare.catalog.device_kinds import gpus
     from infer_compare.fleet.bind import assigned_gpu_ids, bind, relabel
@@ -38,7 +39,8 @@ def measure_job(bundle: str | Verified, job: Job) -> dict:
     assigned = assigned_gpu_ids()
     kwargs, bound = job.run_kwargs, {}
     if assigned is not None:
-        kwargs, bound = bind(job.run_kwargs, list(gpus()), assigned, job.target, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        kwargs, bound = bind(job.run_kwargs, list(gpus()), assigned, job.target,
+                             os.environ.get("CUDA_VISIBLE_DEVICES"))
     with as_local_run(tuple(job.cores), in_ray=assigned is not None) as warnings:
         rep = run_bundle(bundle, **kwargs).to_dict()
     if warnings:
@@ -54,8 +56,8 @@ def as_local_run(cores: tuple[int, ...], in_ray: bool) -> Iterator[list[str]]:
     ``worker_niceness``, so that Ray's own processes win the CPU), and its measuring processes inherited that,
     losing their cores to any busy process at nice 0. On the two-GPU H100 host no row was measured to move by
     it (reports/gpu-x2-fleet-round3.md); the fleet measures as a local run does all the same. ``fleet join``
-    starts its node with workers at nice 0; a worker of another node is reset here where the OS allows, and the
-    report warns where it does not. Yields the warnings."""
+    starts its node with workers at nice 0; a worker of another node is reset here where the OS allows, and
+    the report warns where it does not. Yields the warnings."""
     before = os.sched_getaffinity(0) if cores and hasattr(os, "sched_setaffinity") else None
     omp = os.environ.pop("OMP_NUM_THREADS", None) if in_ray else None
     nice, warnings = (normal_priority() if in_ray else (None, []))
@@ -83,9 +85,10 @@ def normal_priority() -> tuple[int | None, list[str]]:
         return None, []
     if _set_nice(0):
         return nice, []
-    return nice, [f"this node's Ray worker runs at nice {nice} (Ray's worker_niceness) and could not be reset to 0: "
-                  "its measuring processes ran at that priority, and rows of short calls (a CPU-bound launch loop) "
-                  "may be slower than a local run's; start the node with `infer-compare fleet join` (docs/fleet.md)"]
+    return nice, [f"this node's Ray worker runs at nice {nice} (Ray's worker_niceness) and could not be "
+                  "reset to 0: its measuring processes ran at that priority, and rows of short calls "
+                  "(a CPU-bound launch loop) may be slower than a local run's; start the node with "
+                  "`infer-compare fleet join` (docs/fleet.md)"]
 
 
 def _set_nice(value: int) -> bool:

@@ -47,7 +47,8 @@ def planned(bundle: str, job: Job) -> list[tuple[Any, tuple[int, ...]]]:
     sel = MeasureOptions.of(None, dict(job.run_kwargs), "fleet").selection()
     _default_selection(sel, man)
     batches = sel.batch_sizes_by_kind()
-    cells = [c for c in plan_cells(present_of(job), sel) if c.device is not None and _has_runtime(c.runner, job.runtimes)]
+    cells = [c for c in plan_cells(present_of(job), sel)
+             if c.device is not None and _has_runtime(c.runner, job.runtimes)]
     return [(c, batches[c.kind]) for c in cells]
 
 

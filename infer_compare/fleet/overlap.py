@@ -6,8 +6,9 @@
 * a node on the driver's host hashes the driver's bundle directory while its task imports the code that
   measures it (sha256 releases the GIL; the imports hold it).
 
-Each is a thread whose outcome is the same as the serial order's: an error is raised where the serial code
-would have raised it (``Background.result``), and a prefetch that fails is ignored (the real import raises)."""
+Each is a thread whose outcome is the same as the serial order's: an error is raised where the serial
+code would have raised it (``Background.result``), and a prefetch that fails is ignored (the real
+import raises)."""
 
 from __future__ import annotations
 

@@ -93,7 +93,8 @@ def _check_shipped(digests: dict[str, str], sha256: str, root: Path) -> Verified
     written, and no file outside the manifest's list."""
     if digests.get(MANIFEST) != sha256:
         got = digests.get(MANIFEST, "none")
-        raise BundleError(f"bundle arrived with a manifest of sha256 {got[:16]}..., sent {sha256[:16]}...; refused")
+        raise BundleError(f"bundle arrived with a manifest of sha256 {got[:16]}..., "
+                          f"sent {sha256[:16]}...; refused")
     v = verify(root, digests=digests)
     extra = sorted(set(digests) - set(v.manifest["files"]) - {MANIFEST})
     if extra:

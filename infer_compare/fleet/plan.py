@@ -21,7 +21,8 @@ def nodes_of(ray_nodes: list[dict]) -> dict[str, dict[str, Any]]:
         for key in res:
             if key.startswith(NODE):
                 name = key[len(NODE):]
-                devs = sorted(k[len(DEVICE) + len(name) + 1:] for k in res if k.startswith(f"{DEVICE}{name}/"))
+                devs = sorted(k[len(DEVICE) + len(name) + 1:] for k in res
+                              if k.startswith(f"{DEVICE}{name}/"))
                 labels = n.get("Labels") or {}
                 runtimes = tuple(sorted(k.split("/", 1)[1] for k in labels if k.startswith("infer-compare/")
                                         and k.split("/", 1)[1] not in ("node", "python")))
@@ -32,24 +33,28 @@ def nodes_of(ray_nodes: list[dict]) -> dict[str, dict[str, Any]]:
 
 def select(nodes: dict[str, dict], targets: list[str] | None) -> dict[str, dict]:
     if not nodes:
-        raise UsageError("no infer-compare node in the cluster (join machines with `infer-compare fleet join`)")
+        raise UsageError("no infer-compare node in the cluster "
+                         "(join machines with `infer-compare fleet join`)")
     if not targets:
         return nodes
     missing = [t for t in targets if t not in nodes]
     if missing:
-        raise UsageError(f"no node matches --targets {', '.join(missing)} (nodes: {', '.join(sorted(nodes))})")
+        raise UsageError(f"no node matches --targets {', '.join(missing)} "
+                         f"(nodes: {', '.join(sorted(nodes))})")
     return {t: nodes[t] for t in targets}
 
 
 def jobs_for(name: str, node: dict, run_kwargs: dict[str, Any]) -> list[Job]:
     """One job per node: one Ray task holding the node (its ``ic-node``), each device it measures (its
-    ``ic-device``) and Ray's GPUs for them. On the node it measures as a local run does: several GPUs at once
-    (measure/gpus.py, each GPU's process on its own cores, bound to the GPUs Ray assigned: fleet/bind.py), then
-    the CPU configurations alone. One task, so the bundle is prepared once, as locally."""
+    ``ic-device``) and Ray's GPUs for them. On the node it measures as a local run does: several GPUs at
+    once (measure/gpus.py, each GPU's process on its own cores, bound to the GPUs Ray assigned:
+    fleet/bind.py), then the CPU configurations alone. One task, so the bundle is prepared once, as
+    locally."""
     asked = run_kwargs.get("devices")
     cuda = [d for d in node["devices"] if d.startswith("cuda")]
     gpus = [d for d in cuda if not asked or d in asked] or (cuda[:1] if asked and "cuda" in asked else [])
-    devices = asked or (["cpu", *node["devices"]] if cuda else None)  # named: the task maps them to Ray's GPUs
+    # named: the task maps them to Ray's GPUs
+    devices = asked or (["cpu", *node["devices"]] if cuda else None)
     res = {f"{NODE}{name}": 1.0, **{f"{DEVICE}{name}/{d}": 1.0 for d in node["devices"]
                                     if d in gpus or not d.startswith("cuda") and (not asked or d in asked)}}
     return [Job(name, {**run_kwargs, "devices": devices}, res, gpus=float(len(gpus)),

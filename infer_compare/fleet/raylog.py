@@ -17,7 +17,8 @@ LOG_NAME = "ray-driver.log"
 
 
 class RayOutput:
-    """``with RayOutput(dir / LOG_NAME) as io:`` Ray writes to the log; ``io.out``/``io.err`` reach the user."""
+    """``with RayOutput(dir / LOG_NAME) as io:`` Ray writes to the log; ``io.out``/``io.err`` reach the
+    user."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -80,4 +81,5 @@ class RayOutput:
         if n == 0:
             self.path.unlink(missing_ok=True)
             return ""
-        return f"fleet: Ray's own messages ({n} line{'s' if n != 1 else ''}: node deaths, warnings) are in {self.path}"
+        return (f"fleet: Ray's own messages ({n} line{'s' if n != 1 else ''}: node deaths, warnings) "
+                f"are in {self.path}")

@@ -67,18 +67,21 @@ def node_report(results: list[JobResult], bundle: str = ""):
               for g in dict.fromkeys(r.job.group for r in results if r.job.group)]
     notes += [_task_note(r) for r in results if r.node.get("task")]
     return base.replace(rows=tuple(rows), notes=tuple(dict.fromkeys(notes)),
-                        not_run=tuple(x for _, rep in reps for x in rep.not_run) + tuple(x for _, n in lost for x in n),
+                        not_run=(tuple(x for _, rep in reps for x in rep.not_run)
+                                 + tuple(x for _, n in lost for x in n)),
                         complete=base.complete and not failed and all(rep.complete for _, rep in reps),
-                        incomplete_reason="; ".join([r.error for r in failed] + [rep.incomplete_reason for _, rep in reps
-                                                                                if rep.incomplete_reason]))
+                        incomplete_reason="; ".join([r.error for r in failed]
+                                                    + [rep.incomplete_reason for _, rep in reps
+                                                       if rep.incomplete_reason]))
 
 
 def _task_note(res: JobResult) -> str:
     """What the Ray task of a job saw (fleet/task.py), as a note of its node's report."""
     t = res.node["task"]
-    return (f"the Ray task of {res.job.label} saw CUDA_VISIBLE_DEVICES={t.get('CUDA_VISIBLE_DEVICES')!r} (Ray's GPU ids "
-            f"{t.get('ray_gpu_ids')}), OMP_NUM_THREADS={t.get('OMP_NUM_THREADS')!r} (not passed on to the measuring "
-            f"processes), nice {t.get('nice')} (the measuring processes at 0 unless a warning says otherwise) and "
+    return (f"the Ray task of {res.job.label} saw "
+            f"CUDA_VISIBLE_DEVICES={t.get('CUDA_VISIBLE_DEVICES')!r} (Ray's GPU ids {t.get('ray_gpu_ids')}), "
+            f"OMP_NUM_THREADS={t.get('OMP_NUM_THREADS')!r} (not passed on to the measuring processes), "
+            f"nice {t.get('nice')} (the measuring processes at 0 unless a warning says otherwise) and "
             f"{t.get('cores')} cores" + (f"; it {t['bundle']}" if t.get("bundle") else ""))
 
 
@@ -119,7 +122,8 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
             break
     results = [checked(r) for r in results]
     done = {id(r.job) for r in results}
-    results += [JobResult(j, error=f"node {j.target}: not started (interrupted)") for j in jobs if id(j) not in done]
+    results += [JobResult(j, error=f"node {j.target}: not started (interrupted)")
+                for j in jobs if id(j) not in done]
     by_node: dict[str, list[JobResult]] = {}
     for r in results:
         by_node.setdefault(r.job.target, []).append(r)
@@ -127,7 +131,8 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
     names = [n for n, rep in reps.items() if rep is not None]
     if not names and not others:
         return None, results
-    merged = merge_reports([reps[n] for n in names] + [r for _, r in others], labels=names + [n for n, _ in others],
+    merged = merge_reports([reps[n] for n in names] + [r for _, r in others],
+                           labels=names + [n for n, _ in others],
                            sources=[f"node {n}" for n in names] + [f"{n} (bundle route)" for n, _ in others],
                            command=command)
     facts = {n: r.node for n, rs in by_node.items() for r in rs if r.node}
@@ -139,5 +144,6 @@ def run_fleet(bundle: str, executor, jobs: list[Job], on_event: Event, command: 
     return merged.replace(rows=rows, not_run=merged.not_run + tuple(x for _, nr in gone for x in nr),
                           warnings=merged.warnings + tuple(skew(facts)) + tuple(shared_hosts(facts)),
                           complete=merged.complete and not lost and not interrupted,
-                          incomplete_reason="; ".join(reasons + (["interrupted by Ctrl-C"] if interrupted else []))), \
+                          incomplete_reason="; ".join(
+                              reasons + (["interrupted by Ctrl-C"] if interrupted else []))), \
         results

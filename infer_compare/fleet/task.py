@@ -28,7 +28,8 @@ def run_on_node(data: bytes | None, sha256: str, job: Job, path: str = "") -> di
             _warm(job)  # beside the hashing: imports the run makes here anyway (fleet/overlap.py)
             v = hashing.result()
             if v is None:
-                return {"absent": f"{path} (manifest sha256 {sha256[:16]}...) is not on this node", "node": facts}
+                return {"absent": f"{path} (manifest sha256 {sha256[:16]}...) is not on this node",
+                        "node": facts}
             facts["task"]["bundle"] = "read the driver's bundle directory (a node on the driver's host)"
             return {"report": measure_job(v, job), "node": facts}
         facts["task"]["bundle"] = "unpacked the bundle shipped through Ray's object store"
