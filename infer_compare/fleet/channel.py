@@ -20,6 +20,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from infer_compare.base.errors import SchemaError
+from infer_compare.base.records import Report
 from infer_compare.base.schema import check_type
 
 MAX_ANSWER_BYTES = 64 << 20  # a node's report with every latency sample of a long bundle stays far below
@@ -112,8 +113,6 @@ def parse_answer(blob: bytes, where: str) -> tuple[dict, Any]:
     """JSON bytes -> (the answer, its report as a Report or None), checked: exactly one of report / error /
     absent, the node's facts typed, the report against the results schema. ``Refused`` in one line."""
     from pydantic_core import from_json
-
-    from infer_compare.base.records import Report
 
     try:
         blob.decode("utf-8")
