@@ -22,8 +22,8 @@ from infer_compare.base.records import (
 )
 from infer_compare.base.timeline import summary as time_summary
 
-COLUMNS = ("backend", "format", "precision", "device", "batch", "n", "p50 ms", "±CI", "p99 ms", "img/s", "load s",
-           "peak RSS MB", "size MB", "export s", "cos", "top-1", "acc", "status")
+COLUMNS = ("backend", "format", "precision", "device", "batch", "n", "p50 ms", "±CI", "p99 ms", "img/s",
+           "load s", "peak RSS MB", "size MB", "export s", "cos", "top-1", "acc", "status")
 
 
 def fmt_num(v, digits: int = 3) -> str:
@@ -49,13 +49,15 @@ def fmt_num(v, digits: int = 3) -> str:
 
 def prec_label(r: RunRecord) -> str:
     """The precision asked (and what ran), then how the row was measured where it is not the default."""
-    p = f"{r.precision} (ran {r.exec_precision})" if r.exec_precision and r.exec_precision != r.precision else r.precision
+    p = (f"{r.precision} (ran {r.exec_precision})" if r.exec_precision and r.exec_precision != r.precision
+         else r.precision)
     mode = mode_label(r)
     return f"{p} · {mode}" if mode else p
 
 
 def mode_label(r: RunRecord) -> str:
-    """'' for the default (latency scenario, GPU I/O device-resident); else e.g. 'throughput ×4', 'host io'."""
+    """'' for the default (latency scenario, GPU I/O device-resident); else e.g. 'throughput ×4',
+    'host io'."""
     parts = []
     if getattr(r, "scenario", LATENCY) == THROUGHPUT:
         n = r.options.get("concurrency")
@@ -132,13 +134,14 @@ def ci_range(lat: LatencyStats | None) -> str:
 
 
 def latency_notes(rep: Report) -> list[str]:
-    """Why some percentiles show '–', and which rows ran out of budget: one line each, only when it applies."""
+    """Why some percentiles show '–', and which rows ran out of budget: one line each, only when it
+    applies."""
     lats = [r.latency for r in measured_rows(rep) if r.latency is not None]
     out = []
     short = [lat for lat in lats if lat.omitted_percentiles]
     if short:
-        out.append(f"– in a percentile column: {percentile_rule()}; {len(short)} of {len(lats)} rows have fewer "
-                   f"samples than p99 needs (fewest: n = {min(lat.count for lat in short)}).")
+        out.append(f"– in a percentile column: {percentile_rule()}; {len(short)} of {len(lats)} rows have "
+                   f"fewer samples than p99 needs (fewest: n = {min(lat.count for lat in short)}).")
     if any(lat.median_ci_rel is not None for lat in lats):
         out.append(_ci_note(lats))
     out += mode_notes(rep)
@@ -160,7 +163,8 @@ def _ci_note(lats: list[LatencyStats]) -> str:
     return ("±CI: half-width of the 95 % interval of the p50, relative to it, from the spread between the "
             "medians of the row's windows (its loop split into at least 3, a t-interval of their centre, "
             "never narrower than the within-window interval of the median; results.md's p50 CI gives the "
-            f"windows' range){aim}" + (f"; {old} rows without windows: the within-loop interval" if old else "") + ".")
+            f"windows' range){aim}"
+            + (f"; {old} rows without windows: the within-loop interval" if old else "") + ".")
 
 
 def window_flag_notes(lats: list[LatencyStats]) -> list[str]:
@@ -182,15 +186,16 @@ def mode_notes(rep: Report) -> list[str]:
     rows = measured_rows(rep)
     out = []
     if any(getattr(r, "scenario", LATENCY) == THROUGHPUT for r in rows):
-        out.append("throughput ×N: the throughput scenario, N requests in flight with the runtime's own concurrency "
-                   "(the row's settings say how); img/s = images completed / wall time; p50/p99 are each request's "
-                   "latency under that load.")
+        out.append("throughput ×N: the throughput scenario, N requests in flight with the runtime's own "
+                   "concurrency (the row's settings say how); img/s = images completed / wall time; p50/p99 "
+                   "are each request's latency under that load.")
     gpu = [r for r in rows if "cuda" in r.device]  # merged reports prefix the machine: "h200:cuda:0"
     if gpu:
         host = any(r.options.get("io") == "host" for r in gpu)
-        out.append("GPU rows: " + ("host io = the host->device and device->host copies inside each timed call; "
-                                   "rows without it keep input and output on the device." if host else
-                                   "input and output device-resident (copied before and after the timed calls)."))
+        out.append("GPU rows: " + ("host io = the host->device and device->host copies inside each timed "
+                                   "call; rows without it keep input and output on the device." if host else
+                                   "input and output device-resident (copied before and after the timed "
+                                   "calls)."))
     return out
 
 
@@ -226,12 +231,14 @@ def env_lines(rep: Report) -> list[str]:
     e = rep.environment
     s = rep.settings
     libs = ", ".join(f"{k} {v}" for k, v in e.libraries.items())
-    gpus = "; ".join(f"{g.get('name')} ({g.get('memory_mib', '?')} MiB, driver {g.get('driver', '?')})" for g in e.gpus)
+    gpus = "; ".join(f"{g.get('name')} ({g.get('memory_mib', '?')} MiB, driver {g.get('driver', '?')})"
+                     for g in e.gpus)
     bs = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in s.batch_sizes.items())
     machines = getattr(rep, "machines", None) or {}
     if machines:  # a merged report: one line per machine; their settings are in the notes
-        lines = [f"machine {lab}: {m.cpu_model} ({m.cores_physical} physical / {m.cores_logical} logical cores, "
-                 f"{m.ram_gb} GiB RAM), {m.os}, {m.machine}, {m.python}" for lab, m in machines.items()]
+        lines = [f"machine {lab}: {m.cpu_model} ({m.cores_physical} physical / {m.cores_logical} logical "
+                 f"cores, {m.ram_gb} GiB RAM), {m.os}, {m.machine}, {m.python}"
+                 for lab, m in machines.items()]
         return lines + [
             f"GPUs: {gpus or 'none'}",
             f"libraries: {libs}",
@@ -239,14 +246,14 @@ def env_lines(rep: Report) -> list[str]:
             f"infer-compare {rep.tool_version}, schema {rep.schema_version}, merged {rep.created}",
         ]
     return [
-        f"machine: {e.cpu_model} ({e.cores_physical} physical / {e.cores_logical} logical cores, {e.ram_gb} GiB RAM), "
-        f"{e.os}, {e.machine}, {e.python}",
+        f"machine: {e.cpu_model} ({e.cores_physical} physical / {e.cores_logical} logical cores, "
+        f"{e.ram_gb} GiB RAM), {e.os}, {e.machine}, {e.python}",
         f"CPU features: {', '.join(e.cpu_flags) or 'none of interest'}",
         f"GPUs: {gpus or 'none'}",
         f"libraries: {libs}",
-        f"settings: threads {s.threads}; batch sizes {bs}; warm-up {s.warmup_iters} calls; measure >= {s.min_iters} "
-        f"calls and >= {s.min_time_s} s; parity on {s.parity_samples} inputs; cell timeout {s.cell_timeout_s:.0f} s; "
-        f"{scenario_text(s)}",
+        f"settings: threads {s.threads}; batch sizes {bs}; warm-up {s.warmup_iters} calls; "
+        f"measure >= {s.min_iters} calls and >= {s.min_time_s} s; parity on {s.parity_samples} inputs; "
+        f"cell timeout {s.cell_timeout_s:.0f} s; {scenario_text(s)}",
         f"infer-compare {rep.tool_version}, schema {rep.schema_version}, {rep.created}, "
         f"{rep.elapsed_s if rep.elapsed_s is not None else '?'} s", *filter(None, [time_summary(rep)]),
     ]
@@ -265,8 +272,8 @@ def model_line(rep: Report) -> str:
     if named_io(m):  # several inputs or outputs: each one by name
         ins = ", ".join(_tensor_text(t) for t in m.inputs)
         outs = ", ".join(_tensor_text(t) for t in m.outputs)
-        return (f"{m.name} ({m.family}), inputs {ins}; outputs {outs}; weights: {m.weights} ({m.weights_source}), "
-                f"hash {m.weights_hash}")
+        return (f"{m.name} ({m.family}), inputs {ins}; outputs {outs}; weights: {m.weights} "
+                f"({m.weights_source}), hash {m.weights_hash}")
     src = (getattr(m, "inputs", ()) or ({},))[0].get("source")
     classes = f"{m.num_classes} classes, " if m.num_classes else ""  # 0: no class-score output
     return (f"{m.name} ({m.family}), input {'x'.join(map(str, m.input_shape))}{f' ({src})' if src else ''}, "
@@ -285,7 +292,8 @@ def _tensor_text(t: dict[str, Any]) -> str:
     extra = [f"batch on axis {axis}"] if axis not in (0, None) and dims else []
     if axis is None and dims:
         extra.append("no batch axis")
-    return f"{t.get('name')} {shape} {t.get('dtype', '')}".rstrip() + (f" ({'; '.join(extra)})" if extra else "")
+    return (f"{t.get('name')} {shape} {t.get('dtype', '')}".rstrip()
+            + (f" ({'; '.join(extra)})" if extra else ""))
 
 
 def incomplete_banner(rep: Report, max_cells: int = 12) -> str:

@@ -46,7 +46,8 @@ def _par(attr: str) -> Callable[[Report, RunRecord, dict], Any]:
 
 def _per_output(r: RunRecord) -> str:
     outs = r.parity.outputs if r.parity is not None else ()
-    keep = ("cosine_mean", "cosine_min", "max_abs", "rel_max", "top1_agreement", "passed", "kind", "metric", "margin")
+    keep = ("cosine_mean", "cosine_min", "max_abs", "rel_max", "top1_agreement", "passed", "kind", "metric",
+            "margin")
     return json.dumps({p.output: {k: getattr(p, k) for k in keep} for p in outs}) if outs else ""
 
 
@@ -111,13 +112,14 @@ COLUMNS: tuple[tuple[str, Callable[[Report, RunRecord, dict], Any]], ...] = (
     ("parity_worst_index", _par("worst_index")),
     ("energy_source", lambda rep, r, eff: eff["energy_source"]),
     ("report_complete", lambda rep, r, eff: rep.complete),  # false on every line of an interrupted run
-    # a model with several outputs: the output the row's parity figures are for (its worst), and every output's
-    # figures as JSON {name: {cosine_mean, cosine_min, max_abs, rel_max, top1_agreement, passed, kind, metric,
-    # margin}}; empty otherwise
+    # a model with several outputs: the output the row's parity figures are for (its worst), and every
+    # output's figures as JSON {name: {cosine_mean, cosine_min, max_abs, rel_max, top1_agreement, passed,
+    # kind, metric, margin}}; empty otherwise
     ("parity_output", _par("output")),
     ("parity_per_output", lambda rep, r, eff: _per_output(r)),
     # what the (worst) output means and the check that decided it (parity_detail.py): margin = share of the
-    # allowance left, < 0 failed; the first diverging node of a failed fp16/int8 ONNX row (parity/divergence.py)
+    # allowance left, < 0 failed; the first diverging node of a failed fp16/int8 ONNX row
+    # (parity/divergence.py)
     ("parity_kind", _par("kind")),
     ("parity_metric", _par("metric")),
     ("parity_margin", _par("margin")),
@@ -166,8 +168,8 @@ def _not_run_line(rep: Report, label: str) -> dict[str, str]:
     backend, fmt, precision, rest = (label.split("/", 3) + ["", "", ""])[:4]
     device, _, batch = rest.rpartition("/")
     line = dict.fromkeys(COLUMN_NAMES, "")
-    line.update(label=label, model=rep.model.name, backend=backend, format=fmt, precision=precision, device=device,
-                batch_size=batch[1:] if batch.startswith("b") else "", status="not_run",
+    line.update(label=label, model=rep.model.name, backend=backend, format=fmt, precision=precision,
+                device=device, batch_size=batch[1:] if batch.startswith("b") else "", status="not_run",
                 reason=rep.incomplete_reason or "the run stopped early", created=rep.created,
                 report_complete="false")
     return {k: safe_text(v) for k, v in line.items()}

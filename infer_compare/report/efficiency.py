@@ -28,13 +28,16 @@ _NV_DENSE = "NVIDIA datasheet, dense (the datasheet's sparsity figures halved)"
 # Order matters: the first entry whose every token is in the lower-cased GPU name wins.
 GPU_PEAKS: tuple[tuple[tuple[str, ...], Peak], ...] = (
     (("h200", "nvl"), Peak("NVIDIA H200 NVL", {"fp32": 60e12, "tf32": 417.5e12, "fp16": 835.5e12,
-                                               "bf16": 835.5e12, "fp8": 1670.5e12, "int8": 1670.5e12}, _NV_DENSE)),
+                                               "bf16": 835.5e12, "fp8": 1670.5e12, "int8": 1670.5e12},
+                           _NV_DENSE)),
     (("h200",), Peak("NVIDIA H200 SXM", {"fp32": 67e12, "tf32": 494.5e12, "fp16": 989.5e12, "bf16": 989.5e12,
                                          "fp8": 1979e12, "int8": 1979e12}, _NV_DENSE)),
     (("h100", "nvl"), Peak("NVIDIA H100 NVL", {"fp32": 60e12, "tf32": 417.5e12, "fp16": 835.5e12,
-                                               "bf16": 835.5e12, "fp8": 1670.5e12, "int8": 1670.5e12}, _NV_DENSE)),
-    (("h100", "pcie"), Peak("NVIDIA H100 PCIe", {"fp32": 51e12, "tf32": 378e12, "fp16": 756.5e12, "bf16": 756.5e12,
-                                                 "fp8": 1513e12, "int8": 1513e12}, _NV_DENSE)),
+                                               "bf16": 835.5e12, "fp8": 1670.5e12, "int8": 1670.5e12},
+                           _NV_DENSE)),
+    (("h100", "pcie"), Peak("NVIDIA H100 PCIe", {"fp32": 51e12, "tf32": 378e12, "fp16": 756.5e12,
+                                                 "bf16": 756.5e12, "fp8": 1513e12, "int8": 1513e12},
+                            _NV_DENSE)),
     (("h100",), Peak("NVIDIA H100 SXM5", {"fp32": 67e12, "tf32": 494.5e12, "fp16": 989.5e12, "bf16": 989.5e12,
                                           "fp8": 1979e12, "int8": 1979e12}, _NV_DENSE)),
     (("a100",), Peak("NVIDIA A100", {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12,
@@ -84,7 +87,8 @@ def device_peak(rep: Report, row: RunRecord) -> tuple[float, str] | None:
         peak = EDGETPU_PEAK
     if peak is None or prec not in peak.per_precision:
         return None
-    return peak.per_precision[prec], f"{peak.device} {prec} peak {peak.per_precision[prec] / 1e12:g} T/s ({peak.source})"
+    return (peak.per_precision[prec],
+            f"{peak.device} {prec} peak {peak.per_precision[prec] / 1e12:g} T/s ({peak.source})")
 
 
 def energy_j_per_image(row: RunRecord) -> tuple[float | None, str]:
@@ -103,9 +107,10 @@ def energy_j_per_image(row: RunRecord) -> tuple[float | None, str]:
 
 
 def efficiency(rep: Report, row: RunRecord) -> dict[str, Any]:
-    """gflops_per_s, peak_share (0..1), peak_source, energy_j_per_image, energy_source: None/"" where not known."""
-    out: dict[str, Any] = {"gflops_per_s": None, "peak_share": None, "peak_source": "", "energy_j_per_image": None,
-                           "energy_source": ""}
+    """gflops_per_s, peak_share (0..1), peak_source, energy_j_per_image, energy_source: None/"" where not
+    known."""
+    out: dict[str, Any] = {"gflops_per_s": None, "peak_share": None, "peak_source": "",
+                           "energy_j_per_image": None, "energy_source": ""}
     fl = getattr(rep.model, "flops_per_image", None)
     if fl and row.throughput:
         achieved = fl * row.throughput

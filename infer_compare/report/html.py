@@ -23,8 +23,8 @@ CSS = """
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
        color: var(--fg); background: var(--bg); margin: 0 auto; padding: 24px 24px 48px; max-width: 1500px; }
-h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 32px 0 8px; border-bottom: 1px solid var(--line);
-       padding-bottom: 4px; }
+h1 { font-size: 24px; margin: 0 0 4px; }
+h2 { font-size: 18px; margin: 32px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
 h3 { font-size: 15px; margin: 20px 0 4px; }
 .sub { color: var(--muted); margin: 0 0 12px; }
 .warn { background: #fff4e0; border-left: 4px solid #e69b00; padding: 6px 10px; margin: 8px 0; }
@@ -118,8 +118,8 @@ def _rows_table(rep: Report) -> tuple[str, bool, bool]:
         head.append(("% of peak", ""))
     if has_energy:
         head.append(("mJ/img", ""))
-    head += [("load s", ""), ("peak RSS MB", ""), ("size MB", ""), ("export s", ""), ("cos", ""), ("top-1", ""),
-             ("acc", ""), ("status", "l")]
+    head += [("load s", ""), ("peak RSS MB", ""), ("size MB", ""), ("export s", ""), ("cos", ""),
+             ("top-1", ""), ("acc", ""), ("status", "l")]
     out = ['<div class="tablewrap"><table class="sortable" id="results"><thead><tr>']
     out += [f'<th class="{c}">{escape(h)}</th>' for h, c in head]
     out.append("</tr></thead><tbody>")
@@ -129,7 +129,8 @@ def _rows_table(rep: Report) -> tuple[str, bool, bool]:
         cells = [_txt(r.backend), _txt(r.format), _prec_cell(r), _txt(r.device),
                  _num(r.batch_size, str(r.batch_size) if r.batch_size is not None else "–"),
                  _num(lat.count if lat else None, str(lat.count) if lat else "–"),
-                 _num(lat.p50_ms if lat else None), _num(lat.median_ci_rel if lat else None, common.ci_text(lat)),
+                 _num(lat.p50_ms if lat else None),
+                 _num(lat.median_ci_rel if lat else None, common.ci_text(lat)),
                  _num(lat.percentile("p99") if lat else None), _num(r.throughput)]
         if has_flops:
             cells.append(_num(e["gflops_per_s"]))
@@ -188,7 +189,8 @@ def _highlights(rep: Report) -> str:
     n_ok = sum(1 for r in rep.rows if r.status == OK and r.batch_size is not None)
     n_fail = len(common.failures(rep))
     n_skip = sum(1 for r in rep.rows if r.status == SKIPPED)
-    cards.append(("rows", f"{n_ok} ok · {n_fail} failed · {n_skip} skipped", "failures and skips are listed below"))
+    cards.append(("rows", f"{n_ok} ok · {n_fail} failed · {n_skip} skipped",
+                  "failures and skips are listed below"))
     out = ['<div class="cards">']
     for title, value, sub in cards:
         out.append(f'<div class="card"><b>{escape(title)}</b><span>{escape(value)}</span>'
@@ -217,7 +219,8 @@ def _notes(rep: Report) -> list[str]:
         if r.exec_precision and r.batch_size is not None and short_precision(r) != r.exec_precision:
             notes.append(f"{r.label}: ran {r.exec_precision}")
         notes += [f"{r.label}: {n}" for n in r.notes]
-        if r.export is not None and r.export.notes and r.batch_size in (None, first_batch.get(r.device.split(":")[0])):
+        if (r.export is not None and r.export.notes
+                and r.batch_size in (None, first_batch.get(r.device.split(":")[0]))):
             notes += [f"{r.format} {r.export.precision} artifact: {n}" for n in r.export.notes]
     return list(dict.fromkeys(notes))  # unique, in order
 
@@ -225,9 +228,9 @@ def _notes(rep: Report) -> list[str]:
 def _settings_line(rep: Report) -> str:
     s = rep.settings
     bs = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in s.batch_sizes.items())
-    return (f"threads {s.threads}; batch sizes {bs}; warm-up {s.warmup_iters} calls; measure >= {s.min_iters} calls "
-            f"and >= {s.min_time_s} s; parity on {s.parity_samples} inputs; cell timeout {s.cell_timeout_s:.0f} s; "
-            f"seed {s.seed}")
+    return (f"threads {s.threads}; batch sizes {bs}; warm-up {s.warmup_iters} calls; "
+            f"measure >= {s.min_iters} calls and >= {s.min_time_s} s; parity on {s.parity_samples} inputs; "
+            f"cell timeout {s.cell_timeout_s:.0f} s; seed {s.seed}")
 
 
 def _head(rep: Report) -> list[str]:
@@ -242,7 +245,8 @@ def _head(rep: Report) -> list[str]:
            + (f" with {escape(', '.join(str(g.get('name')) for g in rep.environment.gpus))}"
               if rep.environment.gpus else "") + "</p>"]
     if common.incomplete_banner(rep):
-        out.append(f'<div class="warn incomplete" id="incomplete"><b>{escape(common.incomplete_banner(rep))}</b></div>')
+        out.append(f'<div class="warn incomplete" id="incomplete">'
+                   f'<b>{escape(common.incomplete_banner(rep))}</b></div>')
     out += [f'<div class="warn"><b>Warning:</b> {escape(w)}</div>' for w in rep.warnings]
     out.append(_highlights(rep))
     return out
@@ -265,7 +269,8 @@ def _efficiency_notes(rep: Report, has_peak: bool, has_energy: bool) -> list[str
                      "state honestly.")
     if has_energy:
         srcs = sorted({efficiency(rep, r)["energy_source"] for r in common.measured_rows(rep)} - {""})
-        notes.append("mJ/img: energy per image measured over the loop" + (f" ({'; '.join(srcs)})." if srcs else "."))
+        notes.append("mJ/img: energy per image measured over the loop"
+                     + (f" ({'; '.join(srcs)})." if srcs else "."))
     return notes + common.latency_notes(rep)
 
 
@@ -273,8 +278,8 @@ def _results(rep: Report) -> list[str]:
     table, has_peak, has_energy = _rows_table(rep)
     out = ['<h2 id="results-h">Results</h2>',
            '<p class="muted">Latency per call of one batch (host clock); img/s = images / wall time of the '
-           "measured loop; cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = accuracy on "
-           "labelled data. Click a column header to sort.</p>", table]
+           "measured loop; cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = "
+           "accuracy on labelled data. Click a column header to sort.</p>", table]
     eff_notes = _efficiency_notes(rep, has_peak, has_energy)
     if eff_notes:
         out.append('<p class="muted">' + " ".join(escape(n) for n in eff_notes) + "</p>")
@@ -297,8 +302,8 @@ def _failures_and_skips(rep: Report) -> list[str]:
     fails = common.failures(rep)
     out = [f'<h2 id="failures">Failures ({len(fails)})</h2>']
     if fails:
-        out.append('<div class="tablewrap"><table class="full"><thead><tr><th class="l">row</th><th class="l">status</th>'
-                   '<th class="l">reason</th></tr></thead><tbody>')
+        out.append('<div class="tablewrap"><table class="full"><thead><tr><th class="l">row</th>'
+                   '<th class="l">status</th><th class="l">reason</th></tr></thead><tbody>')
         for r in fails:
             reason = r.reason + (f" (hint: {r.hint})" if r.hint else "")
             shown = escape(reason)
@@ -312,8 +317,8 @@ def _failures_and_skips(rep: Report) -> list[str]:
     skips = common.grouped_skips(rep)
     out.append(f'<h2 id="skipped">Skipped ({sum(1 for r in rep.rows if r.status == SKIPPED)} rows)</h2>')
     if skips:
-        out.append('<div class="tablewrap"><table class="full"><thead><tr><th class="l">what</th><th class="l">reason</th>'
-                   '<th class="l">how to get it</th></tr></thead><tbody>')
+        out.append('<div class="tablewrap"><table class="full"><thead><tr><th class="l">what</th>'
+                   '<th class="l">reason</th><th class="l">how to get it</th></tr></thead><tbody>')
         for what, reason, hint in skips:
             out.append(f'<tr><td class="wrap">{escape(what)}</td><td class="wrap">{escape(reason)}</td>'
                        f'<td class="wrap"><code>{escape(hint) or "–"}</code></td></tr>')
@@ -351,7 +356,8 @@ def render(rep: Report) -> str:
     out = _head(rep) + _results(rep) + _failures_and_skips(rep)
     notes = _notes(rep)
     if notes:
-        out += ['<h2 id="notes">Notes</h2><ul class="tight">', *[f"<li>{escape(n)}</li>" for n in notes], "</ul>"]
+        out += ['<h2 id="notes">Notes</h2><ul class="tight">', *[f"<li>{escape(n)}</li>" for n in notes],
+                "</ul>"]
     details = parity_detail.lines(rep)
     if details:
         out += ['<h2 id="parity">Parity by output</h2><ul class="tight">',

@@ -16,16 +16,17 @@ def _percentiles(rep: Report) -> list[str]:
     if not rows:
         return []
     out = ["Latency percentiles (ms); p50 CI = its 95 % confidence interval:", "",
-           "| backend | format | precision | device | batch | n | mean | std | min | p50 | p50 CI | p90 | p95 | p99 "
-           "| max |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| backend | format | precision | device | batch | n | mean | std | min | p50 | p50 CI | p90 "
+           "| p95 | p99 | max |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lat = r.latency
         if lat is None:
             continue
         vals = (lat.mean_ms, lat.std_ms, lat.min_ms, lat.p50_ms)
         tail = (lat.percentile("p90"), lat.percentile("p95"), lat.percentile("p99"), lat.max_ms)
-        out.append(f"| {_esc(r.backend)} | {_esc(r.format)} | {_esc(common.prec_label(r))} | {_esc(r.device)} | {r.batch_size} | "
-                   f"{lat.count} | " + " | ".join(common.fmt_num(x) for x in vals) + f" | {common.ci_range(lat)} | "
+        out.append(f"| {_esc(r.backend)} | {_esc(r.format)} | {_esc(common.prec_label(r))} "
+                   f"| {_esc(r.device)} | {r.batch_size} | {lat.count} | "
+                   + " | ".join(common.fmt_num(x) for x in vals) + f" | {common.ci_range(lat)} | "
                    + " | ".join(common.fmt_num(x) for x in tail) + " |")
     out.append("")
     return out
@@ -46,7 +47,8 @@ def _results(rep: Report) -> list[str]:
     out = ["## Results", "",
            "Latency per call of one batch (host clock); n = measured calls; ±CI = half-width of the 95 % "
            "confidence interval of p50, relative to it; img/s = images / wall time of the measured loop; "
-           "cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = accuracy on labelled data.",
+           "cos and top-1 against the PyTorch FP32 reference on the same inputs; acc = accuracy on labelled "
+           "data.",
            "", "| " + " | ".join(common.COLUMNS) + " |", "|" + "|".join("---" for _ in common.COLUMNS) + "|"]
     for r in common.measured_rows(rep):
         cells = common.row_cells(r)
@@ -68,7 +70,8 @@ def _failures_and_skips(rep: Report) -> list[str]:
     out: list[str] = []
     fails = common.failures(rep)
     if fails:
-        out += ["## Failures", "", *[f"- **{_esc(r.label)}** {_code(r.status)}: {_esc(r.reason)}" for r in fails], ""]
+        out += ["## Failures", "",
+                *[f"- **{_esc(r.label)}** {_code(r.status)}: {_esc(r.reason)}" for r in fails], ""]
     skips = common.grouped_skips(rep)
     if skips:
         out += ["## Skipped", "", "| what | reason | how to get it |", "|---|---|---|"]
@@ -95,4 +98,5 @@ def _parity_details(rep: Report) -> list[str]:
 
 
 def render(rep: Report) -> str:
-    return "\n".join(_header(rep) + _results(rep) + _failures_and_skips(rep) + _parity_details(rep) + _notes(rep))
+    return "\n".join(_header(rep) + _results(rep) + _failures_and_skips(rep) + _parity_details(rep)
+                     + _notes(rep))

@@ -57,20 +57,20 @@ def _env_line(label: str, e: Environment) -> str:
     extra = []
     j = facts.get("jetson")
     if isinstance(j, dict):
-        extra.append(f"{j.get('model')}, L4T {j.get('l4t', '?')} (JetPack {j.get('jetpack', '?')}), power mode "
-                     f"{j.get('power_mode', '?')}, clocks locked: {j.get('clocks_locked')}")
+        extra.append(f"{j.get('model')}, L4T {j.get('l4t', '?')} (JetPack {j.get('jetpack', '?')}), "
+                     f"power mode {j.get('power_mode', '?')}, clocks locked: {j.get('clocks_locked')}")
     if facts.get("edgetpu"):
         extra.append(f"Edge TPU: {', '.join(facts['edgetpu'])}")
     if facts.get("governor"):
         extra.append(f"governor {facts['governor']}")
-    return (f"{label}: {e.cpu_model} ({e.cores_physical}/{e.cores_logical} cores, {e.ram_gb} GiB), {gpus}, {e.os}, "
-            f"{e.python}" + (f"; {'; '.join(extra)}" if extra else ""))
+    return (f"{label}: {e.cpu_model} ({e.cores_physical}/{e.cores_logical} cores, {e.ram_gb} GiB), {gpus}, "
+            f"{e.os}, {e.python}" + (f"; {'; '.join(extra)}" if extra else ""))
 
 
 def _settings_line(label: str, s: Settings) -> str:
     bs = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in s.batch_sizes.items())
-    return (f"{label} settings: threads {s.threads}; batch sizes {bs}; warm-up {s.warmup_iters}; >= {s.min_iters} "
-            f"calls and >= {s.min_time_s} s; parity on {s.parity_samples} inputs")
+    return (f"{label} settings: threads {s.threads}; batch sizes {bs}; warm-up {s.warmup_iters}; "
+            f">= {s.min_iters} calls and >= {s.min_time_s} s; parity on {s.parity_samples} inputs")
 
 
 def _labels(reports: Sequence[Report], labels: list[str | None]) -> list[str]:
@@ -78,7 +78,8 @@ def _labels(reports: Sequence[Report], labels: list[str | None]) -> list[str]:
     used: dict[str, int] = {}
     final: list[str] = []
     for rep, lab in zip(reports, labels, strict=True):
-        base = (re.sub(r"[^A-Za-z0-9._-]+", "-", lab).strip("-") or "machine") if lab else machine_label(rep.environment)
+        base = ((re.sub(r"[^A-Za-z0-9._-]+", "-", lab).strip("-") or "machine") if lab
+                else machine_label(rep.environment))
         n = used.get(base, 0) + 1
         used[base] = n
         final.append(base if n == 1 else f"{base}-{n}")
@@ -126,7 +127,8 @@ def _merged_environment(envs: list[Environment], final: list[str]) -> Environmen
         python="; ".join(dict.fromkeys(e.python for e in envs)),
         cpu_model="; ".join(f"{lab}: {e.cpu_model}" for e, lab in pairs),
         cpu_flags=tuple(dict.fromkeys(f for e in envs for f in e.cpu_flags)),
-        cores_physical=_same(e.cores_physical for e in envs), cores_logical=_same(e.cores_logical for e in envs),
+        cores_physical=_same(e.cores_physical for e in envs),
+        cores_logical=_same(e.cores_logical for e in envs),
         ram_gb=_same(e.ram_gb for e in envs), tool_version=__version__, libraries=libs,
         gpus=tuple({**g, "machine": lab} for e, lab in pairs for g in e.gpus),
         device_facts={"merged": list(final)},
@@ -145,21 +147,25 @@ def merge_reports(reports: Sequence[Report], labels: Sequence[str | None] | None
     sources = list(sources or [f"report {i + 1}" for i in range(len(reports))])
     names = {r.model.name for r in reports}
     if len(names) > 1:
-        raise UsageError(f"the results files are of different models ({', '.join(sorted(names))}); merge compares "
-                         "one model across machines")
+        raise UsageError(f"the results files are of different models ({', '.join(sorted(names))}); merge "
+                         "compares one model across machines")
     final = _labels(reports, labels)
-    rows = [r.replace(device=f"{lab}:{r.device}", extra={**r.extra, "machine": lab}) for rep, lab in zip(reports, final, strict=True) for r in rep.rows]
+    rows = [r.replace(device=f"{lab}:{r.device}", extra={**r.extra, "machine": lab})
+            for rep, lab in zip(reports, final, strict=True) for r in rep.rows]
     warnings, notes = _warnings_and_notes(reports, final, sources)
     envs = [r.environment for r in reports]
     elapsed = [r.elapsed_s for r in reports if r.elapsed_s is not None]
     return Report(SCHEMA_VERSION, __version__, time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                  tuple(command or ("infer-compare", "merge")), reports[0].model, _merged_environment(envs, final),
-                  _merged_settings(reports, rows), tuple(rows), tuple(warnings), tuple(notes),
-                  round(sum(elapsed), 2) if elapsed else None, machines=dict(zip(final, envs, strict=True)),
+                  tuple(command or ("infer-compare", "merge")), reports[0].model,
+                  _merged_environment(envs, final), _merged_settings(reports, rows), tuple(rows),
+                  tuple(warnings), tuple(notes), round(sum(elapsed), 2) if elapsed else None,
+                  machines=dict(zip(final, envs, strict=True)),
                   complete=all(r.complete for r in reports),
-                  not_run=tuple(f"{lab}:{x}" for r, lab in zip(reports, final, strict=True) for x in r.not_run),
-                  incomplete_reason="; ".join(f"{lab}: {r.incomplete_reason}" for r, lab in zip(reports, final,
-                                              strict=True) if not r.complete))
+                  not_run=tuple(f"{lab}:{x}"
+                                for r, lab in zip(reports, final, strict=True) for x in r.not_run),
+                  incomplete_reason="; ".join(f"{lab}: {r.incomplete_reason}"
+                                              for r, lab in zip(reports, final, strict=True)
+                                              if not r.complete))
 
 
 # what a results folder holds: results.<format>, and the gates' verdict

@@ -72,7 +72,8 @@ def _svg(fig, salt: str) -> str:
     m = re.match(r'<svg([^>]*?) width="([\d.]+)pt" height="([\d.]+)pt"', s)
     if m:
         w = float(m.group(2))
-        s = s.replace(m.group(0), f'<svg{m.group(1)} style="max-width:{w * 4 / 3:.0f}px;width:100%;height:auto"', 1)
+        s = s.replace(m.group(0),
+                      f'<svg{m.group(1)} style="max-width:{w * 4 / 3:.0f}px;width:100%;height:auto"', 1)
     return s
 
 
@@ -114,8 +115,8 @@ def latency_distribution(rep: Report) -> tuple[str, str] | None:
         ax.set_xscale("log")
     ax.set_xlabel("latency per call, ms (batch 1)")
     _style(ax)
-    caption = ("Latency of every timed call at batch 1, from the raw samples. Box: 25th–75th percentile, red line: "
-               "median, whiskers: 1st–99th percentile, ×: slowest call. Rows sorted by median"
+    caption = ("Latency of every timed call at batch 1, from the raw samples. Box: 25th–75th percentile, "
+               "red line: median, whiskers: 1st–99th percentile, ×: slowest call. Rows sorted by median"
                + (", log scale." if ax.get_xscale() == "log" else "."))
     return _svg(fig, "lat"), caption
 
@@ -145,8 +146,8 @@ def throughput_vs_batch(rep: Report) -> tuple[str, str] | None:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _style(ax)
-    return _svg(fig, "thr"), ("Throughput (images per second of wall time in the measured loop) against batch size, "
-                              "one line per backend, format, precision and device.")
+    return _svg(fig, "thr"), ("Throughput (images per second of wall time in the measured loop) against "
+                              "batch size, one line per backend, format, precision and device.")
 
 
 def _quality_measure(rep: Report, rows: list[RunRecord]):
@@ -154,7 +155,8 @@ def _quality_measure(rep: Report, rows: list[RunRecord]):
     if all(r.parity.accuracy is not None for r in rows):  # type: ignore[union-attr]
         return (lambda r: 100.0 * r.parity.accuracy, "accuracy on labelled data, %",
                 "accuracy on the labelled test set", 0.005)
-    if rep.model.meaningful_top1 and all(r.parity.top1_agreement is not None for r in rows):  # type: ignore[union-attr]
+    if rep.model.meaningful_top1 and all(r.parity.top1_agreement is not None  # type: ignore[union-attr]
+                                         for r in rows):
         return (lambda r: 100.0 * r.parity.top1_agreement, "top-1 agreement with PyTorch FP32, %",
                 "top-1 agreement with the PyTorch FP32 reference", 0.005)
     return (lambda r: r.parity.cosine_mean, "mean cosine similarity to PyTorch FP32",
@@ -171,16 +173,19 @@ def _label_points(ax, pts: list, front: set[int], log_x: bool) -> None:
     placed: list[tuple[float, float, int]] = []
     for i in sorted(range(len(pts)), key=lambda k: (xpos[k], -pts[k][1])):
         x, y, r = pts[i]
-        near = [lvl for (px, py, lvl) in placed if abs(px - xpos[i]) < 0.25 * xspan and abs(py - y) < 0.08 * yspan]
+        near = [lvl for (px, py, lvl) in placed
+                if abs(px - xpos[i]) < 0.25 * xspan and abs(py - y) < 0.08 * yspan]
         level = 0
         while level in near:
             level += 1
         placed.append((xpos[i], y, level))
         ax.annotate(_short(r), (x, y), textcoords="offset points", xytext=(6, 4 + 11 * level), fontsize=7.5,
                     color="#222" if i in front else "#777")
-        if level:  # a leader line to the label's corner: an arrow on an empty text is not clipped to the text's box
-            ax.annotate("", (x, y), textcoords="offset points", xytext=(5, 3 + 11 * level),  # (0.3 s of a report's
-                        arrowprops={"arrowstyle": "-", "color": "#bbb", "linewidth": 0.6,  # 0.6 s of plots did that)
+        # a leader line to the label's corner: an arrow on an empty text is not clipped to the text's box
+        # (0.3 s of a report's 0.6 s of plots did that)
+        if level:
+            ax.annotate("", (x, y), textcoords="offset points", xytext=(5, 3 + 11 * level),
+                        arrowprops={"arrowstyle": "-", "color": "#bbb", "linewidth": 0.6,
                                     "shrinkA": 0, "shrinkB": 2})
 
 
@@ -188,10 +193,11 @@ def _scatter_front(ax, pts: list, front: set[int]) -> None:
     on = [p for i, p in enumerate(pts) if i in front]
     off = [p for i, p in enumerate(pts) if i not in front]
     if off:
-        ax.scatter([p[0] for p in off], [p[1] for p in off], s=30, color="#9aa7b4", label="dominated", zorder=2)
+        ax.scatter([p[0] for p in off], [p[1] for p in off], s=30, color="#9aa7b4", label="dominated",
+                   zorder=2)
     fr = sorted(on, key=lambda p: p[0])
-    ax.plot([p[0] for p in fr], [p[1] for p in fr], "-", drawstyle="steps-post", color="#c0392b", linewidth=1.2,
-            zorder=2)
+    ax.plot([p[0] for p in fr], [p[1] for p in fr], "-", drawstyle="steps-post", color="#c0392b",
+            linewidth=1.2, zorder=2)
     ax.scatter([p[0] for p in fr], [p[1] for p in fr], s=46, color="#c0392b", label="Pareto front", zorder=3)
 
 
@@ -223,8 +229,8 @@ def quality_vs_latency(rep: Report) -> tuple[str, str] | None:
     ax.margins(x=0.15)
     ax.legend(fontsize=8, frameon=False, loc="best")
     _style(ax)
-    cap = (f"{what[0].upper() + what[1:]} against median latency at batch 1. Red: the Pareto front (no other row is "
-           f"both faster and at least as good; differences below {tol:g} count as ties).")
+    cap = (f"{what[0].upper() + what[1:]} against median latency at batch 1. Red: the Pareto front (no "
+           f"other row is both faster and at least as good; differences below {tol:g} count as ties).")
     if span == 0:
         cap += " Every row has the same value here."
     return _svg(fig, "pareto"), cap

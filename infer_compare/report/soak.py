@@ -25,7 +25,8 @@ def sparkline(values: list[float | None], width: int = SPARK_WIDTH) -> str:
         return ""
     if len(values) > width:
         step = len(values) / width
-        buckets = [[v for v in values[int(i * step):int((i + 1) * step)] if v is not None] for i in range(width)]
+        buckets = [[v for v in values[int(i * step):int((i + 1) * step)] if v is not None]
+                   for i in range(width)]
         values = [sum(b) / len(b) if b else None for b in buckets]
     lo, hi = min(vals), max(vals)
     span = (hi - lo) or 1.0
@@ -36,7 +37,8 @@ def sparkline(values: list[float | None], width: int = SPARK_WIDTH) -> str:
 def _ratio(v: float | None, slope: float | None) -> str:
     if v is None:
         return "–"
-    return f"×{v:.3f}" + (f" ({0.0 if abs(slope) < 0.005 else slope:+.2f} %/min)" if slope is not None else "")
+    return f"×{v:.3f}" + (f" ({0.0 if abs(slope) < 0.005 else slope:+.2f} %/min)"
+                          if slope is not None else "")
 
 
 def summary_line(res: Any) -> str:
@@ -95,17 +97,18 @@ def print_soak(rep: Report, console: Any = None) -> None:
     for r in common.failures(rep):
         con.print(f"[red]{r.status}[/] {esc(r.label)}: {esc(r.reason)}")
     for what, reason, hint in common.grouped_skips(rep):
-        con.print(f"  [dim]skipped {esc(what)}[/]: {esc(reason)}" + (f"\n      [cyan]→ {esc(hint)}[/]" if hint else ""))
+        con.print(f"  [dim]skipped {esc(what)}[/]: {esc(reason)}"
+                  + (f"\n      [cyan]→ {esc(hint)}[/]" if hint else ""))
 
 
-WINDOW_COLUMNS = ("window", "start s", "end s", "calls", "img/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "RSS MB",
-                  "GPU MiB", "max °C")
+WINDOW_COLUMNS = ("window", "start s", "end s", "calls", "img/s", "p50 ms", "p90 ms", "p99 ms", "max ms",
+                  "RSS MB", "GPU MiB", "max °C")
 
 
 def window_cells(w: Any) -> list[str]:
     f = common.fmt_num
-    return [str(w.index + 1), f"{w.start_s:.1f}", f"{w.end_s:.1f}", f"{w.calls:,}", f(w.throughput), f(w.p50_ms),
-            f(w.p90_ms), f(w.p99_ms), f(w.max_ms), f(w.rss_mb), f(w.gpu_memory_mib),
+    return [str(w.index + 1), f"{w.start_s:.1f}", f"{w.end_s:.1f}", f"{w.calls:,}", f(w.throughput),
+            f(w.p50_ms), f(w.p90_ms), f(w.p99_ms), f(w.max_ms), f(w.rss_mb), f(w.gpu_memory_mib),
             f(max(w.temperatures_c.values())) if w.temperatures_c else "–"]
 
 
@@ -125,7 +128,8 @@ def html_section(rep: Report) -> str:
     ok, why = plots.available()
     out = ['<h2 id="soak">Soak</h2>']
     for i, res in enumerate(rep.soak):
-        out.append(f"<h3>{escape(res.label)}</h3><p>{escape(headline(res))}.<br>{escape(summary_line(res))}.</p>")
+        out.append(f"<h3>{escape(res.label)}</h3><p>{escape(headline(res))}.<br>"
+                   f"{escape(summary_line(res))}.</p>")
         if res.sensors:
             out.append(f'<p class="muted">Sensors: {escape("; ".join(res.sensors))}.</p>')
         fig = None
@@ -133,12 +137,15 @@ def html_section(rep: Report) -> str:
             try:
                 fig = soak_figure(res, f"soak{i}")
             except Exception as e:  # one bad plot must not cost the whole report
-                out.append(f'<p class="warn">Soak plot not drawn ({escape(type(e).__name__)}: {escape(str(e))})</p>')
+                out.append(f'<p class="warn">Soak plot not drawn ({escape(type(e).__name__)}: '
+                           f'{escape(str(e))})</p>')
         if fig is not None:
             out.append(f"<figure>{fig[0]}<figcaption>{escape(fig[1])}</figcaption></figure>")
-        out.append(f"<details><summary>{len(res.windows)} windows</summary><div class=\"tablewrap\"><table><thead><tr>"
+        out.append(f"<details><summary>{len(res.windows)} windows</summary>"
+                   "<div class=\"tablewrap\"><table><thead><tr>"
                    + "".join(f"<th>{escape(c)}</th>" for c in WINDOW_COLUMNS) + "</tr></thead><tbody>")
-        out += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in window_cells(w)) + "</tr>" for w in res.windows]
+        out += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in window_cells(w)) + "</tr>"
+                for w in res.windows]
         out.append("</tbody></table></div></details>")
     if not ok:
         out.append(f'<p class="warn">Soak plots are omitted: {escape(why)}.</p>')
@@ -175,11 +182,12 @@ def soak_figure(res: Any, salt: str) -> tuple[str, str] | None:
     _soak_memory(axes[2], t, ws)
     if temps or clocks:
         _soak_sensors(axes[3], t, ws, temps, clocks)
-    axes[-1].set_xlabel("time since the soak began, " + ("min" if minutes else "s") + " (middle of each window)")
+    axes[-1].set_xlabel("time since the soak began, " + ("min" if minutes else "s")
+                        + " (middle of each window)")
     for ax in axes:
         plots._style(ax)
-    cap = (f"{res.label}: one point per window of {res.window_s:g} s over {len(ws)} windows. Latency percentiles "
-           "and throughput per window; RSS of the soaking process at each window's end")
+    cap = (f"{res.label}: one point per window of {res.window_s:g} s over {len(ws)} windows. Latency "
+           "percentiles and throughput per window; RSS of the soaking process at each window's end")
     cap += (", with the GPU's used memory" if any(w.gpu_memory_mib is not None for w in ws) else "")
     cap += ("; temperatures and clocks as read at each window's end." if temps or clocks else ".")
     return plots._svg(fig, salt), cap
@@ -188,15 +196,16 @@ def soak_figure(res: Any, salt: str) -> tuple[str, str] | None:
 def _soak_memory(ax, t: list[float], ws: list) -> None:
     rss = [(x, w.rss_mb) for x, w in zip(t, ws, strict=True) if w.rss_mb is not None]
     if rss:
-        ax.plot([x for x, _ in rss], [y for _, y in rss], marker="o", markersize=3, linewidth=1.3, color="#6a1b9a",
-                label="RSS, MB")
+        ax.plot([x for x, _ in rss], [y for _, y in rss], marker="o", markersize=3, linewidth=1.3,
+                color="#6a1b9a", label="RSS, MB")
     gpu = [(x, w.gpu_memory_mib) for x, w in zip(t, ws, strict=True) if w.gpu_memory_mib is not None]
     if gpu:
-        ax.plot([x for x, _ in gpu], [y for _, y in gpu], marker="^", markersize=3, linewidth=1.0, color="#ef6c00",
-                label="GPU used, MiB")
+        ax.plot([x for x, _ in gpu], [y for _, y in gpu], marker="^", markersize=3, linewidth=1.0,
+                color="#ef6c00", label="GPU used, MiB")
     ax.set_ylabel("MB" if not gpu else "MB / MiB")
     ys = [y for _, y in rss + gpu]
-    if ys and max(ys) - min(ys) < 0.05 * max(ys):  # at least 5 % of the level: noise must not look like a leak
+    # at least 5 % of the level: noise must not look like a leak
+    if ys and max(ys) - min(ys) < 0.05 * max(ys):
         mid, half = (max(ys) + min(ys)) / 2, 0.025 * max(ys)
         ax.set_ylim(mid - half, mid + half)
     if rss or gpu:
@@ -214,8 +223,8 @@ def _soak_sensors(ax, t: list[float], ws: list, temps: list[str], clocks: list[s
         ax2 = ax.twinx()
         for j, k in enumerate(clocks[:4]):
             pts = [(x, w.clocks_mhz[k]) for x, w in zip(t, ws, strict=True) if k in w.clocks_mhz]
-            ax2.plot([x for x, _ in pts], [y for _, y in pts], linewidth=1.0, linestyle="--", label=f"{k}, MHz",
-                     color=f"C{(len(hottest) + j) % 10}")
+            ax2.plot([x for x, _ in pts], [y for _, y in pts], linewidth=1.0, linestyle="--",
+                     label=f"{k}, MHz", color=f"C{(len(hottest) + j) % 10}")
         ax2.set_ylabel("MHz")
         h2, l2 = ax2.get_legend_handles_labels()
         handles, labels = handles + h2, labels + l2
