@@ -19,6 +19,10 @@ again, no row is disturbed: a shared machine whose load is known, a test suite o
 
 Sensors, read after each window where they are readable: the GPU's SM clock and temperature (NVML) for a
 CUDA row, the mean clock of this process's CPUs (cpufreq) for every row.
+
+Measured on an idle one-GPU H200 host (16 vCPUs), a spinning process read in windows of 0.067 s: 1 of 120
+windows disturbed (others' ticks 0 in 105, 1 in 13), the same with a busy child of its own (its time is the
+tool's); beside one busy process of another user, or a ``nice -n 19`` one, 100 of 100.
 """
 
 from __future__ import annotations
@@ -114,6 +118,8 @@ class LoadMeter:
         return time.perf_counter(), cpu_ticks(), own_ticks("self", self._tasks)
 
     def start(self) -> None:
+        if self.device.startswith("cuda") and self._gpu is None:  # NVML opened before the loop, not in it
+            self._gpu = _GpuClock(device_index(self.device))
         self._tasks = spawning_tasks()
         self._t0 = self._now()
 
