@@ -146,7 +146,7 @@ class Runner:
         inputs = [self.prepare(batch) for _ in range(n)]
         w = run_threads([lambda x=x: self.run(x) for x in inputs], count(batch), settings)
         return result(w, n, "threads", f"{n} threads, each calling run() on its own input "
-                      "(the runner's default)",
+                                       "(the runner's default)",
                       outputs=self.to_numpy(w.last))
 
     @property

@@ -93,7 +93,8 @@ class ExecutedGraph:
                               f"{g.describe('cast')}")
 
     def _describe_cpu_int8(self, n_integer: int) -> None:
-        """The file's scheme and weight range, and what this CPU's integer kernels do with them (host/cpu_int8.py)."""
+        """The file's scheme and weight range, and what this CPU's integer kernels do with them
+        (host/cpu_int8.py)."""
         r = getattr(self, "_recipe", None) or {}
         if not r or getattr(self, "_cuda", False):
             return

@@ -67,11 +67,10 @@ class _FromOnnx(Exporter):
     def probe(cls) -> Availability:
         for m in ("onnx", "onnxruntime"):
             if not deps.has(m):
-                return Availability(False, f"'{m}' is not installed (the fp16 and int8 "
-                                    "ONNX files are converted "
-                                           "with ONNX Runtime's tools)", deps.hint(m))
+                return Availability(False, f"'{m}' is not installed (the fp16 and int8 ONNX files are "
+                                           "converted with ONNX Runtime's tools)", deps.hint(m))
         return Availability(True, version=f"onnxruntime {deps.version('onnxruntime')}, "
-                            f"onnx {deps.version('onnx')}")
+                                          f"onnx {deps.version('onnx')}")
 
     @classmethod
     def cache_extras(cls, ctx: ExportContext, precision: str) -> dict[str, Any]:
@@ -192,7 +191,8 @@ class OnnxInt8Exporter(_FromOnnx):
         o = _recipe(ctx, precision)
         reduce, why = _reduce_range(o)
         if precision == TRT_INT8:
-            why = "off: the TensorRT form (symmetric int8 Q/DQ with full 8-bit weights; GPUs accumulate in int32)"
+            why = ("off: the TensorRT form (symmetric int8 Q/DQ with full 8-bit weights; "
+                   "GPUs accumulate in int32)")
         bits = 7 if reduce else 8
         path = out_dir / "model.onnx"
         with tempfile.TemporaryDirectory(prefix="ort-qdq-") as tmp:
@@ -280,7 +280,8 @@ def _csv(text: str) -> list[str]:
 
 
 def _prep_notes(asked: str, excluded: list[str], before: dict[str, Any]) -> list[str]:
-    """What was done to the file before quantizing it: nodes left out on request, sizes fixed, opset converted."""
+    """What was done to the file before quantizing it: nodes left out on request, sizes fixed, opset
+    converted."""
     notes = []
     if excluded:
         notes.append(f"left unquantized (--onnx-int8-exclude {asked}): {len(excluded)} node(s), "

@@ -47,7 +47,8 @@ class GraphSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.total,
-                **{c: dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))) for c, ops in self.by_class.items()}}
+                **{c: dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
+                   for c, ops in self.by_class.items()}}
 
     def describe(self, cls: str) -> str:
         ops = self.by_class.get(cls)

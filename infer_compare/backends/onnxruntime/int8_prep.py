@@ -53,7 +53,8 @@ def _set_sizes(m, calib) -> dict[str, str]:
         dims = vi.type.tensor_type.shape.dim
         if a is None or a.ndim != len(dims):
             continue
-        free = [i for i, d in enumerate(dims) if i and not d.HasField("dim_value") and d.dim_param not in batch]
+        free = [i for i, d in enumerate(dims)
+                if i and not d.HasField("dim_value") and d.dim_param not in batch]
         for i in free:
             dims[i].dim_value = int(a.shape[i])
         if free:

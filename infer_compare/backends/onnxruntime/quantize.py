@@ -43,7 +43,8 @@ def pre_process(q, src: str, pre: Path) -> str:
     except Exception:
         raise first from None
     why = str(first).strip().splitlines()[0][:120] if str(first).strip() else type(first).__name__
-    return f"quant_pre_process, skip_symbolic_shape (its symbolic shape inference failed on this graph: {why})"
+    return ("quant_pre_process, skip_symbolic_shape "
+            f"(its symbolic shape inference failed on this graph: {why})")
 
 
 @contextlib.contextmanager
@@ -97,7 +98,8 @@ def calibrate(q, pre: Path, calib, method: str, tmp: Path, layout: dict | None =
     n = count(calib)
     for i in range(0, n - (n % step if fixed else 0), step):
         if is_multi(calib):  # several inputs: each by name, in its own dtype
-            feed = Layout.from_dict(layout).to_model({k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()})
+            feed = Layout.from_dict(layout).to_model(
+                {k: np.ascontiguousarray(v[i:i + step]) for k, v in calib.items()})
         else:
             feed = {name: np.ascontiguousarray(calib[i:i + step], dtype=np.float32)}
         cal.collect_data(_Batches([feed]))

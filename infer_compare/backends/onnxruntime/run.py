@@ -88,15 +88,15 @@ class OnnxRuntimeRunner(ExecutedGraph, Runner):
     def supports(cls, fmt: str, precision: str, device: str) -> Availability:
         if not device.startswith("cuda"):
             if precision == "tf32":
-                return Availability(False, "TF32 is a CUDA math mode; ONNX Runtime's CPU provider runs "
-                                    "the fp32 row")
+                return Availability(False, "TF32 is a CUDA math mode; "
+                                           "ONNX Runtime's CPU provider runs the fp32 row")
             return Availability(True)
         if precision == "int8":
             return Availability(False, "the CUDA EP has no int8 convolution kernels (a QDQ file would run "
                                        "dequantized in float); int8 on NVIDIA GPUs: the TensorRT rows")
         if precision not in CUDA_PRECISIONS:
             return Availability(False, f"ONNX Runtime CUDA runs {', '.join(CUDA_PRECISIONS)}, "
-                                f"not {precision}")
+                                       f"not {precision}")
         return Availability(True)
 
     # ------------------------------------------------------------------ lifecycle

@@ -71,9 +71,8 @@ class OnnxRuntimeTensorRTRunner(OnnxRuntimeRunner):
     def supports(cls, fmt: str, precision: str, device: str) -> Availability:
         if precision not in PRECISIONS:
             return Availability(False, f"the TensorRT EP rows are {', '.join(PRECISIONS)} "
-                                "(fp32/tf32 from the fp32 "
-                                       "ONNX, fp16 from the fp16 ONNX, int8 from the QDQ ONNX), "
-                                       f"not {precision}")
+                                       "(fp32/tf32 from the fp32 ONNX, fp16 from the fp16 ONNX, "
+                                       f"int8 from the QDQ ONNX), not {precision}")
         return Availability(True)
 
     def load(self) -> None:

@@ -15,7 +15,7 @@ RUNTIME = Runtime(
     ),
     libraries=(
         Library("openvino", ("openvino",), "pip install 'infer-compare[openvino]'"),
-        Library("nncf", ("nncf",), "pip install 'infer-compare[openvino]'  (nncf brings "
-                "OpenVINO int8 quantization)"),
+        Library("nncf", ("nncf",),
+                "pip install 'infer-compare[openvino]'  (nncf brings OpenVINO int8 quantization)"),
     ),
 )

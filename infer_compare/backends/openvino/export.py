@@ -129,4 +129,5 @@ def frontend_failure(e: BaseException) -> str | None:
     skip = ("Check ", "FrontEnd API", "Model wasn't", "--", "[ONNX", "While validating", "Summary",
             "Exception from")
     why = next((ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(skip)), "")
-    return f"OpenVINO's ONNX frontend cannot convert {failed.group(1).strip()}" + (f" ({why[:160]})" if why else "")
+    return (f"OpenVINO's ONNX frontend cannot convert {failed.group(1).strip()}"
+            + (f" ({why[:160]})" if why else ""))

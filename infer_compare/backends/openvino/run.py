@@ -60,7 +60,8 @@ def _cpu_caps() -> tuple[list[str], str]:
     import openvino as ov
 
     core = ov.Core()
-    return list(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")), str(core.get_property("CPU", "FULL_DEVICE_NAME"))
+    return (list(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")),
+            str(core.get_property("CPU", "FULL_DEVICE_NAME")))
 
 
 def _type_name(t: Any) -> str:
@@ -77,7 +78,8 @@ _ISA_TOKENS = (("amx", "AMX"), ("avx512_core_vnni", "AVX-512 VNNI"), ("avx2_vnni
 
 
 def int8_kernel_isa(primitives: Counter | dict) -> str:
-    """The instruction set of the int8 kernels oneDNN chose, from their primitiveType names ("" when none says)."""
+    """The instruction set of the int8 kernels oneDNN chose, from their primitiveType names ("" when none
+    says)."""
     found = [name for tok, name in _ISA_TOKENS if any(tok in p.lower() for p in primitives)]
     return found[0] if found else ""
 
@@ -132,9 +134,8 @@ class OpenVinoRunner(Runner):
     @classmethod
     def supports(cls, fmt: str, precision: str, device: str) -> Availability:
         if fmt == "onnx" and precision != "int8":
-            return Availability(False, "OpenVINO runs only the int8 (QDQ) ONNX file, as a "
-                                "second int8 route; its "
-                                       "float rows run its own IR (format openvino)")
+            return Availability(False, "OpenVINO runs only the int8 (QDQ) ONNX file, as a second int8 route; "
+                                       "its float rows run its own IR (format openvino)")
         need = CAPS.get(precision)
         if need:
             try:

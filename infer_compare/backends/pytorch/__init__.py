@@ -25,9 +25,9 @@ RUNTIME = Runtime(
                    preload=(*_PRELOAD, "?torch._inductor.compile_fx"), traced_loads=2),
     ),
     libraries=(
-        Library("torch", ("torch",), "pip install 'infer-compare[torch]'  (PyTorch: see "
-                "pytorch.org for the build "
-                                     "for your CUDA; on a Jetson, NVIDIA's PyTorch wheel for its JetPack)"),
+        Library("torch", ("torch",),
+                "pip install 'infer-compare[torch]'  (PyTorch: see pytorch.org for the build for your CUDA; "
+                "on a Jetson, NVIDIA's PyTorch wheel for its JetPack)"),
         Library("torchvision", ("torchvision",), "pip install 'infer-compare[torch]'"),
         Library("onnx", ("onnx",), "pip install 'infer-compare[torch]'  (or: pip install onnx)"),
         Library("onnxscript", ("onnxscript",), "pip install onnxscript"),

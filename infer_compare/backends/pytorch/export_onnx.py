@@ -60,7 +60,8 @@ class OnnxExporter(Exporter):
                 _export_dynamo(model, xs, path, _dim_max(ctx), names)
                 used = "dynamo"
             except Exception as e:  # fall back below
-                errors.append(f"dynamo exporter: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+                errors.append(f"dynamo exporter: {type(e).__name__}: "
+                              f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}")
                 for p in out_dir.iterdir():
                     p.unlink()
         if used is None:

@@ -66,14 +66,14 @@ def _probe_cuda(device: str) -> Availability:
             build = torch.version.cuda
             why = ("this PyTorch is a CPU-only build" if not build
                    else f"PyTorch (CUDA {build}) sees no usable CUDA device (driver missing or too old?)")
-            return Availability(False, why, "install a CUDA build of PyTorch "
-                                "(pytorch.org) and the NVIDIA driver",
+            return Availability(False, why, "install a CUDA build of PyTorch (pytorch.org) "
+                                            "and the NVIDIA driver",
                                 version=v)
         n = torch.cuda.device_count()
         idx = device_index(device)
         if idx >= n:
-            return Availability(False, f"{device} does not exist (PyTorch sees {n} CUDA "
-                                "device(s))", version=v)
+            return Availability(False, f"{device} does not exist "
+                                       f"(PyTorch sees {n} CUDA device(s))", version=v)
         return Availability(True, version=v, devices=tuple(f"cuda:{i}" for i in range(n)),
                             details={"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()})
     except Exception as e:

@@ -156,7 +156,8 @@ class CudaRows:
         return round(time.perf_counter() - t0 - (gpu_turn.waited() - w0), 2)  # less any wait for the GPU
 
     def _capture(self, static_in) -> tuple[Any, Any]:
-        """Warm up on ``static_in`` (cuDNN autotuning) and capture one call into a CUDA graph: (graph, output)."""
+        """Warm up on ``static_in`` (cuDNN autotuning) and capture one call into a CUDA graph: (graph,
+        output)."""
         import torch
 
         s = torch.cuda.Stream(self._dev)
@@ -204,10 +205,12 @@ class CudaRows:
             "dtype": str(self._dtype).replace("torch.", ""), "cuda_graphs": bool(opts.cuda_graphs),
             "io": "host" if self._host_io else "device",
             "io_detail": ("pinned host input and output: H2D copy, model, D2H copy inside each timed call"
-                          if self._host_io else "device-resident input and output (copied to the GPU before "
-                          "timing; no host copies in the timed call)"),
-            "before_first_call": before, "device_events": f"torch.cuda.Event ring of {RING_CALLS} calls, "
-                                                          "created at load, read after the loop",
+                          if self._host_io
+                          else "device-resident input and output (copied to the GPU before timing; "
+                               "no host copies in the timed call)"),
+            "before_first_call": before,
+            "device_events": f"torch.cuda.Event ring of {RING_CALLS} calls, created at load, "
+                             "read after the loop",
             **cuda_facts_torch(self.device),
         }
         self._compile_notes(mode)
@@ -220,7 +223,8 @@ class CudaRows:
         if self.compiled and shape is not None and len(shape) == 4:
             self._compile_s = self._warm_compile(shape)
             what = "compiled and recorded its CUDA graphs" if self._mark_step is not None else "compiled"
-            return f"torch.compile ({mode}) {what} in load() on {WARM_CALLS} calls on a zero batch of the measured shape"
+            return (f"torch.compile ({mode}) {what} in load() on {WARM_CALLS} calls "
+                    "on a zero batch of the measured shape")
         if reshaped_from is not None:
             return (f"nothing at this shape: the model, loaded for batch {reshaped_from} in this process, "
                     "has not run at this batch size before the first timed call")
@@ -233,7 +237,8 @@ class CudaRows:
             self.notes.append(f"eager model captured into a CUDA graph in load() ({WARM_CALLS} warm-up calls "
                               "and the capture on a zero batch, inside the load time); each timed call is "
                               "one replay, the first timed call the first replay")
-            return f"CUDA graph captured in load(): {WARM_CALLS} warm-up calls and the capture on a zero batch"
+            return (f"CUDA graph captured in load(): {WARM_CALLS} warm-up calls "
+                    "and the capture on a zero batch")
         return "nothing: the model has not run before the first timed call"
 
     def _cuda_rebatch(self, batch_size: int) -> bool:
@@ -251,7 +256,8 @@ class CudaRows:
         self.meter.start()
         self.events = TorchEventRing(torch, torch.cuda.current_stream(self._dev))
         self.notes = list(self._load_notes)
-        self.settings["before_first_call"] = self._before_first_call(self._opts, self._mode, reshaped_from=before)
+        self.settings["before_first_call"] = self._before_first_call(self._opts, self._mode,
+                                                                     reshaped_from=before)
         self._compile_notes(self._mode)
         return True
 

@@ -28,7 +28,8 @@ def on_device(x: Any, device: Any) -> Any:
 
 
 def to_host(out: Any) -> Any:
-    """The model's outputs (a tensor, or a tuple/list/dict of them, nested) copied to the host without blocking."""
+    """The model's outputs (a tensor, or a tuple/list/dict of them, nested) copied to the host without
+    blocking."""
     if hasattr(out, "is_floating_point"):  # a tensor: the one-output path
         return out.to("cpu", non_blocking=True)
     if isinstance(out, dict):

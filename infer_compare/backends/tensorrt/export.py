@@ -133,7 +133,8 @@ def check_symmetric_int8(source: str) -> None:
                                   "rebuild it with --onnx-int8-scheme S8S8")
 
 
-def parse_network(builder: trt.Builder, source: str, log: TrtLog) -> tuple[trt.INetworkDefinition, dict[str, Any]]:
+def parse_network(builder: trt.Builder, source: str,
+                  log: TrtLog) -> tuple[trt.INetworkDefinition, dict[str, Any]]:
     """The strongly typed network of the ONNX file, and what was learnt about it."""
     import tensorrt as trt
 

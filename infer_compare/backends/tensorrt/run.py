@@ -177,7 +177,8 @@ class TensorRTRunner(Runner):
             self.profile["matched"] = "inputs and outputs by name (the engine keeps the ONNX names)"
 
     def _bind(self, context: trt.IExecutionContext, cuda: CudaBuffers) -> Slot:
-        """``context`` on the selected profile and shapes, with its own pinned and device buffers on ``cuda``."""
+        """``context`` on the selected profile and shapes, with its own pinned and device buffers on
+        ``cuda``."""
         return bind(self.engine, context, cuda, self._profile_index, self._shapes, self._outputs, self._log)
 
     def _device_memory_mib(self) -> float | None:
@@ -226,7 +227,8 @@ class TensorRTRunner(Runner):
             raise RunnerError(str(e)) from None
         xs = []
         for buf, a in zip(self.slot.ins, arrays, strict=True):
-            x = np.ascontiguousarray(a, dtype=buf.host.dtype) if np.ndim(a) else np.array(a, dtype=buf.host.dtype)
+            x = (np.ascontiguousarray(a, dtype=buf.host.dtype) if np.ndim(a)
+                 else np.array(a, dtype=buf.host.dtype))
             if tuple(x.shape) != tuple(buf.host.shape):
                 raise RunnerError("the runner was loaded for input "
                                   f"'{buf.name}' {tuple(buf.host.shape)}, got {tuple(x.shape)}")
@@ -286,7 +288,8 @@ class TensorRTRunner(Runner):
         extra: list[Slot] = []
         try:
             for _ in range(n - 1):
-                ctx = self.engine.create_execution_context(trt.ExecutionContextAllocationStrategy.ON_PROFILE_CHANGE)
+                ctx = self.engine.create_execution_context(
+                    trt.ExecutionContextAllocationStrategy.ON_PROFILE_CHANGE)
                 if ctx is None:
                     raise RunnerError(f"TensorRT could not create execution context #{len(extra) + 2}: "
                                       f"{self._log.tail()}")

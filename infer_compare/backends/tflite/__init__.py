@@ -21,9 +21,8 @@ RUNTIME = Runtime(
         Library("ai_edge_litert", ("ai-edge-litert",),
                 "pip install 'infer-compare[tflite]'  (ai-edge-litert)"),
         Library("tflite_runtime", ("tflite-runtime",), "pip install tflite-runtime  (needs numpy<2)"),
-        Library("litert_torch", ("litert-torch",), "pip install 'infer-compare[tflite-export]'  "
-                "(litert-torch)",
-                record_version=False),
+        Library("litert_torch", ("litert-torch",),
+                "pip install 'infer-compare[tflite-export]'  (litert-torch)", record_version=False),
         Library("pycoral", ("pycoral",), "install pycoral and libedgetpu from Coral's package repository "
                                          "(coral.ai/software)"),
     ),

@@ -181,4 +181,5 @@ def match_outputs(model_shapes: list[tuple[int, ...]], file_shapes: list[tuple[i
                              f"({', '.join(str(list(s)) for s in file_shapes)})")
         names[free[0]] = name
     moved = [f"{f} -> {n}" for f, n in zip(file_names, names, strict=True)]
-    return [str(n) for n in names], "by shape and order (the converter renames outputs: " + ", ".join(moved) + ")"
+    return [str(n) for n in names], ("by shape and order (the converter renames outputs: "
+                                     + ", ".join(moved) + ")")

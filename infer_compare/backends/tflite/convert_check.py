@@ -65,6 +65,7 @@ def off_by(edge: Any, module: Any, sample: tuple) -> float | None:
 
 
 def checked(edge: Any, module: Any, sample: tuple) -> dict[str, Any]:
-    """The options that record the check: ``off_its_module`` (the error over the largest output), where measured."""
+    """The options that record the check: ``off_its_module`` (the error over the largest output), where
+    measured."""
     err = off_by(edge, module, sample)
     return {} if err is None else {"off_its_module": float(f"{err:.3g}")}

@@ -145,9 +145,8 @@ def io_map(module: Any, sample: tuple, path: str, input_names: list[str], output
     names = list(output_names) if len(output_names) == len(model_outs) else [
         f"output_{i}" for i in range(len(model_outs))] if len(model_outs) > 1 else []
     rec: dict[str, Any] = {"inputs": list(input_names), "channel_last": list(channel_last),
-                           "inputs_matched": "in the model's argument order (kept by "
-                           "litert-torch; shapes checked "
-                                             "at export)"}
+                           "inputs_matched": "in the model's argument order (kept by litert-torch; "
+                                             "shapes checked at export)"}
     if names:
         file_names = [str(d["name"]) for d in outs]
         rec["outputs"], rec["matched"] = match_outputs([tuple(o.shape) for o in model_outs],

@@ -28,7 +28,8 @@ class Delegation:
         if not d:
             return "no op delegated: every op runs in LiteRT's built-in kernels"
         rest = ", ".join(f"{k} {v}" for k, v in sorted(self.builtin.items())) or "none"
-        return f"XNNPACK runs {d} of {self.total} ops in {self.partitions} partition(s); built-in kernels: {rest}"
+        return (f"XNNPACK runs {d} of {self.total} ops in {self.partitions} partition(s); "
+                f"built-in kernels: {rest}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"partitions": self.partitions, "xnnpack": dict(self.delegated), "builtin": dict(self.builtin)}

@@ -49,7 +49,8 @@ _ACT_TYPES = ("int8", "uint8")
 def _type_problem(t: Tensor) -> str | None:
     if t.constant:
         if t.type not in _PARAM_TYPES:
-            return f"constant tensor '{t.name}' is {t.type} (the Edge TPU takes 8-bit tensors, int32 for bias)"
+            return (f"constant tensor '{t.name}' is {t.type} "
+                    "(the Edge TPU takes 8-bit tensors, int32 for bias)")
         return None
     if t.type not in _ACT_TYPES:
         return f"tensor '{t.name}' is {t.type}, not 8-bit quantized (int8/uint8)"
@@ -142,7 +143,8 @@ def describe(pred: dict[str, Any]) -> str:
     """'N of M ops would map to the Edge TPU; the first that would not is X because Y'."""
     n, m = pred["tpu_ops"], pred["total_ops"]
     if pred.get("refused"):
-        return f"0 of {m} ops would map to the Edge TPU: the compiler would refuse the file, {pred['refused']}"
+        return (f"0 of {m} ops would map to the Edge TPU: the compiler would refuse the file, "
+                f"{pred['refused']}")
     first = pred.get("first_cpu_op")
     text = f"{n} of {m} ops would map to the Edge TPU"
     if first:

@@ -30,13 +30,12 @@ _RESIZE = ("Input/output is a 3-dimensional tensor. Depending on input/output si
 _LSTM = "Unidirectional LSTM only."
 SUPPORTED: dict[str, tuple[int, str]] = {
     "ADD": (0, ""), "AVERAGE_POOL_2D": (0, _NO_ACT),
-    "CONCATENATION": (0, _NO_ACT + " If any input is a compile-time constant tensor, there "
-                      "must be only 2 inputs, "
-                         "and this constant tensor must be all zeroes (effectively, a zero-padding op)."),
+    "CONCATENATION": (0, _NO_ACT + " If any input is a compile-time constant tensor, "
+                                   "there must be only 2 inputs, and this constant tensor must be all zeroes "
+                                   "(effectively, a zero-padding op)."),
     "CONV_2D": (0, _SAME_DIL), "DEPTHWISE_CONV_2D": (0, _SAME_DIL), "EXPAND_DIMS": (13, ""),
-    "FULLY_CONNECTED": (0, "Only the default format is supported for fully-connected "
-                        "weights. Output tensor is "
-                           "one-dimensional."),
+    "FULLY_CONNECTED": (0, "Only the default format is supported for fully-connected weights. "
+                           "Output tensor is one-dimensional."),
     "L2_NORMALIZATION": (0, ""), "LOGISTIC": (0, ""), "LSTM": (14, _LSTM),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": (14, _LSTM), "MAXIMUM": (0, ""), "MAX_POOL_2D": (0, _NO_ACT),
     "MEAN": (0, "No reduction in batch dimension. If a z-reduction, the z-dimension must be multiple of 4."),
@@ -50,9 +49,8 @@ SUPPORTED: dict[str, tuple[int, str]] = {
     "RESIZE_BILINEAR": (0, _RESIZE), "RESIZE_NEAREST_NEIGHBOR": (0, _RESIZE), "RSQRT": (14, ""),
     "SLICE": (0, ""), "SOFTMAX": (0, "Supports only 1-D input tensor with a max of 16,000 elements."),
     "SPACE_TO_DEPTH": (0, ""), "SPLIT": (0, "No splitting in batch dimension."), "SQUEEZE": (0, ""),
-    "STRIDED_SLICE": (0, "Supported only when all strides are equal to 1 (that is, "
-                      "effectively a Stride op), and "
-                         "with ellipsis-axis-mask == 0, and new-axis-max == 0."),
+    "STRIDED_SLICE": (0, "Supported only when all strides are equal to 1 (that is, effectively a Stride op), "
+                         "and with ellipsis-axis-mask == 0, and new-axis-max == 0."),
     "SUB": (0, ""), "SUM": (13, "Cannot operate on the batch dimension."), "SQUARED_DIFFERENCE": (14, ""),
     "TANH": (0, ""), "TRANSPOSE": (14, ""), "TRANSPOSE_CONV": (13, ""),
 }
@@ -192,7 +190,8 @@ def _softmax(model: TFLiteModel, op: Operator) -> str | None:
         return None
     if any(d > 1 for d in x.shape[:-1]):
         return f"its input {x.shape} is not a 1-D tensor"
-    return f"its input has {x.shape[-1]} elements (at most 16,000)" if x.shape and x.shape[-1] > 16000 else None
+    return (f"its input has {x.shape[-1]} elements (at most 16,000)"
+            if x.shape and x.shape[-1] > 16000 else None)
 
 
 def _split(model: TFLiteModel, op: Operator) -> str | None:
@@ -215,7 +214,8 @@ def _strided_slice(model: TFLiteModel, op: Operator) -> str | None:
 
 def _prelu(model: TFLiteModel, op: Operator) -> str | None:
     a = _t(model, op, 1)
-    return f"its alpha {a.shape} is not 1-dimensional" if a is not None and any(d > 1 for d in a.shape[:-1]) else None
+    return (f"its alpha {a.shape} is not 1-dimensional"
+            if a is not None and any(d > 1 for d in a.shape[:-1]) else None)
 
 
 _LIMITS: dict[str, Callable[[TFLiteModel, Operator], str | None]] = {
@@ -226,8 +226,8 @@ _LIMITS: dict[str, Callable[[TFLiteModel, Operator], str | None]] = {
     "TRANSPOSE_CONV": lambda m, op: _params_constant(m, op, bias=3),  # inputs: shape, weights, input, bias
     "FULLY_CONNECTED": _fully_connected,
     "MEAN": _reduce, "SUM": _reduce, "REDUCE_MAX": _reduce, "REDUCE_MIN": _reduce,
-    "PAD": _pad, "PACK": lambda m, op: "it packs along the batch "
-    "dimension" if _opt(op, 1, "i", 0) == 0 else None,
+    "PAD": _pad,
+    "PACK": lambda m, op: "it packs along the batch dimension" if _opt(op, 1, "i", 0) == 0 else None,
     "SOFTMAX": _softmax, "SPLIT": _split, "STRIDED_SLICE": _strided_slice, "PRELU": _prelu,
 }
 

@@ -204,9 +204,8 @@ def _int8_note(info: dict) -> str:
     io = info.get("io") or {}
     side = [f"{k} {', '.join(sorted({d['dtype'] for d in io.get(k, [])}))}" for k in ("inputs", "outputs")]
     return ("int8 with float parts, not full-integer (" + "; ".join(info["problems"])
-            + f"; {', '.join(side)}): "
-            "LiteRT runs it on the CPU as it is; the Edge TPU needs a full-integer file and is not "
-            "built from it")
+            + f"; {', '.join(side)}): LiteRT runs it on the CPU as it is; "
+              "the Edge TPU needs a full-integer file and is not built from it")
 
 
 def _architecture(ctx: ExportContext) -> dict | None:

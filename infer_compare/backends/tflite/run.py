@@ -85,8 +85,8 @@ class TFLiteRunner(Runner):
             "interpreter": f"{pkg} {ver}",
             "num_threads": int(self.options.threads) if self.options.threads else None,
             "delegate": "XNNPACK (the interpreter's default CPU delegate)",
-            "batch": f"file batch {self.file_batch}, "
-            f"resized to {b}" if self.file_batch != b else f"file batch {b}",
+            "batch": (f"file batch {self.file_batch}, resized to {b}" if self.file_batch != b
+                      else f"file batch {b}"),
             **self._io_settings(),
         }
         if split is not None:
@@ -179,7 +179,8 @@ class TFLiteRunner(Runner):
 
     # --- inference ------------------------------------------------------------------
     def prepare(self, batch: Any) -> Any:
-        """One array per file input in the file's order, each laid out and quantized as its tensor takes it."""
+        """One array per file input in the file's order, each laid out and quantized as its tensor takes
+        it."""
         try:
             arrays, by_position = feed(self.ins, batch)
         except ValueError as e:
