@@ -1,25 +1,27 @@
 """How much a batch-1 GPU row's speed depends on the process that measures it, and why.
 
-Bare PyTorch loops, nothing of infer-compare's: ResNet-50 (seeded random weights, eval, channels_last), batch 1,
-fp32 and fp16, each measured in ``--windows`` windows of ``--window-s`` seconds with ``--gap-s`` idle between
-them, in ``--procs`` fresh processes per setting. The settings alternate process by process (A B C ... A B C),
-so the machine's drift falls on all of them alike:
+Bare PyTorch loops, nothing of infer-compare's: ResNet-50 (seeded random weights, eval, channels_last), batch
+1, fp32 and fp16, each measured in ``--windows`` windows of ``--window-s`` seconds with ``--gap-s`` idle
+between them, in ``--procs`` fresh processes per setting. The settings alternate process by process (A B C ...
+A B C), so the machine's drift falls on all of them alike:
 
 * ``default``: cudnn.benchmark on, the process placed by the kernel (what a plain loop does);
 * ``nobench``: cudnn.benchmark off (the algorithm picked by heuristics, not by timing in this process);
 * ``pinned``: cudnn.benchmark on, the process pinned to one core (``--core``);
 * ``nobench-pinned``: both;
 * ``beside``: as ``default`` while another process runs batch-32 forward passes on the same GPU;
-* ``graph``: as ``default``, the forward pass captured once as a CUDA graph and replayed (no per-kernel launches).
+* ``graph``: as ``default``, the forward pass captured once as a CUDA graph and replayed (no per-kernel
+  launches).
 
 Per window also: the machine's steal time (``/proc/stat``: CPU time the hypervisor gave to others) and the
 process's involuntary context switches during the window, and the GPU's own time per call (CUDA events around
 the window's calls), which tells launch-bound slowness (host side) from slower kernels.
 
-Each process prints one JSON line: per configuration and window the median ms, the core the measuring thread ran on
-at the window's end, the GPU's SM clock and temperature (NVML) at the window's end, and the cuDNN algorithm
-choice's fingerprint (the kernels' names of one profiled call). The summary gives, per setting and configuration,
-the spread across processes (largest / smallest process median) and inside processes (largest / smallest window).
+Each process prints one JSON line: per configuration and window the median ms, the core the measuring thread
+ran on at the window's end, the GPU's SM clock and temperature (NVML) at the window's end, and the cuDNN
+algorithm choice's fingerprint (the kernels' names of one profiled call). The summary gives, per setting and
+configuration, the spread across processes (largest / smallest process median) and inside processes (largest /
+smallest window).
 
     python benchmarks/gpu/process_spread.py --procs 5 --out spread.json
 """
@@ -123,12 +125,15 @@ def child(a: argparse.Namespace) -> None:
     torch.backends.cudnn.benchmark = "nobench" not in a.setting
     torch.manual_seed(0)
     clocks = _nvml()
-    out: dict = {"setting": a.setting, "pid": os.getpid(), "import_s": round(time.perf_counter() - t_start, 2)}
+    out: dict = {"setting": a.setting, "pid": os.getpid(),
+                 "import_s": round(time.perf_counter() - t_start, 2)}
     with torch.inference_mode():
         for prec in ("fp32", "fp16"):
             dtype = torch.float16 if prec == "fp16" else torch.float32
-            m = torchvision.models.resnet50().eval().to("cuda", dtype=dtype, memory_format=torch.channels_last)
-            x = torch.randn(1, 3, 224, 224, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+            m = torchvision.models.resnet50().eval().to("cuda", dtype=dtype,
+                                                        memory_format=torch.channels_last)
+            x = torch.randn(1, 3, 224, 224, device="cuda", dtype=dtype).contiguous(
+                memory_format=torch.channels_last)
             for _ in range(20):
                 m(x)
             torch.cuda.synchronize()
@@ -159,11 +164,13 @@ with torch.inference_mode():
 
 
 def _run_one(a: argparse.Namespace, setting: str) -> dict | None:
-    cmd = [sys.executable, __file__, "--child", setting, "--windows", str(a.windows), "--window-s", str(a.window_s),
-           "--gap-s", str(a.gap_s), "--warmup-s", str(a.warmup_s), "--core", str(a.core)]
+    cmd = [sys.executable, __file__, "--child", setting, "--windows", str(a.windows),
+           "--window-s", str(a.window_s), "--gap-s", str(a.gap_s), "--warmup-s", str(a.warmup_s),
+           "--core", str(a.core)]
     neighbour = None
     if setting == "beside":
-        neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, "60"], stdout=subprocess.PIPE, text=True)
+        neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, "60"], stdout=subprocess.PIPE,
+                                     text=True)
         neighbour.stdout.readline()
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
