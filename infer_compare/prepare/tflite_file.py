@@ -109,7 +109,8 @@ def load_tflite(path: str, input_shapes: Mapping | None = None,
                          data.get(str(d["name"]), data.get("") if len(ins) == 1 else None)) for d in ins)
     outputs = tuple(_output_spec(d, _batched(d, batch)) for d in outs)
     prec = file_precision(path)
-    fed = ", quantized inputs fed as real values through each tensor scale and zero point" if prec == "int8" else ""
+    fed = (", quantized inputs fed as real values through each tensor scale and zero point"
+           if prec == "int8" else "")
     notes = [f"a TFLite file ({prec}): its reference is LiteRT on the CPU running this file at its own "
              f"precision ({prec}{fed})",
              f"the file has batch {batch}: the reference runs it one sample at a time; rows resize it where "
