@@ -85,7 +85,8 @@ def load(path: Any, *, mmap: bool = False) -> Batch:
 
 
 def digest_update(h: Any, x: Batch | None) -> None:
-    """Feed ``x`` to the hash ``h``: an array's bytes (as before); a dict's names, dtypes, shapes and bytes."""
+    """Feed ``x`` to the hash ``h``: an array's bytes (as before); a dict's names, dtypes, shapes and
+    bytes."""
     if x is None:
         return
     if not is_multi(x):

@@ -1,32 +1,28 @@
 """Content-keyed artifact cache: atomic, verified, safe to share between runs.
 
-``<root>/<kind>/<key>/`` where key = hash of everything that changes the artifact
-(model id, weights hash, input shape and dtype, precision, options, exporter library
-versions; for TensorRT the GPU name and compute capability). Each entry holds the
-artifact files and a ``manifest.json`` with its provenance. Kinds are formats
-(``onnx``, ``openvino``...) and the run's own data (``weights``, ``reference``...);
-all are treated alike.
+``<root>/<kind>/<key>/`` where key = hash of everything that changes the artifact (model id, weights hash,
+input shape and dtype, precision, options, exporter library versions; for TensorRT the GPU name and compute
+capability). Each entry holds the artifact files and a ``manifest.json`` with its provenance. Kinds are
+formats (``onnx``, ``openvino``...) and the run's own data (``weights``, ``reference``...); all are treated
+alike.
 
-Integrity: the manifest records size, sha256 and mtime of every file of the entry
-(``manifest["files"]``). A lookup stats each file and hashes it in full when its size
-or mtime differs from the record, when it is smaller than ``FULL_HASH_BELOW`` bytes
-(reference outputs, small models), or always with ``verify="full"``. An entry that
-fails is never trusted: the reason goes to ``warn`` in one line, the entry is rebuilt,
-and ``Entry.rebuilt_because`` says why.
+Integrity: the manifest records size, sha256 and mtime of every file of the entry (``manifest["files"]``). A
+lookup stats each file and hashes it in full when its size or mtime differs from the record, when it is
+smaller than ``FULL_HASH_BELOW`` bytes (reference outputs, small models), or always with ``verify="full"``. An
+entry that fails is never trusted: the reason goes to ``warn`` in one line, the entry is rebuilt, and
+``Entry.rebuilt_because`` says why.
 
-Atomicity and concurrency: a build writes into a temporary directory beside its final
-place, then renames it into place in one step, so an interrupted export never leaves a
-half artifact that a later run trusts. Builders of one entry take a per-entry lock
-(``filelock``, when installed); without it two runs may both build, and the one that
-loses the rename uses the winner's verified entry and discards its own. A good entry is
-never deleted; a stale or corrupt one is renamed aside before it is replaced (a run
-holding its path then sees the new entry, and files already open stay readable).
+Atomicity and concurrency: a build writes into a temporary directory beside its final place, then renames it
+into place in one step, so an interrupted export never leaves a half artifact that a later run trusts.
+Builders of one entry take a per-entry lock (``filelock``, when installed); without it two runs may both
+build, and the one that loses the rename uses the winner's verified entry and discards its own. A good entry
+is never deleted; a stale or corrupt one is renamed aside before it is replaced (a run holding its path then
+sees the new entry, and files already open stay readable).
 
-Private builds: ``Cache(enabled=False)`` (``--no-cache``) neither reads nor writes the
-cache: it builds into a private temporary directory that lives until ``close()`` (or
-until the Cache is garbage-collected). A cache directory that cannot be written
-(read-only, full, not a directory) gives one warning, and the run goes on the same way:
-entries already there are still used, new ones are built privately.
+Private builds: ``Cache(enabled=False)`` (``--no-cache``) neither reads nor writes the cache: it builds into a
+private temporary directory that lives until ``close()`` (or until the Cache is garbage-collected). A cache
+directory that cannot be written (read-only, full, not a directory) gives one warning, and the run goes on the
+same way: entries already there are still used, new ones are built privately.
 """
 
 from __future__ import annotations
@@ -98,8 +94,10 @@ def verify_files(root: Path, manifest: dict[str, Any], full: bool = False) -> st
     if not isinstance(files, dict):
         return "its manifest records no file hashes (written by an older infer-compare)"
     main = manifest.get("file")
-    if isinstance(main, str) and (os.path.isabs(main) or os.path.normpath(main).split(os.sep)[0] == os.pardir):
-        return f"its main file {main} lies outside the entry (written through a symbolic link by an older infer-compare)"
+    if isinstance(main, str) and (os.path.isabs(main)
+                                  or os.path.normpath(main).split(os.sep)[0] == os.pardir):
+        return (f"its main file {main} lies outside the entry (written through a symbolic link by an older "
+                "infer-compare)")
     for rel, rec in files.items():
         p = root / rel
         try:
@@ -127,8 +125,10 @@ class Entry:
     path: Path
     manifest: dict[str, Any]
     hit: bool  # built earlier (or by a concurrent run) and reused, not built by this call
-    rebuilt_because: str = ""  # why the entry that was there was not trusted; "" if none was there or it was fine
-    private: bool = False  # built outside the shared cache (--no-cache, unwritable cache): lives until Cache.close()
+    # why the entry that was there was not trusted; "" if none was there or it was fine
+    rebuilt_because: str = ""
+    # built outside the shared cache (--no-cache, unwritable cache): lives until Cache.close()
+    private: bool = False
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -149,7 +149,8 @@ def read_entry(path: Path, full: bool = False) -> tuple[Entry | None, str]:
 
 
 def entry_dir(path: str | os.PathLike) -> Path | None:
-    """The entry directory (shared or private) that holds the file ``path``: its nearest parent with a manifest."""
+    """The entry directory (shared or private) that holds the file ``path``: its nearest parent with a
+    manifest."""
     for d in Path(path).parents:
         if (d / MANIFEST).is_file():
             return d
@@ -169,8 +170,8 @@ def _build_into(d: Path, kind: str, key: str, parts: dict[str, Any], build: Call
     t0 = time.perf_counter()
     fields = build(d) or {}
     manifest = {**fields, "key": key, "kind": kind, "parts": parts,
-                "build_s": round(time.perf_counter() - t0, 3), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "files": describe_files(d)}
+                "build_s": round(time.perf_counter() - t0, 3),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": describe_files(d)}
     (d / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str))
     return manifest
 
@@ -258,7 +259,8 @@ class Cache:
     def lookup(self, kind: str, parts: dict[str, Any]) -> Entry | None:
         return self.check(kind, parts)[0]
 
-    def get_or_build(self, kind: str, parts: dict[str, Any], build: Callable[[Path], dict[str, Any]]) -> Entry:
+    def get_or_build(self, kind: str, parts: dict[str, Any],
+                     build: Callable[[Path], dict[str, Any]]) -> Entry:
         """Return the verified entry for ``parts``; build it with ``build(dir) -> manifest fields`` if absent,
         changed on disk, or when the cache is off.
 
@@ -333,7 +335,8 @@ class Cache:
             # the cache's disk is full (an OSError, or a library's own words for it): retry outside it
             full = diskfull.reason(e, (parent,)) if isinstance(e, Exception) else ""
             if full:
-                said = e if isinstance(e, OSError) else OSError(errno.ENOSPC, f"{full}: {' '.join(str(e).split())[:200]}")
+                said = e if isinstance(e, OSError) else OSError(errno.ENOSPC,
+                                                                f"{full}: {' '.join(str(e).split())[:200]}")
                 raise _Unwritable(parent, said) from e
             raise
         try:
@@ -376,7 +379,8 @@ class Cache:
         except BaseException as e:
             if d is not None:
                 shutil.rmtree(d, ignore_errors=True)
-            full = diskfull.reason(e, (self._private_root, tempfile.gettempdir())) if isinstance(e, Exception) else ""
+            full = (diskfull.reason(e, (self._private_root, tempfile.gettempdir()))
+                    if isinstance(e, Exception) else "")
             if full:  # nowhere left to write it: one line that says so, whatever the library's words
                 said = " ".join(str(e).split())[:200]
                 raise DiskFullError(f"cannot build {kind} entry {key[:12]}: {full}"
@@ -389,5 +393,5 @@ class Cache:
     def _give_up_sharing(self, reason: str) -> None:
         if not self.unwritable:
             self.unwritable = reason
-            self._say(f"cannot write to the cache ({reason}); going on without caching: new artifacts are built "
-                      "in a private temporary directory for this run only")
+            self._say(f"cannot write to the cache ({reason}); going on without caching: new artifacts are "
+                      "built in a private temporary directory for this run only")

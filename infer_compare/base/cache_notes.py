@@ -1,8 +1,8 @@
-"""Small JSON files kept beside the cache's entries: what a later run may reuse but need not trust as an artifact (a
-converter's refusal, artifacts/refusals.py; each GPU configuration's seconds, measure/balance.py). Read and written
-only where the cache is enabled (``--no-cache``: neither); written atomically (a temporary file, then renamed, so
-that two runs at once never leave half a file); a file that cannot be read is none, one that cannot be written is
-not kept: neither is an error."""
+"""Small JSON files kept beside the cache's entries: what a later run may reuse but need not trust as an
+artifact (a converter's refusal, artifacts/refusals.py; each GPU configuration's seconds, measure/balance.py).
+Read and written only where the cache is enabled (``--no-cache``: neither); written atomically (a temporary
+file, then renamed, so that two runs at once never leave half a file); a file that cannot be read is none, one
+that cannot be written is not kept: neither is an error."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def read_note(cache: Cache | None, path: Path) -> Any:
 
 
 def write_note(cache: Cache | None, path: Path, obj: Any, **dumps: Any) -> None:
-    """``obj`` as JSON into ``path`` (under ``cache.root``), atomically; nothing where the cache is off or cannot
-    be written. ``dumps``: json.dumps's options."""
+    """``obj`` as JSON into ``path`` (under ``cache.root``), atomically; nothing where the cache is off or
+    cannot be written. ``dumps``: json.dumps's options."""
     if cache is None or not cache.enabled or cache.unwritable:
         return
     try:

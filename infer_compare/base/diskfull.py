@@ -17,10 +17,11 @@ from collections.abc import Iterable
 DISK_FULL = "disk full (ENOSPC)"
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 LOW_FREE_BYTES = 64 << 20  # below this, a vague I/O failure of a build is taken for a full disk
-_WORDS = ("no space left on device", "disk quota exceeded", "enospc", "errno 28", "not enough space on the disk",
-          "out of disk space")
-_IO_WORDS = ("iostream error", "i/o error", "input/output error", "write error", "failed to write", "cannot write",
-             "unable to write", "could not write", "short write", "error writing", "failed to save")
+_WORDS = ("no space left on device", "disk quota exceeded", "enospc", "errno 28",
+          "not enough space on the disk", "out of disk space")
+_IO_WORDS = ("iostream error", "i/o error", "input/output error", "write error", "failed to write",
+             "cannot write", "unable to write", "could not write", "short write", "error writing",
+             "failed to save")
 
 
 def _chain(e: BaseException):
@@ -49,7 +50,8 @@ def reason(e: BaseException, paths: Iterable[str | os.PathLike | None] = ()) -> 
     paths = list(paths)
     chain = list(_chain(e))
     text = " ".join(str(x) for x in chain).lower()
-    if any(isinstance(x, OSError) and x.errno in FULL_ERRNOS for x in chain) or any(w in text for w in _WORDS):
+    if (any(isinstance(x, OSError) and x.errno in FULL_ERRNOS for x in chain)
+            or any(w in text for w in _WORDS)):
         where = low_space(paths)
         return DISK_FULL + (f" under {where}" if where else "")
     if any(w in text for w in _IO_WORDS):

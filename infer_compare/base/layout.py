@@ -119,8 +119,8 @@ class Layout:
         return out
 
     def from_model(self, y: Any, rows: int) -> Any:
-        """The model's output arrays -> rows (``rows`` of them, for the outputs with no batch axis). A runner's
-        one array is the layout's one output, by its name."""
+        """The model's output arrays -> rows (``rows`` of them, for the outputs with no batch axis). A
+        runner's one array is the layout's one output, by its name."""
         if not isinstance(y, dict):
             if len(self.outputs) != 1:
                 return y

@@ -47,7 +47,8 @@ class SoakWindow(Record):
     max_ms: float
     rss_mb: float | None = None  # VmRSS of the soaking process at the window's end
     gpu_memory_mib: float | None = None  # memory used on the whole GPU (NVML), CUDA devices only
-    gpu_process_memory_mib: float | None = None  # this process's GPU memory (NVML), where the driver reports it
+    # this process's GPU memory (NVML), where the driver reports it
+    gpu_process_memory_mib: float | None = None
     temperatures_c: dict[str, float] = field(default_factory=dict)  # sensor -> degrees C at the window's end
     clocks_mhz: dict[str, float] = field(default_factory=dict)  # clock -> MHz at the window's end
 
@@ -88,8 +89,9 @@ class SoakResult(Record):
         """The result of ``windows`` with its summary computed."""
         ws = tuple(windows)
         return cls(label=label, duration_s=float(duration_s), window_s=float(window_s), windows=ws,
-                   calls=sum(w.calls for w in ws), images=sum(w.images for w in ws), rss_start_mb=rss_start_mb,
-                   rss_end_mb=ws[-1].rss_mb if ws else None, rss_growth_mb_per_10k_calls=rss_growth(ws),
+                   calls=sum(w.calls for w in ws), images=sum(w.images for w in ws),
+                   rss_start_mb=rss_start_mb, rss_end_mb=ws[-1].rss_mb if ws else None,
+                   rss_growth_mb_per_10k_calls=rss_growth(ws),
                    **drift(ws, window_s), stopped_by=stopped_by, reason=reason, sensors=tuple(sensors))
 
 
@@ -129,8 +131,8 @@ def _median(v: Sequence[float]) -> float:
 def drift(windows: Sequence[SoakWindow], window_s: float) -> dict[str, float | None]:
     """Latency and throughput drift (last/first full window) and slopes (% of the median per minute)."""
     full = full_windows(windows, window_s)
-    out: dict[str, float | None] = {"p50_drift": None, "p50_slope_pct_per_min": None, "throughput_drift": None,
-                                    "throughput_slope_pct_per_min": None}
+    out: dict[str, float | None] = {"p50_drift": None, "p50_slope_pct_per_min": None,
+                                    "throughput_drift": None, "throughput_slope_pct_per_min": None}
     if len(full) < 2:
         return out
     t = [(w.start_s + w.end_s) / 2 / 60 for w in full]

@@ -4,8 +4,8 @@ The parent process works in sequence: probing and preparing (inputs, weights, th
 then, per configuration, getting its artifact (found in the cache, or built) and measuring it
 in its child process. Each step is a span (what, kind, start, wall) in ``Report.timeline``;
 ``summary()`` adds them up by kind and splits the configurations' time with the rows' own
-figures (load, torch.compile's part of it, cold first calls, measuring): what is left is process start, imports and the
-runtime's setup outside ``load()``.
+figures (load, torch.compile's part of it, cold first calls, measuring): what is left is process start,
+imports and the runtime's setup outside ``load()``.
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def summary(rep: Any) -> str:
     conf = _sum(spans, CONFIGURATION)
     rows = [r for r in rep.rows if r.load_s is not None]
     load = sum(float(r.load_s or 0.0) for r in rows)
-    compiled = sum(float((getattr(r, "options", None) or {}).get("compile_s") or 0.0) for r in rows)  # torch.compile, inside load
+    # torch.compile, inside load
+    compiled = sum(float((getattr(r, "options", None) or {}).get("compile_s") or 0.0) for r in rows)
     beside = sum(float(((r.extra or {}).get("gpu_turn") or {}).get("compiled_beside_s") or 0.0) for r in rows)
     first = sum(float(r.first_infer_ms or 0.0) for r in rows) / 1e3
     warm = sum(float(((r.extra or {}).get("loop") or {}).get("warmup_ns") or 0.0) for r in rows) / 1e9
