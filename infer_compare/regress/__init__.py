@@ -4,7 +4,8 @@ Enters: the current and baseline Reports and the rules. Leaves: a RegressionResu
 bundle, measure, report and every layer below them (never soak).
 
     from infer_compare import check_regression, load_report
-    result = check_regression("current.json", "baseline.json", ["p50:+10%", "throughput:-5%", "accuracy:-0.5"])
+    result = check_regression("current.json", "baseline.json",
+                              ["p50:+10%", "throughput:-5%", "accuracy:-0.5"])
     assert result.passed, result.summary()
 
 Rows are matched by ``RunRecord.label`` (backend/format/precision/device/batch).

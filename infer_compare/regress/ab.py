@@ -84,9 +84,10 @@ class _Pairing:
                               outputs=str(self.work / f"{tag}-a-b{{batch}}.out.{suffix}"),
                               model=dict(self.prep_a.model_spec))
         plan = replace(self.plan, timeout_s=timeout_s)
-        got = measure_pair({"a": spec_a, "b": spec}, self.pythons, {**os.environ, **(env or {})}, work, tag, plan,
-                           self.servers.for_runner(spec.runner), self.needed)
-        tol = get_format(spec.format).tolerance("int8" if self.prep_a.file_precision == "int8" else spec.precision)
+        got = measure_pair({"a": spec_a, "b": spec}, self.pythons, {**os.environ, **(env or {})}, work, tag,
+                           plan, self.servers.for_runner(spec.runner), self.needed)
+        tol = get_format(spec.format).tolerance("int8" if self.prep_a.file_precision == "int8"
+                                                else spec.precision)
         for res in got["a"]:
             out = Path(spec_a.outputs_for(res.batch_size))
             row = record_from_result(res, base, art, self.prep_a, tol,
@@ -104,10 +105,10 @@ class _Pairing:
 
 
 def _needed(rules: Any) -> Any:
-    """How many process pairs a configuration needs (measure_pair asks once, after the planned ones): as many as
-    let each relative timing rule's row see a change of GOAL times its threshold (e.g. +10 % at p50:+5%) with
-    95 % power, projected from the planned process pairs' spread (regress/paired.py ``replicates_needed``).
-    None without such a rule."""
+    """How many process pairs a configuration needs (measure_pair asks once, after the planned ones): as many
+    as let each relative timing rule's row see a change of GOAL times its threshold (e.g. +10 % at p50:+5%)
+    with 95 % power, projected from the planned process pairs' spread (regress/paired.py
+    ``replicates_needed``). None without such a rule."""
     timing = [r for r in parse_rules(rules) if r.metric in PAIRED_METRICS and r.relative and r.threshold > 0]
     if not timing:
         return None
@@ -154,8 +155,8 @@ def ab_gate(bundle_a: str | os.PathLike, bundle_b: str | os.PathLike, *, rules: 
             command: list[str] | None = None, on_row: Any = None, allow_missing: bool = False,
             allow_condition_change: bool = False, servers: SideServers | None = None) -> ABOutcome:
     """Measure bundle A (baseline) and bundle B (candidate) side by side; judge B against A per row.
-    ``servers``: the sides' fork servers, launched by the caller (``launch_early`` with the same interpreters and
-    options); closed here. Without them they are launched here, their imports overlapping the bundles'
+    ``servers``: the sides' fork servers, launched by the caller (``launch_early`` with the same interpreters
+    and options); closed here. Without them they are launched here, their imports overlapping the bundles'
     verification."""
     prog = progress or Progress()
     pythons = {"a": python_a, "b": python_b}
@@ -163,7 +164,8 @@ def ab_gate(bundle_a: str | os.PathLike, bundle_b: str | os.PathLike, *, rules: 
     servers = servers or launch_early(bundle_b, opts, pythons, prog)
     try:
         _, prep_a = _prepared(bundle_a, "A")
-        v_b, prep_b = _prepared(bundle_b, "B")  # verified (every file hashed) once: run_bundle takes it as it is
+        # verified (every file hashed) once: run_bundle takes it as it is
+        v_b, prep_b = _prepared(bundle_b, "B")
         _same_model(prep_a, prep_b)
         pairing = _Pairing(prep_a, pythons, plan or PairPlan(), servers, rules)
         try:

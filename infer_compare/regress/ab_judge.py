@@ -35,13 +35,13 @@ from infer_compare.regress.results import (
 from infer_compare.regress.rules import Rule, parse_rules
 
 # the A/B gate's default rules: both sides measured in one run, so a tighter threshold than across runs. The
-# median per block (p50) is what is judged by default: a block's mean (mean, throughput) carries every burst of
-# another process that falls into it, and is judged only when asked for.
+# median per block (p50) is what is judged by default: a block's mean (mean, throughput) carries every burst
+# of another process that falls into it, and is judged only when asked for.
 AB_RULES = ("p50:+5%", "accuracy:-0.5")
-METHOD = ("paired blocks, A and B alternating, half of each process pair's pairs with A first: per process pair, "
-          "the median of the log ratios of adjacent blocks; their 20 %-trimmed mean over the process pairs, "
-          "Tukey-McLaughlin standard error from their spread, Student's t (one process pair: 20 %-trimmed means "
-          "within each order, averaged, Tukey-McLaughlin standard error)")
+METHOD = ("paired blocks, A and B alternating, half of each process pair's pairs with A first: per process "
+          "pair, the median of the log ratios of adjacent blocks; their 20 %-trimmed mean over the process "
+          "pairs, Tukey-McLaughlin standard error from their spread, Student's t (one process pair: "
+          "20 %-trimmed means within each order, averaged, Tukey-McLaughlin standard error)")
 
 
 def _pct(x: float) -> str:
@@ -65,8 +65,8 @@ def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
         return Check(rule, label, va, vb, None, None, NA, f"{m.title}: the A/B gate judges "
                      f"{', '.join(PAIRED_METRICS)} on paired blocks; {rule.metric} is reported, not judged")
     if not calls or ab_a.get("calls_per_block") != calls or not (a.samples_ns and b.samples_ns):
-        return Check(rule, label, va, vb, None, None, FEW_PAIRS, f"{m.title}: the two sides were not measured "
-                     "in paired blocks (no A/B samples in one of them)")
+        return Check(rule, label, va, vb, None, None, FEW_PAIRS, f"{m.title}: the two sides were not "
+                     "measured in paired blocks (no A/B samples in one of them)")
     busy = _disturbed(ab_b.get("load") or {})
     if busy:
         return Check(rule, label, va, vb, None, None, DISTURBED, f"{m.title} not judged: {busy}")
@@ -84,7 +84,8 @@ def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
 def _statistic(ratios: list[float], first: str, reps: tuple[int, int]) -> tuple[Paired | None, str]:
     """The paired change over the process pairs (regress/paired.py), or None and why it cannot be taken."""
     if reps[0] != reps[1]:
-        return None, f"the two sides' rows come from different A/B runs ({reps[0]} and {reps[1]} process pairs)"
+        return None, (f"the two sides' rows come from different A/B runs ({reps[0]} and {reps[1]} process "
+                      "pairs)")
     n = reps[1]
     if n <= 1:
         a_first = [c == "a" for c in first]
@@ -100,13 +101,13 @@ def _disturbed(load: dict) -> str:
     while they ran, or the waiting side kept CPUs busy while the other side was timed."""
     others = float(load.get("other_cores") or 0) + float(load.get("steal_cores") or 0)
     if others > DISTURBED_CORES:
-        return (f"other processes took {others:.2f} cores while the pairs were timed (a loaded machine, not the "
-                "code: re-run when it is quiet)")
+        return (f"other processes took {others:.2f} cores while the pairs were timed (a loaded machine, not "
+                "the code: re-run when it is quiet)")
     waiting = float(load.get("waiting_side_cores") or 0)
     if waiting > DISTURBED_CORES:
-        return (f"the waiting side kept {waiting:.2f} cores busy while the other side was timed (its runtime's "
-                "threads spin after a call), so the two sides disturbed each other: fewer --threads, or make the "
-                "runtime's threads sleep when idle (e.g. OMP_WAIT_POLICY=PASSIVE)")
+        return (f"the waiting side kept {waiting:.2f} cores busy while the other side was timed (its "
+                "runtime's threads spin after a call), so the two sides disturbed each other: fewer "
+                "--threads, or make the runtime's threads sleep when idle (e.g. OMP_WAIT_POLICY=PASSIVE)")
     return ""
 
 
@@ -131,10 +132,12 @@ def _verdict(rule: Rule, label: str, m: Any, p: Paired, values: tuple, n: int, c
                f"[{_pct(ci[0])}, {_pct(ci[1])}]; sees a change of {_pct(mdc * m.worse)} or more "
                f"(95 % power); rule {rule}")
     if p.groups <= 1:
-        from_to += " (one process pair: its interval does not cover a lasting difference between two processes)"
+        from_to += (" (one process pair: its interval does not cover a lasting difference between two "
+                    "processes)")
     if verdict == TOO_NOISY:
         more = "--replicates" if p.groups > 1 else "--pairs"
-        from_to += f": beyond the rule, but its one-sided 95 % bound reaches no change: not judged (measure with more {more})"
+        from_to += (": beyond the rule, but its one-sided 95 % bound reaches no change: not judged (measure "
+                    f"with more {more})")
     return Check(rule, label, va, vb, shown, ci, verdict, from_to, raw_change=shown, judged_change=shown)
 
 
@@ -167,5 +170,5 @@ def judge_ab(a: Report, b: Report, rules: Any, *, allow_missing: bool = False,
     applied = any(c.verdict != NA for d in rows for c in d.checks)
     notes = tuple(n for n in base.notes if not n.startswith("one baseline run")
                   and not (applied and n.startswith(NO_RULE_APPLIED)))
-    return replace(base, rules=all_rules, rows=rows, timing="paired (A/B)", method=METHOD + _malloc(b), notes=notes,
-                   default_rules=rules is AB_RULES)
+    return replace(base, rules=all_rules, rows=rows, timing="paired (A/B)", method=METHOD + _malloc(b),
+                   notes=notes, default_rules=rules is AB_RULES)

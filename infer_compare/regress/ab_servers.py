@@ -1,6 +1,6 @@
-"""The A/B gate's fork servers (measure/forkserver.py): one per runtime for each side's interpreter (one set for
-both sides under one interpreter), made before anything else of the gate, so that their imports overlap the
-bundles' verification and each other instead of waiting, one runtime at a time, at that runtime's first
+"""The A/B gate's fork servers (measure/forkserver.py): one per runtime for each side's interpreter (one set
+for both sides under one interpreter), made before anything else of the gate, so that their imports overlap
+the bundles' verification and each other instead of waiting, one runtime at a time, at that runtime's first
 configuration (PyTorch's import: 3-5 s on the 2-core VM, ONNX Runtime's and OpenVINO's 0.4-0.5 s each).
 
 Launched early: the servers of the runners the gate can measure as far as the selection and bundle B's
@@ -47,7 +47,8 @@ class SideServers:
             both = ForkServers(lambda m: prog.log(f"sides A and B: {m}"), python=pythons.get("b"))
             self.servers = {"a": both, "b": both}
         else:
-            self.servers = {s: ForkServers(lambda m, s=s: prog.log(f"side {s.upper()}: {m}"), python=pythons.get(s))
+            self.servers = {s: ForkServers(lambda m, s=s: prog.log(f"side {s.upper()}: {m}"),
+                                           python=pythons.get(s))
                             for s in ("a", "b")}
         self.settled = False
         self.idle = idle  # run once, while the first wait for the servers' imports would be idle (``settle``)
@@ -65,7 +66,8 @@ class SideServers:
         return mods
 
     def for_runner(self, runner: str) -> dict[str, Any]:
-        """Both sides' ready fork servers of ``runner``'s runtime (started now if not launched early), or {}."""
+        """Both sides' ready fork servers of ``runner``'s runtime (started now if not launched early),
+        or {}."""
         if not self.settled:
             self.settle()
         mods = self.launch(runner)
@@ -132,4 +134,5 @@ def early_runners(bundle_b: str | os.PathLike, options: Any) -> list[str]:
     kinds = {kind_of(d) for d in options.devices} if options.devices else {"cpu"}
     known = runners()
     names = list(options.backends) if options.backends else [n for n, r in known.items() if r.listed]
-    return [n for n in names if n in known and formats & set(known[n].formats) and kinds & set(known[n].device_kinds)]
+    return [n for n in names
+            if n in known and formats & set(known[n].formats) and kinds & set(known[n].device_kinds)]

@@ -41,7 +41,8 @@ def baseline_paths(items, what: str = "baseline") -> list[str]:
     for x in [items] if isinstance(items, (str, os.PathLike)) else items:
         p = Path(x)
         if p.is_dir():
-            # the directory's own run first (a run with --confirm: its confirm-K hold only the rows measured again)
+            # the directory's own run first (a run with --confirm: its confirm-K hold only the rows measured
+            # again)
             found = sorted(p.rglob("results.json"), key=lambda f: (len(f.relative_to(p).parts), str(f)))
             if not found:
                 raise UsageError(f"{what} directory {p} holds no results.json")
@@ -89,7 +90,8 @@ def check_complete(current: Report | None, baseline: Report, allow: bool = False
     current and the baseline file in the message (their paths).
     """
     found = [x for x in (_incompleteness(baseline, f"the baseline{names[1] and ' ' + names[1]}"),
-                         current and _incompleteness(current, f"the current run{names[0] and ' ' + names[0]}"))
+                         current and _incompleteness(current,
+                                                     f"the current run{names[0] and ' ' + names[0]}"))
              if x]
     if found and not allow:
         raise UsageError("; ".join(found) + ": rows that did not run would be missing from the comparison; "
@@ -113,7 +115,8 @@ def _run_notes(base: Report, cur: Report) -> list[str]:
         if getattr(sa, attr) != getattr(sb, attr):
             notes.append(f"setting {attr}: {getattr(sa, attr)} -> {getattr(sb, attr)}")
     if sa.parity_samples != sb.parity_samples or sa.seed != sb.seed:
-        notes.append("parity and accuracy were computed on different inputs: their changes are not comparable")
+        notes.append("parity and accuracy were computed on different inputs: their changes are not "
+                     "comparable")
     return notes
 
 
@@ -127,8 +130,8 @@ def key_rows(rep: Report) -> dict[str, RunRecord]:
     return out
 
 
-def _diff_row(lab: str, bases: list[RunRecord], curs: list[RunRecord], rules: tuple[Rule, ...], methods: set[str],
-              st: Stats) -> RowDiff:
+def _diff_row(lab: str, bases: list[RunRecord], curs: list[RunRecord], rules: tuple[Rule, ...],
+              methods: set[str], st: Stats) -> RowDiff:
     a, b = bases[0], curs[0]
     row_notes = []
     if a.threads != b.threads:
@@ -162,7 +165,8 @@ def _reference_rows(reps: list[Report]) -> dict[int, RunRecord]:
     out: dict[int, RunRecord] = {}
     for rep in reps:
         refs = {(r.device, r.batch_size, r.scenario): r for r in rep.rows
-                if r.backend == "pytorch" and r.format == "pytorch" and r.precision == "fp32" and r.status == OK}
+                if (r.backend == "pytorch" and r.format == "pytorch" and r.precision == "fp32"
+                    and r.status == OK)}
         for r in rep.rows:
             ref = refs.get((r.device, r.batch_size, r.scenario))
             if ref is not None:
@@ -170,7 +174,8 @@ def _reference_rows(reps: list[Report]) -> dict[int, RunRecord]:
     return out
 
 
-def _machine(keyed: list[dict[str, RunRecord]], cur_keyed: list[dict[str, RunRecord]]) -> tuple[float | None, str]:
+def _machine(keyed: list[dict[str, RunRecord]],
+             cur_keyed: list[dict[str, RunRecord]]) -> tuple[float | None, str]:
     """The machine's own change between the baseline and the current runs (pooling.machine_factor)."""
     # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
     from infer_compare.regress.pooling import machine_factor
@@ -180,7 +185,8 @@ def _machine(keyed: list[dict[str, RunRecord]], cur_keyed: list[dict[str, RunRec
 
     pairs = []
     for lab in dict.fromkeys(k for ra in keyed for k in ra):
-        a, b = quiet([ra[lab] for ra in keyed if lab in ra]), quiet([rb[lab] for rb in cur_keyed if lab in rb])
+        a, b = (quiet([ra[lab] for ra in keyed if lab in ra]),
+                quiet([rb[lab] for rb in cur_keyed if lab in rb]))
         if a and b:
             pairs.append((a, b))
     return machine_factor(pairs, METRICS["p50"])
@@ -206,11 +212,11 @@ def check_regression(current, baseline, rules: Iterable[str | Rule] | str | None
     (``timing``, judge.py): ``"best"`` (the default) compares each row's fastest sustained level over the
     current runs with the same over the baseline runs (the fastest block of consecutive calls), normalized
     only when the whole machine moved; ``"reference"``: ratios to each run's PyTorch fp32 row;
-    ``"calibrated"``: to the calibration workload timed before each row; ``"absolute"``: as measured. Returns a RegressionResult (``.passed``,
-    ``.violations``, ``.summary()``). Raises EnvironmentMismatch (a UsageError) when a baseline
-    comes from another machine or library versions and ``allow_environment_change`` is False;
-    UsageError when a report is incomplete (an interrupted or killed run) and ``allow_incomplete``
-    is False, for bad rules, and for baselines of another model.
+    ``"calibrated"``: to the calibration workload timed before each row; ``"absolute"``: as measured. Returns
+    a RegressionResult (``.passed``, ``.violations``, ``.summary()``). Raises EnvironmentMismatch (a
+    UsageError) when a baseline comes from another machine or library versions and
+    ``allow_environment_change`` is False; UsageError when a report is incomplete (an interrupted or killed
+    run) and ``allow_incomplete`` is False, for bad rules, and for baselines of another model.
     """
     _validate(confidence, n_resamples, timing)
     curs = load_runs(current, "current run")
@@ -222,7 +228,8 @@ def check_regression(current, baseline, rules: Iterable[str | Rule] | str | None
     machine, why = _machine(keyed, cur_keyed) if timing == BEST else (None, "")
     if why:
         notes.append(why)
-    st = Stats(confidence, n_resamples, seed, timing, _reference_rows([rep for _, rep in bases + curs]), machine)
+    st = Stats(confidence, n_resamples, seed, timing, _reference_rows([rep for _, rep in bases + curs]),
+               machine)
     methods: set[str] = set()
     diffs = _diffs(keyed, cur_keyed, rule_t, st, methods)
     if rule_t and not any(c.verdict != NA for d in diffs for c in d.checks):
@@ -261,8 +268,8 @@ def _preflight(curs: list[tuple[str, Report]], bases: list[tuple[str, Report]], 
     model = curs[0][1].model.name
     for (name, rep), what in [(x, "baseline") for x in bases] + [(x, "current run") for x in curs]:
         if rep.model.name != model:
-            raise UsageError(f"the {what}{name and ' ' + name} is of model {rep.model.name!r} and the current run "
-                             f"of {model!r}: nothing to compare")
+            raise UsageError(f"the {what}{name and ' ' + name} is of model {rep.model.name!r} and the "
+                             f"current run of {model!r}: nothing to compare")
     for j, (cname, cur) in enumerate(curs):
         for i, (name, base) in enumerate(bases):
             for n in check_complete(cur if i == 0 else None, base, allow_incomplete, (cname, name)):

@@ -32,8 +32,8 @@ def check_environment(baseline: Environment, current: Environment, allow: bool =
     diffs = environment_differences(baseline, current)
     if diffs and not allow:
         raise EnvironmentMismatch(
-            "the baseline was measured in a different environment (" + "; ".join(diffs) + "): its timings are not "
-            "comparable; re-measure the baseline here, or pass --allow-environment-change "
+            "the baseline was measured in a different environment (" + "; ".join(diffs) + "): its timings "
+            "are not comparable; re-measure the baseline here, or pass --allow-environment-change "
             "(allow_environment_change=True) to compare anyway")
     return diffs
 

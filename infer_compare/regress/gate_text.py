@@ -39,8 +39,9 @@ def _rows(result: RegressionResult) -> list[tuple[str, str, str, str, str, str]]
     for d in result.rows:
         for c in d.checks:
             m = METRICS[c.rule.metric]
-            out.append((d.label, str(c.rule), fmt_value(c.baseline, m.value_unit), fmt_value(c.current, m.value_unit),
-                        _change(c), ("VIOLATES: " if c.verdict == REGRESSION else "") + c.verdict))
+            out.append((d.label, str(c.rule), fmt_value(c.baseline, m.value_unit),
+                        fmt_value(c.current, m.value_unit), _change(c),
+                        ("VIOLATES: " if c.verdict == REGRESSION else "") + c.verdict))
     return out
 
 
@@ -54,7 +55,8 @@ def to_markdown(result: RegressionResult) -> str:
         lines += ["Not judged (not a pass):", ""] + [f"- {_md(u)}" for u in result.unjudged] + [""]
     rows = _rows(result)
     if rows:
-        lines += ["| row | rule | baseline | current | change [95 % CI] | verdict |", "|---|---|---|---|---|---|"]
+        lines += ["| row | rule | baseline | current | change [95 % CI] | verdict |",
+                  "|---|---|---|---|---|---|"]
         lines += ["| " + " | ".join(_md(x) for x in r) + " |" for r in rows]
         lines.append("")
     lines += [f"- note: {_md(n)}" for n in result.notes]

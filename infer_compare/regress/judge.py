@@ -52,8 +52,10 @@ class Stats:
     n_resamples: int = 1000
     seed: int = 0
     timing: str = BEST
-    refs: dict | None = None  # id(row) -> its run's reference row (PyTorch fp32, same device, batch, scenario)
-    machine: float | None = None  # best: how much slower the whole machine ran the current runs (None: it did not)
+    # id(row) -> its run's reference row (PyTorch fp32, same device, batch, scenario)
+    refs: dict | None = None
+    # best: how much slower the whole machine ran the current runs (None: it did not)
+    machine: float | None = None
 
 
 def host_slowdown(b: RunRecord, bases: list[RunRecord]) -> float | None:
@@ -82,7 +84,8 @@ def reference_factor(a: RunRecord, b: RunRecord, refs: dict[int, RunRecord]) -> 
     ra, rb = refs.get(id(a)), refs.get(id(b))
     if ra is None or rb is None or a.backend == ra.backend and a.precision == ra.precision:
         return None
-    if max(disturbance(ra), disturbance(rb)) > DISTURBED_CORES:  # a reference measured under load says nothing
+    # a reference measured under load says nothing
+    if max(disturbance(ra), disturbance(rb)) > DISTURBED_CORES:
         return None
     pa = ra.latency.p50_ms if ra.latency else None
     pb = rb.latency.p50_ms if rb.latency else None
@@ -184,7 +187,8 @@ def _pairs(rule: Rule, m: Metric, bases: list[RunRecord], curs: list[RunRecord],
     return sorted(pairs, key=lambda p: p.badness(m))
 
 
-def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord], st: Stats) -> tuple[Check, str]:
+def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
+          st: Stats) -> tuple[Check, str]:
     """The rule on row ``label`` between the baseline runs and the current run(s) that measured it."""
     m = METRICS[rule.metric]
     if m.samples:
@@ -199,7 +203,8 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
         va = next((v for v in (m.get(a) for a in bases) if v is not None), None)
         vb = m.get(curs[0])
         why = ("baseline is 0, no relative change" if va == 0 and vb is not None else "not measured in "
-               + ("either run" if va is None and vb is None else "the baseline" if va is None else "the current run"))
+               + ("either run" if va is None and vb is None
+                  else "the baseline" if va is None else "the current run"))
         return Check(rule, label, va, vb, None, None, NA, f"{m.title}: {why}"), ""
     judged, mid = pairs[0], pairs[len(pairs) // 2]
     t = rule.threshold
@@ -210,12 +215,13 @@ def judge(rule: Rule, label: str, bases: list[RunRecord], curs: list[RunRecord],
     else:
         verdict = REGRESSION if min(x * m.worse for x in judged.ci) > t else NOISE
     msg = _message(rule, m, pairs, judged, mid, st, (len(bases), len(curs))) + _between_runs(m, bases, st)
-    slow = [host_slowdown(b, bases) for b in curs] if verdict == REGRESSION and m.samples and st.timing == BEST else []
+    slow = ([host_slowdown(b, bases) for b in curs]
+            if verdict == REGRESSION and m.samples and st.timing == BEST else [])
     if slow and all(x is not None and x >= BUSY_HOST for x in slow):
         verdict = BUSY
-        msg += (f"; not judged: the host ran slow in every current run of this row (a fixed workload at "
-                f"{min(slow):.2f}x its baseline time or more: other guests, or a change loading the CPU before "
-                "the loop); --confirm measures it again")
+        msg += ("; not judged: the host ran slow in every current run of this row (a fixed workload at "
+                f"{min(slow):.2f}x its baseline time or more: other guests, or a change loading the CPU "
+                "before the loop); --confirm measures it again")
     provisional = (verdict == PASS and st.timing == BEST and judged.factor is not None
                    and judged.raw_change * m.worse > t)
     if provisional:
@@ -241,11 +247,12 @@ def _between_runs(m: Metric, bases: list[RunRecord], st: Stats) -> str:
     vals = [v for v in (fast(a, m) for a in bases) if v]
     if len(vals) < 2:
         return ""
-    return (f"; the baseline's own runs differ by {(max(vals) / min(vals) - 1) * 100:.1f} %: a smaller change "
-            "is not told from the machine across runs (the A/B gate sees less)")
+    return (f"; the baseline's own runs differ by {(max(vals) / min(vals) - 1) * 100:.1f} %: a smaller "
+            "change is not told from the machine across runs (the A/B gate sees less)")
 
 
-def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: list[RunRecord], why: str) -> Check:
+def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: list[RunRecord],
+               why: str) -> Check:
     """Not judged; the figures shown are the same statistic as a judged row's (each side's median run at its
     fastest sustained level), so that a row reads the same whatever its verdict."""
     # deferred: the CLI's start (--help, env, report) stays light without it (+1 module)
@@ -259,7 +266,8 @@ def _disturbed(rule: Rule, label: str, m: Metric, bases: list[RunRecord], curs: 
 def _message(rule: Rule, m: Metric, pairs: list[Pair], judged: Pair, mid: Pair, st: Stats,
              counts: tuple[int, int]) -> str:
     n_base, n_cur = counts
-    msg = f"{m.title} {fmt_value(mid.va, m.value_unit)} -> {fmt_value(mid.vb, m.value_unit)} ({_fmt_change(mid.raw_change, rule, m)}"
+    msg = (f"{m.title} {fmt_value(mid.va, m.value_unit)} -> {fmt_value(mid.vb, m.value_unit)} "
+           f"({_fmt_change(mid.raw_change, rule, m)}")
     if judged.factor is not None:
         msg += f"; normalized {_fmt_change(mid.change, rule, m)}"
     msg += ")"

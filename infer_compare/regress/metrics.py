@@ -15,7 +15,8 @@ class Metric:
     unit: str  # unit of absolute thresholds
     worse: int  # +1: higher is worse (latency), -1: lower is worse (throughput, accuracy)
     get: Callable[[RunRecord], float | None]
-    samples: str = ""  # "quantile:<q>", "mean", "min", "max", "throughput": bootstrap statistic on raw samples
+    # "quantile:<q>", "mean", "min", "max", "throughput": bootstrap statistic on raw samples
+    samples: str = ""
     aliases: tuple[str, ...] = ()
     percent: bool = False  # a value in percent, whose changes and absolute thresholds are percentage points
 
@@ -49,7 +50,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("mean", "mean latency", "ms", +1, _lat("mean_ms"), "mean"),
     Metric("min", "min latency", "ms", +1, _lat("min_ms"), "min"),
     Metric("max", "max latency", "ms", +1, _lat("max_ms"), "max"),
-    Metric("throughput", "throughput", "img/s", -1, lambda r: r.throughput, "throughput", ("img/s", "thr", "ips")),
+    Metric("throughput", "throughput", "img/s", -1, lambda r: r.throughput, "throughput",
+           ("img/s", "thr", "ips")),
     Metric("accuracy", "accuracy", "pp", -1, _par("accuracy", 100.0), "", ("acc",), percent=True),
     Metric("top1", "top-1 agreement", "pp", -1, _par("top1_agreement", 100.0), "", ("top-1",), percent=True),
     Metric("top5", "top-5 agreement", "pp", -1, _par("top5_agreement", 100.0), "", ("top-5",), percent=True),

@@ -80,7 +80,8 @@ def bootstrap_ratio_ci(base_blocks, cur_blocks, kind: str, confidence: float = 0
     vals = []
     for start in range(0, n_resamples, 100):
         k = min(100, n_resamples - start)
-        vals.append(statistic(rng.integers(0, ia0.size, (k, ia0.size)), rng.integers(0, ib0.size, (k, ib0.size))))
+        vals.append(statistic(rng.integers(0, ia0.size, (k, ia0.size)),
+                              rng.integers(0, ib0.size, (k, ib0.size))))
     v = np.concatenate(vals)
     alpha = (1 - confidence) / 2
     lo, hi = np.percentile(v, [100 * alpha, 100 * (1 - alpha)])

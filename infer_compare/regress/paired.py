@@ -10,10 +10,9 @@ order inside each pair is drawn at random and the pairs of each order are averag
 
 Verdict for a rule of threshold T (relative, e.g. p50:+5%): a regression when the estimated change is beyond
 T and the one-sided 95 % lower bound is above no change (the slowdown is real and it is material: the gate
-asks one question, "is B slower?"); a pass when the estimate is within T; "within noise" (not judged) when it is
-beyond T but the lower bound reaches 0. The report shows the two-sided 90 % interval, whose lower end is
-that bound. The rows are measured
-once, a fixed number of pairs: nothing is measured again until it passes.
+asks one question, "is B slower?"); a pass when the estimate is within T; "within noise" (not judged) when it
+is beyond T but the lower bound reaches 0. The report shows the two-sided 90 % interval, whose lower end is
+that bound. The rows are measured once, a fixed number of pairs: nothing is measured again until it passes.
 
 Several process pairs (measure/ab.py): each pair's change is the median of its own pairs' log ratios, the
 estimate their 20 %-trimmed mean, its standard error from their spread (Tukey-McLaughlin), Student's t on
@@ -117,8 +116,8 @@ def trimmed(xs: list[float], trim: float = TRIM) -> Paired:
 
 def crossover(xs: list[float], a_first: list[bool], trim: float = TRIM) -> Paired:
     """The change from pairs measured in either order (A then B, or B then A), as a 2x2 crossover is analysed:
-    the trimmed mean within each order, averaged, so that an effect of going second (a runtime's threads of the
-    side that just ran still spinning, caches it left cold) cancels instead of adding to the spread. With
+    the trimmed mean within each order, averaged, so that an effect of going second (a runtime's threads of
+    the side that just ran still spinning, caches it left cold) cancels instead of adding to the spread. With
     fewer than 3 pairs in either order, all pairs together."""
     ab = [x for x, f in zip(xs, a_first, strict=True) if f]
     ba = [x for x, f in zip(xs, a_first, strict=True) if not f]
@@ -129,24 +128,25 @@ def crossover(xs: list[float], a_first: list[bool], trim: float = TRIM) -> Paire
 
 
 def replicated(xs: list[float], replicates: int) -> Paired:
-    """The change from ``replicates`` process pairs, each of which timed an equal share of the pairs (in time order,
-    half of them with A first): each process pair's change is the median of its pairs' log ratios (a speed level
-    or a burst that lasts a block or longer falls on both blocks of a pair; a pair whose one block a neighbour hit
-    drops out; with as many pairs of either order, the two middle ones are one of each, so that an advantage of
-    going first cancels); the estimate is their 20 %-trimmed mean, with its Tukey-McLaughlin standard error from
-    their spread (``trimmed``: of 5 process pairs the highest and the lowest are set aside, 2 degrees of
-    freedom). That spread holds what one process pair's blocks cannot show: two processes of the same code
-    differing lastingly (where their memory landed); trimming sets aside a process that runs its whole life
-    1.5-1.7 times slower (seen on the 2-core VM in about 3 % of the LeNet-5 PyTorch and ONNX Runtime processes,
-    and in plain runs)."""
+    """The change from ``replicates`` process pairs, each of which timed an equal share of the pairs (in time
+    order, half of them with A first): each process pair's change is the median of its pairs' log ratios (a
+    speed level or a burst that lasts a block or longer falls on both blocks of a pair; a pair whose one block
+    a neighbour hit drops out; with as many pairs of either order, the two middle ones are one of each, so
+    that an advantage of going first cancels); the estimate is their 20 %-trimmed mean, with its
+    Tukey-McLaughlin standard error from their spread (``trimmed``: of 5 process pairs the highest and the
+    lowest are set aside, 2 degrees of freedom). That spread holds what one process pair's blocks cannot show:
+    two processes of the same code differing lastingly (where their memory landed); trimming sets aside a
+    process that runs its whole life 1.5-1.7 times slower (seen on the 2-core VM in about 3 % of the LeNet-5
+    PyTorch and ONNX Runtime processes, and in plain runs)."""
     k = len(xs) // replicates
     groups = [xs[r * k:(r + 1) * k] for r in range(replicates)]
     t = trimmed([_median(g) for g in groups])
     g = int(math.floor(TRIM * replicates))
     # the spread between process pairs is never taken as less than their own blocks' noise alone would give
     # (a random-effects floor): of 5 process pairs, the 3 kept can agree closely by chance while the pairs'
-    # medians are far noisier (PyTorch's MobileNet v2 on the 2-core VM: 4 of 5 within 2.4 %, one at -33 %, its
-    # pairs within a process 9 % apart); WINSOR_SD: a winsorized spread as the kept ones' would be for that noise
+    # medians are far noisier (PyTorch's MobileNet v2 on the 2-core VM: 4 of 5 within 2.4 %, one at -33 %,
+    # its pairs within a process 9 % apart); WINSOR_SD: a winsorized spread as the kept ones' would be for
+    # that noise
     floor = WINSOR_SD * _within(groups) / ((1 - 2 * g / replicates) * math.sqrt(replicates))
     return Paired(len(xs), t.est, max(t.se, floor), t.df, replicates)
 
@@ -165,14 +165,14 @@ def _within(groups: list[list[float]]) -> float:
 
 
 def replicates_needed(xs: list[float], replicates: int, threshold: float, goal: float, most: int) -> int:
-    """How many process pairs (at most ``most``) would let the row see a change of ``goal`` (relative, with 95 %
-    power) at a rule of ``threshold``, projected from the spread of the first ``replicates`` (``xs``: their
-    pairs' log ratios, as ``replicated`` takes them): the winsorized spread kept, the standard error and the
-    degrees of freedom of the 20 %-trimmed mean of that many. A two-stage design (Stein's): the number is taken
-    once, from the first stage's spread alone, never from the change it shows, and the verdict is then taken
-    on all process pairs. Where no number up to ``most`` reaches ``goal``, the one whose projected detectable
-    change is smallest (the fewest of equals): more is not always better, as the trimmed mean sets aside one
-    more process pair at each fifth (of 10 it keeps 6, of 9 it keeps 7)."""
+    """How many process pairs (at most ``most``) would let the row see a change of ``goal`` (relative, with
+    95 % power) at a rule of ``threshold``, projected from the spread of the first ``replicates`` (``xs``:
+    their pairs' log ratios, as ``replicated`` takes them): the winsorized spread kept, the standard error and
+    the degrees of freedom of the 20 %-trimmed mean of that many. A two-stage design (Stein's): the number is
+    taken once, from the first stage's spread alone, never from the change it shows, and the verdict is then
+    taken on all process pairs. Where no number up to ``most`` reaches ``goal``, the one whose projected
+    detectable change is smallest (the fewest of equals): more is not always better, as the trimmed mean sets
+    aside one more process pair at each fifth (of 10 it keeps 6, of 9 it keeps 7)."""
     p = replicated(xs, replicates)
     g0 = int(math.floor(TRIM * replicates))
     spread = p.se * (1 - 2 * g0 / replicates) * math.sqrt(replicates)

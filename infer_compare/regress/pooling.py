@@ -96,8 +96,8 @@ def machine_factor(pairs: Sequence[tuple[Sequence[RunRecord], Sequence[RunRecord
     hi, lo = 1 + MACHINE_SHIFT, 1 / (1 + MACHINE_SHIFT)
     for shared, word in ((slow_q, "slower"), (fast_q, "faster")):
         if (shared > hi and cal > hi) if word == "slower" else (shared < lo and cal < lo):
-            return shared, (f"the machine ran {word} than for the baseline: three quarters of the rows changed by "
-                            f"{(shared - 1) * 100:+.0f} % or more and the calibration workload by "
+            return shared, (f"the machine ran {word} than for the baseline: three quarters of the rows "
+                            f"changed by {(shared - 1) * 100:+.0f} % or more and the calibration workload by "
                             f"{(cal - 1) * 100:+.0f} %; timings are judged relative to that run-wide change")
     return None, ""
 

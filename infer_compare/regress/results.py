@@ -60,7 +60,8 @@ class RowDiff:
     checks: tuple[Check, ...] = ()
     notes: tuple[str, ...] = ()
     baselines: tuple[RunRecord, ...] = ()  # the row in every baseline run that has it
-    currents: tuple[RunRecord, ...] = ()  # the row in every current run that has it (the first is ``current``)
+    # the row in every current run that has it (the first is ``current``)
+    currents: tuple[RunRecord, ...] = ()
 
     @property
     def _bases(self) -> tuple[RunRecord, ...]:
@@ -90,8 +91,8 @@ class RowDiff:
     @property
     def status_regressed(self) -> bool:
         """Ok in the baseline, failing now (always a violation)."""
-        return self.expected and self.current is not None and self.current.status in (RUN_FAILED, EXPORT_FAILED,
-                                                                                      PARITY_FAILED)
+        return (self.expected and self.current is not None
+                and self.current.status in (RUN_FAILED, EXPORT_FAILED, PARITY_FAILED))
 
     @property
     def vanished(self) -> bool:
@@ -152,10 +153,12 @@ class RegressionResult:
         for d in self.rows:
             cur = d.current
             if d.status_regressed and cur is not None:
-                out.append(f"{d.label}: was ok, now {cur.status}" + (f" ({cur.reason})" if cur.reason else ""))
+                out.append(f"{d.label}: was ok, now {cur.status}"
+                           + (f" ({cur.reason})" if cur.reason else ""))
             elif d.vanished and not self.allow_missing:
                 out.append(f"{d.label}: was ok, now " + ("missing from the current run" if cur is None else
-                                                         f"skipped ({cur.reason})") + " (--allow-missing accepts it)")
+                                                         f"skipped ({cur.reason})")
+                           + " (--allow-missing accepts it)")
             if d.precision_changed:
                 out.append(f"{d.label}: {d.precision_changed}")
             if d.conditions_changed and not self.allow_condition_change:
@@ -190,12 +193,14 @@ class RegressionResult:
 
     @property
     def disturbed(self) -> tuple[str, ...]:
-        """Rows whose timings were not judged (measured while other processes took CPU time, or on a busy host)."""
+        """Rows whose timings were not judged (measured while other processes took CPU time, or on a busy
+        host)."""
         return tuple(dict.fromkeys(c.label for c in self.checks if c.verdict in (DISTURBED, BUSY)))
 
     @property
     def provisional(self) -> tuple[str, ...]:
-        """Rows within the timing rules only once normalized by the machine's change (--confirm measures them again)."""
+        """Rows within the timing rules only once normalized by the machine's change (--confirm measures them
+        again)."""
         return tuple(dict.fromkeys(c.label for c in self.checks if c.provisional))
 
     @property
@@ -203,11 +208,12 @@ class RegressionResult:
         """One line per row (and rule) the gate could not judge and so did not pass: timings disturbed, on a
         busy host, too noisy or too few pairs; within the rules only once normalized; a baseline row that
         did not run while the current one did."""
-        out = [f"{c.label}: {c.rule.metric} {c.verdict}: {c.message}" for c in self.checks if c.verdict in NOT_JUDGED]
+        out = [f"{c.label}: {c.rule.metric} {c.verdict}: {c.message}" for c in self.checks
+               if c.verdict in NOT_JUDGED]
         out += [f"{c.label}: {c.rule.metric} passed only once normalized by the machine's change: {c.message}"
                 for c in self.checks if c.provisional]
-        out += [f"{d.label}: the baseline did not run it ({d.baseline.status}: {d.baseline.reason}), the current "
-                "run did: nothing to judge it against" for d in self.rows
+        out += [f"{d.label}: the baseline did not run it ({d.baseline.status}: {d.baseline.reason}), the "
+                "current run did: nothing to judge it against" for d in self.rows
                 if d.baseline is not None and d.baseline.status not in (*MEASURED, SKIPPED)
                 and d.current is not None and d.current.status in MEASURED]
         return tuple(out)
@@ -232,7 +238,8 @@ class RegressionResult:
     def summary(self) -> str:
         """Plain text: verdict, violations, changes within noise, notes. Good for assertion messages."""
         lines = [("PASSED" if self.passed else "FAILED") + f": {len(self.matched)} rows compared, "
-                 f"{self.n_baselines} baseline run(s), {self.n_currents} current run(s), timings {self.timing}, rules: {self.rules_text}"]
+                 f"{self.n_baselines} baseline run(s), {self.n_currents} current run(s), timings "
+                 f"{self.timing}, rules: {self.rules_text}"]
         lines += [f"  REGRESSION {v}" for v in self.violations]
         for c in self.checks:
             if c.verdict in (NOISE, *NOT_JUDGED):
@@ -271,8 +278,8 @@ class RegressionResult:
                 {"label": d.label, "status": d.status_change,
                  "values": {m: dict(zip(("baseline", "current"), d.value(m), strict=True))
                             for m in ("p50", "p99", "throughput", "cosine", "accuracy")},
-                 "checks": [{"rule": str(c.rule), "baseline": c.baseline, "current": c.current, "change": c.change,
-                             "raw_change": c.raw_change, "calibrated": c.calibrated,
+                 "checks": [{"rule": str(c.rule), "baseline": c.baseline, "current": c.current,
+                             "change": c.change, "raw_change": c.raw_change, "calibrated": c.calibrated,
                              "judged_change": c.judged_change, "n_baselines": c.n_baselines,
                              "ci": list(c.ci) if c.ci else None, "verdict": c.verdict, "message": c.message}
                             for c in d.checks],

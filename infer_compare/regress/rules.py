@@ -54,7 +54,8 @@ class Rule:
     def describe(self) -> str:
         m = METRICS[self.metric]
         how = "rises" if m.worse > 0 else "drops"
-        amount = f"{_g(self.threshold * 100)} %" if self.relative else f"{_g(self.threshold)} {m.unit}".rstrip()
+        amount = (f"{_g(self.threshold * 100)} %" if self.relative
+                  else f"{_g(self.threshold)} {m.unit}".rstrip())
         return f"{m.title} {how} by more than {amount}"
 
 
@@ -82,7 +83,8 @@ def parse_rule(text: str) -> Rule:
 
         close = difflib.get_close_matches(m["metric"].lower(), list(_ALIASES), n=1)
         raise UsageError(f"bad --fail-on rule {text!r}: unknown metric {m['metric']!r}"
-                         + (f" (did you mean {close[0]!r}?)" if close else "") + f"; metrics: {', '.join(METRICS)}")
+                         + (f" (did you mean {close[0]!r}?)" if close else "")
+                         + f"; metrics: {', '.join(METRICS)}")
     metric = METRICS[name]
     value = float(m["num"])
     if not math.isfinite(value):
