@@ -51,7 +51,8 @@ def cmd_env(args) -> int:
     if args.json:
         import json
 
-        print(json.dumps({"environment": environment.to_dict(), "backends": rows, "exporters": exporters}, indent=1))
+        print(json.dumps({"environment": environment.to_dict(), "backends": rows, "exporters": exporters},
+                         indent=1))
         return 0
     con = console_for_stdout(160)
     e = environment
@@ -125,7 +126,8 @@ def cmd_merge(args, argv: list[str]) -> int:
     if any(not x for x in labels):
         raise UsageError(f"--label {','.join(args.label)}: an empty machine label")
     reps = [load_report(p) for p in args.results]
-    merged = merge_reports(reps, labels=labels, sources=args.results, command=["infer-compare", "merge", *argv])
+    merged = merge_reports(reps, labels=labels, sources=args.results,
+                           command=["infer-compare", "merge", *argv])
     out = Path(args.output_dir)
     said = check_merge_target(out, args.results, args.overwrite)  # never over results a merge did not write
     if said:

@@ -109,20 +109,20 @@ def refuse_build_flags(args: argparse.Namespace) -> None:
     so it is a usage error that says where it belongs."""
     given = [fl.flag for fl in runner_flags() if fl.field.builds and getattr(args, fl.dest, None) is not None]
     if given:
-        raise UsageError(f"{', '.join(given)} describe(s) how the bundle's artifacts are built, and this bundle "
-                         "carries them built: give it to 'infer-compare export' (the bundle's manifest.json records "
-                         "each artifact's recipe)")
+        raise UsageError(f"{', '.join(given)} describe(s) how the bundle's artifacts are built, and this "
+                         "bundle carries them built: give it to 'infer-compare export' (the bundle's "
+                         "manifest.json records each artifact's recipe)")
 
 
 # flag dest -> MeasureOptions field (measure/options.py); a flag that a subcommand lacks keeps the default
 _MEASURE_FLAGS = {
     "backends": "backends", "formats": "formats", "precisions": "precisions", "devices": "devices",
-    "batch_sizes": "batch_sizes", "threads": "threads", "warmup": "warmup_iters", "warmup_time": "warmup_time_s",
-    "min_iters": "min_iters", "min_time": "min_time_s", "max_time": "max_time_s", "target_ci": "target_ci",
-    "parity_every_batch": "parity_every_batch", "seed": "seed", "export_timeout": "export_timeout_s",
-    "cell_timeout": "cell_timeout_s", "cache_dir": "cache_dir", "scenario": "scenarios", "io": "io",
-    "concurrency": "concurrency", "artifact": "artifacts", "gpus": "gpus",
-    "cpu_rows": "cpu_rows",
+    "batch_sizes": "batch_sizes", "threads": "threads", "warmup": "warmup_iters",
+    "warmup_time": "warmup_time_s", "min_iters": "min_iters", "min_time": "min_time_s",
+    "max_time": "max_time_s", "target_ci": "target_ci", "parity_every_batch": "parity_every_batch",
+    "seed": "seed", "export_timeout": "export_timeout_s", "cell_timeout": "cell_timeout_s",
+    "cache_dir": "cache_dir", "scenario": "scenarios", "io": "io", "concurrency": "concurrency",
+    "artifact": "artifacts", "gpus": "gpus", "cpu_rows": "cpu_rows",
 }
 
 
@@ -135,7 +135,8 @@ def measure_options(args: argparse.Namespace, **over: Any):
     # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
     from infer_compare.measure.plan import parse_batch_sizes
 
-    kw: dict[str, Any] = {f: getattr(args, d) for d, f in _MEASURE_FLAGS.items() if getattr(args, d, None) is not None}
+    kw: dict[str, Any] = {f: getattr(args, d) for d, f in _MEASURE_FLAGS.items()
+                          if getattr(args, d, None) is not None}
     if "batch_sizes" in kw:
         kw["batch_sizes"] = parse_batch_sizes(kw["batch_sizes"])
     if "artifacts" in kw:

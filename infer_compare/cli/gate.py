@@ -36,18 +36,20 @@ def judge_run(args, gate, rep, out: Path, measure: Callable) -> int:
     regression, 3 rows not judged (unless --allow-unjudged). When the first run cannot pass on timings alone,
     the rows it could not pass are measured ``--confirm`` more times, all of them whatever they show (no
     stopping at a pass), and judged once on each side's median run.
-    ``measure(saver, only)`` runs the comparison again (only: a selection, broken_cells), into ``saver``'s folder."""
+    ``measure(saver, only)`` runs the comparison again (only: a selection, broken_cells), into ``saver``'s
+    folder."""
     baseline, rules = gate
     runs = [rep]
     result = _check(args, runs, baseline, rules)
     n = len(baseline) - 1 if args.confirm is None else max(0, args.confirm)
     if _unsettled(result) and n:
         only = broken_cells(result)
-        print(f"infer-compare: {_why(result)}: measuring {', '.join(sorted(_pending(result)))} again {n} time(s), "
-              f"whatever they show, then judging each side's median run", file=sys.stderr)
+        print(f"infer-compare: {_why(result)}: measuring {', '.join(sorted(_pending(result)))} again {n} "
+              "time(s), whatever they show, then judging each side's median run", file=sys.stderr)
         last = time.monotonic()
         for k in range(1, n + 1):
-            time.sleep(max(0.0, last + confirm_wait(k) - time.monotonic()))  # another speed level of the machine
+            # another speed level of the machine
+            time.sleep(max(0.0, last + confirm_wait(k) - time.monotonic()))
             last = time.monotonic()
             runs.append(_again(out / f"confirm-{k}", only, measure))
         result = _check(args, runs, baseline, rules)
@@ -82,7 +84,8 @@ def _sides(result) -> str:
 
 
 def _why(result) -> str:
-    return ", ".join(x for x in (f"{len(result.violations)} timing(s) beyond the rules" if result.violations else "",
+    return ", ".join(x for x in (f"{len(result.violations)} timing(s) beyond the rules"
+                                 if result.violations else "",
                                  f"{len(result.busy)} row(s) slower on a busy host" if result.busy else "",
                                  f"{len(set(result.disturbed) - set(result.busy))} row(s) disturbed"
                                  if set(result.disturbed) - set(result.busy) else "",
@@ -116,8 +119,8 @@ def _pending(result) -> set[str]:
 
 
 def broken_cells(result) -> dict:
-    """The selection (backends, formats, precisions, devices, batch sizes) that measures again every row
-    that _pending names (and may measure a few more: the product of their backends, formats, precisions...)."""
+    """The selection (backends, formats, precisions, devices, batch sizes) that measures again every row that
+    _pending names (and may measure a few more: the product of their backends, formats, precisions...)."""
     pending = _pending(result)
     rows = [d.current for d in result.rows if d.current is not None and d.label in pending]
     return {"backends": sorted({r.backend for r in rows}), "formats": sorted({r.format for r in rows}),
