@@ -9,7 +9,7 @@ from pathlib import Path
 
 from infer_compare.base.diskfull import DISK_FULL, is_disk_full
 from infer_compare.base.errors import UsageError
-from infer_compare.cli.args import data_options
+from infer_compare.cli.data_args import data_options
 from infer_compare.cli.flags import measure_options, refuse_build_flags, runner_options_from_args
 from infer_compare.cli.output import (
     Saver,
@@ -29,7 +29,8 @@ from infer_compare.regress.check import load_baselines
 def cmd_compare(args, argv: list[str]) -> int:
     from dataclasses import replace
 
-    pyc = keep_bytecode(args)  # first: the imports below (numpy, the measuring code) find their bytecode there too
+    # first: the imports below (numpy, the measuring code) find their bytecode there too
+    pyc = keep_bytecode(args)
     # deferred: the CLI's start (--help, env, report) stays light without it (+34 modules)
     from infer_compare.api import compare
 
@@ -124,24 +125,27 @@ def cmd_export(args, argv: list[str]) -> int:
     try:
         with RichProgress(args.quiet) as prog:
             man = export_bundle(args.model, args.output_dir, weights=args.weights, formats=args.formats,
-                            precisions=args.precisions, parity_samples=args.parity_samples,
-                            calibration_samples=args.calibration_samples, max_batch=args.max_batch, seed=args.seed,
-                            cache_dir=args.cache_dir, use_cache=not args.no_cache,
-                            command=["infer-compare", "export", *argv], progress=prog,
-                            export_timeout_s=args.export_timeout, runner_options=runner_options_from_args(args),
-                            output_kinds=args.output_kind, input_shape=args.input_shape)
+                                precisions=args.precisions, parity_samples=args.parity_samples,
+                                calibration_samples=args.calibration_samples, max_batch=args.max_batch,
+                                seed=args.seed, cache_dir=args.cache_dir, use_cache=not args.no_cache,
+                                command=["infer-compare", "export", *argv], progress=prog,
+                                export_timeout_s=args.export_timeout,
+                                runner_options=runner_options_from_args(args),
+                                output_kinds=args.output_kind, input_shape=args.input_shape)
     except OSError as e:  # disk full, permissions: one line, and the half-written bundle was removed
         raise UsageError(f"cannot write the bundle {out}: {e.strerror or e}"
                          + (f" ({e.filename})" if getattr(e, "filename", None) else "")) from None
     size = sum(m["size"] for m in man["files"].values())
-    print(f"bundle {args.output_dir}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, {size / 2**20:.1f} MiB")
+    print(f"bundle {args.output_dir}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, "
+          f"{size / 2**20:.1f} MiB")
     for a in man["artifacts"]:
         print(f"  {a['format']} {a['precision']}: {a['path']}")
         for note in a["export"]["notes"]:
             if note.startswith(("Edge TPU", "int8 with float parts", "MOSTLY ON THE CPU")):
                 print(f"      {note}")
     for d in man["deferred"]:
-        if d.get("drop_in"):  # compiled off the device (the Edge TPU model): the step still to do, and what it maps
+        # compiled off the device (the Edge TPU model): the step still to do, and what it maps
+        if d.get("drop_in"):
             step = d["note"].split("`")[1] if d["note"].count("`") >= 2 else d["note"]
             print(f"  {d['format']} {d['precision']}: still to compile, into {d['drop_in']}: `{step}` in the "
                   "bundle's folder on an x86-64 Linux host (the warning above says how)")
@@ -155,8 +159,8 @@ def cmd_export(args, argv: list[str]) -> int:
     print(f"on the device: infer-compare run {args.output_dir}")
     full = [d for d in man["not_built"] if is_disk_full(d.get("reason", ""))]
     if full:
-        print(f"infer-compare: {len(full)} artifact(s) could not be built: {DISK_FULL}; free space and export again",
-              file=sys.stderr)
+        print(f"infer-compare: {len(full)} artifact(s) could not be built: {DISK_FULL}; free space and "
+              "export again", file=sys.stderr)
         return 1
     return 0
 
@@ -170,8 +174,8 @@ def cmd_run(args, argv: list[str]) -> int:
     refuse_build_flags(args)
     if args.verify_only:
         v = verify(args.bundle)
-        print(f"bundle {args.bundle}: ok ({v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 verified; model "
-              f"{v.manifest['model'].get('name')})")
+        print(f"bundle {args.bundle}: ok ({v.n_files} files, {v.n_bytes / 2**20:.1f} MiB, sha256 verified; "
+              f"model {v.manifest['model'].get('name')})")
         return 0
     opts = measure_options(args)
     args.model = f"{Path(args.bundle).resolve().name}"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from infer_compare.base.errors import UsageError
-from infer_compare.cli.args import input_values
+from infer_compare.cli.data_args import input_values
 from infer_compare.cli.flags import measure_options
 from infer_compare.cli.output import Saver, exit_code, keep_bytecode, output_dir
 from infer_compare.cli.progress import RichProgress
