@@ -18,52 +18,19 @@ from infer_compare.cli.progress import RichProgress
 
 
 def build_gate_parser() -> _Parser:
-    # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
-    from infer_compare.measure.ab import PairPlan
-    from infer_compare.regress.ab_judge import AB_RULES
-
-    d = PairPlan()
     p = _Parser(prog="infer-compare gate",
-                description="The regression gate in one run: measure bundle A (the baseline, e.g. exported from main) "
-                            "and bundle B (the candidate) side by side on this machine, each configuration's two "
-                            "sides loaded at once and timed in alternating blocks, and judge B against A per row on "
-                            "the paired ratios of adjacent blocks. Each side may run under its own interpreter "
-                            "(another runtime version, another infer-compare checkout).",
-                epilog="Exit codes: 0 pass, 1 regression, 3 rows not judged (unless --allow-unjudged), 2 usage "
-                       "error. docs/gate.md has the recipe and the measured error rates.")
+                description="The regression gate in one run: measure bundle A (the baseline, e.g. exported "
+                            "from main) and bundle B (the candidate) side by side on this machine, each "
+                            "configuration's two sides loaded at once and timed in alternating blocks, and "
+                            "judge B against A per row on the paired ratios of adjacent blocks. Each side "
+                            "may run under its own interpreter (another runtime version, another "
+                            "infer-compare checkout).",
+                epilog="Exit codes: 0 pass, 1 regression, 3 rows not judged (unless --allow-unjudged), "
+                       "2 usage error. docs/gate.md has the recipe and the measured error rates.")
     p.add_argument("bundle_a", metavar="A", help="the baseline bundle (infer-compare export)")
-    p.add_argument("bundle_b", metavar="B", help="the candidate bundle (may be A itself when only the interpreter "
-                                                 "differs)")
-    g = p.add_argument_group("the two sides and the pairing")
-    g.add_argument("--python-a", metavar="PATH", help="interpreter of side A's processes (default: this one)")
-    g.add_argument("--python-b", metavar="PATH", help="interpreter of side B's processes (default: this one)")
-    g.add_argument("--pairs", type=int, default=d.pairs, metavar="N",
-                   help=f"pairs of blocks per row, over all process pairs (default {d.pairs}; fewer where a call is "
-                        "so slow that blocks of 3 calls would overrun --side-time, at least 2 per process pair)")
-    g.add_argument("--replicates", type=int, default=d.replicates, metavar="R",
-                   help=f"process pairs per configuration, one after the other (default {d.replicates}): the verdict "
-                        "rests on their spread, which holds the lasting difference between two processes of the "
-                        "same code; more see smaller changes. 1: one process pair, judged on its blocks alone "
-                        "(cheaper; its interval does not cover that difference)")
-    g.add_argument("--max-replicates", type=int, default=d.max_replicates, metavar="R",
-                   help=f"at most this many process pairs for a row whose first --replicates show it too noisy to see "
-                        f"twice its rule's threshold (default {d.max_replicates}; decided once, from their spread "
-                        "alone; --replicates or less: never more)")
-    g.add_argument("--side-time", type=float, default=d.side_time_s, metavar="S",
-                   help=f"seconds of timed calls per side and row, split into the blocks (default {d.side_time_s})")
-    g.add_argument("--malloc", choices=("fixed", "default"), default="fixed" if d.malloc else "default",
-                   help="glibc's malloc thresholds in both sides' processes: fixed (the default: the same in every "
-                        "process whatever it did before, so that no process is lastingly slower for where its "
-                        "buffers came from) or default (moving with each process's history, as in a plain run)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the order of the sides in each pair (default 0)")
-    g.add_argument("--fail-on", action="append", default=None, metavar="RULE",
-                   help="exit 1 when B is worse than A beyond RULE (repeatable); default: "
-                        + ", ".join(AB_RULES).replace("%", "%%"))
-    g.add_argument("--allow-unjudged", action="store_true",
-                   help="exit 0 although rows could not be judged (listed with the reason)")
-    g.add_argument("--allow-missing", action="store_true", help="accept rows ok in A and skipped or missing in B")
-    g.add_argument("--allow-condition-change", action="store_true",
-                   help="accept rows measured under other threads or runner options in B than in A")
+    p.add_argument("bundle_b", metavar="B", help="the candidate bundle (may be A itself when only the "
+                                                 "interpreter differs)")
+    _add_pairing_args(p.add_argument_group("the two sides and the pairing"))
     _add_measure_args(p)
     o = p.add_argument_group("output")
     add_output(p, o, "where B's results, A's (baseline/) and gate.json go (default ./infer-compare-results/"
@@ -72,6 +39,49 @@ def build_gate_parser() -> _Parser:
     o.add_argument("--no-cache", action="store_true", help="rebuild what is built here")
     o.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     return p
+
+
+def _add_pairing_args(g) -> None:
+    """The two sides' interpreters, the pairing (its defaults: PairPlan's), the rules and what they accept."""
+    # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
+    from infer_compare.measure.ab import PairPlan
+    from infer_compare.regress.ab_judge import AB_RULES
+
+    d = PairPlan()
+    g.add_argument("--python-a", metavar="PATH", help="interpreter of side A's processes (default: this one)")
+    g.add_argument("--python-b", metavar="PATH", help="interpreter of side B's processes (default: this one)")
+    g.add_argument("--pairs", type=int, default=d.pairs, metavar="N",
+                   help=f"pairs of blocks per row, over all process pairs (default {d.pairs}; fewer where a "
+                        "call is so slow that blocks of 3 calls would overrun --side-time, at "
+                        "least 2 per process pair)")
+    g.add_argument("--replicates", type=int, default=d.replicates, metavar="R",
+                   help=f"process pairs per configuration, one after the other (default {d.replicates}): the "
+                        "verdict rests on their spread, which holds the lasting difference between two "
+                        "processes of the same code; more see smaller changes. 1: one process pair, judged "
+                        "on its blocks alone (cheaper; its interval does not cover that difference)")
+    g.add_argument("--max-replicates", type=int, default=d.max_replicates, metavar="R",
+                   help="at most this many process pairs for a row whose first --replicates show it too "
+                        f"noisy to see twice its rule's threshold (default {d.max_replicates}; decided once, "
+                        "from their spread alone; --replicates or less: never more)")
+    g.add_argument("--side-time", type=float, default=d.side_time_s, metavar="S",
+                   help="seconds of timed calls per side and row, split into the blocks "
+                        f"(default {d.side_time_s})")
+    g.add_argument("--malloc", choices=("fixed", "default"), default="fixed" if d.malloc else "default",
+                   help="glibc's malloc thresholds in both sides' processes: fixed (the default: the same in "
+                        "every process whatever it did before, so that no process is lastingly slower for "
+                        "where its buffers came from) or default (moving with each process's "
+                        "history, as in a plain run)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the order of the sides in each pair (default 0)")
+    g.add_argument("--fail-on", action="append", default=None, metavar="RULE",
+                   help="exit 1 when B is worse than A beyond RULE (repeatable); default: "
+                        + ", ".join(AB_RULES).replace("%", "%%"))
+    g.add_argument("--allow-unjudged", action="store_true",
+                   help="exit 0 although rows could not be judged (listed with the reason)")
+    g.add_argument("--allow-missing", action="store_true",
+                   help="accept rows ok in A and skipped or missing in B")
+    g.add_argument("--allow-condition-change", action="store_true",
+                   help="accept rows measured under other threads or runner options in B than in A")
 
 
 def cmd_gate(argv: list[str]) -> int:
@@ -90,9 +100,9 @@ def cmd_gate(argv: list[str]) -> int:
     saver = Saver(out)
     try:
         with RichProgress(args.quiet) as prog:
-            # the fork servers first: PyTorch's import in its server (3-5 s on the 2-core VM) then overlaps the
-            # gate's own imports below (0.3 s) as well as the verification; the report writers' imports go into
-            # the wait for the servers (regress/ab_servers.py)
+            # the fork servers first: PyTorch's import in its server (3-5 s on the 2-core VM) then overlaps
+            # the gate's own imports below (0.3 s) as well as the verification; the report writers' imports go
+            # into the wait for the servers (regress/ab_servers.py)
             servers = launch_early(args.bundle_b, opts, {"a": args.python_a, "b": args.python_b}, prog,
                                    idle=import_writers)
             got = _gate(args, argv, opts, prog, saver, servers)
@@ -124,10 +134,10 @@ def _gate(args, argv: list[str], opts, prog, saver: Saver, servers):
 
     plan = PairPlan(pairs=args.pairs, replicates=args.replicates, side_time_s=args.side_time, seed=args.seed,
                     max_replicates=max(args.replicates, args.max_replicates), malloc=args.malloc == "fixed")
-    return ab_gate(args.bundle_a, args.bundle_b, rules=args.fail_on, python_a=args.python_a, python_b=args.python_b,
-                   plan=plan, options=opts, progress=prog, command=["infer-compare", "gate", *argv], on_row=saver,
-                   allow_missing=args.allow_missing, allow_condition_change=args.allow_condition_change,
-                   servers=servers)
+    return ab_gate(args.bundle_a, args.bundle_b, rules=args.fail_on, python_a=args.python_a,
+                   python_b=args.python_b, plan=plan, options=opts, progress=prog,
+                   command=["infer-compare", "gate", *argv], on_row=saver, allow_missing=args.allow_missing,
+                   allow_condition_change=args.allow_condition_change, servers=servers)
 
 
 def args_error(msg: str) -> None:
