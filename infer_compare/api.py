@@ -121,62 +121,49 @@ def compare(
     parity_samples: int | None = None, calibration_samples: int | None = None,
     command: Iterable[str] | None = None, on_row: Callable[[Report], None] | None = None, **measure: Any,
 ) -> Report:
-    """Export ``model`` to every format it can, measure each on every device present, check every
-    output against the PyTorch FP32 reference, and return the Report: what ``infer-compare --model``
-    does (docs/architecture.md).
+    """Export ``model`` to every format it can, measure each on every device present and check every output
+    against the PyTorch FP32 reference: what ``infer-compare --model`` does (docs/architecture.md).
 
     Args:
-        model: a built-in or torchvision name (``"lenet5"``, ``"resnet50"``, ``"mobilenet_v2"``...), or
-            your own (docs/own-model.md): a path to an .onnx, TorchScript (.pt), ExportedProgram (.pt2)
-            or .tflite file, ``"package.module:callable"`` returning a torch.nn.Module, or a
-            torch.nn.Module with ``example_input``.
-        options: what to measure and how (a MeasureOptions); its fields may also be given as keywords
-            (``**measure``), which override it.
-        output_dir: a folder for the results, as the CLI's ``--output-dir``: made (with its parents)
-            and checked writable before any work (UsageError otherwise); results.json is saved after
-            each row, and results.json, results.md, results.csv and results.html at the end (in a
-            temporary folder, named on stderr, when the folder fails then). Interrupted (Ctrl-C), the
-            partial report is written in every format before KeyboardInterrupt goes on. An earlier run's
-            results.* there are replaced, as the CLI's ``--overwrite`` does (the CLI by default writes
-            beside them instead: here the caller names the folder it reads back). None: no file.
-        progress: where the run reports as it goes. None or True (the default): the CLI's display on
-            stderr, as ``infer-compare`` shows it without ``--quiet``: a live line with a bar on a
-            terminal; on a stderr that is not a terminal (a file, a pipe) rich draws no bar and the log
-            lines, warnings and finished rows are plain lines, as the CLI's are there. A text stream
-            (``sys.stdout``, an ``io.StringIO``): that display on it. False: nothing is shown (the
-            warnings are still in ``Report.warnings``). A Progress (subclass ``infer_compare.Progress``):
-            its callbacks are called.
-        weights: ``"auto"`` (pretrained weights from the local torch hub cache, else seeded random
-            weights; LeNet-5: trained on the bundled digits), ``"random"``, or a path to a state-dict
-            file.
+        model: a built-in or torchvision name (``"resnet50"``...) or your own (docs/own-model.md):
+            an .onnx, .tflite, TorchScript (.pt) or ExportedProgram (.pt2) file, ``"package.module:callable"``
+            returning a torch.nn.Module, or a torch.nn.Module with ``example_input``.
+        options: what to measure and how (a MeasureOptions); keywords (``**measure``) override its fields.
+        output_dir: the results folder (``--output-dir``), made (with its parents) and checked writable before
+            any work (UsageError otherwise). results.json is saved after each row; results.json, .md, .csv and
+            .html at the end and on Ctrl-C (into a temporary folder named on stderr if this one fails then);
+            an earlier run's results.* are replaced (``--overwrite``). None: no file.
+        progress: None or True (the default): the CLI's display on stderr (a live line with a bar on a
+            terminal, plain lines on a file or a pipe). A text stream (``sys.stdout``, an ``io.StringIO``):
+            that display on it. False: nothing shown (the warnings stay in ``Report.warnings``). A Progress
+            (subclass ``infer_compare.Progress``): its callbacks are called.
+        weights: ``"auto"`` (pretrained weights from the local torch hub cache, else seeded random weights;
+            LeNet-5: trained on the bundled digits), ``"random"``, or a path to a state-dict file.
         input_shape: the model's input shape where the model does not fix it: ``"1x3x224x224"``, or
             ``"name:1x3x224x224,name2:..."`` for several inputs (``--input-shape``).
         example_input: a sample input (a tensor, or a tuple of them) for a torch.nn.Module ``model``.
-        data: the inputs (``--data``): a path to an image folder (one sub-folder per class gives labels
-            and an accuracy column), a .npy or a .npz file; or ``DataOptions(data=..., labels=...,
-            calibration=..., max_images=..., overrides={...})`` for the other data flags; or a dict of
-            those fields. None: the model's own inputs (photos, LeNet-5's digits, or random inputs).
-        output_kinds: what outputs mean, and so how parity judges them (``--output-kind``):
-            ``{name: kind}`` or ``["NAME=KIND", ...]``; kinds in parity/kinds.py (scores, map,
-            sequence, ctc, detections...). None: inferred from each output's shape and values.
-        parity_samples: inputs compared with the reference (default: 32 photos; LeNet-5: all 450 test
-            digits).
+        data: the inputs (``--data``): an image folder (one sub-folder per class gives labels and an accuracy
+            column), a .npy or a .npz file; a DataOptions (``labels``, ``calibration``, ``max_images``,
+            ``overrides``: the other data flags) or a dict of its fields. None: the model's own inputs.
+        output_kinds: what outputs mean, and so how parity judges them (``--output-kind``): ``{name: kind}``
+            or ``["NAME=KIND", ...]``, kinds in parity/kinds.py (scores, map, sequence, ctc, detections...).
+            None: inferred from each output's shape and values.
+        parity_samples: inputs compared with the reference (default: 32 photos; LeNet-5: all 450 test digits).
         calibration_samples: calibration inputs for int8 (default: 64 photos; LeNet-5: 200 digits).
         command: the command line recorded in the report (``Report.command``).
-        on_row: called with the report so far after each row, so that a caller can keep what is
-            measured (with ``output_dir`` too: after results.json is saved).
-        **measure: the fields of MeasureOptions (measure/options.py), each the CLI flag of the same
-            meaning: ``backends``, ``formats``, ``precisions``, ``devices``, ``batch_sizes``,
-            ``scenarios``, ``threads``, ``min_iters``, ``min_time_s``, ``max_time_s``, ``cache_dir``,
-            ``runner_options`` (e.g. ``{"openvino": {"performance_hint": "THROUGHPUT"}}``), ...
+        on_row: called with the report so far after each row (with ``output_dir``: after results.json is
+            saved), so that a caller can keep what is measured.
+        **measure: the fields of MeasureOptions (measure/options.py), each as its CLI flag: ``backends``,
+            ``formats``, ``precisions``, ``devices``, ``batch_sizes``, ``scenarios``, ``threads``,
+            ``min_iters``, ``min_time_s``, ``max_time_s``, ``cache_dir``, ``runner_options`` (e.g.
+            ``{"openvino": {"performance_hint": "THROUGHPUT"}}``), ...
 
     Returns:
-        The Report: one row per backend, format, precision, device and batch size, measured or skipped
-        with its reason. A failure of one backend or export is a failed row, never an exception.
+        The Report: one row per backend, format, precision, device and batch size, measured or skipped with
+        its reason. A failure of one backend or export is a failed row, never an exception.
 
     Raises:
-        UsageError: a bad argument (an unknown backend, a missing data folder, an output folder that
-            cannot be written...), before any work; a one-line message.
+        UsageError: a bad argument (an unknown backend, a missing data folder...), before any work; one line.
         TypeError: an unknown keyword (the closest option is named).
     """
     opts = MeasureOptions.of(options, measure, "compare")
