@@ -110,8 +110,8 @@ def test_lossy_integer_conversions_say_what_changed():
     out, said = converted(np.array([[2**25 + 1, 3]], np.int64), np.float32)
     assert out.dtype == np.float32 and said == "int64 -> float32 (1 of 2 values changed, by up to 1)"
     assert converted(np.ones((2, 2), np.float32), np.float32)[1] == ""
-    assert converted(np.array([[1e300]]), np.float32)[1] == "float64 -> float32 (1 value beyond float32's " \
-                                                           "range became Inf)"
+    assert (converted(np.array([[1e300]]), np.float32)[1]
+            == "float64 -> float32 (1 value beyond float32's range became Inf)")
 
 
 def test_an_animated_gif_says_its_frames(tmp_path):

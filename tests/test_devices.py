@@ -80,8 +80,8 @@ def test_jetson_facts_with_commands():
 
 
 def test_jetson_clocks_fall_back_to_sysfs_when_not_root():
-    run = _runner({"nvpmodel": None, "jetson_clocks": "jetson_clocks: ERROR: You must be root to run "
-                   "this script"})
+    run = _runner({"nvpmodel": None, "jetson_clocks": "jetson_clocks: ERROR: You must be root "
+                                                      "to run this script"})
     j = devices.jetson_facts(ORIN, run)
     assert j["power_mode"] is None
     assert j["clocks_locked"] is False

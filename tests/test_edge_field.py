@@ -43,8 +43,8 @@ def test_a_dynamic_signature_is_read_and_sized_by_the_data(tmp_path):
     from infer_compare.prepare.tflite_file import load_tflite
 
     path = str(_dynamic_audio_file(tmp_path))
-    with pytest.raises(UsageError, match=r"dynamic dimension 1 \('\?'\) with no size: give it with "
-                       r"--input-shape x:1xN"):
+    with pytest.raises(UsageError, match=r"dynamic dimension 1 \('\?'\) with no size: "
+                                         r"give it with --input-shape x:1xN"):
         load_tflite(path)
     um = load_tflite(path, data_shapes={"": (1280,)})
     assert um.inputs[0].shape == ("batch", 1280)
@@ -88,8 +88,8 @@ def test_an_artifact_that_does_not_match_the_model_is_one_line_and_exit_2(tmp_pa
             "-o", str(tmp_path / "out")]
     cases = {"five.tflite": (_image_file(tmp_path, "five.tflite", 32, outputs=5),
                              "it has 5 output(s), the model 1"),
-             "big.tflite": (_image_file(tmp_path, "big.tflite", 64), "input 'x' is 1x64x64x3; the "
-                            "model's takes")}
+             "big.tflite": (_image_file(tmp_path, "big.tflite", 64),
+                            "input 'x' is 1x64x64x3; the model's takes")}
     for path, said in cases.values():
         code = main([*base, "--artifact", str(path)])
         err = capsys.readouterr().err

@@ -58,8 +58,8 @@ unspecified limitation
 """
 
 # <model>_edgetpu.log as edgetpu_compiler writes it: a header and the same operator table.
-OPERATION_LOG = "Edge TPU Compiler version 16.0.384591198\nInput: model.tflite\nOutput: " \
-    "model_edgetpu.tflite\n\n" + PARTIAL_LOG[PARTIAL_LOG.index("Operator "):]
+OPERATION_LOG = ("Edge TPU Compiler version 16.0.384591198\nInput: model.tflite\n"
+                 "Output: model_edgetpu.tflite\n\n" + PARTIAL_LOG[PARTIAL_LOG.index("Operator "):])
 
 MOSTLY_CPU_LOG = """Operator                       Count      Status
 

@@ -20,8 +20,8 @@ from infer_compare.backends.tflite.tflite_file import BUILTIN_OPS, read_model
 
 from .conftest import FAST
 
-schema = pytest.importorskip("ai_edge_litert.schema_py_generated", reason="ai-edge-litert (TFLite "
-                             "schema) needed")
+schema = pytest.importorskip("ai_edge_litert.schema_py_generated",
+                             reason="ai-edge-litert (TFLite schema) needed")
 flatbuffers = pytest.importorskip("flatbuffers")
 
 TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int8": 9}

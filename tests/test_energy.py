@@ -191,10 +191,10 @@ def _row_with_energy(extra):
 
 
 @pytest.mark.parametrize("extra, joules", [
-    ({"energy_mj_per_image": 30.7, "energy_source": "NVML nvmlDeviceGetTotalEnergyConsumption "
-      "(whole board)"}, 0.0307),
-    (energy_fields(EnergyReading(12.0, 3.0, "RAPL powercap package energy (intel-rapl:0 "
-                                 "package-0)"), 400), 0.03),
+    ({"energy_mj_per_image": 30.7,
+      "energy_source": "NVML nvmlDeviceGetTotalEnergyConsumption (whole board)"}, 0.0307),
+    (energy_fields(EnergyReading(12.0, 3.0, "RAPL powercap package energy "
+                                            "(intel-rapl:0 package-0)"), 400), 0.03),
 ])
 def test_the_energy_column_fills_from_a_row_that_has_energy(extra, joules):
     rep, row = _row_with_energy(extra)

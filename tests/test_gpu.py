@@ -211,8 +211,8 @@ def test_tensorrt_layer_summary_from_the_inspector_json():
     assert tensor_type("Row major linear FP32") == "fp32" and tensor_type("Float") == "fp32"
     assert tensor_type("N/A due to dynamic shapes") is None
     layers = [_layer("Reformat", "Reformat", "Row major linear FP32"),
-              _layer("CaskConvolution", "Convolution", "Thirty-two wide channel "
-                     "vectorized row major Int8 format."),
+              _layer("CaskConvolution", "Convolution", "Thirty-two wide channel vectorized row "
+                                                       "major Int8 format."),
               _layer("CaskConvolution", "Convolution", "Row major Int8 format"),
               _layer("CaskGemmMatrixMultiply", "MatrixMultiply", "Row major linear FP32", "sm90_gemm_f32"),
               _layer("NoOp", "", "N/A due to dynamic shapes")]

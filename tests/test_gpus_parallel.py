@@ -145,8 +145,8 @@ def test_fleet_task_binds_to_the_gpu_ray_assigned_and_names_the_physical_gpu():
 
 
 def test_fleet_job_whose_gpu_the_task_cannot_see_is_unbound():
-    with pytest.raises(Unbound, match=r"node srv: cuda:1 not visible to the task \(Ray assigned "
-                       r"GPU\(s\) \[\]"):
+    with pytest.raises(Unbound, match=r"node srv: cuda:1 not visible to the task \(Ray "
+                                      r"assigned GPU\(s\) \[\]"):
         bind({"devices": ["cuda:1"]}, [], [], "srv", "")
     rows = {"rows": [{"device": "cuda:0", "status": "skipped", "skip_kind": "no_device",
                       "reason": "cuda:0 does not exist (PyTorch sees 0 CUDA device(s))"}]}

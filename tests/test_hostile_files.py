@@ -217,7 +217,7 @@ def test_bundle_array_with_a_forged_header_is_refused(tmp_path):
     man = {"input": {"shape": [1, 28, 28]}, "data": {"eval": {"path": "data/eval.npy"},
                                                      "reference": {"path": "data/reference.npy"}}}
     with pytest.raises(BundleError, match=r"data/eval cannot be read.*header says shape "
-                       r"\(1000000, 1, 28, 28\)"):
+                                          r"\(1000000, 1, 28, 28\)"):
         load_inputs(Verified(tmp_path, man, 2, 0))
 
 
@@ -254,8 +254,8 @@ def test_images_of_other_modes_are_converted_faithfully_and_said(tmp_path):
     assert (by["cmyk.jpg"].mean(axis=(1, 2)).round() == [255, 0, 0]).all()
     assert (by["alpha.png"].mean(axis=(1, 2)).round() == [10, 200, 30]).all()
     for said in ("16-bit grayscale scaled to 8 bits (value / 257)", "alpha channel dropped",
-                 "CMYK converted to RGB without a colour profile", "rotated or flipped per its EXIF "
-                 "orientation"):
+                 "CMYK converted to RGB without a colour profile",
+                 "rotated or flipped per its EXIF orientation"):
         assert said in data.description, data.description
 
 
@@ -296,8 +296,8 @@ def test_tflite_io_map_with_wrong_types_is_refused(tmp_path):
 
     f = tmp_path / "m.tflite"
     Path(str(f) + ".io.json").write_text(json.dumps({"io_map": {"inputs": ["x"], "channel_last": ["yes"]}}))
-    with pytest.raises(RunnerError, match=r"io_map: field channel_last\[0\]: Input should be a "
-                       r"valid boolean"):
+    with pytest.raises(RunnerError, match=r"io_map: field channel_last\[0\]: "
+                                          r"Input should be a valid boolean"):
         read_io_map(str(f))
     Path(str(f) + ".io.json").write_text(json.dumps({"io_map": {"inputs": ["x"], "channel_last": [True]}}))
     assert read_io_map(str(f)) == {"inputs": ["x"], "channel_last": [True]}

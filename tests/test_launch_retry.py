@@ -34,8 +34,8 @@ def test_a_start_that_faulted_once_is_tried_again(monkeypatch):
 def test_a_start_that_keeps_faulting_or_fails_otherwise_is_one_line(monkeypatch):
     fake, calls = _popen_failing(99)
     monkeypatch.setattr(launch.subprocess, "Popen", fake)
-    with pytest.raises(launch.ChildNotStarted, match="could not start the tool process: OSError: "
-                       ".*Bad address"):
+    with pytest.raises(launch.ChildNotStarted, match="could not start the tool process: "
+                                                     "OSError: .*Bad address"):
         launch.popen("json.tool", [])
     assert len(calls) == 1 + launch.EXEC_RETRIES
     fake, calls = _popen_failing(99, errno.ENOENT)

@@ -20,8 +20,8 @@ def test_keywords_and_the_object_are_the_same_options():
     assert on_top.batch_sizes == [1, 8] and on_top.min_time_s == 0.5 and opts.min_time_s == 0.2
     sel = opts.selection()
     assert sel.batch_sizes == (1, 8) and sel.backends == ("onnxruntime",)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'batch_size'; did you mean "
-                       "'batch_sizes'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batch_size'; "
+                                        "did you mean 'batch_sizes'"):
         MeasureOptions.of(None, {"batch_size": [1]}, "compare")
     with pytest.raises(UsageError, match="--min-iters"):
         MeasureOptions(min_iters=0).selection()

@@ -59,8 +59,8 @@ def test_window_longer_than_duration_or_too_short():
     (["--duration", "10 minutes"], "bad --duration '10 minutes'"),
     (["--duration", "1m", "--window", "soon"], "bad --window 'soon'"),
     (["--duration", "1s", "--window", "2s"], "--window (2 s) is longer than --duration (1 s)"),
-    (["--duration", "1m", "--bundle", "x"], "name a model (--model M) or a bundle "
-     "(--bundle DIR), one of the two"),
+    (["--duration", "1m", "--bundle", "x"], "name a model (--model M) or a bundle (--bundle DIR), "
+                                            "one of the two"),
 ])
 def test_cli_refuses_bad_times_in_one_line(capsys, flags, message):
     from infer_compare.cli import main

@@ -202,8 +202,8 @@ def test_an_op_the_converter_lacks_is_named_in_one_line(tmp_path):
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 3])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "det.onnx"))
-    with pytest.raises(UnsupportedModel, match=r"^onnx2torch has no converter for ONNX op Det \(op "
-                       r"version \d+\)$"):
+    with pytest.raises(UnsupportedModel, match=r"^onnx2torch has no converter for ONNX op Det "
+                                               r"\(op version \d+\)$"):
         onnx_module(str(tmp_path / "det.onnx"))
 
 

@@ -16,8 +16,8 @@ def test_named_devices_absent_is_a_usage_error():
     check_devices_present(["cuda"], HERE)
     check_devices_present(["cuda:0"], HERE)
     check_devices_present(["cpu", "edgetpu"], HERE)  # some present: the absent one is a skipped row
-    with pytest.raises(UsageError, match=r"--device cuda:1: cuda:1 is not among cuda:0; devices here: "
-                       r"cpu, cuda:0"):
+    with pytest.raises(UsageError, match=r"--device cuda:1: cuda:1 is not among cuda:0; "
+                                         r"devices here: cpu, cuda:0"):
         check_devices_present(["cuda:1"], HERE)
     with pytest.raises(UsageError, match=r"--device edgetpu: no Coral Edge TPU found"):
         check_devices_present(["edgetpu"], HERE)
