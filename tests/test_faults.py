@@ -60,7 +60,8 @@ FAULTS = {
     "truncated": lambda e: e.file("model.bin").write_bytes(e.file("model.bin").read_bytes()[:1000]),
     "deleted": lambda e: e.file("sub/model.xml").unlink(),
 }
-EXPECTED = {"tampered": "model.bin does not match the sha256", "tampered-small": "sub/model.xml does not match",
+EXPECTED = {"tampered": "model.bin does not match the sha256",
+            "tampered-small": "sub/model.xml does not match",
             "truncated": "model.bin has 1000 bytes", "deleted": "sub/model.xml is missing"}
 
 
@@ -76,7 +77,8 @@ def test_damaged_artifact_is_rebuilt_with_one_line(tmp_path, fault):
     assert build.calls == 2 and not again.hit and again.path == first.path
     assert EXPECTED[fault] in again.rebuilt_because
     assert len(said) == 1 and "\n" not in said[0]
-    assert said[0].startswith(f"cache entry openvino/{key_of(PARTS)} is not trusted: ") and EXPECTED[fault] in said[0]
+    assert (said[0].startswith(f"cache entry openvino/{key_of(PARTS)} is not trusted: ")
+            and EXPECTED[fault] in said[0])
     assert again.file("model.bin").read_bytes() == _payload(BIG)
     assert again.file("sub/model.xml").read_text() == "<net>fake</net>\n"
     assert cache.get_or_build("openvino", PARTS, build).hit and build.calls == 2  # the new entry is trusted
@@ -175,7 +177,8 @@ def _proc_build(root: str, log: str, barrier) -> None:
 
     barrier.wait(30)
     e = Cache(root).get_or_build("onnx", PARTS, build)
-    ok = read_entry(e.path, full=True)[0] is not None and e.file("model.bin").read_bytes() == _payload(BIG, seed=2)
+    ok = (read_entry(e.path, full=True)[0] is not None
+          and e.file("model.bin").read_bytes() == _payload(BIG, seed=2))
     raise SystemExit(0 if ok and not e.private else 3)
 
 
@@ -321,18 +324,18 @@ def _report(complete: bool = True, p50: float = 2.0):
         Settings,
     )
 
-    env = Environment("abc", "Linux", "6.1", "x86_64", "CPython 3.11.7", "Some CPU", ("avx2",), 2, 4, 24.0, "0.1.0",
-                      {"numpy": "2.4.6"}, (), {})
+    env = Environment("abc", "Linux", "6.1", "x86_64", "CPython 3.11.7", "Some CPU", ("avx2",), 2, 4, 24.0,
+                      "0.1.0", {"numpy": "2.4.6"}, (), {})
     samples = tuple(int(p50 * 1e6) + i for i in range(40))
-    row = RunRecord("onnxruntime", "onnx", "fp32", "cpu", 1, OK, latency=LatencyStats.from_samples_ns(samples),
-                    throughput=1000 / p50, parity=ParityResult(32, 1e-5, 1e-6, 1e-6, 1.0, 1.0, 1.0, 1.0),
-                    samples_ns=samples)
+    row = RunRecord("onnxruntime", "onnx", "fp32", "cpu", 1, OK,
+                    latency=LatencyStats.from_samples_ns(samples), throughput=1000 / p50,
+                    parity=ParityResult(32, 1e-5, 1e-6, 1e-6, 1.0, 1.0, 1.0, 1.0), samples_ns=samples)
     minfo = ModelInfo("lenet5", "lenet", "trained", "x", "h" * 16, (1, 32, 32), 10)
     settings = Settings({"cpu": (1, 8)}, 2, 3, 10, 1.0, 32, 600.0)
     extra = {} if complete else {"complete": False, "incomplete_reason": "interrupted by SIGINT",
                                  "not_run": ("onnxruntime/onnx/fp32/cpu/b8", "openvino/openvino/fp32/cpu/b1")}
-    return Report(SCHEMA_VERSION, "0.1.0", "2026-11-21T10:00:00+0000", ("infer-compare",), minfo, env, settings,
-                  (row,), **extra)
+    return Report(SCHEMA_VERSION, "0.1.0", "2026-11-21T10:00:00+0000", ("infer-compare",), minfo, env,
+                  settings, (row,), **extra)
 
 
 def _diff(capsys, *args) -> tuple[int, str, str]:
@@ -352,7 +355,8 @@ def test_diff_refuses_an_incomplete_report_unless_allowed(tmp_path, capsys, whic
     assert code == 2 and not out and "Traceback" not in err
     assert len(err.splitlines()) == 1 and err.startswith("infer-compare: error: ")
     path = base if which == "baseline" else cur
-    assert f"({path}) is incomplete (interrupted by SIGINT; 2 cells did not run)" in err and "--allow-incomplete" in err
+    assert (f"({path}) is incomplete (interrupted by SIGINT; 2 cells did not run)" in err
+            and "--allow-incomplete" in err)
 
     code, out, err = _diff(capsys, base, cur, "--fail-on", "p50:+10%", "--allow-incomplete")
     assert code == 0 and not err, err
@@ -413,7 +417,8 @@ def test_failed_report_save_leaves_no_tmp_and_says_where(tmp_path, where):
         _report().save(target)
     msg = str(ei.value)
     assert str(target) in msg and "\n" not in msg and ei.value.strerror
-    assert sorted(p.name for p in tmp_path.rglob("*")) == (["out.json", "x"] if where == "a directory" else [])
+    assert sorted(p.name for p in tmp_path.rglob("*")) == (
+        ["out.json", "x"] if where == "a directory" else [])
 
 
 # ------------------------------------------------------------------ end to end, LeNet-5
@@ -429,8 +434,8 @@ def test_tampered_onnx_in_the_real_lenet_cache_is_rebuilt(cache_dir, caplog):
 
     from .conftest import FAST
 
-    kw = dict(backends=["onnxruntime"], formats=["onnx"], precisions=["fp32"], devices=["cpu"], batch_sizes=[1],
-              cache_dir=cache_dir, **FAST)
+    kw = dict(backends=["onnxruntime"], formats=["onnx"], precisions=["fp32"], devices=["cpu"],
+              batch_sizes=[1], cache_dir=cache_dir, **FAST)
     first = compare("lenet5", **kw)
     row = next(r for r in first.rows if r.status == "ok")
     onnx = Path(row.export.path)
@@ -459,18 +464,21 @@ def test_crashing_and_hanging_exporters_become_export_failed_rows(cache_dir, mon
     from .conftest import python_env
 
     table = dict(formats.FORMATS)
-    table["openvino"] = dataclasses.replace(table["openvino"], exporter="tests.fake_exporters:CrashingExporter")
+    table["openvino"] = dataclasses.replace(table["openvino"],
+                                            exporter="tests.fake_exporters:CrashingExporter")
     table["tflite"] = dataclasses.replace(table["tflite"], exporter="tests.fake_exporters:HangingExporter")
     monkeypatch.setattr(formats, "FORMATS", table)
     monkeypatch.setenv("PYTHONPATH", python_env()["PYTHONPATH"])
     t0 = time.perf_counter()
-    rep = compare("lenet5", devices=["cpu"], formats=["pytorch", "onnx", "openvino", "tflite"], precisions=["fp32"],
-                  batch_sizes=[1], cache_dir=cache_dir, use_cache=False, warmup_iters=1, min_iters=3, min_time_s=0.0,
-                  max_time_s=0.5, export_timeout_s=40)  # the real ONNX export alone takes ~7 s on a 2-core VM
+    # the real ONNX export alone takes ~7 s on a 2-core VM
+    rep = compare("lenet5", devices=["cpu"], formats=["pytorch", "onnx", "openvino", "tflite"],
+                  precisions=["fp32"], batch_sizes=[1], cache_dir=cache_dir, use_cache=False, warmup_iters=1,
+                  min_iters=3, min_time_s=0.0, max_time_s=0.5, export_timeout_s=40)
     assert time.perf_counter() - t0 < 400
     by = {(r.backend, r.format): r for r in rep.rows}
     assert by[("openvino", "openvino")].status == "export_failed"
-    assert "crashed" in by[("openvino", "openvino")].reason and "SIGSEGV" in by[("openvino", "openvino")].reason
+    assert ("crashed" in by[("openvino", "openvino")].reason
+            and "SIGSEGV" in by[("openvino", "openvino")].reason)
     assert by[("tflite", "tflite")].status == "export_failed"
     assert "timed out after 40 s" in by[("tflite", "tflite")].reason
     assert by[("pytorch", "pytorch")].status == "ok" and by[("onnxruntime", "onnx")].status == "ok"
@@ -509,8 +517,9 @@ def test_interrupt_saves_an_incomplete_report_and_leaves_no_child(tmp_path, cach
     from .conftest import PY, python_env
 
     out = tmp_path / "out"
-    cmd = [PY, "-m", "infer_compare.cli", "--model", "lenet5", "--device", "cpu", "--formats", "pytorch,onnx,openvino",
-           "--precisions", "fp32", "-b", "1,2", "--min-time", "3", "--max-time", "3", "--target-ci", "0",
+    cmd = [PY, "-m", "infer_compare.cli", "--model", "lenet5", "--device", "cpu",
+           "--formats", "pytorch,onnx,openvino", "--precisions", "fp32", "-b", "1,2",
+           "--min-time", "3", "--max-time", "3", "--target-ci", "0",
            "-q", "-o", str(out), "--cache-dir", str(cache_dir)]
     proc = subprocess.Popen(cmd, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -585,7 +594,8 @@ def test_an_interrupt_a_runtime_import_swallowed_still_stops_the_run(cache_dir, 
     saved = []
     with pytest.raises(KeyboardInterrupt):
         compare("lenet5", devices=["cpu"], formats=["pytorch", "onnx"], precisions=["fp32"], batch_sizes=[1],
-                cache_dir=cache_dir, warmup_iters=1, min_iters=3, min_time_s=0.0, max_time_s=0.2, on_row=saved.append)
+                cache_dir=cache_dir, warmup_iters=1, min_iters=3, min_time_s=0.0, max_time_s=0.2,
+                on_row=saved.append)
     assert saved and saved[-1].complete is False and any(r.status == "ok" for r in saved[-1].rows)
     with interrupts.watch():  # a new run starts with no interrupt on record
         interrupts.check()
