@@ -4,19 +4,19 @@ interpreter), so that whatever the machine does in those seconds falls on both.
 
 Two processes of the same code differ lastingly by a few per cent (where their memory landed, measured:
 unchanged LeNet-5 rows' estimates from one process pair each spread 1.2-2.4 % on the 2-core VM, while each
-pair's own blocks agreed to 0.1-0.2 %). So each configuration is measured by ``replicates`` process pairs,
-one after the other, and by as many more (at most ``max_replicates``) as the caller's ``needed`` asks for once
-the planned ones are in (regress/ab.py: decided once, from their spread). Each pair starts both children
-(forked from the fork server where there is one: one for both sides under one interpreter), loads, and times
-its share of the pairs of blocks, half with A first and half with B first, in random order. The gate judges the
-spread between the process pairs (regress/paired.py), not only within one.
+pair's own blocks agreed to 0.1-0.2 %). So each configuration is measured by ``replicates`` process pairs, one
+after the other, and by as many more (at most ``max_replicates``) as the caller's ``needed`` asks for once the
+planned ones are in (regress/ab.py: decided once, from their spread). Each pair starts both children (forked
+from the fork server where there is one: one for both sides under one interpreter), loads, and times its share
+of the pairs of blocks, half with A first and half with B first, in random order. The gate judges the spread
+between the process pairs (regress/paired.py), not only within one.
 
 Per batch size in each process pair: both children load (one after the other: not timed), the first pair's
-pilot block of each sets the calls per block (the block time divided by the slower side's call; the later pairs
-keep it), then its pairs of blocks, then (first pair only) each side's parity outputs. Each side's result is a
-CellResult like a plain run's, its samples in time order, with the pairing in ``extra["ab"]`` (calls per block,
-process pairs measured and planned, which side went first in each pair, where the wall time went), from which
-the gate takes the paired ratios.
+pilot block of each sets the calls per block (the block time divided by the slower side's call; the later
+pairs keep it), then its pairs of blocks, then (first pair only) each side's parity outputs. Each side's
+result is a CellResult like a plain run's, its samples in time order, with the pairing in ``extra["ab"]``
+(calls per block, process pairs measured and planned, which side went first in each pair, where the wall time
+went), from which the gate takes the paired ratios.
 """
 
 from __future__ import annotations
@@ -46,12 +46,13 @@ class PairPlan:
     # (the number is decided once, from their spread alone: never from the change they show)
     max_replicates: int = 10
     # each side's timed calls per row, in seconds, split into the blocks (0.6 until the malloc fix: with the
-    # process pairs' lasting differences gone, a MobileNet v2 gate on the 2-core VM printed detectable changes of
-    # 6.9-7.6 % a row (medians of 20 rounds), so the blocks were shortened for the gate's cost; MobileNet v2's
-    # PyTorch blocks, held at 3 calls, did not change)
+    # process pairs' lasting differences gone, a MobileNet v2 gate on the 2-core VM printed detectable changes
+    # of 6.9-7.6 % a row (medians of 20 rounds), so the blocks were shortened for the gate's cost; MobileNet
+    # v2's PyTorch blocks, held at 3 calls, did not change)
     side_time_s: float = 0.4
     # each process's warm-up after its load (besides the run's --warmup calls): short, as every process pair
-    # warms up again, and whatever warm-up leaves falls on both sides of the pairs alike (0.05 until the malloc fix)
+    # warms up again, and whatever warm-up leaves falls on both sides of the pairs alike (0.05 until the
+    # malloc fix)
     warmup_s: float = 0.02
     seed: int = 0  # the draw of which side goes first in each pair
     timeout_s: float = 300.0  # any one answer of a child (a load, a block, parity)
@@ -59,12 +60,14 @@ class PairPlan:
     # (SIGCONT) for its own block: a runtime's threads spin after a call for a while (ONNX Runtime's pool took
     # 0.59 cores of the other side's blocks on the 2-core VM); stopped, they take none
     freeze: bool = True
-    # each side's calling thread pinned to one CPU, the same for both, while its blocks are timed (ab_child._Pin:
-    # the virtual CPUs of a shared VM run at speeds of their own); the runtime's own threads keep theirs
+    # each side's calling thread pinned to one CPU, the same for both, while its blocks are timed
+    # (ab_child._Pin: the virtual CPUs of a shared VM run at speeds of their own); the runtime's own threads
+    # keep theirs
     pin: bool = True
-    # glibc's malloc thresholds fixed in both sides' processes before their first load (host/malloc.py: by default
-    # they move with each process's history, and PyTorch's MobileNet v2 processes on the 2-core VM ran 16 % apart
-    # for their whole life by it); only where both sides' infer-compare can (their greetings say so), else neither
+    # glibc's malloc thresholds fixed in both sides' processes before their first load (host/malloc.py: by
+    # default they move with each process's history, and PyTorch's MobileNet v2 processes on the 2-core VM ran
+    # 16 % apart for their whole life by it); only where both sides' infer-compare can (their greetings say
+    # so), else neither
     malloc: bool = True
 
     @property
@@ -75,7 +78,8 @@ class PairPlan:
 
 
 def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
-           tag: str, plan: PairPlan, servers: dict[str, Any], order: tuple[str, ...] = SIDES) -> dict[str, Child]:
+           tag: str, plan: PairPlan, servers: dict[str, Any],
+           order: tuple[str, ...] = SIDES) -> dict[str, Child]:
     """Both sides' children, started (and later loaded, ``_both``) in ``order``."""
     kids: dict[str, Child] = {}
     try:
@@ -86,9 +90,9 @@ def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict
         for s in order:
             kids[s].hello = kids[s].read(plan.timeout_s)
             if kids[s].hello.get("hello") not in (1, PROTOCOL):
-                raise SideFailed(f"side {s.upper()}'s infer-compare {kids[s].hello.get('version', '?')} speaks the "
-                                 f"A/B protocol {kids[s].hello.get('hello')}, this one {PROTOCOL}: install the same "
-                                 "or a newer infer-compare there", s)
+                raise SideFailed(f"side {s.upper()}'s infer-compare {kids[s].hello.get('version', '?')} "
+                                 f"speaks the A/B protocol {kids[s].hello.get('hello')}, this one "
+                                 f"{PROTOCOL}: install the same or a newer infer-compare there", s)
     except SideFailed:
         for k in kids.values():
             k.close()
@@ -115,10 +119,10 @@ def _both(kids: dict[str, Child], cmd: dict[str, Any], plan: PairPlan) -> dict[s
 
 
 def _block_size(kids: dict[str, Child], plan: PairPlan) -> tuple[int, int]:
-    """(calls per block, pairs per process pair) from a pilot block of each side: ``plan.side_time_s`` split into
-    the plan's pairs, at least MIN_CALLS calls per block (a block's median then drops its first call, slowed by
-    the caches the other side left behind), with fewer pairs (at least 2 per process pair) where blocks of that
-    size would overrun the side time."""
+    """(calls per block, pairs per process pair) from a pilot block of each side: ``plan.side_time_s`` split
+    into the plan's pairs, at least MIN_CALLS calls per block (a block's median then drops its first call,
+    slowed by the caches the other side left behind), with fewer pairs (at least 2 per process pair) where
+    blocks of that size would overrun the side time."""
     pilot = {s: _timed(k, 3, plan) for s, k in kids.items()}
     for s, r in pilot.items():
         if not r.get("ok"):
@@ -164,7 +168,8 @@ def _blocks(kids: dict[str, Child], plan: PairPlan, calls: int, per: int,
     return samples, first, load.part()
 
 
-def _result(b: int, loaded: dict[str, Any], samples: list[int], par: dict[str, Any], ab: dict[str, Any]) -> CellResult:
+def _result(b: int, loaded: dict[str, Any], samples: list[int], par: dict[str, Any],
+            ab: dict[str, Any]) -> CellResult:
     return CellResult(
         batch_size=b, ok=True, load_s=loaded.get("load_s"), first_infer_ms=loaded.get("first_ms"),
         samples_ns=tuple(samples), wall_ns=sum(samples), exec_precision=loaded.get("exec_precision", ""),
@@ -194,9 +199,11 @@ class _Series:
         self.loads: list[Any] = []
         self.load_s: dict[str, list[float]] = {s: [] for s in SIDES}
         self.cpus: dict[str, list[Any]] = {s: [] for s in SIDES}  # each process's pinned calling thread's CPU
-        self.opened = False  # both sides' runners loaded at the same time (their load times taken side by side)
+        # both sides' runners loaded at the same time (their load times taken side by side)
+        self.opened = False
         self.malloc: list[str] = []  # each process pair's malloc settings (_malloc)
-        self.wall: dict[str, float] = {}  # where this batch size's wall time went: load, pilot, blocks, parity
+        # where this batch size's wall time went: load, pilot, blocks, parity
+        self.wall: dict[str, float] = {}
 
     def phase(self, name: str, t0: float) -> float:
         t1 = time.perf_counter()
@@ -247,14 +254,14 @@ def _batch(kids: dict[str, Child], specs: dict[str, CellSpec], ser: _Series, pla
 
 
 def _malloc(kids: dict[str, Child], plan: PairPlan) -> str:
-    """Both sides' malloc thresholds fixed (plan.malloc), before anything is loaded, where both can; the settings
-    both processes run with, in words (the rows' ``extra.ab.malloc``)."""
+    """Both sides' malloc thresholds fixed (plan.malloc), before anything is loaded, where both can; the
+    settings both processes run with, in words (the rows' ``extra.ab.malloc``)."""
     if not plan.malloc:
         return "glibc's default (thresholds moving with each process's history; --malloc default)"
     cannot = [s.upper() for s, k in kids.items() if not k.hello.get("malloc")]
     if cannot:
-        return (f"the C library's default: side {' and '.join(cannot)} cannot fix its malloc thresholds (not glibc, "
-                "or its infer-compare is older than this setting), so neither side's are")
+        return (f"the C library's default: side {' and '.join(cannot)} cannot fix its malloc thresholds "
+                "(not glibc, or its infer-compare is older than this setting), so neither side's are")
     got = {s: k.ask({"op": "malloc"}, plan.timeout_s) for s, k in kids.items()}
     for s, r in got.items():
         if not r.get("ok"):
@@ -265,8 +272,8 @@ def _malloc(kids: dict[str, Child], plan: PairPlan) -> str:
 def _open(kids: dict[str, Child], b: int, plan: PairPlan) -> None:
     """Both sides load batch ``b``'s runner at the same time, nothing run (a runtime's threads spin only after
     calls): a load is mostly one core's work, so two take little more than one (OpenVINO's MobileNet v2 on the
-    2-core VM: 0.53-0.56 s a process pair instead of 0.71-0.73 s with its cold call and warm-up); then both are
-    stopped again. The loads' figures are taken side by side: the rows' load times say so (extra.ab)."""
+    2-core VM: 0.53-0.56 s a process pair instead of 0.71-0.73 s with its cold call and warm-up); then both
+    are stopped again. The loads' figures are taken side by side: the rows' load times say so (extra.ab)."""
     for k in kids.values():
         k.signal(signal.SIGCONT)
         k.send({"op": "open", "batch": b})
@@ -287,7 +294,8 @@ def _solo(kid: Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> CellR
     is measured (so that a candidate that crashes reads as a failure against a baseline that ran)."""
     kid.signal(signal.SIGCONT)  # it was stopped while the other side was timed
     try:
-        loaded = kid.ask({"op": "load", "batch": b, "warmup_s": plan.warmup_s, "pin": plan.pin}, plan.timeout_s)
+        loaded = kid.ask({"op": "load", "batch": b, "warmup_s": plan.warmup_s, "pin": plan.pin},
+                         plan.timeout_s)
         if not loaded.get("ok"):
             raise SideFailed.answered(kid.name, loaded)
         calls, per = _block_size({kid.name: kid}, plan)
@@ -314,10 +322,10 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
                  needed: Needed | None = None) -> dict[str, list[CellResult]]:
     """Both sides of one configuration at each of its batch sizes (latency scenario), over ``plan.replicates``
     process pairs, then as many more (up to ``plan.max_replicates``) as ``needed`` asks for, given each batch
-    size's samples (A's, B's, calls per block) and the process pairs so far: asked once, so the number of process
-    pairs is decided once. Never raises for a side's failure: its rows say why (a crash in any process pair fails
-    the side), and the other side is measured alone (its rows say so). ``servers``: each side's fork server for
-    this runtime (its children forked with the runtime imported), or none."""
+    size's samples (A's, B's, calls per block) and the process pairs so far: asked once, so the number of
+    process pairs is decided once. Never raises for a side's failure: its rows say why (a crash in any process
+    pair fails the side), and the other side is measured alone (its rows say so). ``servers``: each side's
+    fork server for this runtime (its children forked with the runtime imported), or none."""
     servers = servers or {}
     rng = random.Random(f"{plan.seed}:{tag}")
     series = [_Series(b) for b in specs["b"].batch_sizes]
@@ -325,14 +333,15 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
     while r < total or not asked:
         if r >= total:
             asked = True
-            total = max(r, min(plan.max_replicates, needed([(s.samples["a"], s.samples["b"], s.calls)  # type: ignore[misc]
+            # type: ignore[misc]
+            total = max(r, min(plan.max_replicates, needed([(s.samples["a"], s.samples["b"], s.calls)
                                                              for s in series], r, plan.max_replicates)))
             continue
         t = time.perf_counter()
         try:
             # the side forked and loaded first alternates between process pairs: whatever going first leaves
-            # (where each process's memory lands, what the other's load left in the caches) falls on both sides,
-            # into the spread between process pairs, instead of on side B in all of them
+            # (where each process's memory lands, what the other's load left in the caches) falls on both
+            # sides, into the spread between process pairs, instead of on side B in all of them
             order = SIDES if r % 2 == 0 else SIDES[::-1]
             kids = _start(specs, pythons, env, work, f"{tag}-p{r}" if r else tag, plan, servers, order)
         except SideFailed as e:
@@ -359,8 +368,8 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
 
 def _failed(kids: dict[str, Child], specs: dict[str, CellSpec], plan: PairPlan,
             e: SideFailed) -> dict[str, list[CellResult]]:
-    """Side ``e.side`` failed in a process pair: every batch size of it fails; the other side is measured alone
-    by its live child."""
+    """Side ``e.side`` failed in a process pair: every batch size of it fails;
+    the other side is measured alone by its live child."""
     out: dict[str, list[CellResult]] = {s: [] for s in SIDES}
     good = {"a": "b", "b": "a"}.get(e.side, "")
     for b in specs["b"].batch_sizes:
@@ -373,7 +382,8 @@ def _failed(kids: dict[str, Child], specs: dict[str, CellSpec], plan: PairPlan,
 
 
 def _one_side(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
-              tag: str, plan: PairPlan, e: SideFailed, servers: dict[str, Any]) -> dict[str, list[CellResult]]:
+              tag: str, plan: PairPlan, e: SideFailed,
+              servers: dict[str, Any]) -> dict[str, list[CellResult]]:
     """A side could not be started: its rows say why; the other side is started alone and measured alone."""
     todo = list(specs["b"].batch_sizes)
     out = {s: [CellResult.failed(b, e.status, str(e), hint=e.hint) for b in todo] for s in SIDES}

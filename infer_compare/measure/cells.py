@@ -21,7 +21,8 @@ from infer_compare.measure.bench import LoopSettings
 class CellSpec(Record):
     runner: str  # a runner name of the registry, or "module:Class" (tests, benchmarks)
     artifact: str
-    impl: str = ""  # the runner's "module:Class" as the parent resolved it (the child then sees the parent's table)
+    # the runner's "module:Class" as the parent resolved it (the child then sees the parent's table)
+    impl: str = ""
     device: str = "cpu"
     precision: str = "fp32"
     format: str = ""
@@ -35,13 +36,15 @@ class CellSpec(Record):
     parity_limit: dict[str, int] = field(default_factory=dict)  # str(batch) -> images compared (default: all)
     outputs: str = ""  # where parity outputs go: a path with "{batch}" in it
     loop: LoopSettings = field(default_factory=LoopSettings)
-    scenarios: tuple[str, ...] = (LATENCY,)  # latency and/or throughput, measured in that order per batch size
+    # latency and/or throughput, measured in that order per batch size
+    scenarios: tuple[str, ...] = (LATENCY,)
     io: str = "device"  # GPU rows: device-resident input/output, or "host": the copies inside each timed call
     concurrency: int = 0  # throughput scenario: requests in flight (0: the runtime's own choice)
     layout: dict[str, Any] = field(default_factory=dict)  # layout.Layout.to_dict(): batch axes other than 0
 
     def outputs_for(self, batch: int, scenario: str = LATENCY) -> str:
-        """Parity outputs at ``batch``; for the throughput scenario, its own path's outputs of the timed batch."""
+        """Parity outputs at ``batch``; for the throughput scenario,
+        its own path's outputs of the timed batch."""
         return self.outputs.replace("{batch}", str(batch) if scenario == LATENCY else f"{batch}-{scenario}")
 
     def pairs(self) -> list[tuple[int, str]]:
@@ -73,12 +76,14 @@ class CellResult(Record):
     extra: dict[str, Any] = field(default_factory=dict)
     outputs_written: bool = False
     parity_n: int | None = None  # how many parity inputs were run
-    peak_rss_mb: float | None = None  # the child's peak RSS so far (VmHWM): this batch size and those before it
+    # the child's peak RSS so far (VmHWM): this batch size and those before it
+    peak_rss_mb: float | None = None
     stderr_tail: str = ""
     traceback: str = ""
     wall_s: float | None = None
     process: int = 1  # which child process of the configuration measured it (2+: after a crash)
-    loop: dict[str, Any] = field(default_factory=dict)  # the timed loop's summary (bench.LoopResult.summary())
+    # the timed loop's summary (bench.LoopResult.summary())
+    loop: dict[str, Any] = field(default_factory=dict)
     scenario: str = LATENCY  # throughput: samples_ns are the requests' latencies under load
     images: int = 0  # throughput scenario: images completed in wall_ns (latency: batch_size x samples)
     tp_outputs: str = ""  # throughput scenario: .npy of its own path's outputs of the timed batch

@@ -31,8 +31,10 @@ class MeasureOptions:
     io: str | None = None  # --io: the GPU timing policy, device (default) or host
     concurrency: int = 0  # --concurrency: requests in flight in the throughput scenario (0: the runtime's)
     gpus: str = "spread"  # --gpus: several GPUs: spread (default), every or sequential (measure/gpus.py)
-    cpu_rows: str = "auto"  # --cpu-rows: CPU rows beside the GPU ones where cores allow (auto), after or beside
-    runner_options: dict[str, dict[str, Any]] | None = None  # {runner: {option: value}}, backends/*/options.py
+    # --cpu-rows: CPU rows beside the GPU ones where cores allow (auto), after or beside
+    cpu_rows: str = "auto"
+    # {runner: {option: value}}, backends/*/options.py
+    runner_options: dict[str, dict[str, Any]] | None = None
     artifacts: Iterable[str] = ()  # --artifact: pre-built files measured as given (compare only)
     # how to sample
     threads: int | None = None  # --threads (None: the physical cores)
