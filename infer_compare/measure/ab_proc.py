@@ -67,8 +67,8 @@ class Child:
             self.w = open(os.open(to, os.O_RDWR), "w", buffering=1)  # noqa: SIM115
             self.r = open(os.open(frm, os.O_RDWR))  # noqa: SIM115
             self.log.flush()
-            return server.spawn("infer_compare.measure.ab_child", [str(spec_path), "--fifo", str(to), str(frm)],
-                                env, str(self.log_path))
+            return server.spawn("infer_compare.measure.ab_child",
+                                [str(spec_path), "--fifo", str(to), str(frm)], env, str(self.log_path))
         except OSError:
             self._close_fifos()
             return None
@@ -151,9 +151,9 @@ class Child:
 
 class Load:
     """What else used the CPUs while one process pair's blocks ran: other processes (the machine's busy time
-    minus both sides' own), other guests (steal), and the waiting side itself while the other side was timed (a
-    runtime's threads that keep spinning after their call: the two sides then disturb each other). ``part()``
-    gives the raw figures of this pair, ``summary()`` sums the parts of several pairs, in cores."""
+    minus both sides' own), other guests (steal), and the waiting side itself while the other side was timed
+    (a runtime's threads that keep spinning after their call: the two sides then disturb each other).
+    ``part()`` gives the raw figures of this pair, ``summary()`` sums the parts of several pairs, in cores."""
 
     def __init__(self, kids: dict[str, Child]):
         self.pids = {s: k.proc.pid for s, k in kids.items()}
@@ -178,7 +178,8 @@ class Load:
         t1, own1, wall = cpu_ticks(), self._own(), time.perf_counter() - self.start
         if self.t0 is None or t1 is None or self.own0 is None or own1 is None or wall <= 0:
             return None
-        other = max(0, (t1[0] - self.t0[0]) - (t1[1] - self.t0[1]) - (own1 - self.own0) - (t1[2] - self.t0[2]))
+        other = max(0, (t1[0] - self.t0[0]) - (t1[1] - self.t0[1]) - (own1 - self.own0)
+                    - (t1[2] - self.t0[2]))
         return {"other": other, "steal": t1[1] - self.t0[1], "waiting": self.waiting, "wall": wall}
 
     @staticmethod

@@ -6,24 +6,26 @@ GPUs ended 0.4 to 4 s apart (reports/gpu-h200x2p-r8-*). So each configuration's 
 cache after a run, and the next run of the same model and settings plans by them:
 
 * **Measured**: two figures per configuration. Its GPU seconds, what it keeps its GPU from others: the seconds
-  its process held the GPU (the turns of host/gpu_turn.py, each row's ``extra.gpu_turn.held``), or, where a GPU
-  had one process (no turns), its wall time in its worker. And its own seconds, what it takes with a GPU to itself:
-  its wall time less the seconds its process waited for the other's turns (torch.compile's tracing included,
-  which beside another configuration costs the GPU nothing). Kept per GPU model (a pool), the last KEEP runs of
-  each. Per group (below), the median of its sums plans (``estimates``).
-* **Kept**: ``<cache root>/gpu-seconds/<key>.json`` (GPU model -> its last KEEP runs), the key made of the model (its name, weights' hash, inputs and
-  outputs) and the settings that shape the work (the GPU batch sizes, the sampling rule, scenarios; not the
-  devices: a one-GPU run's figures plan a two-GPU run). ``--no-cache`` neither reads nor writes; a file that cannot be read or written is no plan.
+  its process held the GPU (the turns of host/gpu_turn.py, each row's ``extra.gpu_turn.held``), or, where a
+  GPU had one process (no turns), its wall time in its worker. And its own seconds, what it takes with a GPU
+  to itself: its wall time less the seconds its process waited for the other's turns (torch.compile's tracing
+  included, which beside another configuration costs the GPU nothing). Kept per GPU model (a pool), the last
+  KEEP runs of each. Per group (below), the median of its sums plans (``estimates``).
+* **Kept**: ``<cache root>/gpu-seconds/<key>.json`` (GPU model -> its last KEEP runs), the key made of the
+  model (its name, weights' hash, inputs and outputs) and the settings that shape the work (the GPU batch
+  sizes, the sampling rule, scenarios; not the devices: a one-GPU run's figures plan a two-GPU run).
+  ``--no-cache`` neither reads nor writes; a file that cannot be read or written is no plan.
 * **Planned**: the unit is a *group*, the configurations of one runtime and precision (what a GPU's process
   keeps together: torch.compile after eager reuses cuDNN's choices for that precision, and split it would tune
   them twice). The groups are split over the pool's GPUs so that the largest expected sum is smallest
-  (``partition``: every split for two GPUs, longest first otherwise). A plan is made only where every group of the
-  pool has a figure; else plan order, and the report says why.
+  (``partition``: every split for two GPUs, longest first otherwise). A plan is made only where every group of
+  the pool has a figure; else plan order, and the report says why.
 
-**Off by default** (``INFER_COMPARE_GPU_PLAN=1`` turns it on; the figures are kept either way): on three leases of
-2 x H200 (round 9, reports/gpu-x2-round9.md) the planned runs' two GPUs still ended 2.6-5.0 s apart (10 s with the
-first version, which counted GPU seconds alone), no closer than in plan order (1.9-4.0 s): a group's figures move by
-1-2 s from run to run with what ran before it in its process (cuDNN's autotuning, the CUDA context).
+**Off by default** (``INFER_COMPARE_GPU_PLAN=1`` turns it on; the figures are kept either way): on three
+leases of 2 x H200 (round 9, reports/gpu-x2-round9.md) the planned runs' two GPUs still ended 2.6-5.0 s apart
+(10 s with the first version, which counted GPU seconds alone), no closer than in plan order (1.9-4.0 s): a
+group's figures move by 1-2 s from run to run with what ran before it in its process (cuDNN's autotuning, the
+CUDA context).
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ SWITCH = "INFER_COMPARE_GPU_PLAN"  # 1: plan by the kept figures; default off (r
 DIR = "gpu-seconds"
 KEEP = 3  # runs kept per configuration and GPU model; their median plans
 EXHAUSTIVE_MAX = 12  # at most this many groups: every split over two GPUs is tried (2 ** 11 of them, 5 ms)
-SHAPING = ("batch_sizes", "warmup_iters", "min_iters", "min_time_s", "parity_samples", "target_ci", "max_time_s",
-           "warmup_time_s", "scenarios", "io", "concurrency")  # the settings that change a configuration's work
-MODEL = ("name", "family", "weights", "weights_hash", "input_shape", "num_classes", "inputs", "outputs")  # its identity
+# the settings that change a configuration's work
+SHAPING = ("batch_sizes", "warmup_iters", "min_iters", "min_time_s", "parity_samples", "target_ci",
+           "max_time_s", "warmup_time_s", "scenarios", "io", "concurrency")
+MODEL = ("name", "family", "weights", "weights_hash", "input_shape", "num_classes", "inputs",
+         "outputs")  # its identity
 
 
 def enabled() -> bool:
@@ -85,25 +89,29 @@ def load(cache: Cache | None, key: str) -> dict[str, list[Run]]:
     got = read_note(cache, _path(cache, key)) if cache is not None else None
     if not isinstance(got, dict):
         return {}
-    return {str(pool): [r for r in map(_run, runs) if r] for pool, runs in got.items() if isinstance(runs, list)}
+    return {str(pool): [r for r in map(_run, runs) if r]
+            for pool, runs in got.items() if isinstance(runs, list)}
 
 
 def save(cache: Cache | None, key: str, measured: dict[str, Run]) -> None:
-    """Add this run's figures (GPU model -> label -> (GPU seconds, own seconds)) to the store, keeping the last
-    KEEP runs of each GPU model; a cache that cannot be written just does not remember."""
+    """Add this run's figures (GPU model -> label -> (GPU seconds, own seconds)) to the store, keeping the
+    last KEEP runs of each GPU model; a cache that cannot be written just does not remember."""
     if cache is None or not measured:
         return
     kept = load(cache, key)
     for pool, run in measured.items():
-        kept[pool] = [*kept.get(pool, []), {k: (round(g, 3), round(o, 3)) for k, (g, o) in run.items()}][-KEEP:]
+        kept[pool] = [*kept.get(pool, []),
+                      {k: (round(g, 3), round(o, 3)) for k, (g, o) in run.items()}][-KEEP:]
     write_note(cache, _path(cache, key), kept, indent=1, sort_keys=True)
 
 
-def estimates(cells: Iterable[Any], runs: list[Run], group_of: Callable[[Any], Any]) -> dict[Any, tuple[float, float]]:
-    """Each cell's expected (GPU seconds, own seconds) from the kept ``runs``. Per group (``group_of``: one runtime
-    and precision), the median over the runs that have all its cells of the group's sums, shared among its cells
-    as their own medians are: a group's cuDNN autotuning lands on whichever of its configurations came first, so a
-    configuration's figure moves between runs while the group's sum holds. A group no run has whole: no figures."""
+def estimates(cells: Iterable[Any], runs: list[Run],
+              group_of: Callable[[Any], Any]) -> dict[Any, tuple[float, float]]:
+    """Each cell's expected (GPU seconds, own seconds) from the kept ``runs``. Per group (``group_of``: one
+    runtime and precision), the median over the runs that have all its cells of the group's sums, shared among
+    its cells as their own medians are: a group's cuDNN autotuning lands on whichever of its configurations
+    came first, so a configuration's figure moves between runs while the group's sum holds. A group no run has
+    whole: no figures."""
     groups: dict[Any, list[Any]] = {}
     for c in cells:
         groups.setdefault(group_of(c), []).append(c)
@@ -124,9 +132,9 @@ def estimates(cells: Iterable[Any], runs: list[Run], group_of: Callable[[Any], A
 
 
 def measured(rows: Iterable[Any], done: Iterable[tuple[Any, Any, float]]) -> dict[str, Run]:
-    """This run's (GPU seconds, own seconds) of each configuration measured on a GPU slot (see the module), but
-    one with a failed row: ``done`` holds (cell, slot, wall seconds in its worker); the rows, when their process
-    held the GPU and how long it waited for it."""
+    """This run's (GPU seconds, own seconds) of each configuration measured on a GPU slot (see the module),
+    but one with a failed row: ``done`` holds (cell, slot, wall seconds in its worker); the rows, when their
+    process held the GPU and how long it waited for it."""
     held: dict[tuple[str, str], float] = {}
     waited: dict[tuple[str, str], float] = {}
     failed: set[str] = set()  # a configuration that failed took a time that says nothing of the next run's
@@ -150,19 +158,19 @@ def measured(rows: Iterable[Any], done: Iterable[tuple[Any, Any, float]]) -> dic
 
 
 def load_of(parts: int, sums: tuple[float, float]) -> float:
-    """A GPU's expected span from its groups' summed (GPU seconds, own seconds) and its measuring processes: the
-    GPU's work one after another, and each process's own work (torch.compile's tracing included) shared among
-    ``parts`` processes, whichever is longer: a GPU given several torch.compile groups cannot hide their tracing
-    behind its GPU work (2 x H200: three of them on one GPU left it idle 7.4-8.9 s of 37 s)."""
+    """A GPU's expected span from its groups' summed (GPU seconds, own seconds) and its measuring processes:
+    the GPU's work one after another, and each process's own work (torch.compile's tracing included) shared
+    among ``parts`` processes, whichever is longer: a GPU given several torch.compile groups cannot hide their
+    tracing behind its GPU work (2 x H200: three of them on one GPU left it idle 7.4-8.9 s of 37 s)."""
     return max(sums[0], sums[1] / max(1, parts))
 
 
 def partition(costs: dict[Any, tuple[float, float]], devices: list[str],
               parts: dict[str, int] | None = None) -> dict[Any, str]:
-    """Each group (key -> expected (GPU seconds, own seconds), in plan order) on one of ``devices`` (``parts``: each
-    one's measuring processes, default 1), the largest ``load_of`` as small as can be: every split for two devices
-    and at most EXHAUSTIVE_MAX groups (ties: the split that moves fewest groups off the first device), else the
-    longest group first onto the device it loads least."""
+    """Each group (key -> expected (GPU seconds, own seconds), in plan order) on one of ``devices``
+    (``parts``: each one's measuring processes, default 1), the largest ``load_of`` as small as can be: every
+    split for two devices and at most EXHAUSTIVE_MAX groups (ties: the split that moves fewest groups off the
+    first device), else the longest group first onto the device it loads least."""
     groups = list(costs)
     n = {d: (parts or {}).get(d, 1) for d in devices}
     if len(devices) == 1 or not groups:
@@ -175,8 +183,10 @@ def partition(costs: dict[Any, tuple[float, float]], devices: list[str],
     if len(devices) == 2 and len(groups) <= EXHAUSTIVE_MAX:
         best: tuple[float, int, tuple[int, ...]] | None = None
         for bits in itertools.product((0, 1), repeat=len(groups) - 1):
-            side = (0, *bits)  # the first group on the first device (with equal devices the mirror is the same)
-            worst = max(span(d, [g for g, s in zip(groups, side, strict=True) if s == i]) for i, d in enumerate(devices))
+            # the first group on the first device (with equal devices the mirror is the same)
+            side = (0, *bits)
+            worst = max(span(d, [g for g, s in zip(groups, side, strict=True) if s == i])
+                        for i, d in enumerate(devices))
             cand = (round(worst, 6), sum(side), side)
             best = cand if best is None or cand < best else best
         assert best is not None

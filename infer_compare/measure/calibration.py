@@ -103,14 +103,16 @@ def process_ticks(pid: int) -> int | None:
         return None
 
 
-def contention(t0: tuple[int, int, int] | None, t1: tuple[int, int, int] | None, wall_s: float) -> dict[str, float]:
+def contention(t0: tuple[int, int, int] | None, t1: tuple[int, int, int] | None,
+               wall_s: float) -> dict[str, float]:
     """Other processes' CPU use while a loop ran, in cores (busy time of the machine minus this process's
     own), and the time the hypervisor gave to other guests (steal), in cores."""
     if t0 is None or t1 is None or wall_s <= 0:
         return {}
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     other = max(0, (t1[0] - t0[0]) - (t1[1] - t0[1]) - (t1[2] - t0[2]))
-    return {"other_cores": round(other / hz / wall_s, 3), "steal_cores": round((t1[1] - t0[1]) / hz / wall_s, 3)}
+    return {"other_cores": round(other / hz / wall_s, 3),
+            "steal_cores": round((t1[1] - t0[1]) / hz / wall_s, 3)}
 
 
 def around(fn, cal: Calibration | None) -> tuple[Any, dict[str, Any]]:

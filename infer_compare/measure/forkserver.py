@@ -82,8 +82,8 @@ class ForkServer:
         server_env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(env or {})}
         try:
             self.proc = launch.popen("infer_compare.measure.forkserver", list(self.modules), server_env,
-                                     python=self.python, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, bufsize=1)
+                                     python=self.python, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
         except launch.ChildNotStarted as e:  # the measuring children start as fresh interpreters instead
             self.failed = str(e)
             return
@@ -116,7 +116,8 @@ class ForkServer:
         self._events.put({"error": "the fork server exited"})
 
     def spawn(self, module: str, args: list[str], env: dict[str, str], log: str) -> Forked:
-        """Fork a child that calls ``module.main(args)``; its handle. Raises OSError when the server is gone."""
+        """Fork a child that calls ``module.main(args)``;
+        its handle. Raises OSError when the server is gone."""
         if self.proc is None or self.proc.stdin is None or self.proc.poll() is not None:
             raise OSError("the fork server is not running")
         self.proc.stdin.write(json.dumps({"module": module, "args": args, "env": env, "log": log}) + "\n")
@@ -151,8 +152,8 @@ class ForkServer:
 
     def close(self, wait: bool = True) -> subprocess.Popen | None:
         """End the server. Its children are done (or killed) by now and it holds nothing to save, so it is
-        killed rather than left to finalise its imports (1.2 s of interpreter teardown with torch loaded). With
-        ``wait``, waited for here; else its process is returned for the caller to wait for."""
+        killed rather than left to finalise its imports (1.2 s of interpreter teardown with torch loaded).
+        With ``wait``, waited for here; else its process is returned for the caller to wait for."""
         if self.proc is None:
             return None
         proc, self.proc, self.ready = self.proc, None, False
@@ -254,10 +255,10 @@ def _fork_poisoned() -> str:
 def freeze_imports() -> None:
     """After the imports, before any fork: what they made (about 400,000 objects with torch and torchvision)
     moves to the garbage collector's permanent generation (``gc.freeze``, as Python's documentation advises
-    for a process that forks without exec), so that a child's collections walk only its own objects: a resident
-    process collects once between configurations, 0.2 s a time with torch's objects walked on the 2-core
-    machine; and the children's pages of those objects stay shared. The modules' objects live as long as the
-    process does anyway; a measured loop's own garbage is collected as before."""
+    for a process that forks without exec), so that a child's collections walk only its own objects: a
+    resident process collects once between configurations, 0.2 s a time with torch's objects walked on the
+    2-core machine; and the children's pages of those objects stay shared. The modules' objects live as long
+    as the process does anyway; a measured loop's own garbage is collected as before."""
     gc.collect()
     gc.freeze()
 
@@ -270,9 +271,9 @@ def _serve_requests(out: Any) -> None:
     """Fork a child for each request line on stdin, several alive at once (an A/B gate's two sides come from
     one server); each exit reported as it happens. The main thread blocks on stdin and forks; one more thread
     blocks in waitpid, once per child, and reports its exit: neither wakes while the children measure (a
-    process polling every few ms on a 2-core machine would fall on their timings; a stopped or continued child,
-    as the gate's waiting side is, wakes nothing: waitpid without WUNTRACED). A fork copies only the forking
-    thread, and the child replaces the stdio objects the waiter writes through."""
+    process polling every few ms on a 2-core machine would fall on their timings; a stopped or continued
+    child, as the gate's waiting side is, wakes nothing: waitpid without WUNTRACED). A fork copies only the
+    forking thread, and the child replaces the stdio objects the waiter writes through."""
     lock, todo = threading.Lock(), threading.Semaphore(0)
 
     def say(d: dict[str, Any]) -> None:

@@ -66,7 +66,8 @@ class ForkServers:
     def settle(self) -> list[ForkServer]:
         """Wait, saying nothing, until every launched server has imported its modules (or failed); the servers
         that became ready (a caller says so where it uses them: ``announce``)."""
-        return [srv for srv in list(self.servers.values()) if not srv.ready and not srv.failed and srv.start()]
+        return [srv for srv in list(self.servers.values())
+                if not srv.ready and not srv.failed and srv.start()]
 
     def importing(self) -> bool:
         """True while some launched server has neither finished its imports nor failed."""
@@ -77,7 +78,8 @@ class ForkServers:
                  + " imported once for all configurations")
 
     def close(self, wait: bool = True) -> list[Any]:
-        """Kill every server (and spare); with ``wait``, waited for here, else their processes are returned."""
+        """Kill every server (and spare); with ``wait``,
+        waited for here, else their processes are returned."""
         procs = [p for p in (srv.close(wait) for srv in self.servers.values()) if p is not None]
         self.servers.clear()
         for spare in self.spares:  # a spare is a ForkServers of its own
@@ -113,7 +115,8 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
     servers = ForkServers(prog.log, str(cache.root))
     if not (isinstance(model, str | os.PathLike) and str(model).lower().endswith(".onnx")):
         known = runners()
-        names = [n for n in (sel.backends or known) if n in known and any(present.get(k) for k in known[n].device_kinds)]
+        names = [n for n in (sel.backends or known)
+                 if n in known and any(present.get(k) for k in known[n].device_kinds)]
         wanted = list(dict.fromkeys(preloads(names).values()))
         gpu_names = [n for n in names if "cuda" in known[n].device_kinds and known[n].preload]
         parts = turn_parts(gpu_names)
@@ -127,8 +130,9 @@ def launch_fork_servers(model: Any, sel: Any, present: dict[str, list[str]], cac
 
 
 def turn_parts(gpu_names: list[str]) -> int:
-    """The measuring processes each GPU will likely have (host/gpu_turn.py: two where a GPU runner compiles and
-    the GPUs have the memory; the model's weights are judged later: a spare left without a slot costs its imports)."""
+    """The measuring processes each GPU will likely have (host/gpu_turn.py: two where a GPU runner compiles
+    and the GPUs have the memory; the model's weights are judged later: a spare left without a slot costs its
+    imports)."""
     if not (gpu_turn.enabled() and any(gpu_turn.traced_loads(n) for n in gpu_names)):
         return 1
     from infer_compare.catalog.device_kinds import gpus  # deferred: the server process itself never needs it
