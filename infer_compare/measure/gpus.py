@@ -33,12 +33,15 @@ from infer_compare.host import gpu_turn
 GPU_MODES = ("spread", "every", "sequential")
 TURNS_NOTE = (
     "each GPU whose plan compiles was measured by two such processes taking turns (host/gpu_turn.py, "
-    "extra.gpu_process): the GPU's work of one at a time (each batch size's load, cold call, warm-up, timed loop "
-    "and parity outputs under a lock file), except torch.compile's tracing and compilation, which ran on one "
-    "process's cores while the other used the GPU (each row's extra.gpu_turn: the seconds its process waited for the "
-    "GPU, and compiled beside the other's work); INFER_COMPARE_GPU_TURNS=0: one process per GPU. ")
-CPU_ROWS = ("auto", "after", "beside")  # CPU configurations after the GPU ones (every core), beside them, or auto
-AUTO_LANE_SHARE = 0.75  # --cpu-rows auto: beside only where the CPU lane keeps at least this share of the CPUs
+    "extra.gpu_process): the GPU's work of one at a time (each batch size's load, cold call, warm-up, timed "
+    "loop and parity outputs under a lock file), except torch.compile's tracing and compilation, which ran "
+    "on one process's cores while the other used the GPU (each row's extra.gpu_turn: the seconds its process "
+    "waited for the GPU, and compiled beside the other's work); "
+    "INFER_COMPARE_GPU_TURNS=0: one process per GPU. ")
+# CPU configurations after the GPU ones (every core), beside them, or auto
+CPU_ROWS = ("auto", "after", "beside")
+# --cpu-rows auto: beside only where the CPU lane keeps at least this share of the CPUs
+AUTO_LANE_SHARE = 0.75
 GPU_LANE_CPUS = 4  # logical CPUs of each GPU's measuring process when the CPU configurations run beside
 MIN_CPU_LANE = 4  # fewer CPUs left for the CPU lane: the CPU configurations run after the GPU ones
 
@@ -174,14 +177,15 @@ def make_slots(gpus: list[dict[str, Any]], devices: list[str], cpus: list[int] |
 
 
 def make_lanes(gpus: list[dict[str, Any]], devices: list[str], threads: int, cpus: list[int] | None = None,
-               siblings: Any = siblings_of, per_gpu: int | None = None, parts: int = 1) -> tuple[list[Slot], Slot] | None:
+               siblings: Any = siblings_of, per_gpu: int | None = None,
+               parts: int = 1) -> tuple[list[Slot], Slot] | None:
     """CPU configurations beside the GPU ones: each GPU's slot gets whole physical cores making at least
-    ``per_gpu`` logical CPUs for each of its ``parts`` measuring processes (host/gpu_turn.py), the CPU lane every
-    other core and as many threads as it has physical cores (at most ``threads``); None when the lane would have
-    fewer than MIN_CPU_LANE CPUs."""
+    ``per_gpu`` logical CPUs for each of its ``parts`` measuring processes (host/gpu_turn.py), the CPU lane
+    every other core and as many threads as it has physical cores (at most ``threads``); None when the lane
+    would have fewer than MIN_CPU_LANE CPUs."""
     per_gpu = (GPU_LANE_CPUS if per_gpu is None else per_gpu) * max(1, parts)
-    # the GPUs' processes on the last cores: the first ones also serve the parent and the system (on the 2 x H100
-    # host the GPU process on cores 0-3 loaded its model several times slower than the one on cores 4-7)
+    # the GPUs' processes on the last cores: the first ones also serve the parent and the system (on the 2 x
+    # H100 host the GPU process on cores 0-3 loaded its model several times slower than the one on cores 4-7)
     groups = physical_cores(usable_cpus() if cpus is None else cpus, siblings)[::-1]
     slots, i = [], 0
     for _ in devices:
@@ -206,21 +210,24 @@ def cpu_rows_beside(mode: str, lane: Slot | None, usable: int, asked_threads: in
     if mode == "after":
         return False, ""
     if lane is None:
-        return False, (f"--cpu-rows {mode}: too few CPU cores for a lane of their own beside the GPUs; the CPU "
-                       "configurations ran after the GPU ones, on every core")
+        return False, (f"--cpu-rows {mode}: too few CPU cores for a lane of their own beside the GPUs; the "
+                       "CPU configurations ran after the GPU ones, on every core")
     if mode == "beside":
         return True, ""
     share = len(lane.cores) / max(1, usable)
     if share < AUTO_LANE_SHARE:
-        return False, (f"--cpu-rows auto: the CPU configurations ran after the GPU ones, on every core (beside them "
-                       f"they would have had {len(lane.cores)} of {usable} CPUs, under {AUTO_LANE_SHARE:.0%})")
+        return False, ("--cpu-rows auto: the CPU configurations ran after the GPU ones, on every core "
+                       f"(beside them they would have had {len(lane.cores)} of {usable} CPUs, under "
+                       f"{AUTO_LANE_SHARE:.0%})")
     if asked_threads and asked_threads > int(lane.threads or 0):
-        return False, (f"--cpu-rows auto: the CPU configurations ran after the GPU ones (--threads {asked_threads}: "
-                       f"more than the {lane.threads} physical cores a lane beside them would have had)")
+        return False, ("--cpu-rows auto: the CPU configurations ran after the GPU ones (--threads "
+                       f"{asked_threads}: more than the {lane.threads} physical cores a lane beside them "
+                       "would have had)")
     return True, ""
 
 
-def assign(cells: list[Any], slots: list[Slot], mode: str) -> tuple[list[tuple[Any, tuple[str, ...]]], list[Any]]:
+def assign(cells: list[Any], slots: list[Slot],
+           mode: str) -> tuple[list[tuple[Any, tuple[str, ...]]], list[Any]]:
     """(GPU work, the other cells): each GPU configuration with the devices that may measure it, in plan
     order. ``spread``: the cells of one configuration on GPUs of one pool become one, measurable on any
     GPU of the pool; ``every``: each cell on its own device; ``sequential``: no GPU work apart (every
@@ -256,28 +263,32 @@ def concurrency_note(mode: str, used: list[Slot]) -> str:
            if mode == "spread" else "every configuration measured on every GPU")
     gpu = [s for s in used if s.is_gpu]
     lane = next((s for s in used if not s.is_gpu), None)
-    cpu = ("CPU configurations ran at the same time as the GPU ones (--cpu-rows beside, or auto where the cores "
-           "allow), one at a time, pinned to "
-           f"cores {spell_cores(lane.cores)} with {lane.threads} threads (fewer than a run with --cpu-rows after "
-           "gives them: every core); beside the GPU rows they were not shown to match the same rows alone on the "
-           "same cores within 3 % (reports/gpu-x2-startup-round2.md): --cpu-rows after measures them alone. "
+    cpu = ("CPU configurations ran at the same time as the GPU ones (--cpu-rows beside, or auto where the "
+           f"cores allow), one at a time, pinned to cores {spell_cores(lane.cores)} with {lane.threads} "
+           "threads (fewer than a run with --cpu-rows after gives them: every core); beside the GPU rows "
+           "they were not shown to match the same rows alone on the same cores within 3 % "
+           "(reports/gpu-x2-startup-round2.md): --cpu-rows after measures them alone. "
            if lane is not None else
            "CPU configurations ran after them, one at a time, on every core. ")
     several = len({s.device for s in gpu}) > 1
     return (f"GPU configurations ran {'concurrently' if several else 'on one GPU'} (--gpus {mode}: {how}) on "
             + "; ".join(s.describe() for s in gpu)
-            + ". Each measuring process saw its GPU alone (CUDA_VISIBLE_DEVICES) and ran pinned to its own cores; "
+            + ". Each measuring process saw its GPU alone (CUDA_VISIBLE_DEVICES) "
+              "and ran pinned to its own cores; "
             + (TURNS_NOTE if any(s.turn for s in gpu) else "")
             + cpu + "Each row names its GPU (extra.gpu_*). "
-            "Rows of short calls (a CPU-bound launch loop: batch 1, small batches of fast configurations) are not "
-            "shown to match a row measured alone within 3 % (on the 2-GPU H200 machines their spread between two "
-            "runs, each row alone, was larger: reports/gpu-h200x2-fidelity.md); --gpus sequential measures each alone")
+            "Rows of short calls (a CPU-bound launch loop: batch 1, small batches of fast configurations) "
+            "are not shown to match a row measured alone within 3 % (on the 2-GPU H200 machines their spread "
+            "between two runs, each row alone, was larger: reports/gpu-h200x2-fidelity.md); --gpus "
+            "sequential measures each alone")
 
 
-def with_turns(slots: list[Slot], lockdir: str, parts: int = gpu_turn.PARTS, siblings: Any = siblings_of) -> list[Slot]:
-    """Each GPU slot as ``parts`` slots of that GPU whose measuring processes take turns on it (host/gpu_turn.py),
-    each on its own share of the slot's cores (whole physical cores where there are enough), sharing one lock
-    file under ``lockdir``. A slot whose cores cannot be shared out among them stays one."""
+def with_turns(slots: list[Slot], lockdir: str, parts: int = gpu_turn.PARTS,
+               siblings: Any = siblings_of) -> list[Slot]:
+    """Each GPU slot as ``parts`` slots of that GPU whose measuring processes take turns on it
+    (host/gpu_turn.py), each on its own share of the slot's cores (whole physical cores where there are
+    enough), sharing one lock file under ``lockdir``. A slot whose cores cannot be shared out among them stays
+    one."""
     out: list[Slot] = []
     for s in slots:
         shares = core_slices(list(s.cores), parts, siblings) if s.cores else []

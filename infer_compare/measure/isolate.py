@@ -33,10 +33,12 @@ from infer_compare.measure.residents import Residents
 POLL_S = 0.05
 # once a child has written every result it was asked for, only its end is left (a resident process: the reset
 # between configurations, 0.01-0.1 s in the rows' extra.resident_process.reset.between_s, then its done file):
-# polled this often, so that the next configuration does not wait for the rest of a 50 ms poll (25 ms on average)
+# polled this often, so that the next configuration does
+# not wait for the rest of a 50 ms poll (25 ms on average)
 FINAL_POLL_S = 0.005
 FINAL_WINDOW_S = 2.0  # ... for this long at most (a child that hangs at its end is polled as before)
-CORES_ENV = "INFER_COMPARE_CORES"  # the CPU cores a measuring child runs on ("0-7,16-23"), set by the GPU phase
+# the CPU cores a measuring child runs on ("0-7,16-23"), set by the GPU phase
+CORES_ENV = "INFER_COMPARE_CORES"
 
 
 def pin_from_env() -> None:
@@ -60,7 +62,8 @@ def pin_from_env() -> None:
 
 
 def _read_results(path: Path, process: int = 1) -> list[CellResult]:
-    """One result per batch size and scenario, in order; a later line for the same pair amends the earlier one."""
+    """One result per batch size and scenario, in order;
+    a later line for the same pair amends the earlier one."""
     out: dict[tuple[int, str], CellResult] = {}
     if path.exists():
         for line in path.read_text().splitlines():
@@ -95,7 +98,8 @@ class _Progress:
 
 
 def _launch(args: list[str], env: dict[str, str], err: Any, err_path: Path, server: ForkServer | None) -> Any:
-    """The measuring child: forked by the runtime's fork server where there is one, else a fresh interpreter."""
+    """The measuring child: forked by the runtime's fork
+    server where there is one, else a fresh interpreter."""
     if server is not None:
         try:
             return server.spawn("infer_compare.measure.isolate", args, env, str(err_path))
@@ -127,7 +131,8 @@ def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env:
             return _with_failure(spec, result_path, process, t0, err_path, str(e), every=True)
         why = _watch(proc, result_path, timeout_s, cancel, done_path if res is not None else None, residents, res,
                      expected=len(spec.pairs()))
-    if res is not None and _left(done_path):  # it said it leaves (a failed row): the next one gets a fresh one
+    # it said it leaves (a failed row): the next one gets a fresh one
+    if res is not None and _left(done_path):
         residents.retire(res)
     if why:
         return _with_failure(spec, result_path, process, t0, err_path, why)

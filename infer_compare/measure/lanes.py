@@ -32,15 +32,16 @@ from infer_compare.measure.parallel import run_on_slots
 def lanes(run: Any, cells: list[Any], sel: Any, turns: bool = False) -> tuple[list[Slot], Slot | None]:
     """(GPU slots, the CPU lane or None): a slot per CUDA device the plan names (this process's numbering,
     with its GPU's facts) where there are several, where the CPU configurations run beside the GPU ones, or
-    where each GPU's processes take turns (``turns``). Beside the CPU lane, each of a GPU's processes taking turns
-    gets the cores one process would have (GPU_LANE_CPUS) where the lane still keeps its share of the host; else
-    they share those of one (the CPU rows keep the lane they would have had without turns)."""
+    where each GPU's processes take turns (``turns``). Beside the CPU lane, each of a GPU's processes taking
+    turns gets the cores one process would have (GPU_LANE_CPUS) where the lane still keeps its share of the
+    host; else they share those of one (the CPU rows keep the lane they would have had without turns)."""
     devices = list(dict.fromkeys(c.device for c in cells if c.kind == "cuda" and c.device))
     gpus = list(getattr(run.environment, "gpus", ()) or ())
     cpu_cells = any(c.kind == "cpu" and c.device for c in cells)
     mode = getattr(sel, "cpu_rows", "after")
     if mode != "after" and sel.gpus != "sequential" and devices and cpu_cells:
-        asked = getattr(sel, "threads_asked", None)  # --threads as given (sel.threads is filled in from the host)
+        # --threads as given (sel.threads is filled in from the host)
+        asked = getattr(sel, "threads_asked", None)
         why = ""
         for parts in dict.fromkeys((gpu_turn.PARTS if turns else 1, 1)):
             got = make_lanes(gpus, devices, int(run.settings.threads or 1), parts=parts)
@@ -52,7 +53,8 @@ def lanes(run: Any, cells: list[Any], sel: Any, turns: bool = False) -> tuple[li
     return (make_slots(gpus, devices) if len(devices) > 1 or (turns and devices) else []), None
 
 
-def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., None], workdir: Any = None) -> None:
+def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., None],
+                  workdir: Any = None) -> None:
     """The GPU configurations on several GPUs at once where there are several and ``--gpus`` is not
     sequential, the CPU configurations beside them with ``--cpu-rows beside``; then every other cell in
     turn. Where the plan compiles on a GPU (``workdir`` given, host/gpu_turn.py), each GPU is measured by two
@@ -80,7 +82,8 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
 
         def measure(c: Any, s: Slot) -> None:
             tag = f"{tags[id(c)]}-{s.device.replace(':', '')}"
-            with pinned_thread(s.cores if not s.is_gpu else ()):  # the lane's own work (an export) on its cores
+            # the lane's own work (an export) on its cores
+            with pinned_thread(s.cores if not s.is_gpu else ()):
                 one_cell(c, tag, s)
 
         store = run.cache
@@ -106,7 +109,8 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
 
 
-def _expected(kept: dict[str, list[balance.Run]], slots: list[Slot], work: list[tuple[Any, tuple[str, ...]]]) -> Any:
+def _expected(kept: dict[str, list[balance.Run]], slots: list[Slot],
+              work: list[tuple[Any, tuple[str, ...]]]) -> Any:
     """(cell, its devices) -> the (GPU seconds, own seconds) the kept runs on that GPU model expect of it, by
     group (measure/balance.py estimates), or None."""
     pool = {s.device: s.pool for s in slots}
@@ -115,7 +119,8 @@ def _expected(kept: dict[str, list[balance.Run]], slots: list[Slot], work: list[
         by_pool.setdefault(pool.get(allowed[0], ""), []).append(cell)
     est: dict[Any, tuple[float, float]] = {}
     for p, cells in by_pool.items():
-        est.update(balance.estimates(cells, kept.get(p, []), lambda c: (family_of(c), c.precision)))  # Board.group's
+        # Board.group's
+        est.update(balance.estimates(cells, kept.get(p, []), lambda c: (family_of(c), c.precision)))
 
     def seconds(cell: Any, allowed: tuple[str, ...]) -> tuple[float, float] | None:
         return est.get(cell)
@@ -123,8 +128,8 @@ def _expected(kept: dict[str, list[balance.Run]], slots: list[Slot], work: list[
 
 
 def _turns_wanted(run: Any, cells: list[Any]) -> bool:
-    """Whether each GPU's two processes take turns (host/gpu_turn.py), judged on the GPUs' memory and the model's
-    weights; where the plan compiles and they may not, the report says why."""
+    """Whether each GPU's two processes take turns (host/gpu_turn.py), judged on the GPUs' memory and the
+    model's weights; where the plan compiles and they may not, the report says why."""
     if not gpu_turn.compiles_on_gpu(cells):
         return False
     why = gpu_turn.room(list(getattr(run.environment, "gpus", ()) or ()), weights_bytes(run))
@@ -145,8 +150,8 @@ def weights_bytes(run: Any) -> int:
 
 
 def _prefetch_when_cpu_lane_ends(rest: list[Any]) -> Callable[[Slot], None]:
-    """The hook of a slot whose worker has nothing left: the CPU lane's end starts the report writers' imports on
-    its cores, unless CPU configurations remain to be measured in turn after the lanes."""
+    """The hook of a slot whose worker has nothing left: the CPU lane's end starts the report writers' imports
+    on its cores, unless CPU configurations remain to be measured in turn after the lanes."""
     def on_done(slot: Slot) -> None:
         if not slot.is_gpu and not any(map(_on_cpu, rest)):
             prefetch.start(slot.cores)
@@ -154,13 +159,14 @@ def _prefetch_when_cpu_lane_ends(rest: list[Any]) -> Callable[[Slot], None]:
 
 
 def _on_cpu(c: Any) -> bool:
-    """A configuration whose timing the host's CPU carries: every one measured off a CUDA GPU (the CPU's own, an
-    accelerator driven from the host); a cell with no device measures nothing."""
+    """A configuration whose timing the host's CPU carries: every one measured off a CUDA GPU (the CPU's own,
+    an accelerator driven from the host); a cell with no device measures nothing."""
     return c.kind != "cuda" and bool(c.device)
 
 
 def family_of(cell: Any) -> tuple[str, str]:
-    """A configuration's measuring process on the board (measure/parallel.py): its device kind and its runtime."""
+    """A configuration's measuring process on the board
+    (measure/parallel.py): its device kind and its runtime."""
     return (cell.kind, runtime_of(cell.runner))
 
 

@@ -23,7 +23,8 @@ JOIN_POLL_S = 0.2
 
 WAIT = object()  # Board.take: nothing for this worker now, but work it may take later (ask again)
 WAIT_POLL_S = 0.1
-NOTED_MOVE_S = 0.5  # a group taken over that is expected to take less (a configuration its child skips) is not noted
+# a group taken over that is expected to take less (a configuration its child skips) is not noted
+NOTED_MOVE_S = 0.5
 
 
 class Board:
@@ -43,13 +44,14 @@ class Board:
     one that does not (so that its partner's tracing starts beside GPU work, not a wait for it).
 
     With ``seconds`` ((cell, its devices) -> (the GPU seconds it is expected to keep its GPU from others, the
-    seconds it takes with a GPU to itself), or None; measure/balance.py), where every configuration that several
-    GPUs may measure has figures, a plan: each group (one runtime and precision) on one GPU of its pool, the pool's
-    largest expected span as small as can be (balance.partition: its GPU seconds, or its processes' own seconds
-    shared among them, ``parts``, whichever is longer). A worker takes from its GPU's groups first;
-    with none left, a group still untouched on another GPU where taking it ends the pool sooner (that GPU's
-    remaining GPU seconds, running configurations' included, exceed ours plus the group's own seconds: torch.compile's
-    tracing then overlaps nothing), else it waits (``WAIT``) while such work is left: the other GPU may yet run late."""
+    seconds it takes with a GPU to itself), or None; measure/balance.py), where every configuration that
+    several GPUs may measure has figures, a plan: each group (one runtime and precision) on one GPU of its
+    pool, the pool's largest expected span as small as can be (balance.partition: its GPU seconds, or its
+    processes' own seconds shared among them, ``parts``, whichever is longer). A worker takes from its GPU's
+    groups first; with none left, a group still untouched on another GPU where taking it ends the pool sooner
+    (that GPU's remaining GPU seconds, running configurations' included, exceed ours plus the group's own
+    seconds: torch.compile's tracing then overlaps nothing), else it waits (``WAIT``) while such work is left:
+    the other GPU may yet run late."""
 
     def __init__(self, work: list[tuple[Any, tuple[str, ...]]], family: Callable[[Any], Any] | None = None,
                  traced: Callable[[Any], bool] | None = None,
@@ -61,14 +63,17 @@ class Board:
         self.family = family
         self.traced = traced
         self.clock = clock
-        self.seen: dict[str, list[tuple[Any, str]]] = {}  # device -> (family, precision) measured there, in order
-        self.now: dict[str, tuple[str, bool]] = {}  # worker -> (its device, whether its latest configuration traces)
+        # device -> (family, precision) measured there, in order
+        self.seen: dict[str, list[tuple[Any, str]]] = {}
+        # worker -> (its device, whether its latest configuration traces)
+        self.now: dict[str, tuple[str, bool]] = {}
         self.cost: dict[Any, float] = {}  # cell -> its expected GPU seconds (with a plan)
         self.alone: dict[Any, float] = {}  # cell -> its expected seconds with a GPU to itself
         self.plan: dict[Any, str] = {}  # group -> the device planned for it
         self.expected: dict[str, float] = {}  # device -> the GPU seconds planned for it
         self.why_no_plan = ""
-        self.moved: list[tuple[str, str, str, float]] = []  # (group's name, planned device, taker, its own seconds)
+        # (group's name, planned device, taker, its own seconds)
+        self.moved: list[tuple[str, str, str, float]] = []
         self.touched: set[Any] = set()  # groups of which a configuration has been taken
         self.running: dict[str, tuple[str, Any, float]] = {}  # worker -> (device, cell, when taken)
         self.ended: dict[str, float] = {}  # device -> when its latest configuration ended (clock)
@@ -100,14 +105,15 @@ class Board:
                 self.expected[d] = load_of(self.parts.get(d, 1), (sum(c[0] for c in mine), sum(c[1] for c in mine)))
 
     def remaining(self, device: str, now: float) -> float:
-        """The expected GPU seconds ``device`` has left: its planned configurations not yet taken, and what its
-        running ones are expected to take still."""
+        """The expected GPU seconds ``device`` has left: its planned configurations not yet taken, and what
+        its running ones are expected to take still."""
         left = sum(self.cost.get(c, 0.0) for c, a in self.todo if self.plan.get(self.group(c, a)) == device)
         return left + sum(max(0.0, self.cost.get(c, 0.0) - (now - t0))
                           for d, c, t0 in self.running.values() if d == device)
 
     def _steal(self, device: str, cands: list[tuple[Any, Any, tuple[str, ...]]], now: float) -> Any | None:
-        """The untouched group planned for another GPU that this one should take now (see the class), or None."""
+        """The untouched group planned for another GPU that
+        this one should take now (see the class), or None."""
         here = self.remaining(device, now)
         best: tuple[float, int, Any] | None = None
         for i, cell, allowed in cands:
@@ -136,8 +142,8 @@ class Board:
         return 2 if not elsewhere else 3
 
     def overlap(self, device: str, who: str, cell: Any) -> int:
-        """0 where ``cell`` would overlap the GPU's other process (see the class), else 1; 0 without ``traced`` or
-        for a worker that is its device's only one (its name is the device's)."""
+        """0 where ``cell`` would overlap the GPU's other process (see the class), else 1; 0 without
+        ``traced`` or for a worker that is its device's only one (its name is the device's)."""
         if self.traced is None or who == device:  # a GPU's one process, the CPU lane: plan order
             return 0
         partners = [t for w, (d, t) in self.now.items() if d == device and w != who]
@@ -186,8 +192,9 @@ class Board:
     def note(self) -> str:
         """What the plan was and how the GPUs ended, for the report; "" where no GPU pool was planned."""
         if self.why_no_plan:
-            return (f"GPU configurations spread in plan order, not by their GPU seconds: {self.why_no_plan} of this "
-                    "model and settings (measure/balance.py; the next run here plans by this one's). ")
+            return (f"GPU configurations spread in plan order, not by their GPU seconds: {self.why_no_plan} "
+                    "of this model and settings "
+                    "(measure/balance.py; the next run here plans by this one's). ")
         if not self.expected:
             return ""
         planned = ", ".join(f"{d} {s:.1f} s" for d, s in self.expected.items())
@@ -195,9 +202,9 @@ class Board:
                         if s >= NOTED_MOVE_S)
         ends = [self.ended[d] for d in self.expected if d in self.ended]
         spread = f"; their last configurations ended {max(ends) - min(ends):.1f} s apart" if len(ends) > 1 else ""
-        return ("GPU configurations spread over the GPUs of each model by the GPU seconds each took in earlier runs of "
-                f"this model and settings (the median of up to 3, kept in the cache; measure/balance.py): planned "
-                f"{planned}{moved}{spread}. ")
+        return ("GPU configurations spread over the GPUs of each model by the GPU seconds each took in "
+                "earlier runs of this model and settings (the median of up to 3, kept in the cache; "
+                f"measure/balance.py): planned {planned}{moved}{spread}. ")
 
 
 def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
@@ -205,11 +212,11 @@ def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
                  family: Callable[[Any], Any] | None = None,
                  on_done: Callable[[Slot], None] | None = None, traced: Callable[[Any], bool] | None = None,
                  seconds: Callable[[Any, tuple[str, ...]], tuple[float, float] | None] | None = None) -> Board:
-    """Measure every (cell, devices) of ``work`` on the slots, concurrently; returns the board when all are done,
-    its ``done`` holding (cell, slot, seconds its worker spent on it) in the order they ended.
-    ``family``, ``traced``, ``seconds``: see Board. ``on_done(slot)``: called from a slot's worker when the board
-    has nothing left for it (not after an error or a cancel). An exception in a worker (an interrupt included)
-    cancels the others and is raised here."""
+    """Measure every (cell, devices) of ``work`` on the slots, concurrently; returns the board when all are
+    done, its ``done`` holding (cell, slot, seconds its worker spent on it) in the order they ended.
+    ``family``, ``traced``, ``seconds``: see Board. ``on_done(slot)``: called from a slot's worker when the
+    board has nothing left for it (not after an error or a cancel). An exception in a worker (an interrupt
+    included) cancels the others and is raised here."""
     parts: dict[str, int] = {}
     for s in slots:
         parts[s.device] = parts.get(s.device, 0) + 1

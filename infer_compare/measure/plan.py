@@ -109,8 +109,8 @@ def resolve_io(io: str | None, runner_options: dict[str, Options]) -> str:
     values = {v for v in said.values() if v} | ({io} if io else set())
     if len(values) > 1:
         given = ", ".join(f"{k}={v}" for k, v in said.items()) + (f", --io {io}" if io else "")
-        raise UsageError(f"conflicting I/O policies ({given}): every GPU runner follows one; give --io host or "
-                         "--io device")
+        raise UsageError(f"conflicting I/O policies ({given}): every GPU runner follows one; give --io host "
+                         "or --io device")
     return values.pop() if values else "device"
 
 
@@ -138,10 +138,12 @@ class Selection:
     parity_every_batch: bool = False
     artifacts: tuple[Any, ...] = ()  # build.given.UserArtifact: pre-built files measured as given
     scenarios: tuple[str, ...] = (LATENCY,)  # latency and/or throughput
-    io: str = "device"  # the GPU timing policy: device-resident input/output, or host copies in the timed call
+    # the GPU timing policy: device-resident input/output, or host copies in the timed call
+    io: str = "device"
     concurrency: int = 0  # throughput scenario: requests in flight (0: each runtime's own choice)
     gpus: str = "spread"  # several GPUs: spread, every or sequential (measure/gpus.py)
-    cpu_rows: str = "auto"  # CPU rows beside the GPU ones where the cores allow (auto), after or beside (gpus.py)
+    # CPU rows beside the GPU ones where the cores allow (auto), after or beside (gpus.py)
+    cpu_rows: str = "auto"
 
     def options_for(self, runner: str) -> Options:
         """The options of ``runner``: the user's, else its declared defaults."""
@@ -220,7 +222,8 @@ class Cell:
     precision: str
     kind: str  # device kind
     device: str | None  # concrete device, None when none of its kind is present
-    artifact: str = ""  # a pre-built artifact given with --artifact (measured as given), else built by the chain
+    # a pre-built artifact given with --artifact (measured as given), else built by the chain
+    artifact: str = ""
 
 
 def _devices_for(kind: str, present: dict[str, list[str]], sel: Selection) -> list[str] | None:
@@ -275,7 +278,8 @@ def _artifact_cells(present: dict[str, list[str]], sel: Selection) -> list[Cell]
     return cells
 
 
-def settings_for(sel: Selection, present: dict[str, list[str]], threads: int, parity_samples: int) -> Settings:
+def settings_for(sel: Selection, present: dict[str, list[str]], threads: int,
+                 parity_samples: int) -> Settings:
     """The run's Settings record (what the report says it measured with)."""
     return Settings(
         batch_sizes=sel.batch_sizes_by_kind(), threads=int(threads), warmup_iters=int(sel.warmup_iters),

@@ -33,7 +33,8 @@ from typing import Any
 from infer_compare.host import gpu_turn
 from infer_compare.measure.isolate import pin_from_env
 
-VMHWM_RESET = "5"  # /proc/PID/clear_refs: "reset the peak resident set size to the current RSS" (Linux >= 4.0)
+# /proc/PID/clear_refs: "reset the peak resident set size to the current RSS" (Linux >= 4.0)
+VMHWM_RESET = "5"
 
 
 def reset_peak_rss() -> bool:

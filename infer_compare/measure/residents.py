@@ -35,15 +35,16 @@ from infer_compare.host.launch import kill_group, popen
 
 MODULE = "infer_compare.measure.resident"
 NOTE = (
-    "GPU configurations: one resident process per runtime and GPU measures that runtime's configurations on that GPU "
-    "in turn (measure/residents.py): the interpreter, the runtime's import, the CUDA context and the libraries' "
-    "start-up are paid by its first configuration only, so the load time and cold first call of the rows after it "
-    "do not include them (extra.resident_process.position: 1 for the first); the fork server's import-time objects are "
-    "frozen out of the garbage collector (gc.freeze), so no row's load walks them in a collection. After each configuration it forgets "
-    "what that one left (torch.compile's graphs, cached GPU memory, peak-memory counters, peak RSS); cuDNN's "
-    "algorithm choices (cudnn.benchmark) stay, so a torch.compile row after the eager rows of the same precision "
-    "and shape does not autotune again in its load. A configuration with a failed row ends the process (the next "
-    "gets a fresh one); a crash or hang kills it: that batch size is a failed row, the rest run in a fresh one. "
+    "GPU configurations: one resident process per runtime and GPU measures that runtime's configurations on "
+    "that GPU in turn (measure/residents.py): the interpreter, the runtime's import, the CUDA context and "
+    "the libraries' start-up are paid by its first configuration only, so the load time and cold first call "
+    "of the rows after it do not include them (extra.resident_process.position: 1 for the first); the fork "
+    "server's import-time objects are frozen out of the garbage collector (gc.freeze), so no row's load "
+    "walks them in a collection. After each configuration it forgets what that one left (torch.compile's "
+    "graphs, cached GPU memory, peak-memory counters, peak RSS); cuDNN's algorithm choices (cudnn.benchmark) "
+    "stay, so a torch.compile row after the eager rows of the same precision and shape does not autotune "
+    "again in its load. A configuration with a failed row ends the process (the next gets a fresh one); a "
+    "crash or hang kills it: that batch size is a failed row, the rest run in a fresh one. "
     "INFER_COMPARE_RESIDENT=0: one process per configuration")
 STOP_WAIT_S = 5.0  # a resident told to stop exits at once; one that does not is killed after this
 
@@ -133,7 +134,8 @@ class Residents:
         fifo, log = self.workdir / f"resident{self.started}.requests", self.workdir / f"resident{self.started}.log"
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
-        fd = os.open(fifo, os.O_RDWR)  # read-write: never blocks, and the pipe lives until the parent closes it
+        # read-write: never blocks, and the pipe lives until the parent closes it
+        fd = os.open(fifo, os.O_RDWR)
         log_file = None
         try:
             proc = None
@@ -176,8 +178,9 @@ class Residents:
                     self._end(k, r, kill=False)
 
     def close(self, wait: bool = True) -> list[Any]:
-        """End every resident: each sees the end of its pipe at once and exits. With ``wait``, waited for here (one
-        still running after STOP_WAIT_S is killed); else their processes are returned for the caller to ``reap``."""
+        """End every resident: each sees the end of its pipe at once and exits. With ``wait``, waited for here
+        (one still running after STOP_WAIT_S is killed); else their processes are returned for the caller to
+        ``reap``."""
         with self.lock:
             live, self.live = list(self.live.values()), {}
         for r in live:
@@ -190,7 +193,8 @@ class Residents:
 
 
 def reap(procs: list[Any], limit_s: float = STOP_WAIT_S) -> None:
-    """Wait for ``procs`` (told to end), killing the process group of any still running after ``limit_s`` in all."""
+    """Wait for ``procs`` (told to end), killing the process
+    group of any still running after ``limit_s`` in all."""
     t0 = time.perf_counter()
     for p in procs:
         try:

@@ -58,16 +58,17 @@ from infer_compare.measure.run_notes import run_notes, scenario_notes
 from infer_compare.prepare.prepared import Prepared
 
 MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
-RESIDENT_KINDS = STABLE_WARMUP_KINDS = ("cuda",)  # a resident process per runtime and device; warm-up until steady
+# a resident process per runtime and device; warm-up until steady
+RESIDENT_KINDS = STABLE_WARMUP_KINDS = ("cuda",)
 PARTIAL = "the run had not finished when this file was saved (a partial report, saved after each row)"
 
 
 class _Run:
     """The rows so far and the report they make; ``on_row`` sees each partial report."""
 
-    def __init__(self, prep: Prepared, environment: Any, settings: Settings, notes: list[str], warnings: list[str],
-                 prog: Progress, command: Iterable[str] | None, on_row: Callable[[Report], None] | None,
-                 t_start: float):
+    def __init__(self, prep: Prepared, environment: Any, settings: Settings, notes: list[str],
+                 warnings: list[str], prog: Progress, command: Iterable[str] | None,
+                 on_row: Callable[[Report], None] | None, t_start: float):
         self.prep, self.environment, self.settings, self.notes = prep, environment, settings, notes
         self.warnings, self.prog, self.command, self.on_row, self.t_start = warnings, prog, command, on_row, t_start
         self.rows: list[RunRecord] = []
@@ -76,12 +77,15 @@ class _Run:
         self.cells: list[Cell] = []  # the plan, once known: a partial report lists the cells still to run
         self.finished = False  # set when measure() returns normally: only then is the report complete
         self.servers = ForkServers(prog.log)
-        self.preload: dict[str, tuple[str, ...]] = {}  # runner -> the modules its runtime's fork server imports
+        # runner -> the modules its runtime's fork server imports
+        self.preload: dict[str, tuple[str, ...]] = {}
         self.timeline = Timeline(t_start)
-        self.lock = threading.RLock()  # rows, progress, timeline and the artifact chain, when GPUs measure at once
+        # rows, progress, timeline and the artifact chain, when GPUs measure at once
+        self.lock = threading.RLock()
         self.cancel = threading.Event()  # set on an interrupt: every GPU worker's child is killed
         self.concurrent: dict[str, str] = {}  # recorded on each row measured while several GPUs measured
-        self.slot_servers: dict[str, ForkServers] = {}  # a GPU slot's own fork servers (one child at a time each)
+        # a GPU slot's own fork servers (one child at a time each)
+        self.slot_servers: dict[str, ForkServers] = {}
         # measures one configuration's spec: (spec, timeout_s, workdir, tag, server, settings, env=, cancel=)
         self.cell_runner: Callable[..., list] = self.isolated
         self.residents: Residents | None = None  # GPU configurations: a resident process per runtime and GPU
@@ -89,7 +93,8 @@ class _Run:
 
     def report(self) -> Report:
         """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
-        killed after it leaves a file that can never pass for a finished run), listing the cells still to run."""
+        killed after it leaves a file that can never pass for a finished run), listing the cells still to
+        run."""
         why, todo = self.incomplete_reason, self.not_run
         if not why and not self.finished:
             why, todo = PARTIAL, self.pending(self.cells)
@@ -125,7 +130,8 @@ class _Run:
                 self.on_row(self.report())
 
     def servers_for(self, slot: Slot | None) -> ForkServers:
-        """The fork servers of ``slot`` (the run's own for the first slot, a GPU's; the CPU lane has its own)."""
+        """The fork servers of ``slot`` (the run's own for the first slot,
+        a GPU's; the CPU lane has its own)."""
         if slot is None:
             return self.servers
         if slot.name not in self.slot_servers:
@@ -136,8 +142,8 @@ class _Run:
                 mine.launch(mods)  # the imports start now, beside the other slots' work
         return self.slot_servers[slot.name]
 
-    def isolated(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Settings,
-                 env: dict[str, str] | None = None, cancel: Any = None) -> list:
+    def isolated(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any,
+                 settings: Settings, env: dict[str, str] | None = None, cancel: Any = None) -> list:
         """Measure one configuration: a GPU configuration in the resident process of its runtime and GPU
         (measure/residents.py), any other in a process of its own."""
         resident = self.residents is not None and kind_of(spec.device) in RESIDENT_KINDS
@@ -147,10 +153,10 @@ class _Run:
                         residents=self.residents if resident else None)
 
     def close_servers(self) -> None:
-        """End the resident processes (before their fork servers: a forked resident is in a session of its own) and
-        the fork servers. Their exits (a resident's CUDA context going: 0.3-0.4 s at the end of a warm 2 x H200 run)
-        are waited for by a thread of their own, beside the report's writing; the process's end joins it
-        (host/process_end.py), and any still running after residents.STOP_WAIT_S is killed."""
+        """End the resident processes (before their fork servers: a forked resident is in a session of its
+        own) and the fork servers. Their exits (a resident's CUDA context going: 0.3-0.4 s at the end of a
+        warm 2 x H200 run) are waited for by a thread of their own, beside the report's writing; the process's
+        end joins it (host/process_end.py), and any still running after residents.STOP_WAIT_S is killed."""
         procs = self.residents.close(wait=False) if self.residents is not None else []
         for s in [self.servers, *self.slot_servers.values()]:
             procs += s.close(wait=False)  # closing twice is harmless
@@ -247,13 +253,15 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
             return
     spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
     env = None
-    if slot is not None:  # the child sees this GPU alone, as cuda:0 (the CPU lane: its threads), on the slot's cores
+    # the child sees this GPU alone, as cuda:0 (the CPU lane: its threads), on the slot's cores
+    if slot is not None:
         spec = spec.replace(device="cuda:0") if slot.is_gpu else spec.replace(threads=slot.threads or spec.threads)
         env = {**slot.env(), **({CORES_ENV: spell_cores(slot.cores)} if slot.cores else {})}
     with run.lock:
         run.prog.step(f"{c.runner} {c.fmt} {c.precision} {slot.device if slot else c.device} batch "
                       f"{','.join(map(str, batches))}")
-    server = run.servers_for(slot).for_modules(run.preload.get(c.runner, ()))  # a slot's servers: its worker's alone
+    # a slot's servers: its worker's alone
+    server = run.servers_for(slot).for_modules(run.preload.get(c.runner, ()))
     results = run.cell_runner(spec, run.settings.cell_timeout_s, work, tag, server, run.settings, env=env,
                               cancel=run.cancel)
     with run.lock:
@@ -312,7 +320,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
             _measure_cells(run, cells, chain, sel, work, cache)
             interrupts.check()
         run.finished = True
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli): the children are killed by now (measure/isolate.py)
+    # Ctrl-C or SIGTERM (cli): the children are killed by now (measure/isolate.py)
+    except KeyboardInterrupt as e:
         run.interrupted(cells, str(e) or "interrupted by SIGINT (Ctrl-C)")
         raise
     finally:
@@ -363,15 +372,18 @@ def _advance_skipped(run: _Run, c: Cell) -> None:
         run.prog.advance(None)
 
 
-def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache, prog: Progress) -> ArtifactChain:
+def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache,
+              prog: Progress) -> ArtifactChain:
     minfo = prep.minfo
     bs = settings.batch_sizes
     ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
-                        num_classes=minfo.num_classes, calibration=prep.ds.calibration, model_spec=dict(prep.model_spec),
-                        max_batch=max(max(v) for v in bs.values()), preprocessing=dict(prep.preprocessing),
-                        log=prog.log, requested=dict(settings.requested), threads=settings.threads,
+                        num_classes=minfo.num_classes, calibration=prep.ds.calibration,
+                        model_spec=dict(prep.model_spec), max_batch=max(max(v) for v in bs.values()),
+                        preprocessing=dict(prep.preprocessing), log=prog.log,
+                        requested=dict(settings.requested), threads=settings.threads,
                         cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},
-                        option_sets=dict(sel.runner_options), input_names=tuple(i["name"] for i in minfo.inputs),
+                        option_sets=dict(sel.runner_options),
+                        input_names=tuple(i["name"] for i in minfo.inputs),
                         output_names=tuple(o["name"] for o in minfo.outputs), layout=_layout(prep))
     chain = ArtifactChain(ctx, cache, prep.source(), prog, export_timeout_s=sel.export_timeout_s)
     for key, rec in prep.carried.items():
