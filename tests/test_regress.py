@@ -163,14 +163,17 @@ def runs(cache_dir, tmp_path_factory):
     base = _run(cache_dir, 1)
     base.save(d / "base.json")
     _run(cache_dir, 1).save(d / "base2.json")
-    # the main command with two pooled baseline runs; judged on what does not depend on the machine's load
-    # (status, executed precision, accuracy): whether timings pass is for benchmarks/gate_quality.py to measure
-    code = main(["--model", "lenet5", "--backends", "onnxruntime", "--formats", "onnx", "--precisions", "fp32",
-                 "--device", "cpu", "-b", "8", "--threads", "1", "--warmup", "3", "--min-iters", "20", "--min-time",
-                 "0.5", "--target-ci", "0", "--max-time", "0.5", "--cache-dir", str(cache_dir), "-q", "-o", str(d / "same"),
+    # the main command with two pooled baseline runs; judged on what does not depend on the machine's
+    # load (status, executed precision, accuracy): whether timings pass is for benchmarks/gate_quality.py
+    # to measure
+    code = main(["--model", "lenet5", "--backends", "onnxruntime", "--formats", "onnx",
+                 "--precisions", "fp32", "--device", "cpu", "-b", "8", "--threads", "1", "--warmup", "3",
+                 "--min-iters", "20", "--min-time", "0.5", "--target-ci", "0", "--max-time", "0.5",
+                 "--cache-dir", str(cache_dir), "-q", "-o", str(d / "same"),
                  "--baseline", str(d / "base.json"), str(d / "base2.json"), "--fail-on", "accuracy:-0.5"])
     if not hasattr(os, "sched_setaffinity"):
-        pytest.skip("os.sched_setaffinity is not available here (needed to pin the slowed-down run to one core)")
+        pytest.skip("os.sched_setaffinity is not available here "
+                    "(needed to pin the slowed-down run to one core)")
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(before)})  # the measuring children inherit it
     try:
@@ -195,14 +198,18 @@ def test_same_configuration_through_the_main_command(runs):
     assert runs["same_code"] == 0  # the main command with two --baseline files and --fail-on
     same = load_report(runs["dir"] / "same" / "results.json")
     assert same.complete
-    res = check_regression(same, [runs["dir"] / "base.json", runs["dir"] / "base2.json"], RULES, timing="calibrated")
+    res = check_regression(same, [runs["dir"] / "base.json", runs["dir"] / "base2.json"], RULES,
+                           timing="calibrated")
     assert res.n_baselines == 2 and len(res.matched) == 1
     applied = [c for c in res.checks if c.rule.metric in ("p50", "throughput")]
     assert len(applied) == 2
     for c in applied:  # judged calibrated, against two runs, with an interval; or not judged, saying why
-        assert (c.ci is not None and c.calibrated and c.n_baselines == 2) or c.verdict == "disturbed", c.message
-    # reference timing divides by the run's PyTorch fp32 row: this run has none, so it says it compared as measured
-    res = check_regression(same, [runs["dir"] / "base.json", runs["dir"] / "base2.json"], RULES, timing="reference")
+        assert ((c.ci is not None and c.calibrated and c.n_baselines == 2)
+                or c.verdict == "disturbed"), c.message
+    # reference timing divides by the run's PyTorch fp32 row: this run has none, so it says it compared
+    # as measured
+    res = check_regression(same, [runs["dir"] / "base.json", runs["dir"] / "base2.json"], RULES,
+                           timing="reference")
     assert any("no reference figure to divide by" in n for d in res.rows for n in d.notes)
     assert [c.verdict for c in res.checks if c.rule.metric == "accuracy"] == [PASS]
 
@@ -212,7 +219,8 @@ def test_slowed_down_run_trips(runs, capsys):
 
     d = runs["dir"]
     res = check_regression(runs["slow"], runs["base"], RULES, timing="absolute")
-    assert "threads 1 -> 4" in res.summary() or any("threads 1 -> 4" in n for d_ in res.rows for n in d_.notes)
+    assert "threads 1 -> 4" in res.summary() or any("threads 1 -> 4" in n
+                                                    for d_ in res.rows for n in d_.notes)
     # other threads are other conditions: a violation of their own, unless accepted
     assert main(["diff", str(d / "base.json"), str(d / "slow.json"), "--fail-on", "accuracy:-0.5"]) == 1
     assert "measured under other conditions: threads 1 -> 4" in capsys.readouterr().out.replace("\n", " ")

@@ -25,7 +25,8 @@ skdata = pytest.importorskip("skimage.data")
 from PIL import Image  # noqa: E402
 
 SMALL = PreprocessSpec(resize=40, crop=32, source="test")
-# class folder -> bundled photos (camera, moon, coins, page, clock are grayscale; cat is chelsea); creation order is not sorted
+# class folder -> bundled photos (camera, moon, coins, page, clock are grayscale; cat is chelsea);
+# creation order is not sorted
 CLASSES = {"zebra": ("astronaut", "camera", "colorwheel"), "apple": ("chelsea", "coffee", "moon"),
            "mango": ("rocket", "coins", "page", "clock")}
 
@@ -76,8 +77,8 @@ def test_labels_file_remaps_classes(tree, tmp_path):
     d = load_data(tree, preprocess=SMALL, labels_file=str(js))
     assert d.labels.tolist() == [948] * 3 + [504] * 4 + [340] * 3
     assert len(d.class_names) == 949 and d.class_names[340] == "zebra" and d.class_names[948] == "apple"
-    assert all(d.class_names[lab] == cls for lab, cls in zip(d.labels, ["apple"] * 3 + ["mango"] * 4 + ["zebra"] * 3,
-                                                              strict=True))
+    assert all(d.class_names[lab] == cls
+               for lab, cls in zip(d.labels, ["apple"] * 3 + ["mango"] * 4 + ["zebra"] * 3, strict=True))
     txt = tmp_path / "labels.txt"
     txt.write_text("# folder index, or index folder\nzebra 2\n0 mango\n\napple,1\n")
     d2 = load_data(tree, preprocess=SMALL, labels_file=str(txt))
@@ -187,9 +188,11 @@ def test_npy_inputs(tmp_path):
     x = np.arange(2 * 3 * 4 * 4, dtype=np.float64).reshape(2, 3, 4, 4)
     np.save(tmp_path / "x.npy", x)
     d = load_data(tmp_path / "x.npy", preprocess=SMALL, input_shape=(3, 4, 4))
-    assert d.images.dtype == np.float32 and np.array_equal(d.images, x.astype(np.float32)) and d.labels is None
+    assert (d.images.dtype == np.float32 and np.array_equal(d.images, x.astype(np.float32))
+            and d.labels is None)
     np.save(tmp_path / "one.npy", x[0])
-    assert load_data(tmp_path / "one.npy", preprocess=SMALL, input_shape=(3, 4, 4)).images.shape == (1, 3, 4, 4)
+    assert load_data(tmp_path / "one.npy", preprocess=SMALL,
+                     input_shape=(3, 4, 4)).images.shape == (1, 3, 4, 4)
     np.save(tmp_path / "ids.npy", np.arange(10, dtype=np.int32).reshape(2, 5))
     ids = load_data(tmp_path / "ids.npy", preprocess=SMALL, input_shape=(-1,))
     assert ids.images.dtype == np.int32 and ids.images.shape == (2, 5)
@@ -211,16 +214,20 @@ def test_npz_named_inputs_labels_and_reference(tmp_path):
     img, mask = rng.normal(size=(6, 3, 8, 8)), rng.integers(0, 2, size=(6, 8), dtype=np.int64)
     logits, boxes = rng.normal(size=(6, 10)).astype(np.float32), rng.normal(size=(6, 4))
     labels = np.array([0, 1, 2, 0, 1, 2])
-    np.savez(tmp_path / "d.npz", image=img, mask=mask, labels=labels, reference_logits=logits, reference_boxes=boxes)
+    np.savez(tmp_path / "d.npz", image=img, mask=mask, labels=labels, reference_logits=logits,
+             reference_boxes=boxes)
     d = load_data(tmp_path / "d.npz", preprocess=SMALL, input_shape={"image": (3, 8, 8), "mask": (8,)})
     assert set(d.images) == {"image", "mask"} and d.images["mask"].dtype == np.int64
     assert d.images["image"].dtype == np.float32 and d.labels.tolist() == labels.tolist()
-    assert set(d.reference_outputs) == {"logits", "boxes"} and np.array_equal(d.reference_outputs["logits"], logits)
+    assert (set(d.reference_outputs) == {"logits", "boxes"}
+            and np.array_equal(d.reference_outputs["logits"], logits))
     assert "6 samples" in d.description and "with labels" in d.description
     sub = load_data(tmp_path / "d.npz", preprocess=SMALL, max_images=3, seed=1)
     assert np.bincount(sub.labels).tolist() == [1, 1, 1]
-    i = [int(np.flatnonzero((img.astype(np.float32) == r).all(axis=(1, 2, 3)))[0]) for r in sub.images["image"]]
-    assert np.array_equal(sub.reference_outputs["logits"], logits[i]) and np.array_equal(sub.images["mask"], mask[i])
+    i = [int(np.flatnonzero((img.astype(np.float32) == r).all(axis=(1, 2, 3)))[0])
+         for r in sub.images["image"]]
+    assert (np.array_equal(sub.reference_outputs["logits"], logits[i])
+            and np.array_equal(sub.images["mask"], mask[i]))
     np.savez(tmp_path / "one.npz", x=img[0], reference=logits[0])  # one sample, one output
     one = load_data(tmp_path / "one.npz", preprocess=SMALL, input_shape=(3, 8, 8))
     assert one.images["x"].shape == (1, 3, 8, 8) and one.reference_outputs[ONLY_OUTPUT].shape == (1, 10)
@@ -231,7 +238,8 @@ def test_npz_named_inputs_labels_and_reference(tmp_path):
     (dict(a=np.zeros((2, 3))), {"a": (3,), "b": (3,)}, ["no array for model input 'b'"]),
     (dict(a=np.zeros((2, 3)), c=np.zeros((2, 3))), {"a": (3,)}, ["array 'c' is not a model input"]),
     (dict(a=np.zeros((2, 3)), b=np.zeros((2, 3))), (3,), ["holds 2 inputs"]),
-    (dict(a=np.zeros((2, 3)), labels=np.zeros(3, int)), None, ["'labels' must hold one class index per sample"]),
+    (dict(a=np.zeros((2, 3)), labels=np.zeros(3, int)), None,
+     ["'labels' must hold one class index per sample"]),
     (dict(a=np.zeros((2, 3)), reference=np.zeros((3, 5))), None, ["3 reference samples for 2 inputs"]),
     (dict(labels=np.zeros(3, int)), None, ["holds no input array"]),
 ])
@@ -309,16 +317,19 @@ def test_overrides_change_the_tensor(tmp_path):
                                            / np.array(SMALL.std)[:, None, None], base, atol=1e-5)
     bgr = load_data(tmp_path, preprocess=preprocess_spec(plain, bgr=True)).images[0]
     assert np.array_equal(bgr, raw[::-1])
-    nhwc = load_data(tmp_path, preprocess=preprocess_spec(SMALL, layout="NHWC"), input_shape=(32, 32, 3)).images[0]
+    nhwc = load_data(tmp_path, preprocess=preprocess_spec(SMALL, layout="NHWC"),
+                     input_shape=(32, 32, 3)).images[0]
     assert np.array_equal(nhwc, base.transpose(1, 2, 0))
-    gray = load_data(tmp_path, preprocess=PreprocessSpec(resize=40, crop=32, mean=(0.5,), std=(0.5,), channels=1))
+    gray = load_data(tmp_path, preprocess=PreprocessSpec(resize=40, crop=32, mean=(0.5,), std=(0.5,),
+                                                         channels=1))
     assert gray.images.shape == (1, 1, 32, 32)
     big = load_data(tmp_path, preprocess=preprocess_spec(SMALL, resize=64, crop="48")).images
     assert big.shape == (1, 3, 48, 48)
 
 
 def test_preprocess_spec_overrides_and_validation():
-    s = preprocess_spec(SMALL, resize="64", mean="0.5", std=[0.2, 0.3, 0.4], scale="1/127.5", layout="nhwc", bgr=True)
+    s = preprocess_spec(SMALL, resize="64", mean="0.5", std=[0.2, 0.3, 0.4], scale="1/127.5", layout="nhwc",
+                        bgr=True)
     assert (s.resize, s.mean, s.std, s.layout, s.bgr) == (64, (0.5,) * 3, (0.2, 0.3, 0.4), "nhwc", True)
     assert s.scale == pytest.approx(1 / 127.5) and s.crop == SMALL.crop
     assert s.source == "test with user overrides: resize, mean, std, layout, bgr, scale"
