@@ -45,14 +45,12 @@ class PairPlan:
     # at most this many process pairs where the first ``replicates`` show a row too noisy for the gate's goal
     # (the number is decided once, from their spread alone: never from the change they show)
     max_replicates: int = 10
-    # each side's timed calls per row, in seconds, split into the blocks (0.6 until the malloc fix: with the
-    # process pairs' lasting differences gone, a MobileNet v2 gate on the 2-core VM printed detectable changes
-    # of 6.9-7.6 % a row (medians of 20 rounds), so the blocks were shortened for the gate's cost; MobileNet
-    # v2's PyTorch blocks, held at 3 calls, did not change)
+    # each side's timed calls per row, in seconds, split into blocks (0.6 until the malloc fix: with process
+    # pairs' lasting differences gone, a MobileNet v2 gate on the 2-core VM printed detectable changes of
+    # 6.9-7.6 % a row (medians of 20 rounds); shorter blocks cost the gate less, PyTorch's (3 calls) held)
     side_time_s: float = 0.4
     # each process's warm-up after its load (besides the run's --warmup calls): short, as every process pair
-    # warms up again, and whatever warm-up leaves falls on both sides of the pairs alike (0.05 until the
-    # malloc fix)
+    # warms up again, and what warm-up leaves falls on both sides alike (0.05 until the malloc fix)
     warmup_s: float = 0.02
     seed: int = 0  # the draw of which side goes first in each pair
     timeout_s: float = 300.0  # any one answer of a child (a load, a block, parity)
@@ -61,13 +59,11 @@ class PairPlan:
     # 0.59 cores of the other side's blocks on the 2-core VM); stopped, they take none
     freeze: bool = True
     # each side's calling thread pinned to one CPU, the same for both, while its blocks are timed
-    # (ab_child._Pin: the virtual CPUs of a shared VM run at speeds of their own); the runtime's own threads
-    # keep theirs
+    # (ab_child._Pin: a shared VM's virtual CPUs run at speeds of their own); runtimes' threads keep theirs
     pin: bool = True
     # glibc's malloc thresholds fixed in both sides' processes before their first load (host/malloc.py: by
-    # default they move with each process's history, and PyTorch's MobileNet v2 processes on the 2-core VM ran
-    # 16 % apart for their whole life by it); only where both sides' infer-compare can (their greetings say
-    # so), else neither
+    # default they move with each process's history: PyTorch's MobileNet v2 processes on the 2-core VM ran
+    # 16 % apart for life by it); only where both sides' infer-compare can (their greetings say), else neither
     malloc: bool = True
 
     @property
@@ -199,11 +195,9 @@ class _Series:
         self.loads: list[Any] = []
         self.load_s: dict[str, list[float]] = {s: [] for s in SIDES}
         self.cpus: dict[str, list[Any]] = {s: [] for s in SIDES}  # each process's pinned calling thread's CPU
-        # both sides' runners loaded at the same time (their load times taken side by side)
-        self.opened = False
+        self.opened = False  # both sides' runners loaded at once (their load times taken side by side)
         self.malloc: list[str] = []  # each process pair's malloc settings (_malloc)
-        # where this batch size's wall time went: load, pilot, blocks, parity
-        self.wall: dict[str, float] = {}
+        self.wall: dict[str, float] = {}  # this batch size's wall time: load, pilot, blocks, parity
 
     def phase(self, name: str, t0: float) -> float:
         t1 = time.perf_counter()
@@ -333,9 +327,8 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
     while r < total or not asked:
         if r >= total:
             asked = True
-            # type: ignore[misc]
-            total = max(r, min(plan.max_replicates, needed([(s.samples["a"], s.samples["b"], s.calls)
-                                                             for s in series], r, plan.max_replicates)))
+            total = max(r, min(plan.max_replicates, needed(  # type: ignore[misc]
+                [(s.samples["a"], s.samples["b"], s.calls) for s in series], r, plan.max_replicates)))
             continue
         t = time.perf_counter()
         try:
