@@ -27,7 +27,8 @@ def _row(backend: str, fmt: str, p50_ms: float, cal_ms: float, seed: int) -> Run
                      extra={"calibration": {"ms": cal_ms, "workload": "calibration v1: test"}})
 
 
-def run(machine: float = 1.0, runner: float = 1.0, seed: int = 0, rows: tuple[RunRecord, ...] | None = None) -> Report:
+def run(machine: float = 1.0, runner: float = 1.0, seed: int = 0,
+        rows: tuple[RunRecord, ...] | None = None) -> Report:
     """A run on a machine ``machine`` times slower than usual (everything, the calibration and the
     reference row included) whose ONNX Runtime runner is ``runner`` times slower (it alone)."""
     base = _report()
@@ -70,8 +71,9 @@ def test_reference_timing_judges_the_reference_row_itself_as_measured():
 
 
 def _loaded(rep: Report, cores: float) -> Report:
-    return rep.replace(rows=tuple(r.replace(extra={"calibration": {**r.extra["calibration"], "other_cores": cores,
-                                                                   "steal_cores": 0.0}}) for r in rep.rows))
+    return rep.replace(rows=tuple(r.replace(extra={"calibration": {**r.extra["calibration"],
+                                                                   "other_cores": cores, "steal_cores": 0.0}})
+                                  for r in rep.rows))
 
 
 def test_rows_measured_while_other_processes_ran_are_not_judged_on_timing():
@@ -136,7 +138,8 @@ def test_vanished_rows_and_precision_changes_fail_by_default():
     assert len(res.matched) == 1  # rows compared: measured in both
     other = run(rows=(base.rows[0], ort.replace(exec_precision="fp32: no integer kernel")))
     res = check_regression(other, base, [])
-    assert res.violations == ("onnxruntime/onnx/fp32/cpu/b1: executed precision fp32 -> fp32: no integer kernel",)
+    assert res.violations == ("onnxruntime/onnx/fp32/cpu/b1: executed precision fp32 -> fp32: "
+                              "no integer kernel",)
 
 
 def test_default_rules_apply_when_none_are_given(capsys):
@@ -170,8 +173,8 @@ def test_diff_reads_at_80_columns():
     from rich.console import Console
 
     def renamed(rep: Report) -> Report:
-        return rep.replace(rows=tuple(r.replace(backend="onnxruntime-openvino", variant="user:a-long-name.onnx")
-                                      for r in rep.rows))
+        return rep.replace(rows=tuple(r.replace(backend="onnxruntime-openvino",
+                                                variant="user:a-long-name.onnx") for r in rep.rows))
 
     buf = io.StringIO()
     res = check_regression(renamed(run(runner=1.5)), renamed(run(seed=7)), RULES)
@@ -187,7 +190,8 @@ def test_a_reference_row_measured_under_load_is_not_divided_by():
     pt = cur.rows[0]
     pt = pt.replace(latency=LatencyStats.from_samples_ns(tuple(v * 100 for v in pt.samples_ns)),
                     samples_ns=tuple(v * 100 for v in pt.samples_ns),
-                    extra={"calibration": {**pt.extra["calibration"], "other_cores": 1.0, "steal_cores": 0.0}})
+                    extra={"calibration": {**pt.extra["calibration"], "other_cores": 1.0,
+                                           "steal_cores": 0.0}})
     res = check_regression(cur.replace(rows=(pt, cur.rows[1])), run(seed=7), RULES, timing="reference")
     assert res.passed, res.summary()
     o = next(d for d in res.rows if d.label.startswith("onnxruntime"))
@@ -204,7 +208,8 @@ def test_a_baseline_of_another_model_or_selection_is_refused_before_measuring(tm
     base.save(path)
     model = base.model.name
     for args, words in ((["--model", "lenet5" if model != "lenet5" else "resnet18"], "is of model"),
-                        (["--model", model, "--backends", "openvino"], "measured none of the rows this run selects")):
+                        (["--model", model, "--backends", "openvino"],
+                         "measured none of the rows this run selects")):
         out = tmp_path / "out"
         assert main([*args, "-q", "-o", str(out), "--baseline", str(path), "--allow-environment-change"]) == 2
         err = capsys.readouterr().err

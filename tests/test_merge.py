@@ -36,21 +36,21 @@ def _report(env: Environment, device: str, p50: float, model="resnet50", warning
     lat = LatencyStats.from_samples_ns([int(p50 * 1e6)] * 5)
     par = ParityResult(32, 1e-5, 1e-6, 1e-6, 1.0, 1.0, 1.0, 1.0)
     rows = (
-        RunRecord("onnxruntime", "onnx", "fp32", device, 1, OK, latency=lat, throughput=1000 / p50, parity=par,
-                  samples_ns=(int(p50 * 1e6),) * 5),
+        RunRecord("onnxruntime", "onnx", "fp32", device, 1, OK, latency=lat, throughput=1000 / p50,
+                  parity=par, samples_ns=(int(p50 * 1e6),) * 5),
         RunRecord("tensorrt", "tensorrt", "fp16", "cuda", None, SKIPPED, reason="no CUDA device found"),
     )
     minfo = ModelInfo(model, "torchvision", "random", "seed 0", "h" * 16, (3, 224, 224), 1000)
     settings = Settings({"cpu": (1, 8), "cuda": (1, 32, 256)}, 2, 3, 10, 1.0, 32, 600.0)
-    return Report(SCHEMA_VERSION, "0.1.0", "2026-11-21T10:00:00+0000", ("infer-compare",), minfo, env, settings, rows,
-                  tuple(warnings), ("a note",), 12.0)
+    return Report(SCHEMA_VERSION, "0.1.0", "2026-11-21T10:00:00+0000", ("infer-compare",), minfo, env,
+                  settings, rows, tuple(warnings), ("a note",), 12.0)
 
 
 CPU = _env("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz")
 GPU = _env("AMD EPYC 9454 48-Core Processor", gpus=[{"name": "NVIDIA H200", "memory_mib": 143771}])
 ORIN = _env("ARMv8 Processor rev 1 (v8l)", gpus=[{"name": "Orin (nvgpu)"}],
-            facts={"jetson": {"model": "NVIDIA Jetson AGX Orin Developer Kit", "l4t": "36.4.3", "jetpack": "6.2",
-                              "power_mode": "MAXN", "clocks_locked": True}})
+            facts={"jetson": {"model": "NVIDIA Jetson AGX Orin Developer Kit", "l4t": "36.4.3",
+                              "jetpack": "6.2", "power_mode": "MAXN", "clocks_locked": True}})
 
 
 def test_machine_labels():
@@ -58,7 +58,8 @@ def test_machine_labels():
     assert machine_label(GPU) == "h200"
     assert machine_label(ORIN) == "jetson-agx-orin"
     assert machine_label(_env("AMD EPYC 7B13 64-Core Processor")) == "epyc-7b13"
-    assert machine_label(_env("", facts={"raspberry_pi": "Raspberry Pi 5 Model B Rev 1.0"})) == "raspberry-pi-5-b"
+    assert (machine_label(_env("", facts={"raspberry_pi": "Raspberry Pi 5 Model B Rev 1.0"}))
+            == "raspberry-pi-5-b")
     assert slug("") == "machine"
 
 
@@ -67,7 +68,8 @@ def test_merge_labels_rows_and_keeps_each_environment():
                       sources=["cpu.json", "gpu.json"])
     devs = [r.device for r in m.rows]
     assert devs == ["xeon-platinum-8481c:cpu", "xeon-platinum-8481c:cuda", "h200:cuda:0", "h200:cuda"]
-    assert set(m.machines) == {"xeon-platinum-8481c", "h200"} and m.machines["h200"].gpus[0]["name"] == "NVIDIA H200"
+    assert (set(m.machines) == {"xeon-platinum-8481c", "h200"}
+            and m.machines["h200"].gpus[0]["name"] == "NVIDIA H200")
     assert m.warnings == ("h200: slow clocks",)
     assert m.environment.libraries["onnxruntime"] == "1.31.1 (xeon-platinum-8481c), 1.30.0 (h200)"
     assert m.environment.libraries["numpy"] == "2.4.6"
@@ -98,8 +100,9 @@ def test_cli_merge_writes_every_report(tmp_path):
     _report(CPU, "cpu", 40.0).save(a)
     _report(GPU, "cuda:0", 2.0).save(b)
     out = tmp_path / "merged"
-    r = subprocess.run([PY, "-m", "infer_compare.cli", "merge", str(a), str(b), "--out", str(out), "--label", "ws",
-                        "--label", "gpu-box"], capture_output=True, text=True, env=python_env())
+    r = subprocess.run([PY, "-m", "infer_compare.cli", "merge", str(a), str(b), "--out", str(out),
+                        "--label", "ws", "--label", "gpu-box"],
+                       capture_output=True, text=True, env=python_env())
     assert r.returncode == 0, r.stderr
     rep = load_report(out / "results.json")
     assert {x.device for x in rep.rows if x.batch_size} == {"ws:cpu", "gpu-box:cuda:0"}
@@ -107,6 +110,6 @@ def test_cli_merge_writes_every_report(tmp_path):
     assert "gpu-box:cuda:0" in md and "ws:cpu" in md
     for f in ("results.csv", "results.html"):
         assert (out / f).is_file() and "gpu-box:cuda:0" in (out / f).read_text()
-    bad = subprocess.run([PY, "-m", "infer_compare.cli", "merge", str(a), str(tmp_path / "nope.json"), "--out",
-                          str(out)], capture_output=True, text=True, env=python_env())
+    bad = subprocess.run([PY, "-m", "infer_compare.cli", "merge", str(a), str(tmp_path / "nope.json"),
+                          "--out", str(out)], capture_output=True, text=True, env=python_env())
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
