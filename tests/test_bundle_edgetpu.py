@@ -26,8 +26,8 @@ if [ "$1" = "--version" ]; then echo "Edge TPU Compiler version 16.0.test"; exit
 out="$3"; src="$4"; stem=$(basename "$src" .tflite)
 mkdir -p "$out"
 cp "$src" "$out/${stem}_edgetpu.tflite"
-printf 'Edge TPU Compiler version 16.0.test\\nOperator Count Status\\nFULLY_CONNECTED 3 Mapped to Edge TPU\\n' \
-  > "$out/${stem}_edgetpu.log"
+printf '%s\\n' 'Edge TPU Compiler version 16.0.test' 'Operator Count Status' \
+  'FULLY_CONNECTED 3 Mapped to Edge TPU' > "$out/${stem}_edgetpu.log"
 echo "Number of operations that will run on Edge TPU: 3"
 echo "Number of Edge TPU subgraphs: 1"
 """
@@ -79,8 +79,10 @@ def test_bundle_carries_no_calibration_data_nothing_needs(deferred_bundle):
     tfl = man["files"]["artifacts/tflite-int8/model.tflite"]["size"]
     io = man["files"]["artifacts/tflite-int8/model.tflite.io.json"]["size"]  # which model tensor each one is
     data = sum(m["size"] for rel, m in man["files"].items() if rel.startswith("data/"))
-    assert set(man["files"]) == {"artifacts/tflite-int8/model.tflite", "artifacts/tflite-int8/model.tflite.io.json",
-                                 "data/eval.npz", "data/reference.npz", "data/labels.npz"}, sorted(man["files"])
+    assert set(man["files"]) == {"artifacts/tflite-int8/model.tflite",
+                                 "artifacts/tflite-int8/model.tflite.io.json",
+                                 "data/eval.npz", "data/reference.npz", "data/labels.npz"}, \
+        sorted(man["files"])
     assert total == tfl + io + data and io < 1000
 
 
@@ -121,16 +123,19 @@ def test_calibration_only_for_an_int8_built_from_a_float_source():
     from infer_compare.bundle.export import needs_calibration
 
     assert not needs_calibration([])
-    assert not needs_calibration([{"format": "tensorrt", "precision": "int8", "source": ["onnx", "int8-s8s8"]},
-                                  {"format": "edgetpu", "precision": "int8", "source": ["tflite", "int8"]}])
+    assert not needs_calibration([
+        {"format": "tensorrt", "precision": "int8", "source": ["onnx", "int8-s8s8"]},
+        {"format": "edgetpu", "precision": "int8", "source": ["tflite", "int8"]}])
     assert needs_calibration([{"format": "tensorrt", "precision": "int8", "source": ["onnx", "fp32"]}])
     assert not needs_calibration([{"format": "tensorrt", "precision": "fp16", "source": ["onnx", "fp32"]}])
 
 
 @pytest.mark.slow
-def test_the_coral_export_and_run_say_the_precheck_and_the_step_still_due(cache_dir, tmp_path, monkeypatch, capsys):
-    """issue 38: `export` lists the file that travels, the compile step and the Edge TPU pre-check of that file;
-    `run` repeats the step on the terminal while it is due, and says when a compiled model was found and used."""
+def test_the_coral_export_and_run_say_the_precheck_and_the_step_still_due(cache_dir, tmp_path, monkeypatch,
+                                                                          capsys):
+    """issue 38: `export` lists the file that travels, the compile step and the Edge TPU pre-check of that
+    file; `run` repeats the step on the terminal while it is due, and says when a compiled model was found and
+    used."""
     from infer_compare.cli import main
 
     monkeypatch.setenv("PATH", _no_compiler_path())
@@ -150,9 +155,11 @@ def test_the_coral_export_and_run_say_the_precheck_and_the_step_still_due(cache_
     run = ["run", str(out), "--max-time", "0.3", "--min-iters", "3", "-b", "1"]
     assert main([*run, "-o", str(tmp_path / "r1")]) == 0
     err = capsys.readouterr().err
-    assert "WARNING: edgetpu int8 still to compile" in err and "edgetpu_compiler -s -o artifacts/edgetpu-int8" in err
+    assert ("WARNING: edgetpu int8 still to compile" in err
+            and "edgetpu_compiler -s -o artifacts/edgetpu-int8" in err)
     rep = json.loads((tmp_path / "r1" / "results.json").read_text())
-    assert any("still to compile" in w and "edgetpu_compiler -s -o artifacts/edgetpu-int8" in w for w in rep["warnings"])
+    assert any("still to compile" in w and "edgetpu_compiler -s -o artifacts/edgetpu-int8" in w
+               for w in rep["warnings"])
     assert any(r["backend"] == "tflite" and r["status"] == "ok" for r in rep["rows"])
 
     cmd = man["deferred"][0]["note"].split("`")[1].split()
