@@ -99,8 +99,9 @@ def _add_how_to_measure(p: argparse.ArgumentParser, common=None):
     m.add_argument("--warmup-time", type=_positive_float, default=0.2, metavar="S",
                    help="and warm up for at least S seconds (default 0.2)")
     m.add_argument("--target-ci", type=_positive_float, default=0.02, metavar="F",
-                   help="measure until the 95%% interval of the p50, from the spread between its windows, is "
-                        "within F of it (default 0.02 = 2%%; 0: no target, stop at --min-iters and --min-time)")
+                   help="measure until the 95%% interval of the p50, from the spread between its windows, "
+                        "is within F of it (default 0.02 = 2%%; 0: no target, stop at --min-iters and "
+                        "--min-time)")
     m.add_argument("--min-iters", type=int, default=5, metavar="N",
                    help="measure at least N calls (default 5)")
     m.add_argument("--min-time", type=_positive_float, default=0.2, metavar="S",
