@@ -1,5 +1,5 @@
-"""The measurement history is indexed: every file or folder under benchmarks/results/ is listed on its index page,
-and every example report under reports/ has a README naming the command that made it."""
+"""The measurement history is indexed: every file or folder under benchmarks/results/ is listed on its index
+page, and every example report under reports/ has a README naming the command that made it."""
 
 import re
 from pathlib import Path
@@ -21,5 +21,6 @@ def test_every_example_report_says_the_command_that_made_it():
     for d in folders:
         readme = d / "README.md"
         assert readme.is_file(), f"reports/{d.name} has no README.md"
-        assert re.search(r"^\s*infer-compare ", readme.read_text(), re.M), f"reports/{d.name}/README.md names no command"
+        assert re.search(r"^\s*infer-compare ", readme.read_text(), re.M), \
+            f"reports/{d.name}/README.md names no command"
     assert [p.name for p in (ROOT / "reports").iterdir() if p.is_file()] == ["README.md"]

@@ -66,8 +66,8 @@ def test_manifest_lists_every_file_with_its_hash(bundle):
         assert meta["sha256"] == sha256_file(bundle / rel) and meta["size"] == (bundle / rel).stat().st_size
     assert m["model"]["name"] == "lenet5" and len(m["model"]["weights_hash"]) >= 16
     assert m["input"]["shape"] == [1, 32, 32] and m["input"]["preprocessing"]["kind"] == "digits"
-    assert {(a["format"], a["precision"]) for a in m["artifacts"]} == {("pytorch", "fp32"), ("onnx", "fp32"),
-                                                                        ("onnx", "int8"), ("onnx", "int8-s8s8")}
+    assert {(a["format"], a["precision"]) for a in m["artifacts"]} == {
+        ("pytorch", "fp32"), ("onnx", "fp32"), ("onnx", "int8"), ("onnx", "int8-s8s8")}
     # TensorRT travels as its ONNX source (fp32 for fp32, the QDQ file for int8), with a note
     deferred = {(d["format"], d["precision"]): d for d in m["deferred"]}
     assert set(deferred) == {("tensorrt", "fp32"), ("tensorrt", "int8")}
@@ -99,7 +99,8 @@ def test_run_in_the_main_environment(main_run):
     for b in (1, 4):
         ort = rows[f"onnxruntime/onnx/fp32/cpu/b{b}"]
         assert ort.status == OK, ort.reason
-        assert ort.parity.n == (450 if b == 4 else 8)  # every input at the largest batch, a subset at the other
+        # every input at the largest batch, a subset at the other
+        assert ort.parity.n == (450 if b == 4 else 8)
         assert ort.parity.accuracy > 0.95 and ort.parity.max_abs < 1e-4
         pt = rows[f"pytorch/pytorch/fp32/cpu/b{b}"]
         assert pt.status == OK and pt.parity.max_abs < 1e-4  # the shipped weights reproduce the reference
@@ -121,13 +122,14 @@ def test_torch_free_venv_reproduces_the_parity_figures(bundle, main_run, tmp_pat
     if p.returncode != 0 and ("Could not find a version" in p.stderr or "NewConnectionError" in p.stderr):
         pytest.skip(f"PyPI not reachable: {p.stderr.strip().splitlines()[-1]}")
     assert p.returncode == 0, p.stderr
-    probe = subprocess.run([py, "-c", "import importlib.util as u; print([m for m in ('torch', 'torchvision', 'onnx', "
-                                      "'openvino', 'tensorflow', 'onnx2tf') if u.find_spec(m)])"],
+    probe = subprocess.run([py, "-c", "import importlib.util as u; "
+                                      "print([m for m in ('torch', 'torchvision', 'onnx', 'openvino', "
+                                      "'tensorflow', 'onnx2tf') if u.find_spec(m)])"],
                            capture_output=True, text=True, env=env)
     assert probe.stdout.strip() == "[]", probe.stdout  # really torch-free and converter-free
     out = tmp_path / "results"
-    r = subprocess.run([vdir / "bin" / "infer-compare", "run", str(bundle), "-o", str(out), "--device", "cpu", *LOOP],
-                       capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    r = subprocess.run([vdir / "bin" / "infer-compare", "run", str(bundle), "-o", str(out), "--device", "cpu",
+                        *LOOP], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     rep = load_report(out / "results.json")
     for f in ("results.md", "results.json"):
@@ -207,7 +209,8 @@ def test_unknown_format_unlisted_file_and_pickled_array_are_refused(bundle, tmp_
 
     b = tmp_path / "pickle"
     shutil.copytree(bundle, b)
-    rel = json.loads((b / "manifest.json").read_text())["data"]["labels"]["path"]  # data/labels.npz (compressed)
+    # data/labels.npz (compressed)
+    rel = json.loads((b / "manifest.json").read_text())["data"]["labels"]["path"]
     p = b / rel
     with open(p, "wb") as f:
         np.savez_compressed(f, labels=np.array([{"x": 1}] * 450, dtype=object))
@@ -237,7 +240,8 @@ def test_unlocked_jetson_clocks_warn_in_the_report(bundle, monkeypatch, cache_di
 
     def fake_collect(extra_facts=None):
         e = real(extra_facts)
-        facts = devices.collect(ORIN, _runner({"jetson_clocks": (DATA / "jetson_clocks-show-unlocked.txt").read_text()}))
+        facts = devices.collect(
+            ORIN, _runner({"jetson_clocks": (DATA / "jetson_clocks-show-unlocked.txt").read_text()}))
         return e.replace(device_facts={**e.device_facts, **facts})
 
     monkeypatch.setattr(envmod, "collect", fake_collect)

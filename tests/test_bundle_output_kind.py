@@ -17,8 +17,8 @@ def bundle(cache_dir, tmp_path_factory):
     from infer_compare.cli import main
 
     out = tmp_path_factory.mktemp("kinds") / "lenet5"
-    code = main(["export", "--model", "lenet5", "--formats", "onnx", "--precisions", "fp32", "--out", str(out),
-                 "--output-kind", "output=regression", "-q"])
+    code = main(["export", "--model", "lenet5", "--formats", "onnx", "--precisions", "fp32",
+                 "--out", str(out), "--output-kind", "output=regression", "-q"])
     assert code == 0
     return out
 
@@ -39,11 +39,13 @@ def test_export_records_the_kind_and_run_judges_by_it(bundle, tmp_path):
 def test_an_output_the_model_lacks_is_one_line_exit_2(where, bundle, tmp_path, capsys):
     from infer_compare.cli import main
 
-    argv = (["export", "--model", "lenet5", "--formats", "onnx", "--precisions", "fp32", "--out",
-             str(tmp_path / "b"), "-q"] if where == "export" else ["run", str(bundle), *RUN, "-o", str(tmp_path)])
+    argv = (["export", "--model", "lenet5", "--formats", "onnx", "--precisions", "fp32",
+             "--out", str(tmp_path / "b"), "-q"] if where == "export"
+            else ["run", str(bundle), *RUN, "-o", str(tmp_path)])
     code = main([*argv, "--output-kind", "nope=map"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err.startswith("infer-compare: error: --output-kind nope=map: the model has no output 'nope'")
+    assert code == 2 and err.startswith("infer-compare: error: --output-kind nope=map: "
+                                        "the model has no output 'nope'")
     assert "\n" not in err
 
 

@@ -129,7 +129,8 @@ def test_bad_batch_list(bad, tmp_path):
 
 
 def test_missing_and_corrupt_weights(tmp_path):
-    _one_line_error(cli("--model", "lenet5", "--weights", str(tmp_path / "nope.pt")), "weights file not found")
+    _one_line_error(cli("--model", "lenet5", "--weights", str(tmp_path / "nope.pt")),
+                    "weights file not found")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"this is not a torch file")
     _one_line_error(cli("--model", "lenet5", "--weights", str(bad), "-o", str(tmp_path / "o")),
@@ -177,9 +178,11 @@ def test_parity_failure_exits_1(cache_dir, tmp_path, monkeypatch, capsys):
     from infer_compare import cli as climod
     from infer_compare.catalog import formats
 
-    monkeypatch.setitem(formats.TOLERANCES, "fp32", formats.Tolerance(min_cosine=1.1, max_rel_err=0, min_top1=1))
-    code = climod.main(["--model", "lenet5", "--backends", "onnxruntime", "--device", "cpu", "--batch-sizes", "1",
-                        "--min-time", "0", "--min-iters", "2", "--warmup", "1", "-o", str(tmp_path), "-q"])
+    monkeypatch.setitem(formats.TOLERANCES, "fp32",
+                        formats.Tolerance(min_cosine=1.1, max_rel_err=0, min_top1=1))
+    code = climod.main(["--model", "lenet5", "--backends", "onnxruntime", "--device", "cpu",
+                        "--batch-sizes", "1", "--min-time", "0", "--min-iters", "2", "--warmup", "1",
+                        "-o", str(tmp_path), "-q"])
     assert code == 1
     d = json.loads((tmp_path / "results.json").read_text())
     failed = [r for r in d["rows"] if r["status"] == "parity_failed"]
@@ -209,8 +212,8 @@ def test_precision_run_in_another_format_is_not_a_failure():
     from infer_compare.cli.output import requested_not_run
 
     def row(fmt, status, kind=None, batch=1):
-        return NS(backend="openvino", format=fmt, precision="fp32", device="cpu", batch_size=batch, status=status,
-                  skip_kind=kind)
+        return NS(backend="openvino", format=fmt, precision="fp32", device="cpu", batch_size=batch,
+                  status=status, skip_kind=kind)
 
     settings = NS(requested={"backends": ["openvino"], "precisions": ["fp32"], "devices": ["cpu"]})
     skipped = row("onnx", "skipped", "unsupported", batch=None)  # a format skip has no batch size

@@ -27,8 +27,8 @@ def _rows_report() -> Report:
                        exec_precision="int8: 10 of 12 nodes integer (U8S8, 7-bit weights, AVX2 (no VNNI))"),
             r0.replace(backend="onnxruntime-openvino", precision="int8", status=PARITY_FAILED, latency=lat,
                        parity=par, exec_precision="int8+fp32: 11 of 12 layers int8 (AVX2 (no VNNI))"),
-            r0.replace(backend="openvino", format="openvino", batch_size=32, status=OK, latency=lat, parity=par,
-                       throughput=123456.7, exec_precision="fp32"))
+            r0.replace(backend="openvino", format="openvino", batch_size=32, status=OK, latency=lat,
+                       parity=par, throughput=123456.7, exec_precision="fp32"))
     return base.replace(rows=rows)
 
 
@@ -65,7 +65,8 @@ def test_short_precision_labels():
     from infer_compare.report.terminal import short_precision
 
     r = _rows_report().rows
-    assert [short_precision(x) for x in r] == ["fp32", "fp32", "fp16→fp32", "int8 10/12", "int8 11/12", "fp32"]
+    assert [short_precision(x) for x in r] == ["fp32", "fp32", "fp16→fp32", "int8 10/12", "int8 11/12",
+                                               "fp32"]
     assert short_precision(r[3].replace(exec_precision="fp32: no integer kernel")) == "int8→fp32"
 
 
@@ -102,8 +103,8 @@ def test_merge_shows_the_merged_table(tmp_path, capsys):
     rep = _rows_report()
     rep.save(tmp_path / "a.json")
     rep.save(tmp_path / "b.json")
-    assert main(["merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--label", "box-a", "--label", "box-b",
-                 "-o", str(tmp_path / "m")]) == 0
+    assert main(["merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                 "--label", "box-a", "--label", "box-b", "-o", str(tmp_path / "m")]) == 0
     out = capsys.readouterr().out
     assert "p50 ms" in out and "box-a" in out and "box-b" in out and "merged 2 results" in out
 
