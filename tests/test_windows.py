@@ -56,6 +56,12 @@ class Sim:
                 "steal_ticks": 0, "disturbed": busy}
 
 
+@pytest.fixture(autouse=True)
+def _judging(monkeypatch):
+    """These tests are of the judgement itself: on, whatever tests/conftest.py set for the real runs."""
+    monkeypatch.setenv(meter.SWITCH, "1")
+
+
 def _run(sim: Sim, s: LoopSettings = DEFAULT):
     return time_loop(sim.fn, 0, s, first_call_done=True, clock=sim, load_meter=sim)
 
@@ -260,3 +266,22 @@ def test_results_with_windows_load_and_older_ones_still_do(tmp_path):
     path.write_text(json.dumps(d))
     with pytest.raises(SchemaError, match="unstable"):
         load_report(path)
+
+
+@pytest.mark.skipif(meter.own_ticks() is None, reason="no /proc")
+def test_a_real_cpu_hog_beside_the_window_makes_it_disturbed(monkeypatch):
+    """Another process (not one this process started: detached, its parent gone) spinning on a core while a
+    window is measured: the real meter reads its CPU time as others' and judges the window disturbed."""
+    import subprocess
+    import sys
+    import time
+
+    hog = ("import os, time\nif os.fork():\n    os._exit(0)\nt = time.time()\n"
+           "while time.time() - t < 4:\n    pass\n")
+    subprocess.run([sys.executable, "-c", hog], check=True, timeout=30)  # returns once the grandchild spins
+    time.sleep(0.3)
+    m = meter.LoadMeter()
+    m.start()
+    time.sleep(1.0)
+    got = m.read(1_000_000_000)
+    assert got["other_cores"] >= 0.5 and got["disturbed"], got
