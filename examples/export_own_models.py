@@ -30,8 +30,8 @@ import torch.nn as nn
 class Tiny(nn.Module):
     def __init__(self):
         super().__init__()
-        self.f = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                               nn.Flatten(), nn.Linear(8, 10))
+        self.f = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                               nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
 
     def forward(self, x):
         return self.f(x)
