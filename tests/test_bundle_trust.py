@@ -245,7 +245,7 @@ def test_a_factory_model_travels_as_an_exported_program(tmp_path, cache_dir):
     elsewhere = tmp_path / "elsewhere"  # the factory's module cannot be imported from here
     elsewhere.mkdir()
     r = _cli(["run", str(tmp_path / "b"), "-o", str(tmp_path / "out"), *FAST_RUN], elsewhere)
-    assert r.returncode in (0, 3), r.stderr[-3000:]  # 3: measured while other processes used the cores
+    assert r.returncode == 0, r.stderr[-3000:]
     rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
     pt = [x for x in rows if x["backend"] == "pytorch" and x["device"] == "cpu"]
     assert pt and all(x["status"] == "ok" for x in pt), [(x["status"], x.get("reason")) for x in pt]
