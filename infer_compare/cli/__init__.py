@@ -16,7 +16,8 @@ it (api, fleet, soak, regress, bundle, ...); nothing imports it.
 
 Exit codes: 0 ok, 1 parity failure or regression (or an explicitly requested backend
 skipped or failed, or no row measured), 2 usage error, 3 rows not judged by the gates (or none
-compared) or measured disturbed; 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (what was measured is saved, marked incomplete).
+compared) or measured disturbed; 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP (what was measured is saved,
+marked incomplete).
 """
 
 from __future__ import annotations
