@@ -1,9 +1,9 @@
 """The end of the ``infer-compare`` process without the interpreter's teardown.
 
 After a comparison has printed its table, the interpreter's own shutdown still clears every module and
-runs the destructors of the libraries it loaded: 0.74-0.82 s after ``import torch, torchvision`` on a
-lent H100 host (scripts/probe_round6.sh), the last 0.77 s of a warm one-GPU ``--model resnet50`` run
-on the two-H200 host of round 5 (from its "results:" line to the end of its output). Nothing of that
+runs the destructors of the libraries it loaded: 0.74-0.82 s after ``import torch, torchvision`` on an
+H100 host, the last 0.77 s of a warm one-GPU ``--model resnet50`` run on a two-H200 host (from its
+"results:" line to the end of its output; benchmarks/results/gpu-two-gpus.md). Nothing of that
 is work the user asked for.
 
 ``end_process(code)`` does what the interpreter's shutdown does that anyone can see: it runs threading's exit

@@ -1,7 +1,7 @@
 """The report writers made ready while the last configurations are measured, not after the last row.
 
 After its last row a comparison writes its report; the HTML one draws its plots with matplotlib, whose import
-and first figure are fixed work: measured on a lent H100 host (scripts/tail_probe.py, the 65 rows of a
+and first figure are fixed work: measured on an H100 host (benchmarks/gpu/tail_probe.py, the 65 rows of a
 resnet50 report), writing results.html took 2.0-2.2 s in a fresh interpreter and 1.1-1.3 s once matplotlib,
 its SVG backend and report/plots.py were imported (0.4-0.5 s of imports). Here a background thread of the
 comparison's own process imports them, so that the writing after the last row finds them imported. Imports
