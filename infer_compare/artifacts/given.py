@@ -55,8 +55,8 @@ def _onnx_precision(path: str) -> str:
     except ImportError:
         return "fp32"
     except Exception as e:
-        raise UsageError(f"--artifact {path} is not a valid ONNX "
-                         f"file: {str(e).strip().splitlines()[0][:200]}") from None
+        raise UsageError(f"--artifact {path} is not a valid ONNX file: "
+                         f"{str(e).strip().splitlines()[0][:200]}") from None
     ops = {n.op_type for n in m.graph.node}
     if ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger",
               "MatMulInteger"}:
@@ -71,8 +71,8 @@ def _ir_precision(path: str) -> str:
     if "<net" not in text[:4096]:
         raise UsageError(f"--artifact {path} is not an OpenVINO IR (no <net> element)")
     if not Path(path).with_suffix(".bin").exists():
-        raise UsageError(f"--artifact {path}: its weights "
-                         f"file {Path(path).with_suffix('.bin').name} is missing")
+        raise UsageError(f"--artifact {path}: its weights file "
+                         f"{Path(path).with_suffix('.bin').name} is missing")
     if "FakeQuantize" in text:
         return "int8"
     return "fp16" if 'element_type="f16"' in text else "fp32"

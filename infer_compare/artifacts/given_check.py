@@ -182,8 +182,8 @@ def check_artifacts(artifacts: Any, model_ins: list, model_outs: list) -> dict[s
     for art in artifacts:
         problems, unchecked = mismatch(art.path, art.format, model_ins, model_outs)
         if problems:
-            raise UsageError(f"--artifact {Path(art.path).name} does not match the "
-                             f"model: {'; '.join(problems)}")
+            raise UsageError(f"--artifact {Path(art.path).name} does not match the model: "
+                             f"{'; '.join(problems)}")
         if unchecked:
             notes[art.path] = unchecked
     return notes

@@ -66,8 +66,8 @@ class OptionField:
         elif not isinstance(value, str):
             raise UsageError(f"{owner} option {self.name} takes a string, not {value!r}")
         if self.choices is not None and value not in self.choices:
-            raise UsageError(f"{owner} option {self.name} must be one "
-                             f"of {', '.join(map(str, self.choices))}, not {value!r}")
+            raise UsageError(f"{owner} option {self.name} must be one of "
+                             f"{', '.join(map(str, self.choices))}, not {value!r}")
         return value
 
 

@@ -83,8 +83,7 @@ class Head:
                   "torchvision": "torchvision's detection outputs: boxes [K, 4], labels [K], scores [K] "
                                  "per image, K changing; no NMS again, compared as matched detections, "
                                  "never by position"}[self.fmt]
-        grid = ("; boxes are offsets in grid cells, decoded with "
-                f"strides {', '.join(map(str, STRIDES))} "
+        grid = (f"; boxes are offsets in grid cells, decoded with strides {', '.join(map(str, STRIDES))} "
                 f"over {self.grid[0]}x{self.grid[1]}") if self.grid else ""
         return (f"{self.fmt}: {layout}{grid}; kept and added at score >= {SCORE_THRESHOLD}, class-aware "
                 f"NMS at IoU {NMS_IOU}, matched at IoU >= {MATCH_IOU}")

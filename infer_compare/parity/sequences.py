@@ -121,8 +121,8 @@ def summary(t: dict[str, Any]) -> str:
             + f"; steps: {t['steps_differing']} of {t['steps_judged']} differ"
             + (f" ({t['steps'] - t['steps_judged']} near-ties left out)"
                if t["steps"] > t["steps_judged"] else "")
-            + (f"; confidence changed by {t['confidence_error']:.3g} on "
-               f"average, {t['confidence_error_max']:.3g} at most" if t["confidence_error_max"] else ""))
+            + (f"; confidence changed by {t['confidence_error']:.3g} on average, "
+               f"{t['confidence_error_max']:.3g} at most" if t["confidence_error_max"] else ""))
 
 
 def compare_sequences(ref: np.ndarray, out: np.ndarray, tol: Tolerance, judge: bool = True,

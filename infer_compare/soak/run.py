@@ -155,9 +155,8 @@ def _notes(prep: Any, duration: float, window: float) -> list[str]:
         f"{fmt_duration(window)}, after its cold call and warm-up; one window line per window as it ended",
         "a row's latency covers every call of its soak: count, mean, std, min and max exactly, its "
         "percentiles from a histogram of 1 %-wide bins (within 0.5 %); each window's percentiles are exact",
-        f"RSS growth per {GROWTH_PER_CALLS:,} calls: least-squares slope of the windows' RSS (VmRSS) "
-        "against the calls made, over the windows after the first; drift: the last "
-        "full window over the first",
+        f"RSS growth per {GROWTH_PER_CALLS:,} calls: least-squares slope of the windows' RSS (VmRSS) against "
+        "the calls made, over the windows after the first; drift: the last full window over the first",
         "a soak checks no parity: run the comparison for it",
     ]
 

@@ -68,9 +68,8 @@ class ExecutedGraph:
         if prec == "int8":
             n = g.count("integer")
             self.exec_precision = f"int8: {n} of {g.total} nodes integer" if n else "fp32: no integer kernel"
-            self.notes.append(f"{what}: integer (kernels and int8 data "
-                              f"movement): {g.describe('integer')}; Q/DQ: {g.describe('quantize')}; "
-                              f"float: {self._floats(g)}")
+            self.notes.append(f"{what}: integer (kernels and int8 data movement): {g.describe('integer')}; "
+                              f"Q/DQ: {g.describe('quantize')}; float: {self._floats(g)}")
             self._describe_cpu_int8(n)
             return
         n16, n32 = g.count("fp16"), g.count("fp32")
@@ -78,9 +77,8 @@ class ExecutedGraph:
         if g.count("integer"):
             n = g.count("integer")
             self.exec_precision = f"int8: {n} of {g.total} nodes integer (quantized in the file itself)"
-            self.notes.append(f"{what}: the file is already quantized: "
-                              f"integer {g.describe('integer')}; Q/DQ: {g.describe('quantize')}; "
-                              f"float: {self._floats(g)}")
+            self.notes.append(f"{what}: the file is already quantized: integer {g.describe('integer')}; "
+                              f"Q/DQ: {g.describe('quantize')}; float: {self._floats(g)}")
             return
         if not n16:
             self.exec_precision = "fp32"

@@ -90,8 +90,8 @@ def _check(path: Path, what: str) -> None:
     try:
         onnx.checker.check_model(str(path), full_check=True)
     except Exception as e:
-        raise ExportError(f"onnx.checker rejected the {what} ONNX "
-                          f"file: {str(e).strip().splitlines()[0]}") from e
+        raise ExportError(f"onnx.checker rejected the {what} ONNX file: "
+                          f"{str(e).strip().splitlines()[0]}") from e
 
 
 class OnnxFp16Exporter(_FromOnnx):
@@ -130,9 +130,9 @@ class OnnxFp16Exporter(_FromOnnx):
                 "initializers": inits, "nodes_fp16": s.count("fp16"), "nodes_fp32": s.count("fp32"),
                 "nodes": s.total, "weights_clamped_to_fp16_range": clamped,
                 **({"keep_fp32": keep} if keep else {})}
-        notes = ["converted from the fp32 ONNX file (not re-exported from "
-                 f"model.half()): {s.count('fp16')} of {s.total} nodes compute in fp16, {s.count('cast')} "
-                 "Casts, input and output stay float32"]
+        notes = ["converted from the fp32 ONNX file (not re-exported from model.half()): "
+                 f"{s.count('fp16')} of {s.total} nodes compute in fp16, {s.count('cast')} Casts, "
+                 "input and output stay float32"]
         if any(clamped.values()):
             notes.append(f"the converter clamped {clamped['above_65504']} weight values above fp16's largest "
                          f"value to 65504 and raised {clamped['below_5.96e-8']} below its smallest "

@@ -251,8 +251,8 @@ class OpenVinoRunner(Runner):
         self._extra["int8_kernels"] = dict(prims)
         self.settings["int8"] = {"kernels_isa": isa or "not named by OpenVINO", "kernels": _fmt(prims),
                                  "unquantized_ops_precision": executed}
-        self.notes.append("int8 kernels chosen by OpenVINO's CPU plugin (oneDNN "
-                          f"primitiveType): {_fmt(prims)}"
+        self.notes.append("int8 kernels chosen by OpenVINO's CPU plugin "
+                          f"(oneDNN primitiveType): {_fmt(prims)}"
                           + (f"; instruction set {isa}" if isa else ""))
         rest = "; ".join(f"{k}: {_fmt(v)}" for k, v in layers.items() if k != "int8") or "none"
         who = "the QDQ file left in float" if qdq else "NNCF left unquantized"

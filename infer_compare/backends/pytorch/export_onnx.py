@@ -73,8 +73,8 @@ class OnnxExporter(Exporter):
                                  "wrote this file")
             except Exception as e:
                 msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise ExportError("; ".join(errors + ["TorchScript "
-                                                      f"exporter: {type(e).__name__}: {msg}"])) from e
+                raise ExportError("; ".join(errors + ["TorchScript exporter: "
+                                                      f"{type(e).__name__}: {msg}"])) from e
         try:
             onnx.checker.check_model(str(path), full_check=True)
         except Exception as e:

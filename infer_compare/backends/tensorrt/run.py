@@ -230,8 +230,8 @@ class TensorRTRunner(Runner):
             x = (np.ascontiguousarray(a, dtype=buf.host.dtype) if np.ndim(a)
                  else np.array(a, dtype=buf.host.dtype))
             if tuple(x.shape) != tuple(buf.host.shape):
-                raise RunnerError("the runner was loaded for input "
-                                  f"'{buf.name}' {tuple(buf.host.shape)}, got {tuple(x.shape)}")
+                raise RunnerError(f"the runner was loaded for input '{buf.name}' {tuple(buf.host.shape)}, "
+                                  f"got {tuple(x.shape)}")
             xs.append(x)
         self.slot.load(xs, device=not self._host_io)
         return self.slot

@@ -222,8 +222,8 @@ def _name_the_node(error: Exception, model: Any, spec: dict[str, Any]) -> None:
     node = stopped_at(error, model)
     if node:
         first = (str(error).strip().splitlines() or [""])[0][:160]
-        raise UnsupportedModel("torch.export stopped at ONNX "
-                               f"node {node}: {type(error).__name__}: {first}") from None
+        raise UnsupportedModel(f"torch.export stopped at ONNX node {node}: "
+                               f"{type(error).__name__}: {first}") from None
 
 
 def convert(spec: dict[str, Any]) -> dict[str, Any]:

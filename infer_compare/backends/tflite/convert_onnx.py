@@ -97,8 +97,8 @@ def onnx_module(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> 
         if op:
             raise UnsupportedModel(f"onnx2torch has no converter for ONNX op {op} (op "
                                    f"version {ver})") from None
-        raise UnsupportedModel("onnx2torch cannot convert this "
-                               f"graph: {text.splitlines()[0][:200]}") from None
+        raise UnsupportedModel("onnx2torch cannot convert this graph: "
+                               f"{text.splitlines()[0][:200]}") from None
     except (KeyError, ValueError, TypeError, AttributeError) as e:  # a graph form onnx2torch does not read
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise UnsupportedModel(f"onnx2torch could not read the graph: {type(e).__name__} {first}") from None

@@ -69,8 +69,8 @@ class TFLiteRunner(Runner):
         it = self._resized(it, mod, b)
         self._bind(it)
         if self._fixed is None and self.ins[0].shape and self.ins[0].shape[0] != b:
-            raise RunnerError(f"the interpreter did not accept batch {b} (input "
-                              f"shape {list(self.ins[0].shape)})")
+            raise RunnerError(f"the interpreter did not accept batch {b} (input shape "
+                              f"{list(self.ins[0].shape)})")
         self.interpreter = it
         kind = self._integer_kind()
         self.exec_precision = kind + _float_io(kind, self.ins, self.outs)
