@@ -6,8 +6,8 @@ The child speaks JSON lines: it writes a greeting (the protocol and its own infe
 answers each command the parent writes on its stdin, on a private copy of its stdout (the runtimes' own
 prints go to stderr):
 
-* ``{"op": "open", "batch": B}`` (protocol 2): load (or re-shape) the runner for batch B, nothing run: the parent
-  sends it to both sides at once (loading is mostly one core's work); answers the load time;
+* ``{"op": "open", "batch": B}`` (protocol 2): load (or re-shape) the runner for batch B, nothing run: the
+  parent sends it to both sides at once (loading is mostly one core's work); answers the load time;
 * ``{"op": "load", "batch": B, "warmup_s": S, "pin": P}``: load (or re-shape) the runner for batch B unless
   "open" did, make the cold call and warm up as the spec's loop says (its calls; at least S seconds where
   given, else its time); with P true (protocol 2), the calling thread is pinned after the cold call to the
@@ -21,8 +21,9 @@ prints go to stderr):
 * ``{"op": "quit"}``.
 
 ``--fifo IN OUT`` after SPEC: commands from the named pipe IN, answers to OUT (a child forked by its side's
-fork server, whose stdin and stdout are its log). Each side runs under its own interpreter (``--python-a/--python-b``): its own runtimes and its own
-infer-compare. A child of another protocol version is refused by the parent at the greeting.
+fork server, whose stdin and stdout are its log). Each side runs under its own interpreter
+(``--python-a/--python-b``): its own runtimes and its own infer-compare. A child of another protocol version
+is refused by the parent at the greeting.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class _Side:
         self.opened = None
         if runner.fixed_batch is not None and runner.fixed_batch != batch:
             return {"ok": False, "status": "skipped",
-                    "error": f"the artifact has a static batch of {runner.fixed_batch}; batch {batch} cannot run"}
+                    "error": f"the artifact has a static batch of {runner.fixed_batch}; "
+                             f"batch {batch} cannot run"}
         self.x = runner.prepare(tile(self.images, batch))
         t0 = time.perf_counter_ns()
         runner.run(self.x)
@@ -100,12 +102,12 @@ class _Side:
 class _Pin:
     """The calling thread pinned to one CPU while blocks are timed, and let go before a runner is loaded.
 
-    On a shared VM each virtual CPU runs at its own speed, which changes over tenths of a second (measured on the
-    2-core development VM: LeNet-5 calls at 0.19 ms on one CPU and 0.30-0.41 ms on the other at the same moment;
-    two processes on one CPU saw the same level). A runtime that computes a small model on the calling thread
-    (PyTorch, ONNX Runtime) then runs as fast as the CPU the scheduler left that thread on: two processes of the
-    same code differed by 20-50 % for their whole life, which the pairing of adjacent blocks cannot cancel. Both
-    sides pinned to the same CPU see the same level in adjacent blocks."""
+    On a shared VM each virtual CPU runs at its own speed, which changes over tenths of a second (measured on
+    the 2-core development VM: LeNet-5 calls at 0.19 ms on one CPU and 0.30-0.41 ms on the other at the same
+    moment; two processes on one CPU saw the same level). A runtime that computes a small model on the calling
+    thread (PyTorch, ONNX Runtime) then runs as fast as the CPU the scheduler left that thread on: two
+    processes of the same code differed by 20-50 % for their whole life, which the pairing of adjacent blocks
+    cannot cancel. Both sides pinned to the same CPU see the same level in adjacent blocks."""
 
     def __init__(self) -> None:
         self.cpu: int | None = None
@@ -175,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         proto.write(json.dumps(d) + "\n")
         proto.flush()
 
-    say({"hello": PROTOCOL, "version": __version__, "python": sys.version.split()[0], "malloc": malloc.available()})
+    say({"hello": PROTOCOL, "version": __version__, "python": sys.version.split()[0],
+         "malloc": malloc.available()})
     with open(argv[0]) as f:
         side = _Side(CellSpec.from_dict(json.load(f)))
     for line in commands:

@@ -198,8 +198,10 @@ def make_lanes(gpus: list[dict[str, Any]], devices: list[str], threads: int, cpu
     if sum(len(g) for g in rest) < MIN_CPU_LANE:
         return None
     by_cuda = {f"cuda:{g.get('cuda', g.get('index'))}": g for g in gpus}
-    gpu_slots = [Slot(d, dict(by_cuda.get(d, {})), tuple(sorted(c))) for d, c in zip(devices, slots, strict=True)]
-    lane = Slot("cpu", {}, tuple(sorted(c for g in rest for c in g)), threads=max(1, min(int(threads), len(rest))))
+    gpu_slots = [Slot(d, dict(by_cuda.get(d, {})), tuple(sorted(c)))
+                 for d, c in zip(devices, slots, strict=True)]
+    lane = Slot("cpu", {}, tuple(sorted(c for g in rest for c in g)),
+                threads=max(1, min(int(threads), len(rest))))
     return gpu_slots, lane
 
 

@@ -113,7 +113,8 @@ def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env:
                  residents: Residents | None = None) -> list[CellResult]:
     """Run one child on ``spec`` (with ``residents``: ask the resident process of its runtime and GPU); the
     results it wrote, plus a failed one for the batch size in flight."""
-    spec_path, result_path = workdir / f"{tag}.p{process}.spec.json", workdir / f"{tag}.p{process}.result.jsonl"
+    spec_path, result_path = (workdir / f"{tag}.p{process}.spec.json",
+                              workdir / f"{tag}.p{process}.result.jsonl")
     err_path, done_path = workdir / f"{tag}.p{process}.stderr", workdir / f"{tag}.p{process}.done"
     result_path.unlink(missing_ok=True)
     done_path.unlink(missing_ok=True)
@@ -129,8 +130,8 @@ def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env:
                 proc = _launch([str(spec_path), str(result_path)], env, err, err_path, server)
         except ChildNotStarted as e:  # a failed row for each pair, and the run goes on
             return _with_failure(spec, result_path, process, t0, err_path, str(e), every=True)
-        why = _watch(proc, result_path, timeout_s, cancel, done_path if res is not None else None, residents, res,
-                     expected=len(spec.pairs()))
+        why = _watch(proc, result_path, timeout_s, cancel, done_path if res is not None else None,
+                     residents, res, expected=len(spec.pairs()))
     # it said it leaves (a failed row): the next one gets a fresh one
     if res is not None and _left(done_path):
         residents.retire(res)
@@ -141,7 +142,8 @@ def _one_process(spec: CellSpec, timeout_s: float, workdir: Path, tag: str, env:
         if res is not None:  # it measured no more of this configuration: it ended, or will be
             residents.forget(res)
         detail = read_tail(err_path)
-        why = f"backend process crashed ({describe_exit(proc.returncode)})" + (f": {detail.splitlines()[-1]}" if detail else "")
+        why = (f"backend process crashed ({describe_exit(proc.returncode)})"
+               + (f": {detail.splitlines()[-1]}" if detail else ""))
         return _with_failure(spec, result_path, process, t0, err_path, why)
     return results
 
@@ -236,7 +238,8 @@ def run_cell(spec: CellSpec | dict[str, Any], timeout_s: float, workdir: Path, t
         got = _one_process(todo, timeout_s, workdir, tag, child_env, process, server, cancel, residents)
         out += got
         have = {r.key for r in out}
-        todo = spec.remaining({b for b in spec.batch_sizes if all(p in have for p in spec.pairs() if p[0] == b)})
+        todo = spec.remaining({b for b in spec.batch_sizes
+                               if all(p in have for p in spec.pairs() if p[0] == b)})
         process += 1
     return out
 

@@ -73,7 +73,8 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         rest = [c for c in rest if not (c.kind == "cpu" and c.device)]
         work += [(c, ("cpu",)) for c in beside]
     if work:
-        used = [s for s in [*slots, *([lane] if lane else [])] if any(s.device in allowed for _, allowed in work)]
+        used = [s for s in [*slots, *([lane] if lane else [])]
+                if any(s.device in allowed for _, allowed in work)]
         run.concurrent = {"concurrent_with": ", ".join(dict.fromkeys(s.device for s in used))}
         run.notes.append(concurrency_note(sel.gpus, used))
         for s in used:
@@ -106,7 +107,8 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         order: dict[tuple, int] = {}
         for i, c in enumerate(cells):
             order.setdefault((c.runner, c.fmt, c.precision, c.kind), i)
-        run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)), len(order)))
+        run.rows.sort(key=lambda r: order.get((r.backend, r.format, r.precision, kind_of(r.device)),
+                                              len(order)))
 
 
 def _expected(kept: dict[str, list[balance.Run]], slots: list[Slot],

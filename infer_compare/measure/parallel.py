@@ -102,7 +102,8 @@ class Board:
             self.plan.update(partition(costs, list(allowed), self.parts))
             for d in allowed:
                 mine = [c for g, c in costs.items() if self.plan[g] == d]
-                self.expected[d] = load_of(self.parts.get(d, 1), (sum(c[0] for c in mine), sum(c[1] for c in mine)))
+                self.expected[d] = load_of(self.parts.get(d, 1),
+                                           (sum(c[0] for c in mine), sum(c[1] for c in mine)))
 
     def remaining(self, device: str, now: float) -> float:
         """The expected GPU seconds ``device`` has left: its planned configurations not yet taken, and what
@@ -123,7 +124,8 @@ class Board:
                 continue
             mine = [c for c, a in self.todo if self.group(c, a) == g]
             there = self.remaining(owner, now)
-            gain = there - max(here + sum(self.alone[c] for c in mine), there - sum(self.cost[c] for c in mine))
+            gain = there - max(here + sum(self.alone[c] for c in mine),
+                               there - sum(self.cost[c] for c in mine))
             if gain > 0 and (best is None or (-gain, i) < best[:2]):
                 best = (-gain, i, g)
         return None if best is None else best[2]
@@ -160,7 +162,8 @@ class Board:
         if g is None:
             return WAIT
         own = sum(self.alone.get(c, 0.0) for c, a in self.todo if self.group(c, a) == g)
-        self.moved.append((f"{g[1][1] if isinstance(g[1], tuple) else g[1]} {g[2]}", self.plan[g], device, own))
+        self.moved.append((f"{g[1][1] if isinstance(g[1], tuple) else g[1]} {g[2]}",
+                           self.plan[g], device, own))
         self.plan[g] = device
         return [x for x in cands if self.group(x[1], x[2]) == g]
 
@@ -198,10 +201,11 @@ class Board:
         if not self.expected:
             return ""
         planned = ", ".join(f"{d} {s:.1f} s" for d, s in self.expected.items())
-        moved = "".join(f"; {d2} took {g} over from {d1}, which would have ended later" for g, d1, d2, s in self.moved
-                        if s >= NOTED_MOVE_S)
+        moved = "".join(f"; {d2} took {g} over from {d1}, which would have ended later"
+                        for g, d1, d2, s in self.moved if s >= NOTED_MOVE_S)
         ends = [self.ended[d] for d in self.expected if d in self.ended]
-        spread = f"; their last configurations ended {max(ends) - min(ends):.1f} s apart" if len(ends) > 1 else ""
+        spread = (f"; their last configurations ended {max(ends) - min(ends):.1f} s apart"
+                  if len(ends) > 1 else "")
         return ("GPU configurations spread over the GPUs of each model by the GPU seconds each took in "
                 "earlier runs of this model and settings (the median of up to 3, kept in the cache; "
                 f"measure/balance.py): planned {planned}{moved}{spread}. ")
@@ -210,8 +214,10 @@ class Board:
 def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
                  measure_one: Callable[[Any, Slot], None], cancel: threading.Event,
                  family: Callable[[Any], Any] | None = None,
-                 on_done: Callable[[Slot], None] | None = None, traced: Callable[[Any], bool] | None = None,
-                 seconds: Callable[[Any, tuple[str, ...]], tuple[float, float] | None] | None = None) -> Board:
+                 on_done: Callable[[Slot], None] | None = None,
+                 traced: Callable[[Any], bool] | None = None,
+                 seconds: Callable[[Any, tuple[str, ...]],
+                                   tuple[float, float] | None] | None = None) -> Board:
     """Measure every (cell, devices) of ``work`` on the slots, concurrently; returns the board when all are
     done, its ``done`` holding (cell, slot, seconds its worker spent on it) in the order they ended.
     ``family``, ``traced``, ``seconds``: see Board. ``on_done(slot)``: called from a slot's worker when the
@@ -241,7 +247,8 @@ def run_on_slots(work: list[tuple[Any, tuple[str, ...]]], slots: list[Slot],
             errors.append(e)
             cancel.set()
 
-    threads = [threading.Thread(target=worker, args=(s,), name=f"measure-{s.name}", daemon=True) for s in slots]
+    threads = [threading.Thread(target=worker, args=(s,), name=f"measure-{s.name}", daemon=True)
+               for s in slots]
     for t in threads:
         t.start()
     try:
