@@ -78,10 +78,12 @@ print(json.dumps({"p50_ms": float(np.percentile(t, 50)) / 1e6, "n": len(t)}))
 BARE_TORCH = r"""
 import json, sys, time
 import torch, torchvision
-name, batch, secs, h, w = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+name, batch, secs, h, w = (sys.argv[1], int(sys.argv[2]), float(sys.argv[3]),
+                           int(sys.argv[4]), int(sys.argv[5]))
 torch.backends.cudnn.benchmark = True
 dev = torch.device("cuda:0")
-model = getattr(torchvision.models, name)(weights=None).eval().to(dev).half().to(memory_format=torch.channels_last)
+model = (getattr(torchvision.models, name)(weights=None).eval().to(dev).half()
+         .to(memory_format=torch.channels_last))
 x = torch.zeros((batch, 3, h, w), device=dev, dtype=torch.half).contiguous(memory_format=torch.channels_last)
 ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(20000)]
 for a, b in ev:  # torch creates an event at its first record: do it now, outside the timed loop
