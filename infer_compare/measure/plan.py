@@ -167,8 +167,9 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
                    cell_timeout_s: float = 600.0, seed: int = 0, runner_options: dict[str, Any] | None = None,
                    parity_every_batch: bool = False, target_ci: float | None = 0.02, max_time_s: float = 1.0,
                    warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0,
-                   artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = LATENCY, io: str | None = None,
-                   concurrency: int = 0, gpus: str = "spread", cpu_rows: str = "auto") -> Selection:
+                   artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = LATENCY,
+                   io: str | None = None, concurrency: int = 0, gpus: str = "spread",
+                   cpu_rows: str = "auto") -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""
     devices_t = tuple(check_device(d) for d in devices) if devices is not None else None
     if devices_t == ():
@@ -193,16 +194,17 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
     if cpu_rows not in CPU_ROWS:
         raise UsageError(f"--cpu-rows must be one of {', '.join(CPU_ROWS)}, got {cpu_rows!r}")
     ropts = check_runner_options(runner_options)
-    return Selection(gpus=gpus, cpu_rows=cpu_rows, scenarios=parse_scenarios(scenarios), io=resolve_io(io, ropts), concurrency=int(concurrency),
+    return Selection(gpus=gpus, cpu_rows=cpu_rows, scenarios=parse_scenarios(scenarios),
+        io=resolve_io(io, ropts), concurrency=int(concurrency),
         backends=check_choice("backend", backends, RUNNERS), formats=check_choice("format", formats, FORMATS),
         precisions=check_choice("precision", precisions, PRECISIONS), devices=devices_t,
         batch_sizes=parse_batch_sizes(batch_sizes) if batch_sizes is not None else None, threads=threads,
         threads_asked=threads,
         warmup_iters=int(warmup_iters), min_iters=int(min_iters), min_time_s=float(min_time_s),
         cell_timeout_s=float(cell_timeout_s), seed=int(seed), runner_options=ropts,
-        parity_every_batch=bool(parity_every_batch), target_ci=target_ci or None, max_time_s=float(max_time_s),
-        warmup_time_s=float(warmup_time_s), export_timeout_s=float(export_timeout_s),
-        artifacts=_user_artifacts(artifacts))
+        parity_every_batch=bool(parity_every_batch), target_ci=target_ci or None,
+        max_time_s=float(max_time_s), warmup_time_s=float(warmup_time_s),
+        export_timeout_s=float(export_timeout_s), artifacts=_user_artifacts(artifacts))
 
 
 def _user_artifacts(paths: Iterable[str]) -> tuple[Any, ...]:
@@ -247,7 +249,8 @@ def plan_cells(present: dict[str, list[str]], sel: Selection) -> list[Cell]:
             continue
         for rname in f.runners:
             info = RUNNERS[rname]
-            if sel.backends is None and not info.listed or sel.backends is not None and rname not in sel.backends:
+            if (sel.backends is None and not info.listed
+                    or sel.backends is not None and rname not in sel.backends):
                 continue
             for kind in info.device_kinds:
                 chosen = _devices_for(kind, present, sel)
@@ -256,10 +259,12 @@ def plan_cells(present: dict[str, list[str]], sel: Selection) -> list[Cell]:
                 for p in f.precisions:
                     if sel.precisions is not None and p not in sel.precisions:
                         continue
-                    cells += [Cell(f.name, rname, p, kind, d) for d in chosen] or [Cell(f.name, rname, p, kind, None)]
+                    cells += ([Cell(f.name, rname, p, kind, d) for d in chosen]
+                              or [Cell(f.name, rname, p, kind, None)])
     cells += _artifact_cells(present, sel)
     if not cells:
-        raise UsageError("the selection of --backends/--formats/--precisions/--device leaves nothing to measure")
+        raise UsageError("the selection of --backends/--formats/--precisions/--device "
+                         "leaves nothing to measure")
     return cells
 
 
@@ -284,9 +289,11 @@ def settings_for(sel: Selection, present: dict[str, list[str]], threads: int,
     return Settings(
         batch_sizes=sel.batch_sizes_by_kind(), threads=int(threads), warmup_iters=int(sel.warmup_iters),
         min_iters=int(sel.min_iters), min_time_s=float(sel.min_time_s), parity_samples=int(parity_samples),
-        cell_timeout_s=float(sel.cell_timeout_s), devices=tuple(d for k in DEVICE_KINDS for d in present.get(k, [])),
-        seed=int(sel.seed), requested=sel.requested(), target_ci=sel.target_ci, max_time_s=sel.max_time_s,
-        warmup_time_s=sel.warmup_time_s, scenarios=tuple(sel.scenarios), io=sel.io, concurrency=sel.concurrency)
+        cell_timeout_s=float(sel.cell_timeout_s),
+        devices=tuple(d for k in DEVICE_KINDS for d in present.get(k, [])), seed=int(sel.seed),
+        requested=sel.requested(), target_ci=sel.target_ci, max_time_s=sel.max_time_s,
+        warmup_time_s=sel.warmup_time_s, scenarios=tuple(sel.scenarios), io=sel.io,
+        concurrency=sel.concurrency)
 
 
 def check_devices_present(devices: Iterable[str] | None, present: dict[str, list[str]]) -> None:

@@ -128,7 +128,8 @@ def _writer(f: Any, earlier: int, reset: dict[str, Any], failed: list[str]) -> A
 
 def _tagged(res: Any, earlier: int, reset: dict[str, Any]) -> Any:
     """A result that says it was measured in a resident process, after ``earlier`` configurations."""
-    extra = {**res.extra, "resident_process": {"position": earlier + 1, **({"reset": reset} if reset else {})}}
+    extra = {**res.extra,
+             "resident_process": {"position": earlier + 1, **({"reset": reset} if reset else {})}}
     return res.replace(extra=extra)
 
 

@@ -57,7 +57,8 @@ class Resident:
     """One resident process, its request pipe and its log."""
 
     def __init__(self, proc: Any, fd: int, fifo: Path, log: Path, log_file: Any, server: Any):
-        self.proc, self.fd, self.fifo, self.log, self._log_file, self.server = proc, fd, fifo, log, log_file, server
+        self.proc, self.fd, self.fifo, self.log, self._log_file, self.server = (
+            proc, fd, fifo, log, log_file, server)
         self.measured: list[str] = []  # the configurations asked of it so far
 
     def alive(self) -> bool:
@@ -131,7 +132,8 @@ class Residents:
     def _start(self, server: Any, env: dict[str, str]) -> Resident:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.started += 1
-        fifo, log = self.workdir / f"resident{self.started}.requests", self.workdir / f"resident{self.started}.log"
+        fifo, log = (self.workdir / f"resident{self.started}.requests",
+                     self.workdir / f"resident{self.started}.log")
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo, 0o600)
         # read-write: never blocks, and the pipe lives until the parent closes it

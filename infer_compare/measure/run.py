@@ -1,11 +1,9 @@
 """Measuring: every cell of the plan through an isolated child, rows out.
 
-For each configuration (format, runner, precision, device) of the plan: probe the
-runner (a skipped row with the reason and the install hint when it cannot run), get
-the artifact from the chain (a skipped or export_failed row when it cannot be had),
-then measure all its batch sizes in one child process (measure/isolate.py) and check each
-batch size's outputs against the reference. Imports no torch itself.
-"""
+For each configuration (format, runner, precision, device) of the plan: probe the runner (a skipped row with
+the reason and the install hint when it cannot run), get the artifact from the chain (a skipped or
+export_failed row when it cannot be had), then measure all its batch sizes in one child process
+(measure/isolate.py) and check each batch size's outputs against the reference. Imports no torch itself."""
 
 from __future__ import annotations
 
@@ -70,7 +68,8 @@ class _Run:
                  warnings: list[str], prog: Progress, command: Iterable[str] | None,
                  on_row: Callable[[Report], None] | None, t_start: float):
         self.prep, self.environment, self.settings, self.notes = prep, environment, settings, notes
-        self.warnings, self.prog, self.command, self.on_row, self.t_start = warnings, prog, command, on_row, t_start
+        self.warnings, self.prog, self.command, self.on_row, self.t_start = (
+            warnings, prog, command, on_row, t_start)
         self.rows: list[RunRecord] = []
         self.not_run: tuple[str, ...] = ()
         self.incomplete_reason = ""
@@ -111,7 +110,8 @@ class _Run:
         for c in cells:
             for b in self.settings.batch_sizes[c.kind] if c.device is not None else (None,):
                 label = cell_label(c.runner, c.fmt, c.precision, c.device or c.kind, b)
-                if label not in have and not any(r.label.startswith(label.rsplit("/", 1)[0] + "/-") for r in self.rows):
+                if label not in have and not any(r.label.startswith(label.rsplit("/", 1)[0] + "/-")
+                                                 for r in self.rows):
                     todo.append(label)
         return tuple(todo)
 
@@ -180,12 +180,13 @@ def _given_artifact(c: Cell, sel: Selection) -> ExportRecord:
 def cannot_run(c: Cell, base: dict[str, Any]) -> tuple[Any, RunRecord | None]:
     """The runner class, or the skipped row that says why this cell cannot run here."""
     def skip(reason: str, kind: str, hint: str = "") -> tuple[Any, RunRecord]:
-        return None, RunRecord(**base, batch_size=None, status=SKIPPED, reason=reason, hint=hint, skip_kind=kind)
-
+        return None, RunRecord(**base, batch_size=None, status=SKIPPED, reason=reason, hint=hint,
+                               skip_kind=kind)
     try:
         rcls = load_impl(RUNNERS[c.runner].impl)
     except (ImportError, AttributeError) as e:
-        return skip(f"the {c.runner} runner is not available in this build ({type(e).__name__}: {e})", "unavailable")
+        return skip(f"the {c.runner} runner is not available in this build ({type(e).__name__}: {e})",
+                    "unavailable")
     try:
         av = rcls.probe(c.device or c.kind)
     except Exception as e:  # a probe must never take the run down
@@ -213,9 +214,10 @@ def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepar
     inputs = "eval.npz" if is_multi(prep.ds.eval) else "eval.npy"  # several inputs: one array per name
     out_suffix = "npz" if is_multi(prep.ref) else "npy"
     return CellSpec(
-        runner=c.runner, impl=RUNNERS[c.runner].impl, artifact=art.path, device=c.device or c.kind, precision=c.precision, format=c.fmt,
-        threads=settings.threads if c.kind == "cpu" else None, batch_sizes=batches, model=dict(prep.model_spec),
-        cache_dir=str(cache.root), runner_options=sel.options_for(c.runner).to_dict(), inputs=str(work / inputs),
+        runner=c.runner, impl=RUNNERS[c.runner].impl, artifact=art.path, device=c.device or c.kind,
+        precision=c.precision, format=c.fmt, threads=settings.threads if c.kind == "cpu" else None,
+        batch_sizes=batches, model=dict(prep.model_spec), cache_dir=str(cache.root),
+        runner_options=sel.options_for(c.runner).to_dict(), inputs=str(work / inputs),
         parity_inputs=str(work / inputs), outputs=str(work / f"{tag}-b{{batch}}.out.{out_suffix}"),
         parity_limit=_parity_limits(batches, count(prep.ds.eval), sel.parity_every_batch),
         loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
@@ -233,7 +235,8 @@ def _layout(prep: Any) -> dict[str, Any]:
 
 def _how_spec(settings: Settings) -> dict[str, Any]:
     """The CellSpec fields of the scenarios and the GPU timing policy."""
-    return {"scenarios": tuple(settings.scenarios), "io": settings.io, "concurrency": int(settings.concurrency or 0)}
+    return {"scenarios": tuple(settings.scenarios), "io": settings.io,
+            "concurrency": int(settings.concurrency or 0)}
 
 
 def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work: Path, tag: str,
@@ -255,7 +258,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
     env = None
     # the child sees this GPU alone, as cuda:0 (the CPU lane: its threads), on the slot's cores
     if slot is not None:
-        spec = spec.replace(device="cuda:0") if slot.is_gpu else spec.replace(threads=slot.threads or spec.threads)
+        spec = (spec.replace(device="cuda:0") if slot.is_gpu
+                else spec.replace(threads=slot.threads or spec.threads))
         env = {**slot.env(), **({CORES_ENV: spell_cores(slot.cores)} if slot.cores else {})}
     with run.lock:
         run.prog.step(f"{c.runner} {c.fmt} {c.precision} {slot.device if slot else c.device} batch "
@@ -273,7 +277,8 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
         out = Path(spec.outputs_for(res.batch_size))
         rec = record_from_result(res, _row_base(c, run, slot), art, run.prep, tol,
                                  out if res.outputs_written and out.exists() else None, run.settings)
-        run.add(rec.replace(extra={**rec.extra, **slot.facts(), **run.concurrent}) if slot is not None else rec)
+        run.add(rec.replace(extra={**rec.extra, **slot.facts(), **run.concurrent})
+                if slot is not None else rec)
 
 
 def _row_base(c: Cell, run: _Run, slot: Slot | None) -> dict[str, Any]:
@@ -282,10 +287,10 @@ def _row_base(c: Cell, run: _Run, slot: Slot | None) -> dict[str, Any]:
 
 
 def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, list[str]], cache: Cache,
-            prog: Progress | None = None, warnings: list[str] | None = None, command: Iterable[str] | None = None,
-            on_row: Callable[[Report], None] | None = None, t_start: float | None = None,
-            servers: ForkServers | None = None, timeline: Timeline | None = None,
-            cell_runner: Callable[..., list] | None = None) -> Report:
+            prog: Progress | None = None, warnings: list[str] | None = None,
+            command: Iterable[str] | None = None, on_row: Callable[[Report], None] | None = None,
+            t_start: float | None = None, servers: ForkServers | None = None,
+            timeline: Timeline | None = None, cell_runner: Callable[..., list] | None = None) -> Report:
     """Plan the cells, probe the runners, get each artifact (carried, cached or built), measure
     every configuration in an isolated child, check parity against ``prep.ref``; the Report.
     ``cell_runner``: measures each configuration instead of one isolated child (the A/B gate: two)."""
@@ -298,9 +303,9 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     cells = plan_cells(present, sel)
     unchecked = check_given(sel.artifacts, prep.minfo, prep.ds.eval, prep.ref)  # a mismatch: one line, exit 2
     settings = settings_for(sel, present, threads, count(prep.ds.eval))
-    run = _Run(prep, environment, settings, run_notes(prep, MIN_PARITY_SUBSET) + scenario_notes(settings) + unchecked, warnings, prog,
-               command, on_row,
-               time.perf_counter() if t_start is None else t_start)
+    run = _Run(prep, environment, settings,
+               run_notes(prep, MIN_PARITY_SUBSET) + scenario_notes(settings) + unchecked, warnings, prog,
+               command, on_row, time.perf_counter() if t_start is None else t_start)
     chain = chain_for(prep, sel, settings, cache, prog)
     run.cache = cache
     work = Path(tempfile.mkdtemp(prefix="infer-compare-"))
@@ -315,7 +320,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
         run.notes.append(RESIDENT_NOTE)
     try:
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
-        prog.task("measuring", total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
+        prog.task("measuring",
+                  total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
         with interrupts.watch():
             _measure_cells(run, cells, chain, sel, work, cache)
             interrupts.check()
@@ -336,7 +342,8 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
                    cache: Cache) -> None:
     """Every cell: on several GPUs at once, the CPU ones beside them, or in turn (measure/lanes.py)."""
     own = run.cell_runner == run.isolated  # the gate measures its own way: no turns on a GPU
-    measure_cells(run, cells, sel, lambda c, tag, slot=None: _one_cell(run, c, chain, sel, work, cache, tag, slot),
+    measure_cells(run, cells, sel,
+                  lambda c, tag, slot=None: _one_cell(run, c, chain, sel, work, cache, tag, slot),
                   workdir=work if own else None)
 
 
@@ -376,15 +383,14 @@ def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache,
               prog: Progress) -> ArtifactChain:
     minfo = prep.minfo
     bs = settings.batch_sizes
-    ctx = ExportContext(model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
-                        num_classes=minfo.num_classes, calibration=prep.ds.calibration,
-                        model_spec=dict(prep.model_spec), max_batch=max(max(v) for v in bs.values()),
-                        preprocessing=dict(prep.preprocessing), log=prog.log,
-                        requested=dict(settings.requested), threads=settings.threads,
-                        cache_root=str(cache.root), batch_sizes={k: tuple(v) for k, v in bs.items()},
-                        option_sets=dict(sel.runner_options),
-                        input_names=tuple(i["name"] for i in minfo.inputs),
-                        output_names=tuple(o["name"] for o in minfo.outputs), layout=_layout(prep))
+    ctx = ExportContext(
+        model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
+        num_classes=minfo.num_classes, calibration=prep.ds.calibration, model_spec=dict(prep.model_spec),
+        max_batch=max(max(v) for v in bs.values()), preprocessing=dict(prep.preprocessing), log=prog.log,
+        requested=dict(settings.requested), threads=settings.threads, cache_root=str(cache.root),
+        batch_sizes={k: tuple(v) for k, v in bs.items()}, option_sets=dict(sel.runner_options),
+        input_names=tuple(i["name"] for i in minfo.inputs),
+        output_names=tuple(o["name"] for o in minfo.outputs), layout=_layout(prep))
     chain = ArtifactChain(ctx, cache, prep.source(), prog, export_timeout_s=sel.export_timeout_s)
     for key, rec in prep.carried.items():
         chain.carry(key, rec)
