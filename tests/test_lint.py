@@ -16,6 +16,6 @@ def test_ruff_passes():
     if exe is None:
         pytest.skip("ruff is not installed (pip install -e '.[dev]')")
     res = subprocess.run([exe, "check", "--no-cache", "infer_compare", "tests",
-                          "benchmarks", "scripts", "examples"],
+                          "benchmarks", "scripts", "examples", "docs"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
