@@ -3,7 +3,8 @@
 refusals remembered, int8 of a model with If subgraphs sorted, the int8 TFLite row with float outputs
 labelled. Hand-made TFLite files (tests/test_edgetpu_precheck.py's builder) stand in for the registry's
 files where a test must not depend on a download: the melspectrogram front end of openWakeWord has the same
-signature ([-1, -1] allocated as [1, 1]) and was run the same way by hand (README)."""
+signature ([-1, -1] allocated as [1, 1]) and was run the same way by hand
+(benchmarks/results/field-models.md)."""
 
 from __future__ import annotations
 

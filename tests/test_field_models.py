@@ -149,8 +149,8 @@ def test_silero_vad_state_on_axis_1_and_a_given_scalar(cache_dir):
     for b in (1, 4):  # the state laid along axis 1 at every batch size: the outputs agree with the reference
         r = rows[("onnxruntime", "onnx", "fp32", b)]
         assert r.status == "ok" and r.parity.passed, (r.label, r.reason)
-        # as the README says: int8 runs fp32 kernels (said in the row) and passes; the fp16 file of a graph
-        # with If subgraphs is built (the sort sees what the branches read), judged, and passes
+        # as field-models.md says: int8 runs fp32 kernels (said in the row) and passes; the fp16 file of a
+        # graph with If subgraphs is built (the sort sees what the branches read), judged, and passes
         i8 = rows[("onnxruntime", "onnx", "int8", b)]
         assert i8.status == "ok" and i8.parity.judged and i8.exec_precision.startswith("fp32"), \
             (i8.label, i8.reason)
@@ -242,8 +242,8 @@ def text_pages(path: Path, n: int = 4) -> Path:
 
 @pytest.mark.slow
 def test_ocr_detector_with_dynamic_hw_builds_int8_and_fp16(cache_dir, tmp_path):
-    """As the README says for PaddleOCR's text detector, on pages of text: fp32 ok, judged as a map; fp16 and
-    int8 built, measured and failed, each naming its first diverging node."""
+    """As field-models.md says for PaddleOCR's text detector, on pages of text: fp32 ok, judged as a map;
+    fp16 and int8 built, measured and failed, each naming its first diverging node."""
     from infer_compare import compare
 
     rep = compare(str(ocr_model("ch_PP-OCRv4_det_infer.onnx")), data=str(text_pages(tmp_path / "pages.npy")),

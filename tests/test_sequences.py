@@ -94,8 +94,8 @@ def test_logits_given_as_a_sequence_are_judged_by_their_softmax():
 
 
 def word_crops(folder, words=WORDS, size=(320, 48)) -> None:
-    """The words rendered dark on white with Pillow's own font, one image each (the README's recognizer
-    runs)."""
+    """The words rendered dark on white with Pillow's own font, one image each (the recognizer
+    runs of benchmarks/results/field-models.md)."""
     from PIL import Image, ImageDraw, ImageFont
 
     folder.mkdir()
