@@ -285,3 +285,13 @@ def test_a_real_cpu_hog_beside_the_window_makes_it_disturbed(monkeypatch):
     time.sleep(1.0)
     got = m.read(1_000_000_000)
     assert got["other_cores"] >= 0.5 and got["disturbed"], got
+
+
+def test_under_an_emulator_no_window_is_judged_disturbed(monkeypatch):
+    """Under qemu and proot (scripts/arm64-check) the tracer works beside every call and reads as other
+    processes' time: the readings are kept, no window is judged disturbed."""
+    from infer_compare.host.arm import EMULATION_ENV
+
+    assert meter.judge(100, 0, 0.067, 100)
+    monkeypatch.setenv(EMULATION_ENV, "qemu-aarch64-static 7.2, user mode under proot")
+    assert not meter.judge(100, 0, 0.067, 100)
