@@ -56,6 +56,14 @@ class LatencyStats(Record):
     within_ci_high_ms: float | None = None
     unstable: bool = False  # the windows' interval is wider than the target: they disagree beyond it
     disturbed: bool = False  # other processes used the cores while windows it keeps were measured
+    # measured in several processes a pass apart (None: one process; measure/passes.py): how many, their
+    # medians' range, and the spread the interval comes from: the log-scale sd of one process's median,
+    # pooled over ``pooled_rows`` rows of this device and batch band
+    processes: int | None = None
+    process_min_ms: float | None = None
+    process_max_ms: float | None = None
+    pooled_sd: float | None = None
+    pooled_rows: int | None = None
 
     @classmethod
     def from_samples_ns(cls, samples_ns, *, target_ci: float | None = None, stopped_by: str = "",

@@ -249,6 +249,8 @@ class Settings(Record):
     scenarios: tuple[str, ...] = (LATENCY,)
     io: str = "device"
     concurrency: int = 0
+    # each configuration measured in this many processes, a pass of the plan apart (1 in files before passes)
+    passes: int = 1
 
 
 @dataclass(frozen=True)

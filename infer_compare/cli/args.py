@@ -111,6 +111,11 @@ def _add_how_to_measure(p: argparse.ArgumentParser, common=None):
                                help="each cell's budget: stop after S seconds even if the --target-ci is not "
                                     "met; the row says so (default 1; raise it for tighter "
                                     "figures on slow models)")
+    m.add_argument("--passes", type=int, default=2, metavar="N",
+                   help="measure each configuration N times, each in a fresh process, a whole pass of the "
+                        "plan apart; the row's interval comes from how far the passes of every row moved "
+                        "(default 2; --min-time and --max-time are shared out between them; 1: one process, "
+                        "an interval that does not cover a rerun)")
     m.add_argument("--parity-every-batch", action="store_true",
                    help="compare all parity inputs at every batch size (default: all at the largest batch "
                         "size, a subset of at least 8 at the others)")

@@ -123,6 +123,7 @@ _MEASURE_FLAGS = {
     "seed": "seed", "export_timeout": "export_timeout_s", "cell_timeout": "cell_timeout_s",
     "cache_dir": "cache_dir", "scenario": "scenarios", "io": "io", "concurrency": "concurrency",
     "artifact": "artifacts", "gpus": "gpus", "cpu_rows": "cpu_rows",
+    "passes": "passes",
 }
 
 

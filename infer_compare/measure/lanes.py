@@ -54,14 +54,16 @@ def lanes(run: Any, cells: list[Any], sel: Any, turns: bool = False) -> tuple[li
 
 
 def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., None],
-                  workdir: Any = None) -> None:
+                  workdir: Any = None, last: bool = True, prefix: str = "") -> None:
     """The GPU configurations on several GPUs at once where there are several and ``--gpus`` is not
     sequential, the CPU configurations beside them with ``--cpu-rows beside``; then every other cell in
     turn. Where the plan compiles on a GPU (``workdir`` given, host/gpu_turn.py), each GPU is measured by two
     processes taking turns, their lock files in ``workdir``. ``one_cell(cell, tag, slot=None)`` measures one.
-    The report writers' imports start once no CPU configuration is left to measure (measure/prefetch.py)."""
-    tags = {id(c): f"cell{i}" for i, c in enumerate(cells)}
-    if not any(_on_cpu(c) for c in cells):
+    The report writers' imports start once no CPU configuration is left to measure (measure/prefetch.py), in
+    the ``last`` pass. ``prefix``: before each cell's tag (a later pass: measure/passes.py), which then keeps
+    no seconds for the balance."""
+    tags = {id(c): f"{prefix}cell{i}" for i, c in enumerate(cells)}
+    if last and not any(_on_cpu(c) for c in cells):
         prefetch.start()
     turns = bool(workdir) and sel.gpus != "sequential" and _turns_wanted(run, cells)
     slots, lane = lanes(run, cells, sel, turns)
@@ -90,7 +92,7 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         store = run.cache
         key = balance.store_key(run.prep.minfo, run.settings) if store is not None else ""
         board = run_on_slots(work, used, measure, run.cancel, family=family_of,
-                             on_done=_prefetch_when_cpu_lane_ends(rest),
+                             on_done=_prefetch_when_cpu_lane_ends(rest if last else [*rest, *cells]),
                              traced=(lambda c: gpu_turn.traced_loads(c.runner) > 0) if turns else None,
                              seconds=_expected(balance.load(store, key), used, work)
                              if store is not None and balance.enabled() else None)
@@ -98,9 +100,10 @@ def measure_cells(run: Any, cells: list[Any], sel: Any, one_cell: Callable[..., 
         note = board.note()
         if note:
             run.notes.append(note)
-        balance.save(store, key, balance.measured(run.rows, board.done))
+        if not prefix:
+            balance.save(store, key, balance.measured(run.rows, board.done))
     for i, c in enumerate(rest):
-        if not any(map(_on_cpu, rest[i:])):
+        if last and not any(map(_on_cpu, rest[i:])):
             prefetch.start()
         one_cell(c, tags[id(c)])
     if work:  # the rows in plan order, whichever lane finished first

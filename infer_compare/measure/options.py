@@ -44,6 +44,7 @@ class MeasureOptions:
     min_time_s: float = 0.2  # --min-time
     max_time_s: float = 1.0  # --max-time
     target_ci: float | None = 0.02  # --target-ci
+    passes: int = 2  # --passes
     parity_every_batch: bool = False  # --parity-every-batch
     seed: int = 0  # --seed
     # limits and the cache

@@ -144,6 +144,7 @@ class Selection:
     gpus: str = "spread"  # several GPUs: spread, every or sequential (measure/gpus.py)
     # CPU rows beside the GPU ones where the cores allow (auto), after or beside (gpus.py)
     cpu_rows: str = "auto"
+    passes: int = 2  # each configuration measured in this many processes, a pass of the plan apart
 
     def options_for(self, runner: str) -> Options:
         """The options of ``runner``: the user's, else its declared defaults."""
@@ -169,7 +170,7 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
                    warmup_time_s: float = 0.2, export_timeout_s: float = 1800.0,
                    artifacts: Iterable[str] = (), scenarios: str | Iterable[str] = LATENCY,
                    io: str | None = None, concurrency: int = 0, gpus: str = "spread",
-                   cpu_rows: str = "auto") -> Selection:
+                   cpu_rows: str = "auto", passes: int = 2) -> Selection:
     """Check the user's choices (UsageError on a bad one) before any work."""
     devices_t = tuple(check_device(d) for d in devices) if devices is not None else None
     if devices_t == ():
@@ -185,6 +186,8 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
         raise UsageError(f"--max-time ({max_time_s} s) must be >= --min-time ({min_time_s} s)")
     if target_ci is not None and not 0 <= target_ci < 1:
         raise UsageError(f"--target-ci is a fraction of the median (0.02 = 2 %), got {target_ci}")
+    if int(passes) < 1:
+        raise UsageError(f"--passes must be >= 1, got {passes}")
     if threads is not None and threads < 1:
         raise UsageError(f"--threads must be >= 1, got {threads}")
     if int(concurrency) < 0:
@@ -194,7 +197,7 @@ def make_selection(*, backends: Iterable[str] | None = None, formats: Iterable[s
     if cpu_rows not in CPU_ROWS:
         raise UsageError(f"--cpu-rows must be one of {', '.join(CPU_ROWS)}, got {cpu_rows!r}")
     ropts = check_runner_options(runner_options)
-    return Selection(gpus=gpus, cpu_rows=cpu_rows, scenarios=parse_scenarios(scenarios),
+    return Selection(gpus=gpus, cpu_rows=cpu_rows, passes=int(passes), scenarios=parse_scenarios(scenarios),
         io=resolve_io(io, ropts), concurrency=int(concurrency),
         backends=check_choice("backend", backends, RUNNERS), formats=check_choice("format", formats, FORMATS),
         precisions=check_choice("precision", precisions, PRECISIONS), devices=devices_t,
@@ -293,7 +296,7 @@ def settings_for(sel: Selection, present: dict[str, list[str]], threads: int,
         devices=tuple(d for k in DEVICE_KINDS for d in present.get(k, [])), seed=int(sel.seed),
         requested=sel.requested(), target_ci=sel.target_ci, max_time_s=sel.max_time_s,
         warmup_time_s=sel.warmup_time_s, scenarios=tuple(sel.scenarios), io=sel.io,
-        concurrency=sel.concurrency)
+        concurrency=sel.concurrency, passes=int(sel.passes))
 
 
 def check_devices_present(devices: Iterable[str] | None, present: dict[str, list[str]]) -> None:

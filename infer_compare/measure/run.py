@@ -19,11 +19,10 @@ from typing import Any
 
 from infer_compare.artifacts.chain import ArtifactChain, Unbuilt
 from infer_compare.artifacts.given_check import check_given
-from infer_compare.backends.exporter import ExportContext, file_size
+from infer_compare.backends.exporter import file_size
 from infer_compare.base import interrupts
 from infer_compare.base.batches import count, is_multi, save
 from infer_compare.base.cache import Cache
-from infer_compare.base.layout import of_model_info
 from infer_compare.base.progress import Progress
 from infer_compare.base.records import (
     SCHEMA_VERSION,
@@ -41,7 +40,7 @@ from infer_compare.catalog.device_kinds import DEVICE_KINDS, kind_of
 from infer_compare.catalog.formats import RUNNERS, get_format
 from infer_compare.catalog.runtimes import load_impl
 from infer_compare.host.boards import measurement_warnings
-from infer_compare.measure.bench import LoopSettings
+from infer_compare.measure import passes
 from infer_compare.measure.cells import CellSpec
 from infer_compare.measure.forkservers import ForkServers, preloads
 from infer_compare.measure.gpus import Slot, spell_cores
@@ -53,11 +52,11 @@ from infer_compare.measure.residents import Residents, reap
 from infer_compare.measure.residents import enabled as residents_enabled
 from infer_compare.measure.rows import record_from_result
 from infer_compare.measure.run_notes import run_notes, scenario_notes
+from infer_compare.measure.specs import MIN_PARITY_SUBSET, _how_spec, cell_spec, chain_for  # noqa: F401 (soak)
 from infer_compare.prepare.prepared import Prepared
 
-MIN_PARITY_SUBSET = 8  # images compared at the smaller batch sizes (all of them at the largest)
-# a resident process per runtime and device; warm-up until steady
-RESIDENT_KINDS = STABLE_WARMUP_KINDS = ("cuda",)
+# a resident process per runtime and device
+RESIDENT_KINDS = ("cuda",)
 PARTIAL = "the run had not finished when this file was saved (a partial report, saved after each row)"
 
 
@@ -89,6 +88,7 @@ class _Run:
         self.cell_runner: Callable[..., list] = self.isolated
         self.residents: Residents | None = None  # GPU configurations: a resident process per runtime and GPU
         self.cache: Cache | None = None  # set by measure(): lanes keep each GPU configuration's seconds there
+        self.arts: dict[int, ExportRecord] = {}  # id(cell) -> its artifact, once measured: the later passes
 
     def report(self) -> Report:
         """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
@@ -201,46 +201,10 @@ def cannot_run(c: Cell, base: dict[str, Any]) -> tuple[Any, RunRecord | None]:
     return rcls, None
 
 
-def _parity_limits(batches: tuple[int, ...], n: int, every_batch: bool) -> dict[str, int]:
-    """Images compared per batch size: all at the largest (or everywhere), a subset elsewhere."""
-    if every_batch:
-        return {}
-    top = max(batches)
-    return {str(b): min(n, max(MIN_PARITY_SUBSET, 4 * b)) for b in batches if b != top}
-
-
-def cell_spec(c: Cell, art: ExportRecord, batches: tuple[int, ...], prep: Prepared, sel: Selection,
-               settings: Settings, work: Path, tag: str, cache: Cache) -> CellSpec:
-    inputs = "eval.npz" if is_multi(prep.ds.eval) else "eval.npy"  # several inputs: one array per name
-    out_suffix = "npz" if is_multi(prep.ref) else "npy"
-    return CellSpec(
-        runner=c.runner, impl=RUNNERS[c.runner].impl, artifact=art.path, device=c.device or c.kind,
-        precision=c.precision, format=c.fmt, threads=settings.threads if c.kind == "cpu" else None,
-        batch_sizes=batches, model=dict(prep.model_spec), cache_dir=str(cache.root),
-        runner_options=sel.options_for(c.runner).to_dict(), inputs=str(work / inputs),
-        parity_inputs=str(work / inputs), outputs=str(work / f"{tag}-b{{batch}}.out.{out_suffix}"),
-        parity_limit=_parity_limits(batches, count(prep.ds.eval), sel.parity_every_batch),
-        loop=LoopSettings(warmup_iters=settings.warmup_iters, min_iters=settings.min_iters,
-                          min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
-                          target_ci=settings.target_ci, warmup_time_s=settings.warmup_time_s or 0.0,
-                          warmup_until_stable=c.kind in STABLE_WARMUP_KINDS),
-        layout=_layout(prep), **_how_spec(settings))
-
-
-def _layout(prep: Any) -> dict[str, Any]:
-    """The model's batch axes, where any is not axis 0 (base/layout.py); {} otherwise."""
-    lay = of_model_info(prep.minfo)
-    return {} if lay.trivial() else lay.to_dict()
-
-
-def _how_spec(settings: Settings) -> dict[str, Any]:
-    """The CellSpec fields of the scenarios and the GPU timing policy."""
-    return {"scenarios": tuple(settings.scenarios), "io": settings.io,
-            "concurrency": int(settings.concurrency or 0)}
-
-
 def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work: Path, tag: str,
-                    cache: Cache, slot: Slot | None = None) -> None:
+                    cache: Cache, slot: Slot | None = None, later: int = 0) -> None:
+    """Measure configuration ``c`` at its batch sizes; ``later``: the number of a later pass (passes.py),
+    whose results join the rows of the first."""
     batches = tuple(sorted(run.settings.batch_sizes[c.kind]))
     static = next(a.static_batch for a in sel.artifacts if a.path == c.artifact) if c.artifact else \
         run.prep.static_batch
@@ -255,6 +219,7 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
         if not batches:
             return
     spec = cell_spec(c, art, batches, run.prep, sel, run.settings, work, tag, cache)
+    spec = passes.again(spec) if later else spec
     env = None
     # the child sees this GPU alone, as cuda:0 (the CPU lane: its threads), on the slot's cores
     if slot is not None:
@@ -262,8 +227,11 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
                 else spec.replace(threads=slot.threads or spec.threads))
         env = {**slot.env(), **({CORES_ENV: spell_cores(slot.cores)} if slot.cores else {})}
     with run.lock:
-        run.prog.step(f"{c.runner} {c.fmt} {c.precision} {slot.device if slot else c.device} batch "
-                      f"{','.join(map(str, batches))}")
+        if later:
+            run.timeline.mark(f"{c.runner} {c.fmt} {c.precision} {slot.device if slot else c.device} "
+                              f"(pass {later})", CONFIGURATION)
+        run.prog.step(f"{f'pass {later}: ' if later else ''}{c.runner} {c.fmt} {c.precision} "
+                      f"{slot.device if slot else c.device} batch {','.join(map(str, batches))}")
     # a slot's servers: its worker's alone
     server = run.servers_for(slot).for_modules(run.preload.get(c.runner, ()))
     results = run.cell_runner(spec, run.settings.cell_timeout_s, work, tag, server, run.settings, env=env,
@@ -271,6 +239,10 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
     with run.lock:
         for _ in batches:
             run.prog.advance(None)
+    if later:
+        _join(run, _row_base(c, run, slot), results)
+        return
+    run.arts[id(c)] = art
     # a file that is already int8 runs integer kernels whatever its row is called: judged as int8
     tol = get_format(c.fmt).tolerance("int8" if run.prep.file_precision == "int8" else c.precision)
     for res in results:
@@ -279,6 +251,19 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
                                  out if res.outputs_written and out.exists() else None, run.settings)
         run.add(rec.replace(extra={**rec.extra, **slot.facts(), **run.concurrent})
                 if slot is not None else rec)
+
+
+def _join(run: _Run, base: dict[str, Any], results: list) -> None:
+    """A later pass's results into the rows of the first (the same configuration, batch size and scenario)."""
+    with run.lock:
+        where = {passes.row_key(r): i for i, r in enumerate(run.rows)}
+        for res in results:
+            key = (base["backend"], base["format"], base["precision"], base["device"], res.batch_size,
+                   res.scenario, base.get("variant", ""))
+            if key in where:
+                run.rows[where[key]] = passes.merge(run.rows[where[key]], res)
+        if run.on_row is not None:
+            run.on_row(run.report())
 
 
 def _row_base(c: Cell, run: _Run, slot: Slot | None) -> dict[str, Any]:
@@ -303,6 +288,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     cells = plan_cells(present, sel)
     unchecked = check_given(sel.artifacts, prep.minfo, prep.ds.eval, prep.ref)  # a mismatch: one line, exit 2
     settings = settings_for(sel, present, threads, count(prep.ds.eval))
+    if cell_runner is not None:  # the gate measures in its own process pairs: one pass
+        settings = replace(settings, passes=1)
     run = _Run(prep, environment, settings,
                run_notes(prep, MIN_PARITY_SUBSET) + scenario_notes(settings) + unchecked, warnings, prog,
                command, on_row, time.perf_counter() if t_start is None else t_start)
@@ -320,8 +307,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
         run.notes.append(RESIDENT_NOTE)
     try:
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
-        prog.task("measuring",
-                  total=sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None))
+        prog.task("measuring", total=settings.passes * sum(len(settings.batch_sizes[c.kind])
+                                                           for c in cells if c.device is not None))
         with interrupts.watch():
             _measure_cells(run, cells, chain, sel, work, cache)
             interrupts.check()
@@ -342,9 +329,22 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
                    cache: Cache) -> None:
     """Every cell: on several GPUs at once, the CPU ones beside them, or in turn (measure/lanes.py)."""
     own = run.cell_runner == run.isolated  # the gate measures its own way: no turns on a GPU
+    n = run.settings.passes
     measure_cells(run, cells, sel,
                   lambda c, tag, slot=None: _one_cell(run, c, chain, sel, work, cache, tag, slot),
-                  workdir=work if own else None)
+                  workdir=work if own else None, last=n < 2)
+    for k in range(2, n + 1):
+        todo = [c for c in cells if id(c) in run.arts]
+        for c in cells:
+            if id(c) not in run.arts:
+                _advance_skipped(run, c)
+        measure_cells(run, todo, sel, lambda c, tag, slot=None, k=k: _measure_config(
+            run, c, run.arts[id(c)], sel, work, tag, cache, slot, later=k),
+            workdir=work if own else None, last=k == n, prefix=f"p{k}-")
+    if n > 1:
+        with run.lock:
+            run.rows = passes.finalize(run.rows)
+            run.notes = list(dict.fromkeys(run.notes))
 
 
 def _one_cell(run: _Run, c: Cell, chain: ArtifactChain, sel: Selection, work: Path, cache: Cache, tag: str,
@@ -377,23 +377,3 @@ def _advance_skipped(run: _Run, c: Cell) -> None:
     """A cell that will not be measured still counts in the progress total (its batch sizes, on a device)."""
     for _ in run.settings.batch_sizes[c.kind] if c.device is not None else ():
         run.prog.advance(None)
-
-
-def chain_for(prep: Prepared, sel: Selection, settings: Settings, cache: Cache,
-              prog: Progress) -> ArtifactChain:
-    minfo = prep.minfo
-    bs = settings.batch_sizes
-    ctx = ExportContext(
-        model=prep.model, model_name=minfo.name, input_shape=tuple(minfo.input_shape),
-        num_classes=minfo.num_classes, calibration=prep.ds.calibration, model_spec=dict(prep.model_spec),
-        max_batch=max(max(v) for v in bs.values()), preprocessing=dict(prep.preprocessing), log=prog.log,
-        requested=dict(settings.requested), threads=settings.threads, cache_root=str(cache.root),
-        batch_sizes={k: tuple(v) for k, v in bs.items()}, option_sets=dict(sel.runner_options),
-        input_names=tuple(i["name"] for i in minfo.inputs),
-        output_names=tuple(o["name"] for o in minfo.outputs), layout=_layout(prep))
-    chain = ArtifactChain(ctx, cache, prep.source(), prog, export_timeout_s=sel.export_timeout_s)
-    for key, rec in prep.carried.items():
-        chain.carry(key, rec)
-    for key, why in prep.unbuilt.items():
-        chain.mark(key, why)
-    return chain

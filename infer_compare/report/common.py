@@ -129,6 +129,10 @@ def ci_range(lat: LatencyStats | None) -> str:
     if lat is None or lat.median_ci_low_ms is None or lat.median_ci_high_ms is None:
         return "–"
     got = f"{fmt_num(lat.median_ci_low_ms)}–{fmt_num(lat.median_ci_high_ms)}"
+    if lat.processes and lat.process_min_ms is not None and lat.process_max_ms is not None:
+        spread = f"{fmt_num(lat.process_min_ms)}–{fmt_num(lat.process_max_ms)}"
+        return got + (f" ({lat.processes} processes {spread}"
+                      + (f", {lat.windows} windows" if lat.windows else "") + ")")
     if lat.windows and lat.window_min_ms is not None and lat.window_max_ms is not None:
         got += f" ({lat.windows} windows {fmt_num(lat.window_min_ms)}–{fmt_num(lat.window_max_ms)})"
     return got
@@ -161,6 +165,14 @@ def _ci_note(lats: list[LatencyStats]) -> str:
     if not any(lat.windows for lat in lats):  # a file written before windows
         return f"±CI: half-width of the 95 % confidence interval of the median (p50), relative to it{aim}."
     old = sum(1 for lat in lats if not lat.windows)
+    if any(lat.processes for lat in lats):
+        one = sum(1 for lat in lats if not lat.processes)
+        return ("±CI: half-width of the 95 % interval of the p50, relative to it. Each configuration was "
+                "measured in several processes, a whole pass of the plan apart; the interval comes from how "
+                "far one process's median moves, pooled over the rows of its device and batch band, never "
+                "narrower than the range of the row's own processes (results.md's p50 CI gives them)"
+                + (f"; {one} rows of one process: their windows' interval, which does not cover a rerun"
+                   if one else "") + ".")
     return ("±CI: half-width of the 95 % interval of the p50, relative to it, from the spread between the "
             "medians of the row's windows (its loop split into at least 3, a t-interval of their centre, "
             "never narrower than the within-window interval of the median; results.md's p50 CI gives the "
@@ -173,8 +185,10 @@ def window_flag_notes(lats: list[LatencyStats]) -> list[str]:
     out = []
     unstable = sum(1 for lat in lats if lat.unstable)
     if unstable:
-        out.append(f"unstable: {unstable} rows whose windows disagree beyond the target (their notes give "
-                   "the windows' range and what ran beside them); a rerun may differ by as much.")
+        what = "whose interval is wider than the target" if any(lat.processes for lat in lats) else \
+            "whose windows disagree beyond the target"
+        out.append(f"unstable: {unstable} rows {what} (their notes give the processes' or windows' figures "
+                   "and what ran beside them); a rerun may differ by as much.")
     disturbed = sum(1 for lat in lats if lat.disturbed)
     if disturbed:
         out.append(f"disturbed: {disturbed} rows measured while other processes used the cores, still after "

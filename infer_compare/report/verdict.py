@@ -147,10 +147,12 @@ def _caveats(r: RunRecord, timing: bool = True) -> tuple[str, ...]:
         out.append("parity reported, not judged")
     if not timing:
         return tuple(out)
-    if r.latency is not None and r.latency.budget_ran_out:
+    lat = r.latency
+    if lat is not None and lat.budget_ran_out and not lat.processes:
         out.append("its p50 missed the CI target")
-    if r.latency is not None and r.latency.unstable:
-        out.append("its windows disagree (unstable)")
+    if lat is not None and lat.unstable:
+        out.append(f"±{100 * (lat.median_ci_rel or 0):.0f} % over its {lat.processes} processes (unstable)"
+                   if lat.processes else "its windows disagree (unstable)")
     if r.latency is not None and r.latency.disturbed:
         out.append("measured while other processes used the cores (disturbed)")
     return tuple(out)

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +234,8 @@ def _soak_all(run: _SoakRun, sel: Any, cache: Any, duration: float, window: floa
         run.warnings.append(w)
         run.prog.warn(w)
     cells = plan_cells(present, sel)
-    run.settings = settings_for(sel, present, sel.threads, len(run.prep.ds.eval))
+    # a soak measures one process for its duration: no passes
+    run.settings = replace(settings_for(sel, present, sel.threads, len(run.prep.ds.eval)), passes=1)
     run.planned = [x for c in cells if c.device is not None
                    for x in _labels(c, run.settings.batch_sizes[c.kind])]
     chain = chain_for(run.prep, sel, run.settings, cache, run.prog)
