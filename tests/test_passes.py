@@ -130,3 +130,17 @@ def test_the_passes_share_the_budget_and_the_option_is_checked():
     assert make_selection().passes == 2 and make_selection(passes=3).passes == 3
     with pytest.raises(UsageError, match="--passes must be >= 1"):
         make_selection(passes=0)
+
+
+def test_a_configuration_measured_once_borrows_its_bands_spread_and_says_why():
+    rng = random.Random(9)
+    rows = [passes.merge(_row(rng, k, 1, 4.0 * math.exp(rng.gauss(0, 0.1))), _result(rng, 1, 4.0))
+            for k in "abcd"]
+    once = _row(rng, "compiled", 1, 2.0)
+    once = once.replace(extra={**once.extra, "single_pass": "its process took 7.9 s to start"})
+    out = passes.finalize([*rows, once])
+    lat = out[-1].latency
+    assert lat.processes == 1 and lat.pooled_rows == 4
+    assert lat.median_ci_rel > 2 * once.latency.median_ci_rel  # P = 1: wider than the windows alone said
+    assert any("its process took 7.9 s to start" in n for n in out[-1].notes)
+    assert passes.start_cost([_result(rng, 1, 1.0).replace(load_s=2.0, first_infer_ms=500.0)]) == 2.5

@@ -16,9 +16,11 @@ sharing the run's --min-time and --max-time. A row then keeps the samples of bot
 where m_p are its P processes' medians and s the log-scale spread of one process's median about its row's
 mean, pooled over every row of the same device and batch band (batch 1, 2-31, 32 and more: launch-bound and
 throughput-bound rows move differently) that has P >= 2 (df = the pooled rows' P - 1 summed; a band of fewer
-than MIN_POOLED rows pools over the device). Pooled, because a host that slows one row down on one rerun
-slows another down on the next: two processes of one row alone would give an interval of one degree of
-freedom. The interval is never narrower than the range of the row's own process medians, nor than the
+than MIN_POOLED rows pools over the device). A configuration whose first process took longer than
+REVISIT_MAX_START_S to start (a torch.compile: 5-8 s a configuration on an H200, every pass again) is measured
+once, and its rows take the same interval with P = 1 from their band's pool. Pooled, because a host that slows
+one row down on one rerun slows another down on the next: two processes of one row alone would give an
+interval of one degree of freedom. The interval is never narrower than the range of the row's own process medians, nor than the
 within-process interval of its samples. A row whose interval is wider than the target is ``unstable``.
 """
 
@@ -35,6 +37,14 @@ from infer_compare.measure.cells import CellResult, CellSpec
 from infer_compare.measure.rows import load_text, window_notes
 
 MIN_POOLED = 3  # rows a batch band needs to pool on its own; fewer: the device's rows together
+# a configuration whose first process took longer than this to start (loading and cold first calls: a
+# torch.compile, a TensorRT build) is not measured again; its rows borrow their band's pooled spread
+REVISIT_MAX_START_S = 5.0
+
+
+def start_cost(results: list[Any]) -> float:
+    """Seconds a configuration's process took to start its rows: loading and the cold first calls."""
+    return sum(float(r.load_s or 0.0) + float(r.first_infer_ms or 0.0) / 1e3 for r in results)
 
 
 def share(value: float | None, passes: int) -> float | None:
@@ -132,37 +142,28 @@ def pooled(rows: list[Any]) -> tuple[float, int] | None:
     return (math.sqrt(ss / df), df) if df else None
 
 
-def _pools(rows: list[Any]) -> dict[tuple, list[Any]]:
-    """Each row's pool: its device, scenario and batch band, or its device and scenario where the band has
-    fewer than MIN_POOLED rows of several passes."""
-    multi = [r for r in rows if len(_logs(r)) >= 2]
-    by_band: dict[tuple, list[Any]] = {}
-    for r in multi:
-        by_band.setdefault((r.device, r.scenario, band(r.batch_size)), []).append(r)
-    out: dict[tuple, list[Any]] = {}
-    for key, got in by_band.items():
-        if len(got) >= MIN_POOLED:
-            out[key] = got
-        else:
-            out[key] = [r for r in multi if (r.device, r.scenario) == key[:2]]
-    return out
+def _pool(r: Any, multi: list[Any]) -> list[Any]:
+    """Row ``r``'s pool among the rows of several passes ``multi``: those of its device, scenario and batch
+    band, or of its device and scenario where the band has fewer than MIN_POOLED."""
+    mine = [m for m in multi if (m.device, m.scenario) == (r.device, r.scenario)]
+    same = [m for m in mine if band(m.batch_size) == band(r.batch_size)]
+    return same if len(same) >= MIN_POOLED else mine
 
 
 def finalize(rows: list[RunRecord]) -> list[RunRecord]:
-    """Every row measured in several passes with its interval from the pooled spread (see the module's doc);
-    the other rows as they are."""
-    pools = _pools(rows)
-    spreads = {k: pooled(v) for k, v in pools.items()}
-    sizes = {k: len(v) for k, v in pools.items()}
+    """Every timed row with its interval from the pooled spread of its band (see the module's doc): those of
+    several passes, and those of one whose band has a pool; the others as they are."""
+    multi = [r for r in rows if len(_logs(r)) >= 2]
     out = []
     for r in rows:
-        logs = _logs(r)
-        key = (r.device, r.scenario, band(r.batch_size))
-        got = spreads.get(key)
-        if len(logs) < 2 or got is None or r.latency is None:
+        logs = _logs(r) or ([math.log(r.latency.p50_ms)] if r.latency is not None and r.latency.p50_ms > 0
+                            else [])
+        pool = _pool(r, multi) if logs else []
+        got = pooled(pool)
+        if got is None or r.latency is None:
             out.append(r)
             continue
-        out.append(_with_interval(r, logs, got, sizes[key]))
+        out.append(_with_interval(r, logs, got, len(pool)))
     return out
 
 
@@ -188,8 +189,11 @@ def _notes(lat: LatencyStats, r: RunRecord) -> list[str]:
     kept = [w for lp in loops for w in _used(lp)]
     meds = ", ".join(f"{p['p50_ms']:.3g}" for p in passes_of(r))
     beside = load_text(kept)
-    out = [f"{lat.processes} processes a pass apart: p50 {meds} ms; interval from the spread of "
-           f"{lat.pooled_rows} rows' processes on {r.device} ({100 * (lat.pooled_sd or 0):.1f} % a process)"]
+    many = (lat.processes or 0) > 1
+    how = f"{lat.processes} processes a pass apart: p50 {meds} ms" if many else \
+        str(r.extra.get("single_pass") or "one process (its later pass failed)")
+    out = [f"{how}; interval from the spread of {lat.pooled_rows} rows' processes on {r.device} "
+           f"({100 * (lat.pooled_sd or 0):.1f} % a process)"]
     if lat.unstable:
         aim = f"±{100 * lat.target_ci:g} %" if lat.target_ci else "±2 %"
         out.append(f"unstable: its interval is wider than the {aim} target (p50 ±"

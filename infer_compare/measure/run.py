@@ -89,6 +89,7 @@ class _Run:
         self.residents: Residents | None = None  # GPU configurations: a resident process per runtime and GPU
         self.cache: Cache | None = None  # set by measure(): lanes keep each GPU configuration's seconds there
         self.arts: dict[int, ExportRecord] = {}  # id(cell) -> its artifact, once measured: the later passes
+        self.starts: dict[int, float] = {}  # id(cell) -> its first process's start (passes.start_cost)
 
     def report(self) -> Report:
         """The report so far. Until the run has finished it is marked incomplete (a partial save: a process
@@ -243,6 +244,7 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
         _join(run, _row_base(c, run, slot), results)
         return
     run.arts[id(c)] = art
+    run.starts[id(c)] = passes.start_cost(results)
     # a file that is already int8 runs integer kernels whatever its row is called: judged as int8
     tol = get_format(c.fmt).tolerance("int8" if run.prep.file_precision == "int8" else c.precision)
     for res in results:
@@ -251,6 +253,17 @@ def _measure_config(run: _Run, c: Cell, art: ExportRecord, sel: Selection, work:
                                  out if res.outputs_written and out.exists() else None, run.settings)
         run.add(rec.replace(extra={**rec.extra, **slot.facts(), **run.concurrent})
                 if slot is not None else rec)
+
+
+def _single_pass(run: _Run, c: Cell, start_s: float) -> None:
+    """The rows of a configuration not measured again (passes.REVISIT_MAX_START_S) say why."""
+    why = (f"its process took {start_s:.1f} s to start (over {passes.REVISIT_MAX_START_S:g} s): measured in "
+           "one process")
+    with run.lock:
+        run.rows = [r.replace(extra={**r.extra, "single_pass": why})
+                    if (r.backend, r.format, r.precision, r.variant) == (c.runner, c.fmt, c.precision,
+                                                                        row_base(c, 1)["variant"])
+                    and r.latency is not None else r for r in run.rows]
 
 
 def _join(run: _Run, base: dict[str, Any], results: list) -> None:
@@ -334,10 +347,12 @@ def _measure_cells(run: _Run, cells: list[Cell], chain: ArtifactChain, sel: Sele
                   lambda c, tag, slot=None: _one_cell(run, c, chain, sel, work, cache, tag, slot),
                   workdir=work if own else None, last=n < 2)
     for k in range(2, n + 1):
-        todo = [c for c in cells if id(c) in run.arts]
+        todo = [c for c in cells if id(c) in run.arts and run.starts[id(c)] <= passes.REVISIT_MAX_START_S]
         for c in cells:
-            if id(c) not in run.arts:
+            if c not in todo:
                 _advance_skipped(run, c)
+                if k == 2 and id(c) in run.arts:
+                    _single_pass(run, c, run.starts[id(c)])
         measure_cells(run, todo, sel, lambda c, tag, slot=None, k=k: _measure_config(
             run, c, run.arts[id(c)], sel, work, tag, cache, slot, later=k),
             workdir=work if own else None, last=k == n, prefix=f"p{k}-")

@@ -129,7 +129,7 @@ def ci_range(lat: LatencyStats | None) -> str:
     if lat is None or lat.median_ci_low_ms is None or lat.median_ci_high_ms is None:
         return "–"
     got = f"{fmt_num(lat.median_ci_low_ms)}–{fmt_num(lat.median_ci_high_ms)}"
-    if lat.processes and lat.process_min_ms is not None and lat.process_max_ms is not None:
+    if (lat.processes or 0) > 1 and lat.process_min_ms is not None and lat.process_max_ms is not None:
         spread = f"{fmt_num(lat.process_min_ms)}–{fmt_num(lat.process_max_ms)}"
         return got + (f" ({lat.processes} processes {spread}"
                       + (f", {lat.windows} windows" if lat.windows else "") + ")")
@@ -167,10 +167,13 @@ def _ci_note(lats: list[LatencyStats]) -> str:
     old = sum(1 for lat in lats if not lat.windows)
     if any(lat.processes for lat in lats):
         one = sum(1 for lat in lats if not lat.processes)
+        single = sum(1 for lat in lats if lat.processes == 1)
         return ("±CI: half-width of the 95 % interval of the p50, relative to it. Each configuration was "
                 "measured in several processes, a whole pass of the plan apart; the interval comes from how "
                 "far one process's median moves, pooled over the rows of its device and batch band, never "
                 "narrower than the range of the row's own processes (results.md's p50 CI gives them)"
+                + (f"; {single} rows measured in one process (a slow start: a torch.compile) take their "
+                   "band's spread" if single else "")
                 + (f"; {one} rows of one process: their windows' interval, which does not cover a rerun"
                    if one else "") + ".")
     return ("±CI: half-width of the 95 % interval of the p50, relative to it, from the spread between the "
