@@ -118,11 +118,12 @@ def against_bare(summary: dict[str, Any], bare: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def conditions(args: list[str]) -> dict[str, Any]:
-    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+def conditions(args: list[str], code_given: str | None = None) -> dict[str, Any]:
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(__file__).parent)
     return {"machine": platform.node(), "cpu": platform.processor() or platform.machine(),
             "cores": os.cpu_count(), "python": platform.python_version(),
-            "code": code.stdout.strip() or None, "command": ["infer-compare", *args],
+            "code": code_given or code.stdout.strip() or None, "command": ["infer-compare", *args],
             "date": time.strftime("%Y-%m-%d")}
 
 
@@ -162,11 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hog", action="store_true", help="a CPU hog in the middle of each run")
     p.add_argument("--analyze", action="store_true", help="re-read --work's run folders, run nothing")
     p.add_argument("--exe", default="infer-compare")
+    p.add_argument("--code", help="the commit the measured tree is (where it is no git checkout)")
     p.add_argument("--bare", type=Path, help="bare loops' JSON (benchmarks/gpu/bare_b1.py)")
     a = p.parse_args(argv[:split])
     ic_args = argv[split + 1:] or ["--model", "resnet50"]
     a.work.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {"conditions": conditions(ic_args), "runs": []}
+    doc: dict[str, Any] = {"conditions": conditions(ic_args, a.code), "runs": []}
     if not a.analyze and not a.no_cold:
         cold = one_run(a.exe, ic_args, a.work / "cold", False)
         doc["cold"] = {"rc": cold["rc"], "wall_s": cold["wall_s"]}

@@ -295,3 +295,21 @@ def test_under_an_emulator_no_window_is_judged_disturbed(monkeypatch):
     assert meter.judge(100, 0, 0.067, 100)
     monkeypatch.setenv(EMULATION_ENV, "qemu-aarch64-static 7.2, user mode under proot")
     assert not meter.judge(100, 0, 0.067, 100)
+
+
+def test_windows_too_short_to_judge_alone_are_judged_together():
+    """0.45 cores of others in every window of 0.067 s is 3 ticks a window, within the truncation's slack
+    of each (2 ticks beyond 0.25 cores); the windows the row keeps, together, are over it: disturbed."""
+
+    class Busy(Sim):
+        def read(self, wall_ns: int) -> dict:
+            self.k += 1
+            self.level = self._level()
+            return {"other_cores": 0.45, "steal_cores": 0.0, "other_ticks": 3, "steal_ticks": 0,
+                    "disturbed": meter.judge(3, 0, wall_ns / 1e9, 100)}
+
+    r = _run(Busy(12))
+    assert not any(w.disturbed for w in r.windows)
+    assert r.disturbed and r.summary()["disturbed"]
+    quiet = _run(Sim(12))
+    assert not quiet.disturbed

@@ -52,6 +52,7 @@ from infer_compare.base.statistics import (  # noqa: F401 (CI_LEVEL, median_ci, 
     row_interval,
     windows_needed,
 )
+from infer_compare.measure.windows import summary as load_summary
 
 STABLE_WINDOW = 8  # warmup_until_stable: calls per window compared
 STABLE_TOLERANCE = 0.02  # the last window's median within this of the window's before it
@@ -130,8 +131,13 @@ class LoopResult:
 
     @property
     def disturbed(self) -> bool:
-        """A window the row keeps was disturbed: the load persisted past the windows measured again."""
-        return any(self.windows[i].disturbed for i in self.used)
+        """A window the row keeps was disturbed (the load persisted past the windows measured again), or the
+        windows it keeps were together: a window of a few ticks cannot be judged alone (windows.SLACK_TICKS),
+        their sum can."""
+        if any(self.windows[i].disturbed for i in self.used):
+            return True
+        kept = [{**self.windows[i].load, "wall_s": self.windows[i].wall_ns / 1e9} for i in self.used]
+        return bool(load_summary(kept).get("disturbed"))
 
     def used_samples(self) -> list[int]:
         return [v for i in self.used for v in self.windows[i].samples(self.samples_ns)]

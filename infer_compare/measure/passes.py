@@ -20,8 +20,10 @@ than MIN_POOLED rows pools over the device). A configuration whose first process
 REVISIT_MAX_START_S to start (a torch.compile: 5-8 s a configuration on an H200, every pass again) is measured
 once, and its rows take the same interval with P = 1 from their band's pool. Pooled, because a host that slows
 one row down on one rerun slows another down on the next: two processes of one row alone would give an
-interval of one degree of freedom. The interval is never narrower than the range of the row's own process medians, nor than the
-within-process interval of its samples. A row whose interval is wider than the target is ``unstable``.
+interval of one degree of freedom. A row whose processes moved far more than the band's typical row is left
+out of the pool (see OUTLIER). The interval is never narrower than the range of the row's own process medians,
+nor than the within-process interval of its samples. A row whose interval is wider than the target is
+``unstable``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ MIN_POOLED = 3  # rows a batch band needs to pool on its own; fewer: the device'
 # a configuration whose first process took longer than this to start (loading and cold first calls: a
 # torch.compile, a TensorRT build) is not measured again; its rows borrow their band's pooled spread
 REVISIT_MAX_START_S = 5.0
+# a process of one row in some tens runs 1.5-2x slower than its others (a heavy tail, not a wider normal):
+# such a row is left out of its band's pool, whose spread it would inflate for every row (a rerun's 2x of one
+# row is not a 2x of every row). Left out: scale over OUTLIER x the median row's (read as a normal sd)
+MAD_NORMAL = 0.6745  # the median of |N(0, 1)|
+OUTLIER = 3.0
 
 
 def start_cost(results: list[Any]) -> float:
@@ -130,16 +137,21 @@ def _logs(rec: Any) -> list[float]:
 
 def pooled(rows: list[Any]) -> tuple[float, int] | None:
     """(s, df): the log-scale sd of one process's median about its row's mean, pooled over ``rows`` (those
-    with two passes or more); None without any."""
-    ss, df = 0.0, 0
+    with two passes or more), leaving out the rows whose processes moved more than OUTLIER times the typical
+    row's (their own intervals hold their processes' range); None without any."""
+    parts = []
     for r in rows:
         v = _logs(r)
-        if len(v) < 2:
-            continue
-        m = sum(v) / len(v)
-        ss += sum((x - m) ** 2 for x in v)
-        df += len(v) - 1
-    return (math.sqrt(ss / df), df) if df else None
+        if len(v) >= 2:
+            m = sum(v) / len(v)
+            parts.append((sum((x - m) ** 2 for x in v), len(v) - 1))
+    if not parts:
+        return None
+    scales = sorted(math.sqrt(ss / df) for ss, df in parts)
+    typical = scales[len(scales) // 2] / MAD_NORMAL  # the median row's scale, as a normal sd
+    kept = [(ss, df) for ss, df in parts if typical <= 0 or math.sqrt(ss / df) <= OUTLIER * typical] or parts
+    ss, df = sum(p[0] for p in kept), sum(p[1] for p in kept)
+    return math.sqrt(ss / df), df
 
 
 def _pool(r: Any, multi: list[Any]) -> list[Any]:
