@@ -141,6 +141,11 @@ def test_a_configuration_measured_once_borrows_its_bands_spread_and_says_why():
     out = passes.finalize([*rows, once])
     lat = out[-1].latency
     assert lat.processes == 1 and lat.pooled_rows == 4
+    # the widest of its device's bands: a steady batch-32 band lends no narrow interval
+    steady = [passes.merge(_row(rng, k, 32, 40.0), _result(rng, 32, 40.0)) for k in "abc"]
+    alone = _row(rng, "compiled", 32, 20.0).replace(extra={"loop": _loop((10, 10, 10)), "single_pass": "x"})
+    wide = passes.finalize([*rows, *steady, alone])[-1].latency
+    assert wide.pooled_rows == 4 and wide.median_ci_rel > 3 * passes.finalize(steady)[0].latency.median_ci_rel
     assert lat.median_ci_rel > 2 * once.latency.median_ci_rel  # P = 1: wider than the windows alone said
     assert any("its process took 7.9 s to start" in n for n in out[-1].notes)
     assert passes.start_cost([_result(rng, 1, 1.0).replace(load_s=2.0, first_infer_ms=500.0)]) == 2.5

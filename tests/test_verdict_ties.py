@@ -2,6 +2,7 @@
 interval is clear of the next row's; otherwise the tie within the noise. Rows from simulated windows."""
 
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -124,9 +125,22 @@ def test_highest_throughput_names_the_tie_too():
 def test_rows_of_older_files_are_ranked_by_their_old_interval():
     # no windows: the within-loop CI of files written before them, as stored
     a = row("onnxruntime", "onnx", "fp32", 1, 2.0)
-    b = row("onnxruntime", "onnx", "fp16", 1, 2.00001)
+    b = row("onnxruntime", "onnx", "fp16", 1, 2.000002)
     assert a.latency.windows is None and a.latency.median_ci_high_ms >= b.latency.median_ci_low_ms
     fast = verdict(report([a, b])).picks[0]
     assert [id(r) for r in (fast.row, *fast.ties)] == [id(a), id(b)]
     c = row("onnxruntime", "onnx", "fp16", 1, 2.5)
     assert verdict(report([a, c])).picks[0].ties == ()
+
+
+def test_a_tie_is_a_ratio_inside_its_own_interval_not_two_intervals_that_overlap():
+    """Rows 1.95x apart with ±36 % intervals each overlap ([15.5, 31.9] and [30.2, 62.4] ms, as a noisy run's
+    OpenVINO bf16 and fp32 rows did) and are no tie: the ratio's interval is ±54 %; rows 10 % apart are."""
+    def wide(p50):
+        lat = LatencyStats.from_samples_ns(tuple(int(p50 * 1e6) + i for i in range(40)))
+        return replace(lat, median_ci_low_ms=p50 / 1.44, median_ci_high_ms=p50 * 1.44)
+    fast, slow, near = (row("openvino", "openvino", p, 1, latency=wide(v))
+                        for p, v in (("bf16", 22.7), ("fp32", 44.2), ("fp16", 25.0)))
+    assert fast.latency.median_ci_high_ms > slow.latency.median_ci_low_ms  # the intervals overlap
+    assert verdict(report([fast, slow])).picks[0].ties == ()
+    assert [r.precision for r in verdict(report([fast, slow, near])).picks[0].ties] == ["fp16"]

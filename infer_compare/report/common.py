@@ -172,7 +172,7 @@ def _ci_note(lats: list[LatencyStats]) -> str:
                 "measured in several processes, a whole pass of the plan apart; the interval comes from how "
                 "far one process's median moves, pooled over the rows of its device and batch band, never "
                 "narrower than the range of the row's own processes (results.md's p50 CI gives them)"
-                + (f"; {single} rows measured in one process (a slow start: a torch.compile) take their "
+                + (f"; {single} rows measured in one process (a slow start: an engine build) take their "
                    "band's spread" if single else "")
                 + (f"; {one} rows of one process: their windows' interval, which does not cover a rerun"
                    if one else "") + ".")

@@ -2,11 +2,13 @@
 smallest artifact, among the rows that passed parity, preferring those whose parity was judged.
 
 The timings are rankings with ties: a line names one row only where its interval (the 95 % interval of its
-p50: from its windows where it was measured in them, else the within-loop CI of older files) is clear of
-the next row's; otherwise it names every row whose interval reaches the best's, as a tie within the noise."""
+p50: from its processes and windows, else the within-loop CI of older files) tells it apart from the next
+row's (the ratio of the two outside the interval of that ratio, :func:`tied`); otherwise it names every row
+the best's figure does not tell apart from it, as a tie within the noise."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from infer_compare.base.records import LATENCY, OK, PARITY_FAILED, Report, RunRecord
@@ -100,14 +102,36 @@ def interval(r: RunRecord, what: str = "latency") -> tuple[float, float]:
 
 
 def tied(ranked: list[RunRecord], what: str = "latency") -> tuple[RunRecord, ...]:
-    """The rows after the best of ``ranked`` (best first) whose interval reaches the best's: none where the
-    best's interval is clear of the next row's."""
+    """The rows after the best of ``ranked`` (best first) that its figure does not tell apart from it: the
+    ratio of the two within the 95 % interval of that ratio, sqrt(h_best^2 + h_row^2) on the log scale (h: the
+    half-width of each one's interval on the side facing the other). Two intervals that merely overlap are
+    not a tie: rows 1.9x apart with ±36 % each overlap, and their ratio is still clear of 1."""
     if len(ranked) < 2:
         return ()
-    lo, hi = interval(ranked[0], what)
-    if what == "latency":
-        return tuple(r for r in ranked[1:] if interval(r, what)[0] <= hi)
-    return tuple(r for r in ranked[1:] if interval(r, what)[1] >= lo)
+    best = _log_half(ranked[0], what, toward_worse=True)
+    out = []
+    for r in ranked[1:]:
+        gap = abs(math.log(_figure(r, what) / _figure(ranked[0], what)))
+        if gap <= math.hypot(best, _log_half(r, what, toward_worse=False)):
+            out.append(r)
+    return tuple(out)
+
+
+def _figure(r: RunRecord, what: str) -> float:
+    lat = r.latency
+    return (lat.p50_ms if lat is not None else 0.0) if what == "latency" else (r.throughput or 0.0)
+
+
+def _log_half(r: RunRecord, what: str, toward_worse: bool) -> float:
+    """The half-width of ``r``'s interval on the log scale, on its worse side (``toward_worse``: slower, less
+    throughput) or its better."""
+    lo, hi = interval(r, what)
+    mid = _figure(r, what)
+    if not (mid > 0 and lo > 0 and hi > 0):
+        return 0.0
+    slow_side = hi / mid if what == "latency" else mid / lo
+    fast_side = mid / lo if what == "latency" else hi / mid
+    return math.log(slow_side if toward_worse else fast_side)
 
 
 def passed_parity(r: RunRecord) -> bool:
