@@ -72,14 +72,16 @@ def test_throughput_at_a_batch_the_reference_did_not_run(cpu_report):
     assert "has no batch 256" in thr.versus and "batch 8" in thr.versus
 
 
-def test_overlapping_confidence_intervals_are_a_tie(cpu_report):
+def test_rows_apart_by_less_than_their_noise_are_a_tie(cpu_report):
+    """1 % apart, each p50 within about ±1 %: the ratio is inside its own interval, a tie (rows whose
+    intervals merely overlap while their ratio is clear of it are not: tests/test_verdict_ties.py)."""
     rep = _all_judged(cpu_report)
     a, b = _row(rep, "openvino", "int8", 1), _row(rep, "openvino", "bf16", 1)
-    la = LatencyStats.from_samples_ns([10_000_000 + i * 10_000 for i in range(30)])
-    lb = LatencyStats.from_samples_ns([10_100_000 + i * 10_000 for i in range(30)])
+    la = LatencyStats.from_samples_ns([9_850_000 + i * 20_000 for i in range(30)])
+    lb = LatencyStats.from_samples_ns([9_950_000 + i * 20_000 for i in range(30)])
     rep = _with(_with(rep, a, a.replace(latency=la)), b, b.replace(latency=lb))
     fast = common.verdict(rep).picks[0]
-    # overlapping intervals: the line names the tie (it named the faster row with a caveat before)
+    # within the noise: the line names the tie (it named the faster row with a caveat before)
     assert fast.row.precision == "int8" and [r.precision for r in fast.ties] == ["bf16"]
     assert "tie within the noise: openvino openvino int8 (ran int8+bf16) and bf16 on cpu, batch 1 (p50 " \
         "10.1 / 10.2 ms)" in fast.text()
