@@ -13,6 +13,7 @@ from infer_compare.base.records import OK, RunRecord
 from infer_compare.measure import passes
 from infer_compare.measure.cells import CellResult
 from infer_compare.measure.plan import make_selection
+from infer_compare.measure.rows import window_notes
 
 
 def _loop(sizes, disturbed=False):
@@ -148,4 +149,12 @@ def test_a_configuration_measured_once_borrows_its_bands_spread_and_says_why():
     assert wide.pooled_rows == 4 and wide.median_ci_rel > 3 * passes.finalize(steady)[0].latency.median_ci_rel
     assert lat.median_ci_rel > 2 * once.latency.median_ci_rel  # P = 1: wider than the windows alone said
     assert any("its process took 7.9 s to start" in n for n in out[-1].notes)
+    # a row of one process whose windows disagreed: its pass's window note is replaced, not kept beside
+    s = _samples(rng, 2.0, 10) + _samples(rng, 2.3, 10) + _samples(rng, 2.0, 10)
+    lat1 = LatencyStats.from_samples_ns(s, target_ci=0.02, windows=(10, 10, 10))
+    said = tuple(window_notes(lat1, _loop((10, 10, 10))))
+    shaky = once.replace(latency=lat1, samples_ns=tuple(s), notes=said)
+    assert said and said[0].startswith("windows ")
+    notes = passes.finalize([*rows, shaky])[-1].notes
+    assert not set(said) & set(notes) and any(n.startswith("unstable: its interval") for n in notes)
     assert passes.start_cost([_result(rng, 1, 1.0).replace(load_s=2.0, first_infer_ms=500.0)]) == 2.5

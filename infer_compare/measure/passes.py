@@ -203,11 +203,13 @@ def _with_interval(r: RunRecord, logs: list[float], spread: tuple[float, int], n
     new = replace(lat, median_ci_low_ms=lo, median_ci_high_ms=hi, processes=len(logs),
                   process_min_ms=min(meds), process_max_ms=max(meds), pooled_sd=round(s, 5),
                   pooled_rows=n_rows, unstable=rel > limit)
-    return r.replace(latency=new, notes=r.notes + tuple(_notes(new, r)))
+    # a row of one process still carries its pass's window notes: the notes below replace them
+    old = set(window_notes(lat, r.extra.get("loop") or {})) if len(logs) == 1 else set()
+    return r.replace(latency=new, notes=tuple(n for n in r.notes if n not in old) + tuple(_notes(new, r)))
 
 
 def _notes(lat: LatencyStats, r: RunRecord) -> list[str]:
-    loops = list(r.extra.get("loops") or ())
+    loops = list(r.extra.get("loops") or [r.extra.get("loop") or {}])
     kept = [w for lp in loops for w in _used(lp)]
     meds = ", ".join(f"{p['p50_ms']:.3g}" for p in passes_of(r))
     beside = load_text(kept)
