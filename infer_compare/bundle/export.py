@@ -75,6 +75,12 @@ def _exporter_exists(fmt: str) -> bool:
     return True
 
 
+def _skip_kind(res: Unbuilt) -> dict[str, str]:
+    """A skip's kind ("unavailable": software missing, "unsupported": not for this model), which decides
+    whether the export's exit status counts it (cli/compare.py); a failed build has none."""
+    return {"skip_kind": res.skip_kind} if res.status == SKIPPED else {}
+
+
 def _collect(plan: Plan, chain: ArtifactChain, warn) -> None:
     """Build what can be built here; defer what must (or can only) be built on the device."""
     for fmt, prec in plan.wanted:
@@ -84,7 +90,7 @@ def _collect(plan: Plan, chain: ArtifactChain, warn) -> None:
             src = chain.get(*src_key)
             if isinstance(src, Unbuilt):
                 plan.not_built.append({"format": fmt, "precision": prec, "status": src.status,
-                                       "hint": src.hint,
+                                       "hint": src.hint, **_skip_kind(src),
                                        "reason": f"its source {src_key[0]} {src_key[1]} was not built: "
                                                  f"{src.reason}"})
                 continue
@@ -104,7 +110,7 @@ def _collect(plan: Plan, chain: ArtifactChain, warn) -> None:
             plan.add_ship(src_key)
         else:
             plan.not_built.append({"format": fmt, "precision": prec, "status": res.status,
-                                   "reason": res.reason, "hint": res.hint})
+                                   "reason": res.reason, "hint": res.hint, **_skip_kind(res)})
             warn(f"{fmt} {prec} is not in the bundle: {res.reason}")
 
 

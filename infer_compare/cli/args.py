@@ -255,7 +255,14 @@ def build_export_parser() -> argparse.ArgumentParser:
                             "artifacts, the reference inputs and PyTorch outputs, labels, calibration inputs "
                             "and a manifest of sha256 hashes. TensorRT engines (and formats whose exporter "
                             "is missing here) travel as their source and are built on the device. Run it "
-                            "there with 'infer-compare run DIR'.")
+                            "there with 'infer-compare run DIR'.",
+                epilog="Exit codes: 0 the bundle holds every artifact asked for (or leaves it to the "
+                       "device to build); 1 one failed to build, or could not be built here although "
+                       "--formats named its format (or, for a format this model cannot have, --precisions "
+                       "its precision), or a full disk kept one out: the bundle is written without it, and "
+                       "--allow-partial makes all but a full disk exit 0; 2 usage error. What the default "
+                       "selection cannot have here (software missing, a format this model cannot have) is "
+                       "left out with exit 0.")
     p.add_argument("--model", "-m", required=True,
                    help="as for a comparison: a built-in or torchvision name, or your own .onnx, .tflite, "
                         "TorchScript or .pt2 file, or package.module:callable (docs/own-model.md)")
@@ -283,6 +290,8 @@ def build_export_parser() -> argparse.ArgumentParser:
                    help="what output NAME means (as for a comparison); recorded in the bundle, and "
                         "'run' judges parity by it")
 
+    p.add_argument("--allow-partial", action="store_true",
+                   help="exit 0 when artifacts asked for could not be built (still listed on stderr)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     add_runner_option_flags(p, builds_only=True)
     return p

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from infer_compare.base.diskfull import DISK_FULL, is_disk_full
 from infer_compare.base.errors import UsageError
+from infer_compare.base.records import SKIPPED
+from infer_compare.catalog.formats import FORMATS
 from infer_compare.cli.data_args import data_options
 from infer_compare.cli.flags import measure_options, refuse_build_flags, runner_options_from_args
 from infer_compare.cli.output import (
@@ -135,8 +137,14 @@ def cmd_export(args, argv: list[str]) -> int:
     except OSError as e:  # disk full, permissions: one line, and the half-written bundle was removed
         raise UsageError(f"cannot write the bundle {out}: {e.strerror or e}"
                          + (f" ({e.filename})" if getattr(e, "filename", None) else "")) from None
+    _print_bundle(man, args.output_dir)
+    return export_status(man, args.output_dir, args.allow_partial)
+
+
+def _print_bundle(man: dict, out: str) -> None:
+    """What the bundle holds, what the device still builds, and what it lacks (stdout)."""
     size = sum(m["size"] for m in man["files"].values())
-    print(f"bundle {args.output_dir}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, "
+    print(f"bundle {out}: {len(man['artifacts'])} artifacts, {len(man['files'])} files, "
           f"{size / 2**20:.1f} MiB")
     for a in man["artifacts"]:
         print(f"  {a['format']} {a['precision']}: {a['path']}")
@@ -156,13 +164,46 @@ def cmd_export(args, argv: list[str]) -> int:
               + (f" ({d['note']})" if d.get("note") else ""))
     for d in man["not_built"]:
         print(f"  {d['format']} {d['precision']}: not in the bundle ({d['reason']})")
-    print(f"on the device: infer-compare run {args.output_dir}")
+    print(f"on the device: infer-compare run {out}")
+
+
+def missing_asked(man: dict) -> list[dict]:
+    """The manifest's not_built entries that fail the export: every build that failed, and a skip of what
+    the user named: software missing here ("unavailable") counts when --formats named the format, a format
+    this model cannot have ("unsupported") when --formats named it or --precisions its precision. Skips of
+    the default selection (all formats) are what this machine or model cannot have, not failures; an
+    artifact left to the device (deferred) is in the plan, not missing."""
+    sel = man.get("selection") or {}
+    formats, precisions = set(sel.get("formats") or ()), set(sel.get("precisions") or ())
+    bad = []
+    for d in man["not_built"]:
+        fmt, prec = d.get("format"), d.get("precision")
+        named_prec = fmt in FORMATS and any(FORMATS[fmt].artifact_for(p) == prec for p in precisions)
+        if (d.get("status") != SKIPPED or fmt in formats
+                or d.get("skip_kind") == "unsupported" and named_prec):
+            bad.append(d)
+    return bad
+
+
+def export_status(man: dict, out: str, allow_partial: bool) -> int:
+    """0, or 1 when an artifact asked for is not in the bundle (written all the same) and --allow-partial
+    was not given, or when a full disk kept one out (whatever --allow-partial says: export again)."""
+    bad = missing_asked(man)
+    for d in bad:
+        what = "was asked for and not built" if d.get("status") == SKIPPED else "failed to build"
+        print(f"infer-compare: {d['format']} {d['precision']} {what}: {d.get('reason', '')}", file=sys.stderr)
     full = [d for d in man["not_built"] if is_disk_full(d.get("reason", ""))]
+    if bad:
+        asked = len((man.get("selection") or {}).get("exported") or ()) or len(bad)
+        said = ("accepted by --allow-partial" if allow_partial and not full
+                else "exit 1" + ("" if full else " (--allow-partial accepts it)"))
+        print(f"infer-compare: bundle {out} written without {len(bad)} of {asked} artifacts asked for: "
+              f"{said}", file=sys.stderr)
     if full:
         print(f"infer-compare: {len(full)} artifact(s) could not be built: {DISK_FULL}; free space and "
               "export again", file=sys.stderr)
         return 1
-    return 0
+    return 1 if bad and not allow_partial else 0
 
 
 @cleans_up
