@@ -76,7 +76,7 @@ def load_report(path: PathArg) -> Report:
 def check_regression(current: Report | PathArg | Iterable[Report | PathArg],
                      baseline: Report | PathArg | Iterable[Report | PathArg],
                      rules: Iterable[str] | str | None = None, *, allow_environment_change: bool = False,
-                     allow_incomplete: bool = False, allow_missing: bool = False,
+                     allow_incomplete: bool = False, allow_missing: bool | tuple[str, ...] = False,
                      allow_condition_change: bool = False, timing: str = BEST, confidence: float = 0.95,
                      n_resamples: int = 1000, seed: int = 0) -> Any:
     """The regression gate: compare ``current`` with ``baseline`` row by row, as ``infer-compare diff``.
@@ -90,7 +90,8 @@ def check_regression(current: Report | PathArg | Iterable[Report | PathArg],
         allow_environment_change: compare with a baseline from another machine or other library versions.
         allow_incomplete: compare even when a report is incomplete (an interrupted run); the rows that did
             not run are listed, not judged.
-        allow_missing: accept rows that were ok in the baseline and are missing or skipped now.
+        allow_missing: accept rows that were ok in the baseline and are missing or skipped now (True), or
+            the rows whose labels match these fnmatch patterns, also when they failed to build or load now.
         allow_condition_change: accept rows measured under other threads or runner options.
         timing: how latency and throughput are compared: ``"best"`` (each side's fastest sustained
             level), ``"reference"`` (ratios to each run's PyTorch fp32 row), ``"calibrated"`` (to the

@@ -79,14 +79,24 @@ def _row(samples: list[int], side: str, first: str = "", reps: int = 1) -> RunRe
 
 def verdicts(slowdown: float, runs: int = 300, seed: int = 0, second: float = 0.0, reps: int = 1,
              tau: float = 0.0, flicker: float = 0.0, slow_procs: float = 0.0) -> dict[str, int]:
+    """Verdicts of ``runs`` simulated rows; with several process pairs (``reps``), as the gate measures them:
+    ``reps``, then as many more (up to PairPlan.max_replicates) as their spread asks for (regress/ab.py)."""
     rng = np.random.default_rng(seed)
     out: dict[str, int] = {}
-    pairs = PairPlan().pairs if reps > 1 else PAIRS
+    plan = PairPlan()
+    most = plan.max_replicates if reps > 1 else 1
+    per = plan.per_replicate if reps > 1 else PAIRS
+    need = _needed(AB_RULES)
     for _ in range(runs):
-        s = simulate(slowdown, rng, second=second, reps=reps, tau=tau, pairs=pairs, flicker=flicker,
-                     slow_procs=slow_procs)
-        v = paired_check(P50, "row", _row(s["a"], "a", s["first"], reps),
-                         _row(s["b"], "b", s["first"], reps)).verdict
+        s = simulate(slowdown, rng, second=second, reps=max(reps, most), tau=tau, pairs=per * max(reps, most),
+                     flicker=flicker, slow_procs=slow_procs)
+        n = reps
+        if reps > 1:
+            first = reps * per * CALLS
+            n = min(most, need([(s["a"][:first], s["b"][:first], CALLS)], reps, most))
+        cut = n * per * CALLS
+        v = paired_check(P50, "row", _row(s["a"][:cut], "a", s["first"][:n * per], n),
+                         _row(s["b"][:cut], "b", s["first"][:n * per], n)).verdict
         out[v] = out.get(v, 0) + 1
     return out
 
@@ -162,10 +172,11 @@ def test_a_process_slow_all_its_life_is_set_aside():
     """A process in 33 runs 1.6x slower all its life: of the five process pairs, the trimmed mean sets the
     highest and the lowest aside, so one such process neither fails unchanged code nor hides a slowdown (their
     plain mean caught +10 % in 76 % and +20 % in 86 % of these simulated runs, and passed unchanged code in
-    85 %)."""
+    85 %). A pass needs the interval within the rule: a slow process in the first five widens their spread,
+    so unchanged code passes in 94 % of these runs (the rest not judged)."""
     same, slower, much = (verdicts(x, seed=21, tau=0.017, reps=REPS, slow_procs=0.03)
                           for x in (0.0, 0.10, 0.20))
-    assert same.get(REGRESSION, 0) <= 3 and same.get(PASS, 0) >= 0.95 * 300, same
+    assert same.get(REGRESSION, 0) <= 3 and same.get(PASS, 0) >= 0.9 * 300, same
     assert slower.get(REGRESSION, 0) >= 0.95 * 300, slower
     assert much.get(REGRESSION, 0) >= 0.95 * 300, much
 
@@ -215,8 +226,9 @@ def test_a_noisy_row_is_not_judged_and_the_detectable_change_is_printed():
     a = [int(v) for v in 2e6 * rng.lognormal(0, 1.0, CALLS * PAIRS)]  # a very noisy machine
     b = [int(v * 1.08) for v in 2e6 * rng.lognormal(0, 1.0, CALLS * PAIRS)]
     c = paired_check(P50, "row", _row(a, "a"), _row(b, "b"))
-    assert c.verdict in (TOO_NOISY, PASS), c
+    assert c.verdict == TOO_NOISY, c  # its interval reaches far beyond the rule: never a pass
     assert "sees a change of +" in c.message and "or more (95 % power)" in c.message
+    assert "cannot tell" in c.message and ("--pairs" in c.message or "no number of pairs" in c.message), c
     few = paired_check(P50, "row", _row(a[:CALLS * 3], "a"), _row(b[:CALLS * 3], "b"))
     assert few.verdict == FEW_PAIRS
 

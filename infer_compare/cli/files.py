@@ -9,6 +9,7 @@ from pathlib import Path
 from infer_compare.base.errors import UsageError
 from infer_compare.base.records import load_report
 from infer_compare.base.version import __version__
+from infer_compare.cli.gate_args import missing_allowed
 from infer_compare.regress import check_regression, print_result
 
 
@@ -100,7 +101,8 @@ def cmd_report(args) -> int:
 def cmd_diff(args) -> int:
     result = check_regression(args.current, args.baseline, args.fail_on,
                               allow_environment_change=args.allow_environment_change,
-                              allow_incomplete=args.allow_incomplete, allow_missing=args.allow_missing,
+                              allow_incomplete=args.allow_incomplete,
+                              allow_missing=missing_allowed(args.allow_missing),
                               allow_condition_change=args.allow_condition_change, timing=args.timing,
                               confidence=args.confidence)
     if args.json:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from infer_compare.cli.gate_args import missing_allowed
 from infer_compare.cli.output import Saver
 from infer_compare.regress import check_regression, print_result
 from infer_compare.regress.results import MEASURED, NOT_JUDGED
@@ -27,7 +28,8 @@ NOT_JUDGED_EXIT = 3
 
 def _check(args, runs: list, baseline, rules):
     return check_regression(runs, baseline, rules, allow_environment_change=args.allow_environment_change,
-                            allow_incomplete=args.allow_incomplete, allow_missing=args.allow_missing,
+                            allow_incomplete=args.allow_incomplete,
+                            allow_missing=missing_allowed(args.allow_missing),
                             allow_condition_change=args.allow_condition_change, timing=args.timing)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from infer_compare.cli.args import _add_measure_args, _Parser, add_output
 from infer_compare.cli.flags import measure_options
 from infer_compare.cli.gate import gate_status, save_verdict
+from infer_compare.cli.gate_args import missing_allowed
 from infer_compare.cli.output import Saver, output_dir
 from infer_compare.cli.progress import RichProgress
 
@@ -65,7 +66,8 @@ def _add_pairing_args(g) -> None:
                         "from their spread alone; --replicates or less: never more)")
     g.add_argument("--side-time", type=float, default=d.side_time_s, metavar="S",
                    help="seconds of timed calls per side and row, split into the blocks "
-                        f"(default {d.side_time_s})")
+                        f"(default {d.side_time_s}; with a p90/p95/p99 rule, longer blocks where the tail "
+                        f"needs more calls, at most {d.tail_time_s:g} s)")
     g.add_argument("--malloc", choices=("fixed", "default"), default="fixed" if d.malloc else "default",
                    help="glibc's malloc thresholds in both sides' processes: fixed (the default: the same in "
                         "every process whatever it did before, so that no process is lastingly slower for "
@@ -78,8 +80,10 @@ def _add_pairing_args(g) -> None:
                         + ", ".join(AB_RULES).replace("%", "%%"))
     g.add_argument("--allow-unjudged", action="store_true",
                    help="exit 0 although rows could not be judged (listed with the reason)")
-    g.add_argument("--allow-missing", action="store_true",
-                   help="accept rows ok in A and skipped or missing in B")
+    g.add_argument("--allow-missing", action="append", nargs="?", const="*", metavar="LABEL",
+                   help="accept the row LABEL (fnmatch pattern, e.g. 'openvino/*'; repeatable) being "
+                        "missing, skipped, not built or not loadable in B although A measured it (each such "
+                        "row fails the gate by default); without LABEL: every row missing or skipped in B")
     g.add_argument("--allow-condition-change", action="store_true",
                    help="accept rows measured under other threads or runner options in B than in A")
 
@@ -94,6 +98,9 @@ def cmd_gate(argv: list[str]) -> int:
         args_error("--pairs must be 6 or more and --side-time above 0")
     if args.replicates == 2 or args.replicates < 1 or args.pairs < 2 * args.replicates:
         args_error("--replicates must be 1, or 3 or more with at least 2 --pairs each")
+    refused = _refused(args)
+    if refused:
+        args_error(refused)
     opts = measure_options(args)
     args.model = f"gate-{Path(args.bundle_b).resolve().name}"
     out = output_dir(args)
@@ -103,7 +110,7 @@ def cmd_gate(argv: list[str]) -> int:
             # the fork servers first: PyTorch's import in its server (3-5 s on the 2-core VM) then overlaps
             # the gate's own imports below (0.3 s) as well as the verification; the report writers' imports go
             # into the wait for the servers (regress/ab_servers.py)
-            servers = launch_early(args.bundle_b, opts, {"a": args.python_a, "b": args.python_b}, prog,
+            servers = launch_early(args.bundle_a, opts, {"a": args.python_a, "b": args.python_b}, prog,
                                    idle=import_writers)
             got = _gate(args, argv, opts, prog, saver, servers)
     except KeyboardInterrupt:
@@ -128,16 +135,29 @@ def _gate(args, argv: list[str], opts, prog, saver: Saver, servers):
         # deferred: imported after the fork servers' launch (+200 modules, 0.3 s on the 2-core VM)
         from infer_compare.measure.ab import PairPlan
         from infer_compare.regress.ab import ab_gate
+        from infer_compare.regress.tails import calls_for
     except BaseException:
         servers.close()  # ab_gate closes them from here on
         raise
 
     plan = PairPlan(pairs=args.pairs, replicates=args.replicates, side_time_s=args.side_time, seed=args.seed,
-                    max_replicates=max(args.replicates, args.max_replicates), malloc=args.malloc == "fixed")
+                    max_replicates=max(args.replicates, args.max_replicates), malloc=args.malloc == "fixed",
+                    tail_calls=calls_for(args.fail_on or ()))
     return ab_gate(args.bundle_a, args.bundle_b, rules=args.fail_on, python_a=args.python_a,
                    python_b=args.python_b, plan=plan, options=opts, progress=prog,
-                   command=["infer-compare", "gate", *argv], on_row=saver, allow_missing=args.allow_missing,
+                   command=["infer-compare", "gate", *argv], on_row=saver,
+                   allow_missing=missing_allowed(args.allow_missing),
                    allow_condition_change=args.allow_condition_change, servers=servers)
+
+
+def _refused(args) -> str:
+    """Why a --fail-on rule cannot be judged by the A/B gate ('' when all can): before anything is measured,
+    never a rule silently reported and not judged."""
+    # deferred: the CLI's start (--help, env, report) stays light without them (+3 modules)
+    from infer_compare.regress.ab_judge import AB_RULES
+    from infer_compare.regress.tails import refused_rules
+
+    return refused_rules(args.fail_on or AB_RULES, replicates=args.replicates)
 
 
 def args_error(msg: str) -> None:

@@ -42,8 +42,18 @@ def add_gate_args(g, with_baseline: bool) -> None:
     g.add_argument("--allow-condition-change", action="store_true",
                    help="accept rows measured under other threads or runner options than in the baseline (a "
                         "violation by default)")
-    g.add_argument("--allow-missing", action="store_true",
-                   help="accept rows that were ok in the baseline and are missing or skipped now "
-                        "(a violation by default)")
+    g.add_argument("--allow-missing", action="append", nargs="?", const="*", metavar="LABEL",
+                   help="accept the row LABEL (fnmatch pattern, repeatable) ok in the baseline and missing, "
+                        "skipped, not built or not loadable now (a violation by default); without LABEL: "
+                        "every row missing or skipped now")
     g.add_argument("--allow-environment-change", action="store_true",
                    help="compare with a baseline from another machine or other library versions")
+
+
+def missing_allowed(given: list[str] | None) -> bool | tuple[str, ...]:
+    """--allow-missing as the judges take it: False, True (bare flag: every row missing or skipped), or the
+    labels' patterns."""
+    if not given:
+        return False
+    named = tuple(g for g in given if g != "*")
+    return named if len(named) == len(given) else True

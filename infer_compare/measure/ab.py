@@ -26,51 +26,16 @@ import random
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infer_compare.measure.ab_child import PROTOCOL
+from infer_compare.measure.ab_plan import PairPlan
 from infer_compare.measure.ab_proc import Child, Load, SideFailed
 from infer_compare.measure.cells import CellResult, CellSpec
 
 SIDES = ("a", "b")
 MIN_CALLS = 3  # calls per block at least
-
-
-@dataclass(frozen=True)
-class PairPlan:
-    pairs: int = 30  # pairs of blocks per row, over all process pairs
-    replicates: int = 5  # process pairs per configuration, one after the other (1: one pair, as before 0.x)
-    # at most this many process pairs where the first ``replicates`` show a row too noisy for the gate's goal
-    # (the number is decided once, from their spread alone: never from the change they show)
-    max_replicates: int = 10
-    # each side's timed calls per row, in seconds, split into blocks (0.6 until the malloc fix: with process
-    # pairs' lasting differences gone, a MobileNet v2 gate on the 2-core VM printed detectable changes of
-    # 6.9-7.6 % a row (medians of 20 rounds); shorter blocks cost the gate less, PyTorch's (3 calls) held)
-    side_time_s: float = 0.4
-    # each process's warm-up after its load (besides the run's --warmup calls): short, as every process pair
-    # warms up again, and what warm-up leaves falls on both sides alike (0.05 until the malloc fix)
-    warmup_s: float = 0.02
-    seed: int = 0  # the draw of which side goes first in each pair
-    timeout_s: float = 300.0  # any one answer of a child (a load, a block, parity)
-    # the waiting side is stopped (SIGSTOP to its process group) while the other side is timed, and continued
-    # (SIGCONT) for its own block: a runtime's threads spin after a call for a while (ONNX Runtime's pool took
-    # 0.59 cores of the other side's blocks on the 2-core VM); stopped, they take none
-    freeze: bool = True
-    # each side's calling thread pinned to one CPU, the same for both, while its blocks are timed
-    # (ab_child._Pin: a shared VM's virtual CPUs run at speeds of their own); runtimes' threads keep theirs
-    pin: bool = True
-    # glibc's malloc thresholds fixed in both sides' processes before their first load (host/malloc.py: by
-    # default they move with each process's history: PyTorch's MobileNet v2 processes on the 2-core VM ran
-    # 16 % apart for life by it); only where both sides' infer-compare can (their greetings say), else neither
-    malloc: bool = True
-
-    @property
-    def per_replicate(self) -> int:
-        """Pairs of blocks timed by each process pair: as many of either order (its median then takes one of
-        each in the middle), at least one of each."""
-        return max(2, 2 * round(self.pairs / max(1, self.replicates) / 2))
 
 
 def _start(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
@@ -128,6 +93,7 @@ def _block_size(kids: dict[str, Child], plan: PairPlan) -> tuple[int, int]:
     calls = round(plan.side_time_s / (per * reps) / call)
     if calls < MIN_CALLS:
         calls, per = MIN_CALLS, max(2, min(per, 2 * round(plan.side_time_s / reps / (MIN_CALLS * call) / 2)))
+    calls = max(calls, plan.tail_calls_per_block(per, call))
     return min(100_000, calls), per
 
 
@@ -332,9 +298,9 @@ def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env
             continue
         t = time.perf_counter()
         try:
-            # the side forked and loaded first alternates between process pairs: whatever going first leaves
-            # (where each process's memory lands, what the other's load left in the caches) falls on both
-            # sides, into the spread between process pairs, instead of on side B in all of them
+            # the side forked and loaded first alternates between process pairs, ``needed``'s included: what
+            # going first leaves (where a process's memory lands, what the other's load left in the caches)
+            # falls on both sides; the estimate weighs both orders equally at any count (regress/balance.py)
             order = SIDES if r % 2 == 0 else SIDES[::-1]
             kids = _start(specs, pythons, env, work, f"{tag}-p{r}" if r else tag, plan, servers, order)
         except SideFailed as e:

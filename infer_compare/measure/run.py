@@ -315,13 +315,15 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     run.servers = servers or ForkServers(prog.log, str(cache.root))
     run.timeline = timeline or run.timeline
     run.cell_runner = cell_runner or run.cell_runner
+    rows = sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None)
+    if hasattr(cell_runner, "planned"):  # the A/B gate plans its process pairs for the gate's family of rows
+        cell_runner.planned(rows)
     run.residents = Residents(work / "residents") if not cell_runner and residents_enabled() else None
     if run.residents is not None and any(c.kind in RESIDENT_KINDS and c.device for c in cells):
         run.notes.append(RESIDENT_NOTE)
     try:
         save(work / ("eval.npz" if is_multi(prep.ds.eval) else "eval.npy"), prep.ds.eval)
-        prog.task("measuring", total=settings.passes * sum(len(settings.batch_sizes[c.kind])
-                                                           for c in cells if c.device is not None))
+        prog.task("measuring", total=settings.passes * rows)
         with interrupts.watch():
             _measure_cells(run, cells, chain, sel, work, cache)
             interrupts.check()

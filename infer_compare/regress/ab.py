@@ -4,8 +4,9 @@ on the paired ratios of adjacent blocks (regress/paired.py, regress/ab_judge.py)
 
 A side is a bundle (``infer-compare export``: weights, export options, quantization recipe, opset) and an
 interpreter (``python``: another environment, with its own runtimes and its own infer-compare). The plan
-(which configurations, batch sizes, devices) is B's, as ``infer-compare run`` of B would measure it; A's
-artifact of each configuration comes from A's bundle.
+(which configurations, batch sizes, devices) is A's, as ``infer-compare run`` of A would measure it: a
+release that drops or breaks a configuration fails the gate on that row. B's artifact of each configuration
+comes from B's bundle.
 
     from infer_compare.regress.ab import ab_gate
     outcome = ab_gate("main-bundle/", "change-bundle/", python_b="/venvs/ort-next/bin/python")
@@ -24,7 +25,7 @@ from typing import Any
 from infer_compare.base.batches import is_multi, save
 from infer_compare.base.errors import UsageError
 from infer_compare.base.progress import Progress
-from infer_compare.base.records import SKIPPED, Report, RunRecord
+from infer_compare.base.records import EXPORT_FAILED, SKIPPED, Report, RunRecord
 from infer_compare.bundle.run import prepared_from_bundle, run_bundle
 from infer_compare.bundle.verify import verify
 from infer_compare.catalog.formats import get_format
@@ -40,9 +41,9 @@ from infer_compare.regress.paired import PAIRED_METRICS, log_ratios, replicates_
 from infer_compare.regress.results import RegressionResult
 from infer_compare.regress.rules import parse_rules
 
-# the change a row should see (95 % power), in multiples of its rule's threshold: where the planned process
-# pairs show a row too noisy for that, it gets more of them (PairPlan.max_replicates)
-GOAL = 2.0
+# how likely an unchanged row's one-sided 95 % upper bound should fall within its rule (its pass): where the
+# planned process pairs show a row too noisy for that, it gets more of them (PairPlan.max_replicates)
+GOAL = 0.95
 
 
 @dataclass(frozen=True)
@@ -53,62 +54,112 @@ class ABOutcome:
 
 
 class _Pairing:
-    """The cell_runner given to B's run: each configuration B measures is measured with A beside it."""
+    """The cell_runner given to A's run: each configuration A measures is measured with B beside it. Where B
+    does not carry it (not exported, its build failed), A is measured alone and B's row says why: a
+    regression of that row unless accepted by name (--allow-missing LABEL)."""
 
-    def __init__(self, prep_a: Prepared, pythons: dict[str, str | None], plan: PairPlan, servers: SideServers,
+    def __init__(self, prep_b: Prepared, pythons: dict[str, str | None], plan: PairPlan, servers: SideServers,
                  rules: Any = None):
-        self.prep_a, self.pythons, self.plan = prep_a, pythons, plan
-        self.needed = _needed(AB_RULES if rules is None else rules)
+        self.prep_b, self.pythons, self.plan = prep_b, pythons, plan
+        self.rules = AB_RULES if rules is None else rules
+        self.needed = _needed(self.rules)
         self.work = Path(tempfile.mkdtemp(prefix="infer-compare-ab-"))
-        multi = is_multi(prep_a.ds.eval)
-        self.inputs = self.work / ("a-eval.npz" if multi else "a-eval.npy")
-        save(self.inputs, prep_a.ds.eval)
+        multi = is_multi(prep_b.ds.eval)
+        self.inputs = self.work / ("b-eval.npz" if multi else "b-eval.npy")
+        save(self.inputs, prep_b.ds.eval)
         self.rows: dict[str, RunRecord] = {}
         self.servers = servers
+
+    def planned(self, rows: int) -> None:
+        """The plan's rows (measure/run.py, before the first is measured): the process pairs a row needs
+        are planned for the family of the gate's timing checks, rows times timing rules."""
+        timing = [r for r in parse_rules(self.rules) if r.metric in PAIRED_METRICS]
+        self.needed = _needed(self.rules, checks=max(1, rows * len(timing)))
 
     def __call__(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Any,
                  env: dict[str, str] | None = None, cancel: Any = None) -> list:
         key = (spec.format, get_format(spec.format).artifact_for(spec.precision, spec.runner))
-        art = self.prep_a.carried.get(key)
+        art = self.prep_b.carried.get(key)
         base = dict(backend=spec.runner, format=spec.format, precision=spec.precision, device=spec.device,
                     threads=spec.threads, variant="")
         if art is None:
+            status, reason, kind = _lacks(self.prep_b, key)
             for b in spec.batch_sizes:
-                row = RunRecord(**base, batch_size=b, status=SKIPPED, skip_kind="unsupported",
-                                reason=f"{key[0]} {key[1]} is not in bundle A")
+                row = RunRecord(**base, batch_size=b, status=status, reason=reason,
+                                skip_kind=kind if status == SKIPPED else "")
                 self.rows[row.label] = row
-            return _measure_b_alone(spec, timeout_s, work, tag, server, env)
+            return _measure_alone(spec, timeout_s, work, tag, server, env)
         suffix = Path(spec.outputs).name.rsplit(".out.", 1)[-1]
-        spec_a = spec.replace(artifact=art.path, inputs=str(self.inputs),
+        spec_b = spec.replace(artifact=art.path, inputs=str(self.inputs),
                               parity_inputs=str(self.inputs) if spec.parity_inputs else None,
-                              outputs=str(self.work / f"{tag}-a-b{{batch}}.out.{suffix}"),
-                              model=dict(self.prep_a.model_spec))
+                              outputs=str(self.work / f"{tag}-b-b{{batch}}.out.{suffix}"),
+                              model=dict(self.prep_b.model_spec))
         plan = replace(self.plan, timeout_s=timeout_s)
-        got = measure_pair({"a": spec_a, "b": spec}, self.pythons, {**os.environ, **(env or {})}, work, tag,
+        got = measure_pair({"a": spec, "b": spec_b}, self.pythons, {**os.environ, **(env or {})}, work, tag,
                            plan, self.servers.for_runner(spec.runner), self.needed)
-        tol = get_format(spec.format).tolerance("int8" if self.prep_a.file_precision == "int8"
+        tol = get_format(spec.format).tolerance("int8" if self.prep_b.file_precision == "int8"
                                                 else spec.precision)
-        for res in got["a"]:
-            out = Path(spec_a.outputs_for(res.batch_size))
-            row = record_from_result(res, base, art, self.prep_a, tol,
+        for res in got["b"]:
+            out = Path(spec_b.outputs_for(res.batch_size))
+            row = record_from_result(res, base, art, self.prep_b, tol,
                                      out if res.outputs_written and out.exists() else None, settings)
             self.rows[row.label] = row
-        return got["b"]
+        return got["a"]
 
-    def report(self, b: Report, notes: list[str]) -> Report:
-        """A's report: its measured rows where B measured, B's own skipped rows elsewhere (same machine)."""
-        rows = tuple(self.rows.get(r.label, r) for r in b.rows)
-        return replace(b, model=self.prep_a.minfo, rows=rows, notes=tuple(notes) + tuple(b.notes))
+    def report(self, a: Report, prep_a: Prepared, notes: list[str]) -> Report:
+        """B's report: its rows measured beside A's, and for every configuration A did not measure, what B
+        has of it (a configuration only B carries is new: listed, not measured)."""
+        rows = tuple(self.rows.get(r.label) or _unmeasured(r, prep_a, self.prep_b) for r in a.rows)
+        return replace(a, model=self.prep_b.minfo, rows=rows, notes=tuple(notes) + tuple(a.notes))
 
     def close(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-def _needed(rules: Any) -> Any:
+NEW_IN_B = "new in bundle B"
+
+
+def _new_in_b(prep_a: Prepared, prep_b: Prepared, opts: MeasureOptions) -> list[str]:
+    """The note listing the artifacts only B carries, within the gate's selection (not measured)."""
+    new = sorted(f"{f} {p}" for f, p in set(prep_b.carried) - set(prep_a.carried)
+                 if (not opts.formats or f in opts.formats) and (not opts.precisions or p in opts.precisions))
+    return [f"{NEW_IN_B}, not in A (not measured: the gate measures A's configurations): "
+            f"{', '.join(new)}"] if new else []
+
+
+def _lacks(prep_b: Prepared, key: tuple[str, str]) -> tuple[str, str, str]:
+    """(status, reason, skip kind) of B's row for a configuration bundle A carries and B does not."""
+    why = prep_b.unbuilt.get(key)
+    if why is not None and why.status == EXPORT_FAILED:
+        return EXPORT_FAILED, f"bundle B: {why.reason}", ""
+    if why is not None and why.reason.startswith("not built"):
+        return SKIPPED, f"bundle B: {why.reason}", why.skip_kind
+    return SKIPPED, f"{key[0]} {key[1]} is not in bundle B (bundle A carries it)", "unsupported"
+
+
+def _unmeasured(r: RunRecord, prep_a: Prepared, prep_b: Prepared) -> RunRecord:
+    """B's row for a configuration A's run did not measure: A's own row where the reason is this machine's
+    (a device or runtime absent), B's where it is the bundles'."""
+    key = (r.format, get_format(r.format).artifact_for(r.precision, r.backend)) if r.format else None
+    if key is None or key not in prep_a.unbuilt:
+        return r
+    if key in prep_b.carried:
+        return replace(r, status=SKIPPED, skip_kind="unsupported",
+                       reason=f"{NEW_IN_B}: bundle A does not carry {key[0]} {key[1]} (not measured)")
+    why = prep_b.unbuilt.get(key)
+    if why is None:
+        return r
+    return replace(r, status=why.status, reason=why.reason, hint=why.hint,
+                   skip_kind=why.skip_kind if why.status == SKIPPED else "")
+
+
+def _needed(rules: Any, checks: int = 1) -> Any:
     """How many process pairs a configuration needs (measure_pair asks once, after the planned ones): as many
-    as let each relative timing rule's row see a change of GOAL times its threshold (e.g. +10 % at p50:+5%)
-    with 95 % power, projected from the planned process pairs' spread (regress/paired.py
-    ``replicates_needed``). None without such a rule."""
+    as let an unchanged row pass each relative timing rule with probability GOAL (its one-sided 95 % upper
+    bound within the rule) and flag a change of twice the rule with that probability at the first of Holm's
+    levels over the gate's ``checks`` timing checks (rows times timing rules), projected from the planned
+    process pairs' spread alone, never from the change they show (regress/paired.py ``replicates_needed``:
+    Stein's two stages, so the verdict's error rates hold). None without such a rule."""
     timing = [r for r in parse_rules(rules) if r.metric in PAIRED_METRICS and r.relative and r.threshold > 0]
     if not timing:
         return None
@@ -119,16 +170,16 @@ def _needed(rules: Any) -> Any:
             for rule in timing:
                 xs = log_ratios(rule.metric, a, b, calls)
                 if reps >= 3 and len(xs) >= 2 * reps and len(xs) % reps == 0:
-                    n = max(n, replicates_needed(xs, reps, rule.threshold, GOAL * rule.threshold, most))
+                    n = max(n, replicates_needed(xs, reps, rule.threshold, most, GOAL, checks))
         return n
 
     return needed
 
 
-def _measure_b_alone(spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any,
-                     env: dict[str, str] | None) -> list:
-    """A configuration only B has: measured as a plain run would (its row cannot be judged against A)."""
-    # deferred: only a configuration missing from A needs it (+0 modules: measure.run loads it)
+def _measure_alone(spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any,
+                   env: dict[str, str] | None) -> list:
+    """A configuration B lacks: A measured as a plain run would (its row has nothing to be judged against)."""
+    # deferred: only a configuration missing from B needs it (+0 modules: measure.run loads it)
     from infer_compare.measure.isolate import run_cell
 
     return run_cell(spec, timeout_s, work, tag, env=env, server=server)
@@ -152,33 +203,39 @@ def _same_model(a: Prepared, b: Prepared) -> None:
 def ab_gate(bundle_a: str | os.PathLike, bundle_b: str | os.PathLike, *, rules: Any = None,
             python_a: str | None = None, python_b: str | None = None, plan: PairPlan | None = None,
             options: MeasureOptions | None = None, progress: Progress | None = None,
-            command: list[str] | None = None, on_row: Any = None, allow_missing: bool = False,
-            allow_condition_change: bool = False, servers: SideServers | None = None) -> ABOutcome:
-    """Measure bundle A (baseline) and bundle B (candidate) side by side; judge B against A per row.
-    ``servers``: the sides' fork servers, launched by the caller (``launch_early`` with the same interpreters
-    and options); closed here. Without them they are launched here, their imports overlapping the bundles'
-    verification."""
+            command: list[str] | None = None, on_row: Any = None,
+            allow_missing: bool | tuple[str, ...] = False, allow_condition_change: bool = False,
+            servers: SideServers | None = None) -> ABOutcome:
+    """Measure bundle A (baseline) and bundle B (candidate) side by side; judge B against A per row. The plan
+    is A's: every configuration A carries is measured, and one that B lacks, failed to build or cannot load
+    is a regression of that row unless ``allow_missing`` names it (fnmatch patterns of row labels; True:
+    every row B lacks). ``servers``: the sides' fork servers, launched by the caller (``launch_early`` with
+    bundle A, the same interpreters and options); closed here. Without them they are launched here, their
+    imports overlapping the bundles' verification. ``on_row`` gets B's report as rows arrive."""
     prog = progress or Progress()
     pythons = {"a": python_a, "b": python_b}
     opts = options or MeasureOptions()
-    servers = servers or launch_early(bundle_b, opts, pythons, prog)
+    servers = servers or launch_early(bundle_a, opts, pythons, prog)
     try:
-        _, prep_a = _prepared(bundle_a, "A")
         # verified (every file hashed) once: run_bundle takes it as it is
-        v_b, prep_b = _prepared(bundle_b, "B")
+        v_a, prep_a = _prepared(bundle_a, "A")
+        _, prep_b = _prepared(bundle_b, "B")
         _same_model(prep_a, prep_b)
-        pairing = _Pairing(prep_a, pythons, plan or PairPlan(), servers, rules)
+        pairing = _Pairing(prep_b, pythons, plan or PairPlan(), servers, rules)
+        notes = [f"A/B gate, side B: bundle {Path(bundle_b).resolve()}"
+                 + (f", interpreter {python_b}" if python_b else "")] + _new_in_b(prep_a, prep_b, opts)
         try:
             # one pair at a time: two GPUs' pairs measured at once would each count the other as a disturbance
-            rep_b = run_bundle(v_b, options=replace(opts, gpus="sequential"), progress=prog, command=command,
-                               on_row=on_row, cell_runner=pairing)
-            notes = [f"A/B gate, side A: bundle {Path(bundle_a).resolve()}"
-                     + (f", interpreter {python_a}" if python_a else "")]
-            rep_a = pairing.report(rep_b, notes)
+            saving = (lambda r: on_row(pairing.report(r, prep_a, notes))) if on_row else None
+            rep_a = run_bundle(v_a, options=replace(opts, gpus="sequential"), progress=prog, command=command,
+                               on_row=saving, cell_runner=pairing)
+            rep_b = pairing.report(rep_a, prep_a, notes)
         finally:
             pairing.close()
     finally:
         servers.close()
+    rep_a = replace(rep_a, notes=(f"A/B gate, side A (the baseline): bundle {Path(bundle_a).resolve()}"
+                                  + (f", interpreter {python_a}" if python_a else ""),) + tuple(rep_a.notes))
     result = judge_ab(rep_a, rep_b, AB_RULES if rules is None else rules, allow_missing=allow_missing,
                       allow_condition_change=allow_condition_change)
     return ABOutcome(rep_a, rep_b, result)

@@ -9,15 +9,18 @@ from typing import Any
 
 from infer_compare.base.records import Report, RunRecord
 from infer_compare.regress.check import NO_RULE_APPLIED, check_regression
+from infer_compare.regress.family import FAMILY_ALPHA, family_size, family_text, judge_family, p_text
 from infer_compare.regress.judge import DISTURBED_CORES
 from infer_compare.regress.metrics import METRICS
 from infer_compare.regress.paired import (
     CONFIDENCE,
     MIN_PAIRS,
+    ONE_SIDED,
     PAIRED_METRICS,
     Paired,
     crossover,
     log_ratios,
+    pairs_to_tell,
     replicated,
     trimmed,
 )
@@ -41,7 +44,10 @@ AB_RULES = ("p50:+5%", "accuracy:-0.5")
 METHOD = ("paired blocks, A and B alternating, half of each process pair's pairs with A first: per process "
           "pair, the median of the log ratios of adjacent blocks; their 20 %-trimmed mean over the process "
           "pairs, Tukey-McLaughlin standard error from their spread, Student's t (one process pair: "
-          "20 %-trimmed means within each order, averaged, Tukey-McLaughlin standard error)")
+          "20 %-trimmed means within each order, averaged, Tukey-McLaughlin standard error). A check "
+          "passes when its one-sided 95 % upper bound is within its rule, is a regression when its "
+          "estimate is beyond the rule and Holm's step-down over the gate's timing checks rejects no change "
+          "(one-sided, from Student's t), and is not judged otherwise (cannot tell)")
 
 
 def _pct(x: float) -> str:
@@ -57,6 +63,10 @@ def _threshold(rule: Rule, a_value: float | None) -> float | None:
 
 def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
     """One timing rule on one row from the two sides' paired blocks."""
+    from infer_compare.regress import tails  # tails, max, load time: judged per process pair, not per block
+
+    if rule.metric in tails.PER_PROCESS_PAIR:
+        return tails.tail_check(rule, label, a, b, verdict=_verdict, busy=_disturbed, marked=as_disturbed)
     m = METRICS[rule.metric]
     va, vb = m.get(a), m.get(b)
     ab_a, ab_b = (a.extra or {}).get("ab") or {}, (b.extra or {}).get("ab") or {}
@@ -68,20 +78,33 @@ def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
         return Check(rule, label, va, vb, None, None, FEW_PAIRS, f"{m.title}: the two sides were not "
                      "measured in paired blocks (no A/B samples in one of them)")
     busy = _disturbed(ab_b.get("load") or {})
-    if busy:
-        return Check(rule, label, va, vb, None, None, DISTURBED, f"{m.title} not judged: {busy}")
     ratios = log_ratios(rule.metric, list(a.samples_ns), list(b.samples_ns), calls)
     if len(ratios) < MIN_PAIRS:
-        return Check(rule, label, va, vb, None, None, FEW_PAIRS,
+        return Check(rule, label, va, vb, None, None, DISTURBED if busy else FEW_PAIRS,
+                     f"{m.title} not judged: {busy}" if busy else
                      f"{m.title}: {len(ratios)} pairs of blocks, at least {MIN_PAIRS} needed (--pairs)")
     reps = (int(ab_a.get("replicates") or 1), int(ab_b.get("replicates") or 1))
-    p, why = _statistic(ratios, str(ab_b.get("first") or ""), reps)
+    p, why = _statistic(ratios, str(ab_b.get("first") or ""), reps, str(ab_b.get("loaded_first") or ""))
     if p is None:
-        return Check(rule, label, va, vb, None, None, FEW_PAIRS, f"{m.title}: {why}")
-    return _verdict(rule, label, m, p, (va, vb), len(ratios), calls)
+        return Check(rule, label, va, vb, None, None, DISTURBED if busy else FEW_PAIRS,
+                     f"{m.title} not judged: {busy}" if busy else f"{m.title}: {why}")
+    c = _verdict(rule, label, m, p, (va, vb), len(ratios), calls)
+    return as_disturbed(c, busy) if busy else c
 
 
-def _statistic(ratios: list[float], first: str, reps: tuple[int, int]) -> tuple[Paired | None, str]:
+def as_disturbed(c: Check, busy: str) -> Check:
+    """``c`` not judged, as the load said (``busy``: why), its estimate and interval still shown: what the
+    blocks measured, for the reader to weigh, never a verdict."""
+    if c.verdict == NA:
+        return c
+    m = METRICS[c.rule.metric]
+    return replace(c, verdict=DISTURBED, grounds="",
+                   message=f"{m.title} not judged: {busy}; as measured (not a verdict): "
+                           f"{c.message[:len(c.message) - len(c.grounds)].rstrip(': ')}")
+
+
+def _statistic(ratios: list[float], first: str, reps: tuple[int, int],
+               loaded_first: str = "") -> tuple[Paired | None, str]:
     """The paired change over the process pairs (regress/paired.py), or None and why it cannot be taken."""
     if reps[0] != reps[1]:
         return None, (f"the two sides' rows come from different A/B runs ({reps[0]} and {reps[1]} process "
@@ -93,7 +116,8 @@ def _statistic(ratios: list[float], first: str, reps: tuple[int, int]) -> tuple[
     if len(ratios) % n or len(ratios) // n < 2:
         return None, (f"{len(ratios)} pairs of blocks cannot be split into {n} process pairs of at least 2 "
                       "(a row cut short)")
-    return replicated(ratios, n), ""
+    return replicated(ratios, n, first if len(first) == len(ratios) else "",
+                      loaded_first if len(loaded_first) == n else ""), ""
 
 
 def _disturbed(load: dict) -> str:
@@ -112,33 +136,58 @@ def _disturbed(load: dict) -> str:
 
 
 def _verdict(rule: Rule, label: str, m: Any, p: Paired, values: tuple, n: int, calls: int) -> Check:
+    """The check of ``rule`` from the change ``p``: a pass when its one-sided 95 % upper bound is within the
+    rule, a regression when its estimate is beyond the rule and its one-sided 95 % lower bound above no
+    change (taken again over the gate's family by ``judge_family``), else cannot tell (not judged)."""
     va, vb = values
     t = _threshold(rule, va)
     change = p.ratio() - 1  # worse direction positive
-    lo, hi = (x - 1 for x in p.interval(CONFIDENCE))
+    lo, hi = (x - 1 for x in p.interval(CONFIDENCE))  # its ends: the one-sided 95 % bounds
     shown = change * m.worse  # as the metric moves (throughput: down is worse)
     ci = (lo * m.worse, hi * m.worse) if m.worse > 0 else (hi * m.worse, lo * m.worse)
     if t is None:
         return Check(rule, label, va, vb, shown, ci, NA, f"{m.title}: A's figure is 0, no relative threshold")
-    mdc = p.mdc(t)
-    if change <= t:
-        verdict = PASS
-    elif p.lower() > 1:
-        verdict = REGRESSION
-    else:
-        verdict = TOO_NOISY
     over = f"{n} pairs of {calls}-call blocks" + (f" in {p.groups} process pairs" if p.groups > 1 else "")
-    from_to = (f"{m.title} B/A {_pct(shown)} over {over}, {CONFIDENCE:.0%} CI "
-               f"[{_pct(ci[0])}, {_pct(ci[1])}]; sees a change of {_pct(mdc * m.worse)} or more "
-               f"(95 % power); rule {rule}")
+    measured = (f"{m.title} B/A {_pct(shown)} over {over}, {CONFIDENCE:.0%} CI "
+                f"[{_pct(ci[0])}, {_pct(ci[1])}]; rule {rule}")
     if p.groups <= 1:
-        from_to += (" (one process pair: its interval does not cover a lasting difference between two "
-                    "processes)")
-    if verdict == TOO_NOISY:
-        more = "--replicates" if p.groups > 1 else "--pairs"
-        from_to += (": beyond the rule, but its one-sided 95 % bound reaches no change: not judged (measure "
-                    f"with more {more})")
-    return Check(rule, label, va, vb, shown, ci, verdict, from_to, raw_change=shown, judged_change=shown)
+        measured += (" (one process pair: its interval does not cover a lasting difference between two "
+                     "processes)")
+    pv = p.p_value()
+    if hi <= t:
+        verdict, grounds = PASS, (f"within the rule: its one-sided 95 % bound rules out a change worse than "
+                                  f"{_pct(hi * m.worse)}")
+    elif change > t and pv < 1 - ONE_SIDED:
+        verdict, grounds = REGRESSION, (f"beyond the rule, and its one-sided 95 % bound {_pct(lo * m.worse)} "
+                                        f"rules out no change ({p_text(pv)})")
+    else:
+        verdict, grounds = TOO_NOISY, _cannot_tell(p, t, m, pv)
+    return Check(rule, label, va, vb, shown, ci, verdict, f"{measured}: {grounds}", raw_change=shown,
+                 judged_change=shown, p_value=pv, grounds=grounds)
+
+
+def _cannot_tell(p: Paired, t: float, m: Any, pv: float) -> str:
+    """Why a check is neither a pass nor a regression, what it can see, and what would tell."""
+    lo, hi = (x - 1 for x in p.interval(CONFIDENCE))
+    if p.ratio() - 1 <= t:
+        why = (f"within the rule by its estimate, but its one-sided 95 % bound {_pct(hi * m.worse)} is "
+               "beyond it")
+    else:
+        why = (f"beyond the rule by its estimate, but its one-sided 95 % bound {_pct(lo * m.worse)} reaches "
+               f"no change ({p_text(pv)})")
+    k = pairs_to_tell(p, t)
+    unit, flag = ("process pairs", "--replicates") if p.groups > 1 else ("pairs of blocks", "--pairs")
+    have = p.groups if p.groups > 1 else p.n
+    if k is None:
+        more = (f"no number of {unit} within reach would let an unchanged row of this noise pass: its noise "
+                "is beyond what this rule can tell")
+    elif k <= have:
+        more = (f"an unchanged row of this noise would pass in {have} {unit} (95 %): its estimate, not its "
+                "noise, keeps it from a pass")
+    else:
+        more = f"an unchanged row of this noise would pass (95 %) in {k} {unit} ({flag} {k})"
+    return (f"cannot tell: {why}; sees a change of {_pct(p.mdc(t) * m.worse)} or more (95 % power); not "
+            f"judged: {more}")
 
 
 def _malloc(b: Report) -> str:
@@ -164,11 +213,13 @@ def judge_ab(a: Report, b: Report, rules: Any, *, allow_missing: bool = False,
     base = check_regression(b, a, other, allow_environment_change=True, allow_incomplete=True,
                             allow_missing=allow_missing, allow_condition_change=allow_condition_change,
                             timing="absolute")
-    rows = tuple(_with_paired(d, timed) for d in base.rows)
+    rows = judge_family(tuple(_with_paired(d, timed) for d in base.rows), FAMILY_ALPHA)
+    family = family_text(family_size([c for d in rows for c in d.checks]))
+    family = f"; {family}" if family else ""
     # the cross-run checks saw only the rules without samples (accuracy): whether any rule applied is decided
     # with the paired timing checks in
     applied = any(c.verdict != NA for d in rows for c in d.checks)
     notes = tuple(n for n in base.notes if not n.startswith("one baseline run")
                   and not (applied and n.startswith(NO_RULE_APPLIED)))
-    return replace(base, rules=all_rules, rows=rows, timing="paired (A/B)", method=METHOD + _malloc(b),
-                   notes=notes, default_rules=rules is AB_RULES)
+    return replace(base, rules=all_rules, rows=rows, timing="paired (A/B)", confidence=CONFIDENCE,
+                   method=METHOD + family + _malloc(b), notes=notes, default_rules=rules is AB_RULES)

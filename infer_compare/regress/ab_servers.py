@@ -107,25 +107,26 @@ def check_pythons(pythons: dict[str, str | None]) -> None:
             raise UsageError(f"{p}: no such interpreter (--python-a/--python-b take a python executable)")
 
 
-def launch_early(bundle_b: str | os.PathLike, options: Any, pythons: dict[str, str | None], prog: Progress,
+def launch_early(bundle: str | os.PathLike, options: Any, pythons: dict[str, str | None], prog: Progress,
                  idle: Callable[[], Any] | None = None) -> SideServers:
     """Both sides' servers of the runners the gate will likely measure (``early_runners``), launched now."""
     check_pythons(pythons)
     servers = SideServers(pythons, prog, idle)
-    for runner in early_runners(bundle_b, options):
+    for runner in early_runners(bundle, options):
         servers.launch(runner)
     return servers
 
 
-def early_runners(bundle_b: str | os.PathLike, options: Any) -> list[str]:
-    """The runners the gate will likely measure, from the selection and bundle B's manifest (its artifacts'
-    formats), without verifying the bundle: [] where the manifest cannot be read."""
+def early_runners(bundle: str | os.PathLike, options: Any) -> list[str]:
+    """The runners the gate will likely measure, from the selection and the baseline bundle's manifest (its
+    artifacts' formats: the gate measures A's plan), without verifying the bundle: [] where the manifest
+    cannot be read."""
     # deferred: only the gate needs them (+0 modules: the catalog is loaded by the gate's command)
     from infer_compare.catalog.device_kinds import kind_of
     from infer_compare.catalog.runtimes import runners
 
     try:
-        man = json.loads((Path(bundle_b) / MANIFEST).read_text())
+        man = json.loads((Path(bundle) / MANIFEST).read_text())
         formats = {a["format"] for a in man["artifacts"] if isinstance(a, dict) and a.get("format")}
     except (OSError, ValueError, KeyError, TypeError):
         return []

@@ -55,12 +55,16 @@ def to_markdown(result: RegressionResult) -> str:
         lines += ["Not judged (not a pass):", ""] + [f"- {_md(u)}" for u in result.unjudged] + [""]
     rows = _rows(result)
     if rows:
-        lines += ["| row | rule | baseline | current | change [95 % CI] | verdict |",
+        lines += [f"| row | rule | baseline | current | {_ci_head(result)} | verdict |",
                   "|---|---|---|---|---|---|"]
         lines += ["| " + " | ".join(_md(x) for x in r) + " |" for r in rows]
         lines.append("")
     lines += [f"- note: {_md(n)}" for n in result.notes]
     return "\n".join(lines) + "\n"
+
+
+def _ci_head(result: RegressionResult) -> str:
+    return f"change [{result.confidence * 100:.0f} % CI]"
 
 
 def to_html(result: RegressionResult) -> str:
@@ -75,7 +79,7 @@ def to_html(result: RegressionResult) -> str:
             parts.append(f"<h3>{e(title)}</h3><ul>" + "".join(f"<li>{e(x)}</li>" for x in items) + "</ul>")
     rows = _rows(result)
     if rows:
-        head = "".join(f"<th>{e(h)}</th>" for h in ("row", "rule", "baseline", "current", "change [95 % CI]",
+        head = "".join(f"<th>{e(h)}</th>" for h in ("row", "rule", "baseline", "current", _ci_head(result),
                                                     "verdict"))
         body = "".join("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>" for r in rows)
         parts.append(f"<table><tr>{head}</tr>{body}</table>")

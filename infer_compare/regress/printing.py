@@ -3,6 +3,7 @@ only rows that were measured, says how many were compared, which rules and which
 
 from __future__ import annotations
 
+from infer_compare.regress.family import family_size, family_text
 from infer_compare.regress.metrics import METRICS, fmt_value
 from infer_compare.regress.results import (
     BUSY,
@@ -39,7 +40,7 @@ def _change(c: Check) -> str:
 
 _MARK = {REGRESSION: "[bold red]REGRESSION[/]", NOISE: "[yellow]noise[/]", PASS: "[green]ok[/]",
          DISTURBED: "[yellow]not judged[/]", BUSY: "[yellow]not judged[/]",
-         TOO_NOISY: "[yellow]not judged[/]", FEW_PAIRS: "[yellow]not judged[/]"}
+         TOO_NOISY: "[yellow]cannot tell[/]", FEW_PAIRS: "[yellow]not judged[/]"}
 
 
 def _row_lines(d: RowDiff, result: RegressionResult, escape) -> list[str]:
@@ -55,6 +56,8 @@ def _row_lines(d: RowDiff, result: RegressionResult, escape) -> list[str]:
         lines.append(f"  {c.rule.metric:<10} {escape(_change(c))}  {_MARK.get(c.verdict, c.verdict)}")
         if c.verdict in NOT_JUDGED:
             lines.append(f"    [yellow]{escape(c.message)}[/]")
+        elif c.verdict == PASS and c.grounds:  # what the interval rules out (A/B)
+            lines.append(f"    [dim]{escape(c.grounds)}[/]")
     for metric in _SHOWN:
         va, vb = d.value(metric)
         if metric not in ruled and (va is not None or vb is not None):
@@ -135,8 +138,10 @@ def _print_heading(con, result: RegressionResult, escape) -> None:
 
 
 def _print_verdict(con, result: RegressionResult, escape) -> None:
-    """The last lines: nothing compared, not judged (and which rows), no regression, or the regressions."""
+    """The last lines: nothing compared, not judged (and which rows), no regression, or the regressions; then
+    how often unchanged code fails a gate of this many timing checks (A/B)."""
     unjudged = result.unjudged
+    family = family_text(family_size(result.checks))
     if result.passed and not result.matched:
         con.print("[bold yellow]NOTHING COMPARED[/] (0 rows measured in both runs): this is not a pass "
                   "(exit 3)")
@@ -153,3 +158,6 @@ def _print_verdict(con, result: RegressionResult, escape) -> None:
         con.print(f"[bold red]REGRESSION[/] ({len(result.violations)}; {len(result.matched)} rows compared):")
         for v in result.violations:
             con.print(f"  [red]{escape(v)}[/]")
+    if family:
+        con.print(f"[dim]false failures: {escape(family)}; a pass: every timing check's one-sided 95 % upper "
+                  "bound within its rule[/]")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +18,8 @@ DISTURBED = "disturbed"  # timings not judged: other processes took CPU time whi
 # timings not judged: slower beyond the rule, but only in runs where the host itself ran slow (the calibration
 # workload BUSY_HOST times its baseline time or more): measured again by --confirm, like a broken timing
 BUSY = "host busy"
-# A/B timings not judged: beyond the rule by the estimate, but the interval reaches no change (too noisy to
-# tell), or too few pairs of blocks measured
+# A/B timings not judged: the measurement cannot tell (its one-sided 95 % upper bound reaches beyond the rule,
+# so no pass, and no regression shown at the gate's family level), or too few pairs of blocks measured
 TOO_NOISY = "too noisy"
 FEW_PAIRS = "too few pairs"
 NOT_JUDGED = (DISTURBED, BUSY, TOO_NOISY, FEW_PAIRS)
@@ -43,6 +44,14 @@ class Check:
     # within the rule only once divided by the whole machine's change (beyond it as measured): a slower
     # runner on a machine that ran slow too reads the same, so --confirm measures it again
     provisional: bool = False
+    # A/B timing checks: the one-sided p-value of no change against B worse, the checks of the gate's family
+    # (regress/family.py: Holm's step-down over them; 0 when this check is in none) and the level Holm
+    # compared this one's p-value with
+    p_value: float | None = None
+    family: int = 0
+    family_level: float | None = None
+    # the end of ``message`` that gives the verdict's grounds (the family step rewrites it)
+    grounds: str = ""
 
     @property
     def broken(self) -> bool:
@@ -143,22 +152,38 @@ class RegressionResult:
     n_baselines: int = 1
     timing: str = "best"
     default_rules: bool = False  # no rule was given: the documented defaults were applied
-    allow_missing: bool = False
+    # True: every row ok in the baseline and missing or skipped now is accepted; a tuple: the rows whose
+    # label matches one of its patterns (fnmatch), missing, skipped, or failed to build or load now
+    allow_missing: bool | tuple[str, ...] = False
     allow_condition_change: bool = False
     n_currents: int = 1
+
+    def missing_accepted(self, d: RowDiff) -> bool:
+        """The row is ok in the baseline, gone or not built or loaded now, and the user accepted that."""
+        if d.vanished:
+            allowed = self.allow_missing
+            return allowed is True or (bool(allowed) and _named(d.label, allowed))
+        return (d.status_regressed and not isinstance(self.allow_missing, bool) and d.current is not None
+                and d.current.status in (EXPORT_FAILED, RUN_FAILED) and _named(d.label, self.allow_missing))
+
+    @property
+    def accepted_missing(self) -> tuple[str, ...]:
+        """One line per row ok in the baseline that is missing, skipped or failed now, accepted by name."""
+        return tuple(f"{d.label}: {_gone(d.current)}" for d in self.rows if self.missing_accepted(d))
 
     @property
     def violations(self) -> tuple[str, ...]:
         out = []
         for d in self.rows:
             cur = d.current
-            if d.status_regressed and cur is not None:
-                out.append(f"{d.label}: was ok, now {cur.status}"
-                           + (f" ({cur.reason})" if cur.reason else ""))
-            elif d.vanished and not self.allow_missing:
-                out.append(f"{d.label}: was ok, now " + ("missing from the current run" if cur is None else
-                                                         f"skipped ({cur.reason})")
-                           + " (--allow-missing accepts it)")
+            if self.missing_accepted(d):
+                pass
+            elif d.status_regressed and cur is not None:
+                out.append(f"{d.label}: was ok, now {cur.status}" + (f" ({cur.reason})" if cur.reason else "")
+                           + (f" (--allow-missing {d.label} accepts it)"
+                              if cur.status in (EXPORT_FAILED, RUN_FAILED) else ""))
+            elif d.vanished:
+                out.append(f"{d.label}: was ok, now {_gone(cur)} (--allow-missing {d.label} accepts it)")
             if d.precision_changed:
                 out.append(f"{d.label}: {d.precision_changed}")
             if d.conditions_changed and not self.allow_condition_change:
@@ -241,6 +266,7 @@ class RegressionResult:
                  f"{self.n_baselines} baseline run(s), {self.n_currents} current run(s), timings "
                  f"{self.timing}, rules: {self.rules_text}"]
         lines += [f"  REGRESSION {v}" for v in self.violations]
+        lines += [f"  accepted missing (--allow-missing) {v}" for v in self.accepted_missing]
         for c in self.checks:
             if c.verdict in (NOISE, *NOT_JUDGED):
                 lines.append(f"  {c.verdict} {c.label}: {c.message}")
@@ -274,6 +300,7 @@ class RegressionResult:
             "notes": list(self.notes),
             "only_in_baseline": list(self.only_in_baseline),
             "only_in_current": list(self.only_in_current),
+            "accepted_missing": list(self.accepted_missing),
             "rows": [
                 {"label": d.label, "status": d.status_change,
                  "values": {m: dict(zip(("baseline", "current"), d.value(m), strict=True))
@@ -281,10 +308,20 @@ class RegressionResult:
                  "checks": [{"rule": str(c.rule), "baseline": c.baseline, "current": c.current,
                              "change": c.change, "raw_change": c.raw_change, "calibrated": c.calibrated,
                              "judged_change": c.judged_change, "n_baselines": c.n_baselines,
-                             "ci": list(c.ci) if c.ci else None, "verdict": c.verdict, "message": c.message}
+                             "ci": list(c.ci) if c.ci else None, "verdict": c.verdict, "message": c.message,
+                             "p_value": c.p_value, "family": c.family, "family_level": c.family_level}
                             for c in d.checks],
                  "notes": list(d.notes)}
                 for d in self.rows
             ],
         }
 
+
+def _named(label: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(label, p) for p in patterns)
+
+
+def _gone(cur: RunRecord | None) -> str:
+    if cur is None:
+        return "missing from the current run"
+    return f"{cur.status}" + (f" ({cur.reason})" if cur.reason else "")
