@@ -23,7 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from infer_compare.regress.ab import GOAL  # noqa: E402
+from infer_compare.regress.ab_judge import _verdict  # noqa: E402
+from infer_compare.regress.metrics import METRICS  # noqa: E402
 from infer_compare.regress.paired import replicated, replicates_needed  # noqa: E402
+from infer_compare.regress.results import PASS, REGRESSION  # noqa: E402
+from infer_compare.regress.rules import parse_rules  # noqa: E402
 
 
 def one_gate(rng: random.Random, change: float, sd: float, args) -> tuple[str, float, int]:
@@ -32,12 +36,14 @@ def one_gate(rng: random.Random, change: float, sd: float, args) -> tuple[str, f
         return [change + rng.gauss(0.0, sd) for _ in range(n * args.pairs_each)]
 
     xs = pairs(args.replicates)
-    n = max(args.replicates, min(args.most, replicates_needed(xs, args.replicates, args.threshold,
-                                                               GOAL * args.threshold, args.most)))
+    n = max(args.replicates, min(args.most, replicates_needed(xs, args.replicates, args.threshold, args.most,
+                                                               power=GOAL)))
     xs += pairs(n - args.replicates)
     p = replicated(xs, n)
-    est = p.ratio() - 1
-    verdict = "pass" if est <= args.threshold else ("regression" if p.lower() > 1 else "not judged")
+    # the gate's own verdict of one timing check (a one-check gate: Holm's level is the check's own)
+    rule = parse_rules([f"p50:+{args.threshold * 100:g}%"])[0]
+    c = _verdict(rule, "row", METRICS["p50"], p, (1.0, 1.0), len(xs), 3)
+    verdict = {PASS: "pass", REGRESSION: "regression"}.get(c.verdict, "not judged")
     return verdict, p.mdc(args.threshold), n
 
 

@@ -1,30 +1,45 @@
-"""Measured quality of the A/B gate (``infer-compare gate A B``) and, beside it, of the cross-run gate.
+"""Measured quality of the A/B gate (``infer-compare gate A B``), each gate run scored as a CI job gets it:
+its exit status (0 pass, 1 regression, 3 not judged) as printed, once.
 
-For each model: one bundle (``infer-compare export``), then ``--pairs`` rounds. Each round runs, in an order
-drawn at random:
+For each model: a bundle (``infer-compare export``: PyTorch, ONNX and OpenVINO fp32; for ``unchanged18`` a
+second one with int8 too), then ``--rounds`` rounds, each running the ``--kinds`` in a seeded random order:
 
-* ``unchanged``: ``gate BUNDLE BUNDLE`` (the gate must pass: exit 0);
-* ``slow5``, ``slow10``, ``slow20``: the same with side B's processes made slower for one runtime's row only
-  (an injected ``sitecustomize`` that spins after each call of that runner for 5, 10 or 20 % of the call's own
-  time, in side B's processes only: both sides under one interpreter, as a gate without ``--python-b``; the
-  runtime changes from round to round: onnxruntime, openvino, pytorch, in turn);
-* ``plain``: ``run BUNDLE`` of the same selection, once: the wall time a gate run is compared with;
-* a gate run whose only unjudged rows were "disturbed" is run again (RETRIES_DISTURBED, counted);
-* ``cross``: the cross-run gate measured the same way: ``run`` of the bundle with the injection of the round's
-  ``slow10`` into its own folder, judged by ``diff`` against the ``--baselines`` plain runs made first (exit 0
-  pass, 1 regression, 3 not judged).
+* ``unchanged``: ``gate BUNDLE BUNDLE`` under one interpreter (no ``--python-b``): the gate must pass;
+* ``unchanged2``: the same with side B under its own interpreter (``--python-b``: a wrapper that execs this
+  interpreter, nothing injected): the baseline of the changed kinds, which run that way;
+* ``slow5``, ``slow10``, ``slow20``: side B's calls of one runtime made 5, 10 or 20 % slower (a busy wait
+  after each call), default rules (p50:+5 %); the runtime goes onnxruntime, openvino, pytorch, round by round;
+* ``stall99``: 5 % of B's calls of that runtime made 3 times as long (a seeded RNG), the p50 about unchanged,
+  judged with ``--fail-on p50:+5% --fail-on p99:+10%``: caught when the changed row fails its p99 rule (a
+  gate that refuses or does not judge p99 shows so in the exit and the unjudged lines);
+* ``unchanged18``: unchanged, one interpreter, 18 rows: PyTorch fp32 (the CPU's only PyTorch precision), ONNX
+  Runtime fp32 and int8, OpenVINO fp32, int8 and the ONNX int8 file (its second int8 route), at batch 1, 8
+  and 32; the timing checks it judged are counted;
+* ``plain``: ``run BUNDLE`` of the default selection, once: the wall time a gate run is compared with;
+* ``cross10`` (only when named): the cross-run gate: a plain run with the round's +10 % in every process,
+  judged by ``diff`` against ``--baselines`` plain runs.
 
-A change counts as caught only when a violation names the changed row and the p50 rule; a failure on another
-row counts as a false failure. Saved after every gate run (``--out``), resumable (``--resume``). The figures
-are the conditions of the run: the machine, the threads, the selection below.
+``--inject runtime`` (the default) slows the runtime library's own call in side B's interpreter only,
+``--inject runner`` the project's runner class (the older injection, one interpreter): gate_ab_injection.py
+says how. Caught: a violation names the changed row and the kind's rule (p50; p99 for stall99); any other
+violation is a false failure. No run is repeated unless ``--rerun-disturbed N`` (recorded in the
+conditions): a run whose only unjudged rows were "disturbed" is run again up to N times, its repeats beside
+it; the rates count the first run (``after_reruns``: the last repeat's).
 
-    python benchmarks/gate_ab_quality.py --models lenet5,mobilenet_v2 --pairs 20 \\
-        --out benchmarks/results/gate-ab-quality-<machine>.json
+Per gate run (``outcomes``): kind, model, target, exit, violations, unjudged lines, each check's estimate, CI
+and verdict (gate.json rows[].checks[]), timing checks judged, gate.json's "method", wall time, the code
+(commit, dirty flag, a digest of the uncommitted change), machine, interpreters. Rates per kind with Wilson
+95 % intervals. Saved after every gate run (atomic replace), resumable (``--resume``). The figures are the
+conditions of the run: the machine, its load, the threads, the selection.
+
+    python benchmarks/gate_ab_quality.py --models lenet5,mobilenet_v2 --rounds 20 \\
+        --out benchmarks/results/gate-ab-quality-<machine>-<commit>.json
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -35,58 +50,35 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gate_ab_injection as inj  # noqa: E402
+from gate_ab_scoring import KINDS, mdc, rates, score  # noqa: E402
+
 SELECTION = ["--backends", "pytorch,onnxruntime,openvino", "--formats", "pytorch,onnx,openvino",
              "--precisions", "fp32", "--device", "cpu", "-b", "1", "-q"]
-KINDS = ("unchanged", "slow5", "slow10", "slow20")
-SLOW = {"slow5": 0.05, "slow10": 0.10, "slow20": 0.20}
-# a gate run whose only unjudged rows were disturbed (other processes took CPU time while they were timed) is
-# run again, whole, at most this many times: the decision depends on the machine's load, never on the verdict;
-# each repeat is recorded with the run (disturbed_runs_repeated) and counted in the rates
-RETRIES_DISTURBED = 2
-TARGETS = {"onnxruntime": ("onnxruntime.run", "OnnxRuntimeRunner", "onnxruntime/onnx/fp32/cpu/b1"),
-           "openvino": ("openvino.run", "OpenVinoRunner", "openvino/openvino/fp32/cpu/b1"),
-           "pytorch": ("pytorch.run", "PyTorchRunner", "pytorch/pytorch/fp32/cpu/b1")}
-# the injection, a sitecustomize on the path of the gate and of both sides' processes (one interpreter: both
-# sides' children come from one fork server, as in a user's gate without --python-b): the named runner's calls
-# made ``1 + k`` times as long by a busy wait, in side B's processes only (a child whose arguments name a
-# side-B spec, measure/ab.py's "<tag>-b.spec.json"); a side-A process puts the runner's own method back at its
-# first call, so A runs unwrapped. GATE_AB_INJECT_ALL=1: in every process (a plain run, for the cross-run
-# gate). The side is decided at a process's first call: at 7c8688b-35683cb it was looked up in sys.argv at
-# every call, about 1-2 us, which made LeNet-5's 30-50 us calls slower by several per cent more than the
-# injection said (the rows' estimates show it: +10.7 % for "+5 %"); MobileNet v2's calls (4-25 ms) did not
-# notice.
-SITE = '''
-import os, sys, time
-_t = os.environ.get("GATE_AB_INJECT", "")
-if _t:
-    import importlib
-    _mod, _cls, _f = _t.split(":")
-    _R = getattr(importlib.import_module("infer_compare.backends." + _mod), _cls)
-    _orig, _k = _R.run, float(_f)
-    _all = os.environ.get("GATE_AB_INJECT_ALL") == "1"
-    _side = []
-    def run(self, prepared):
-        if not _side:  # decided at the first call: the side is the process's (later calls pay nothing for it)
-            _side.append(_all or any(str(a).endswith("-b.spec.json") for a in sys.argv))
-            if not _side[0]:
-                _R.run = _orig
-                return _orig(self, prepared)
-        t0 = time.perf_counter()
-        out = _orig(self, prepared)
-        end = t0 + (1 + _k) * (time.perf_counter() - t0)
-        while time.perf_counter() < end:
-            pass
-        return out
-    _R.run = run
-'''
+SELECTION18 = ["--backends", "pytorch,onnxruntime,openvino", "--formats", "pytorch,onnx,openvino",
+               "--precisions", "fp32,int8", "--device", "cpu", "-b", "1,8,32", "-q"]
+DEFAULT_KINDS = (*KINDS, "plain")
+CHANGED = (*inj.SLOW, "stall99")
+RULES = {"stall99": ["--fail-on", "p50:+5%", "--fail-on", "p99:+10%"]}
+CAUGHT_BY = {"stall99": "p99"}  # the rule a kind's change must break to count as caught (else p50)
+# the verdicts of a check that was judged (regress/results.py): every other verdict is a timing not judged
 
 
-def _site(root: Path) -> Path:
-    """The folder of the injecting sitecustomize."""
-    site = root / "site"
-    site.mkdir(parents=True, exist_ok=True)
-    (site / "sitecustomize.py").write_text(SITE)
-    return site
+def _ic(*args: str, env: dict | None = None, timeout: int = 1800, python: str | None = None
+        ) -> tuple[int, float, str]:
+    """``infer-compare ARGS`` (under ``python``, default this interpreter): exit status (124: killed at
+    ``timeout``), wall seconds, the output's tail."""
+    _wait_while_paused()
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run([python or sys.executable, "-m", "infer_compare", *args], capture_output=True,
+                           text=True, timeout=timeout, env={**os.environ, **(env or {}), "COLUMNS": "200"})
+        code, tail = r.returncode, (r.stdout + r.stderr)[-4000:]
+    except subprocess.TimeoutExpired as e:
+        code, tail = 124, f"killed after {timeout} s: {str(e.stdout or '')[-2000:]}"
+    return code, time.perf_counter() - t0, tail
 
 
 PAUSE = Path(os.environ.get("GATE_AB_PAUSE", "/nonexistent"))
@@ -102,150 +94,158 @@ def _wait_while_paused() -> None:
     ack.unlink(missing_ok=True)
 
 
-def _ic(*args: str, env: dict | None = None, timeout: int = 1800) -> tuple[int, float, str]:
-    _wait_while_paused()
-    t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "infer_compare", *args], capture_output=True, text=True,
-                       timeout=timeout, env={**os.environ, **(env or {}), "COLUMNS": "200"})
-    return r.returncode, time.perf_counter() - t0, (r.stdout + r.stderr)[-4000:]
+def _only_disturbed(code: int, s: dict) -> bool:
+    """Not judged only because other processes took CPU time (regress/results.py's unjudged lines)."""
+    return code == 3 and bool(s["unjudged"]) and all(" disturbed: " in u for u in s["unjudged"])
 
 
-def _judged(gate_json: Path, changed: str | None) -> dict:
-    g = json.loads(gate_json.read_text()) if gate_json.exists() else {}
-    viol = g.get("violations") or []
-    rows = {}
-    for r in g.get("rows") or []:
-        for c in r.get("checks") or []:
-            if c.get("rule", "").startswith("p50") and c.get("change") is not None:
-                rows[r["label"]] = {"change": c["change"], "ci": c.get("ci"), "verdict": c.get("verdict"),
-                                    "message": c.get("message", "")}
-    caught = bool(changed) and any(v.startswith(f"{changed}: p50") for v in viol)
-    other = [v for v in viol if not (changed and v.startswith(f"{changed}: p50"))]
-    return {"violations": viol, "caught": caught, "false_failures": other,
-            "unjudged": g.get("unjudged") or [], "rows": rows}
+def gate_run(ctx: dict, kind: str, target: str, work: Path, round_: int) -> dict:
+    """One gate run of ``kind``, scored as printed; with ``--rerun-disturbed``, its repeats beside it."""
+    out = work / kind
+    changed = inj.TARGETS[target]["row"] if kind in CHANGED else None
+    metric = CAUGHT_BY.get(kind, "p50")
+    side = inj.side_for(kind, ctx["inject"] if changed else None, ctx["root"], out, target,
+                        f"{ctx['seed']}:{round_}")
+    if side is None:
+        return {"kind": kind, "target": target, "exit": None,
+                "skipped": f"--inject {ctx['inject']} has no {kind}"}
+    bundle, sel = (ctx["bundle18"], SELECTION18) if kind == "unchanged18" else (ctx["bundle"], SELECTION)
+    cmd = ["gate", str(bundle), str(bundle), *sel, *ctx["extra"], *RULES.get(kind, []),
+           *(["--python-b", side["python_b"]] if side["python_b"] else [])]
+    code, wall, tail = _ic(*cmd, "-o", str(out), env=side["env"], timeout=ctx["timeout"])
+    s = score(out / "gate.json", changed, metric)
+    rec = {"kind": kind, "model": ctx["model"], "target": target if changed else None, "changed_row": changed,
+           "caught_by": metric if changed else None, "exit": code, "wall_s": round(wall, 1), **s,
+           "interpreter": side["interpreter"], "injection": side["injection"],
+           "processes_slowed": inj.slowed_processes(side), "code": code_state(), "machine": MACHINE,
+           "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+           **({"tail": tail} if code not in (0, 1, 3) else {})}
+    reruns = []
+    while _only_disturbed(code, s) and len(reruns) < ctx["rerun_disturbed"]:
+        o2 = work / f"{kind}-rerun{len(reruns) + 1}"
+        code, wall, _ = _ic(*cmd, "-o", str(o2), env=side["env"], timeout=ctx["timeout"])
+        s = score(o2 / "gate.json", changed, metric)
+        reruns.append({"exit": code, "wall_s": round(wall, 1), "caught": s["caught"],
+                       "false_failures": s["false_failures"], "unjudged": s["unjudged"]})
+    if reruns:
+        rec["reruns"] = reruns
+    return rec
 
 
-def gate_round(model: str, bundle: Path, kind: str, target: str, work: Path, site: Path,
-               extra: list[str]) -> dict:
-    out = work / f"{kind}"
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))}
-    changed = None
-    if kind in SLOW:
-        mod, cls, changed = TARGETS[target]
-        env["GATE_AB_INJECT"] = f"{mod}:{cls}:{SLOW[kind]}"
-    disturbed = []
-    for _ in range(1 + RETRIES_DISTURBED):
-        code, wall, tail = _ic("gate", str(bundle), str(bundle), *SELECTION, *extra, "-o", str(out), env=env)
-        judged = _judged(out / "gate.json", changed)
-        if not (code == 3 and judged["unjudged"] and all(" disturbed: " in u for u in judged["unjudged"])):
-            break
-        disturbed.append(judged["unjudged"])
-    return {"kind": kind, "target": target if kind in SLOW else None, "exit": code, "wall_s": round(wall, 1),
-            **judged, "disturbed_runs_repeated": disturbed,
-            **({"tail": tail} if code not in (0, 1, 3) else {})}
-
-
-def cross_round(bundle: Path, target: str, work: Path, bases: list[Path], extra: list[str],
-                site: Path) -> dict:
-    """The round's +10 % change judged the cross-run way: a plain run of the changed code, then ``diff``."""
-    mod, cls, changed = TARGETS[target]
-    out = work / "cross"
-    _ic("run", str(bundle), *SELECTION, *extra, "-o", str(out),
-        env={"GATE_AB_INJECT": f"{mod}:{cls}:0.10", "GATE_AB_INJECT_ALL": "1",
-             "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))})
-    r = subprocess.run([sys.executable, "-m", "infer_compare", "diff", *map(str, bases),
+def cross_run(ctx: dict, target: str, work: Path) -> dict:
+    """The round's +10 % change judged the cross-run way: a plain run of the changed code (every process
+    slowed), then ``diff`` against the stored plain runs."""
+    out = work / "cross10"
+    changed = inj.TARGETS[target]["row"]
+    side = inj.side_for("slow10", ctx["inject"], ctx["root"], out, target, "")
+    _ic("run", str(ctx["bundle"]), *SELECTION, *ctx["extra"], "-o", str(out), python=side["python_b"],
+        env={**side["env"], "GATE_AB_INJECT_ALL": "1"})  # the runner injection: in every process
+    r = subprocess.run([sys.executable, "-m", "infer_compare", "diff", *map(str, ctx["bases"]),
                         str(out / "results.json"), "--json"], capture_output=True, text=True)
     (out / "gate.json").write_text(r.stdout if r.stdout.strip().startswith("{") else "{}")
-    return {"kind": "cross10", "target": target, "exit": r.returncode, **_judged(out / "gate.json", changed)}
+    return {"kind": "cross10", "model": ctx["model"], "target": target, "changed_row": changed,
+            "exit": r.returncode, **score(out / "gate.json", changed, "p50"), "injection": side["injection"],
+            "processes_slowed": inj.slowed_processes(side), "code": code_state()}
 
 
-def _rates(outcomes: list[dict]) -> dict:
-    out = {}
-    for kind in (*KINDS, "cross10"):
-        xs = [o for o in outcomes if o["kind"] == kind]
-        if not xs:
-            continue
-        if kind == "unchanged":
-            out[kind] = {"n": len(xs), "passed": sum(o["exit"] == 0 for o in xs),
-                         "false_failures": sum(o["exit"] == 1 for o in xs),
-                         "not_judged": sum(o["exit"] == 3 for o in xs)}
-        else:
-            out[kind] = {"n": len(xs), "caught_on_changed_row": sum(o["caught"] for o in xs),
-                         "false_failures_other_rows": sum(bool(o["false_failures"]) for o in xs),
-                         "not_judged": sum(o["exit"] == 3 for o in xs)}
-        out[kind]["disturbed_runs_repeated"] = sum(len(o.get("disturbed_runs_repeated") or ()) for o in xs)
-    return out
-
-
-def _mdc(outcomes: list[dict]) -> dict:
-    """Per row, the detectable change the unchanged rounds printed (median over them)."""
-    per: dict[str, list[float]] = {}
-    for o in outcomes:
-        if o["kind"] != "unchanged":
-            continue
-        for label, r in o["rows"].items():
-            m = r["message"].split("sees a change of ")[-1].split(" %")[0]
-            try:
-                per.setdefault(label, []).append(float(m))
-            except ValueError:
-                pass
-    return {k: sorted(v)[len(v) // 2] for k, v in per.items()}
-
-
-def ensure_bundle(model: str, root: Path) -> Path:
-    """``root/MODEL-bundle``: ``infer-compare export`` of the model's PyTorch, ONNX and OpenVINO fp32 files,
-    made once."""
-    bundle = root / f"{model}-bundle"
+def ensure_bundle(model: str, root: Path, precisions: str = "fp32") -> Path:
+    """``root/MODEL-bundle`` (``-PRECISIONS`` beyond fp32): ``infer-compare export`` of the model's PyTorch,
+    ONNX and OpenVINO files, made once."""
+    bundle = root / (f"{model}-bundle" + ("" if precisions == "fp32" else f"-{precisions.replace(',', '-')}"))
     if not (bundle / "manifest.json").exists():
         code, _, tail = _ic("export", "--model", model, "--formats", "pytorch,onnx,openvino", "--precisions",
-                            "fp32", "-o", str(bundle), "-q")
+                            precisions, "-o", str(bundle), "-q")
         if code:
             raise SystemExit(f"export of {model} failed: {tail}")
     return bundle
 
 
-def bench_model(model: str, args, root: Path, save) -> dict:
-    res = save.state.setdefault(model, {"outcomes": [], "plain_wall_s": []})
-    bundle = ensure_bundle(model, root)
-    site = _site(root)
-    extra = ["--threads", str(args.threads)] if args.threads else []
-    bases = []
-    for i in range(args.baselines):
+def _context(model: str, args, root: Path, kinds: list[str]) -> dict:
+    """What every run of the model needs: bundles, threads, the stored plain runs of the cross-run gate."""
+    ctx = {"model": model, "root": root, "bundle": ensure_bundle(model, root), "seed": args.seed,
+           "extra": ["--threads", str(args.threads)] if args.threads else [], "inject": args.inject,
+           "rerun_disturbed": args.rerun_disturbed, "timeout": args.timeout, "bases": []}
+    if "unchanged18" in kinds:
+        ctx["bundle18"] = ensure_bundle(model, root, "fp32,int8")
+    for i in range(args.baselines if "cross10" in kinds else 0):
         b = root / f"{model}-base{i}"
         if not (b / "results.json").exists():
-            _ic("run", str(bundle), *SELECTION, *extra, "-o", str(b))
-        bases.append(b / "results.json")
-    rng = random.Random(f"{model}:{args.seed}")
-    for k in range(len(res["plain_wall_s"]), args.pairs):
-        target = sorted(TARGETS)[k % len(TARGETS)]
+            _ic("run", str(ctx["bundle"]), *SELECTION, *ctx["extra"], "-o", str(b))
+        ctx["bases"].append(b / "results.json")
+    return ctx
+
+
+def _summarize(res: dict) -> None:
+    res["rates"], res["mdc_percent"] = rates(res["outcomes"]), mdc(res["outcomes"])
+    gates = sorted(o["wall_s"] for o in res["outcomes"] if o["kind"] in ("unchanged", "unchanged2"))
+    plain = sorted(o["wall_s"] for o in res["outcomes"] if o["kind"] == "plain")
+    if gates and plain:
+        res["gate_over_plain_wall"] = round(gates[len(gates) // 2] / plain[len(plain) // 2], 2)
+
+
+def bench_model(model: str, args, root: Path, save) -> dict:
+    res = save.state.setdefault(model, {"outcomes": []})
+    kinds = args.kinds.split(",")
+    ctx = _context(model, args, root, kinds)
+    done = {(o["round"], o["kind"]) for o in res["outcomes"]}
+    for k in range(args.rounds):
+        target = sorted(inj.TARGETS)[k % len(inj.TARGETS)]
         work = root / model / f"round{k}"
-        kinds = list(KINDS) + ["plain", "cross"]
-        rng.shuffle(kinds)
-        for kind in kinds:
+        order = list(kinds)
+        random.Random(f"{model}:{args.seed}:{k}").shuffle(order)
+        for kind in (x for x in order if (k, x) not in done):
             if kind == "plain":
-                _, wall, _ = _ic("run", str(bundle), *SELECTION, *extra, "-o", str(work / "plain"))
-                res["plain_wall_s"].append(round(wall, 1))
-            elif kind == "cross":
-                res["outcomes"].append({"round": k, **cross_round(bundle, target, work, bases, extra, site)})
+                _, wall, _ = _ic("run", str(ctx["bundle"]), *SELECTION, *ctx["extra"], "-o",
+                                 str(work / "plain"))
+                rec = {"kind": "plain", "model": model, "wall_s": round(wall, 1)}
+            elif kind == "cross10":
+                rec = cross_run(ctx, target, work)
             else:
-                res["outcomes"].append({"round": k,
-                                        **gate_round(model, bundle, kind, target, work, site, extra)})
-            res["rates"], res["mdc_percent"] = _rates(res["outcomes"]), _mdc(res["outcomes"])
-            gates = [o["wall_s"] for o in res["outcomes"] if o["kind"] in KINDS]
-            if gates and res["plain_wall_s"]:
-                res["gate_over_plain_wall"] = round(
-                    sorted(gates)[len(gates) // 2]
-                    / sorted(res["plain_wall_s"])[len(res["plain_wall_s"]) // 2], 2)
+                rec = gate_run(ctx, kind, target, work, k)
+            res["outcomes"].append({"round": k, **rec})
+            _summarize(res)
             save()
-        print(f"{model} round {k + 1}/{args.pairs}: {json.dumps(res['rates'])}", flush=True)
+            print(f"{model} round {k + 1}/{args.rounds} {kind}: exit {rec.get('exit')} in {rec['wall_s']} s"
+                  if "wall_s" in rec else f"{model} round {k + 1} {kind}: exit {rec.get('exit')}", flush=True)
     return res
+
+
+def _git(*args: str) -> str:
+    r = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]), *args], capture_output=True,
+                       text=True)
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
+def code_state() -> dict:
+    """The code this gate run measured: the commit, whether the checkout's code differs from it, and a digest
+    of that difference (tracked changes and untracked files under infer_compare/), which tells two runs of
+    different uncommitted code apart (other work may change the checkout during a long run)."""
+    top = Path(__file__).resolve().parents[1]
+    diff = _git("diff", "HEAD", "--", "infer_compare")
+    new = _git("ls-files", "--others", "--exclude-standard", "--", "infer_compare").splitlines()
+    h = hashlib.sha256(diff.encode())
+    for name in new:
+        f = top / name
+        h.update(name.encode() + (f.read_bytes() if f.is_file() else b""))
+    dirty = bool(diff or new)
+    return {"commit": _git("rev-parse", "--short", "HEAD") or "unknown", "dirty": dirty,
+            **({"dirty_digest": h.hexdigest()[:12]} if dirty else {})}
 
 
 def _code() -> str:
     """The commit of infer-compare that this benchmark measures (the checkout it runs from)."""
-    r = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "describe", "--always", "--dirty"],
-                       capture_output=True, text=True)
-    return r.stdout.strip() or "unknown"
+    return _git("describe", "--always", "--dirty") or "unknown"
+
+
+def _cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return next(x.split(":", 1)[1].strip() for x in lines if x.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+MACHINE = {"platform": platform.platform(), "cpu": _cpu_model(), "cpus": os.cpu_count()}
 
 
 class _Saver:
@@ -253,7 +253,7 @@ class _Saver:
         self.path, self.state = path, state
 
     def __call__(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text(json.dumps(self.state, indent=1))
         tmp.replace(self.path)
 
@@ -261,9 +261,25 @@ class _Saver:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="lenet5,mobilenet_v2")
-    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=20, help="gate runs per kind and model (default 20)")
+    ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS),
+                    help=f"comma-separated, of {', '.join((*KINDS, 'plain', 'cross10'))} (default: all but "
+                         "cross10)")
+    ap.add_argument("--inject", choices=("runtime", "runner"), default="runtime",
+                    help="where the slowed kinds' change is made (default: the runtime's call, side B's "
+                         "interpreter only)")
+    ap.add_argument("--rerun-disturbed", type=int, default=0, metavar="N",
+                    help="run a gate run whose only unjudged rows were disturbed again, up to N times "
+                         "(default 0: never; the rates count the first run)")
+    ap.add_argument("--timeout", type=int, default=3600, help="seconds one gate run may take (default 3600)")
     ap.add_argument("--baselines", type=int, default=3, help="plain runs stored for the cross-run gate")
-    return run_models(common_options(ap).parse_args(), "gate-ab-quality-", bench_model)
+    args = common_options(ap).parse_args()
+    bad = set(args.kinds.split(",")) - {*KINDS, "plain", "cross10"}
+    if bad:
+        ap.error(f"unknown kinds: {', '.join(sorted(bad))}")
+    own = {"kinds": args.kinds, "inject": args.inject, "rerun_disturbed": args.rerun_disturbed,
+           "rounds": args.rounds, "selection18": SELECTION18}
+    return run_models(args, "gate-ab-quality-", bench_model, own)
 
 
 def common_options(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -277,27 +293,36 @@ def common_options(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return ap
 
 
-def run_models(args, prefix: str, bench) -> int:
-    """``bench(model, args, root, save)`` for each of ``--models``, saving after each round and at the end."""
-    root, save = open_state(args, prefix)
+def run_models(args, prefix: str, bench, own: dict | None = None) -> int:
+    """``bench(model, args, root, save)`` for each of ``--models``, saving after each round and at the end;
+    ``own``: the benchmark's own options, recorded with the conditions."""
+    root, save = open_state(args, prefix, own)
     for model in args.models.split(","):
         bench(model, args, root, save)
     save()
     return 0
 
 
-def open_state(args, prefix: str) -> tuple[Path, _Saver]:
+def open_state(args, prefix: str, own: dict | None = None) -> tuple[Path, _Saver]:
     """The work folder and the saver of ``--out`` (continued with ``--resume``), its conditions recorded once:
-    the machine, the selection, the threads, the command and the code measured."""
+    the machine, the selection, the threads, the command and the code measured, and ``own`` (with it, what an
+    interpreter's start costs through the injection's wrapper)."""
     out = Path(args.out)
-    state = json.loads(out.read_text()) if args.resume and out.exists() else {}
-    state.setdefault("conditions", {"machine": platform.processor() or platform.machine(),
-                                    "cpus": os.cpu_count(), "python": platform.python_version(),
-                                    "selection": SELECTION, "threads": args.threads or "default",
+    resumed = args.resume and out.exists()
+    state = json.loads(out.read_text()) if resumed else {}
+    state.setdefault("conditions", {"machine": platform.processor() or platform.machine(), **MACHINE,
+                                    "python": platform.python_version(), "selection": SELECTION,
+                                    "threads": args.threads or "default",
                                     "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                    "command": " ".join(sys.argv), "code": _code()})
+                                    "command": " ".join(sys.argv), "code": _code(), **(own or {})})
     root = Path(args.work or state.get("work") or tempfile.mkdtemp(prefix=prefix))
+    root.mkdir(parents=True, exist_ok=True)
     state["work"] = str(root)
+    if own:
+        state["conditions"].setdefault("interpreter_start_s", inj.start_cost(root))
+    if resumed:  # what a resumed run continued with may differ from what it started with
+        state.setdefault("resumed", []).append({"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "code": _code(),
+                                                "command": " ".join(sys.argv), **(own or {})})
     return root, _Saver(out, state)
 
 
