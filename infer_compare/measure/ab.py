@@ -76,6 +76,7 @@ def _both(kids: dict[str, Child], cmd: dict[str, Any], plan: PairPlan) -> dict[s
         k.signal(signal.SIGCONT)
         out[s] = k.ask(cmd, plan.timeout_s)
         k.signal(signal.SIGSTOP)
+        k.stopped()
     return out
 
 
@@ -106,6 +107,7 @@ def _timed(kid: Child, calls: int, plan: PairPlan) -> dict[str, Any]:
     finally:
         if plan.freeze:
             kid.signal(signal.SIGSTOP)
+            kid.stopped()  # stopped before the other side's block starts, not during it
 
 
 def _orders(n: int, rng: random.Random) -> list[str]:
@@ -244,6 +246,8 @@ def _open(kids: dict[str, Child], b: int, plan: PairPlan) -> None:
     finally:
         for k in kids.values():
             k.signal(signal.SIGSTOP)
+        for k in kids.values():
+            k.stopped()
     for s, r in got.items():
         if not r.get("ok"):
             raise SideFailed.answered(s, r)

@@ -15,6 +15,25 @@ from typing import Any
 from infer_compare.host.launch import ChildNotStarted, describe_exit, kill_group, popen, read_tail
 from infer_compare.measure.calibration import cpu_ticks, process_ticks
 
+STOP_WAIT_S = 0.05  # the longest a block waits for the other side's threads to stop
+STOPPED = ("T", "t", "Z", "X")  # /proc/PID/task/TID/stat states of a thread that takes no CPU
+
+
+def _thread_states(pid: int) -> list[str] | None:
+    """The state letter of each thread of ``pid`` (/proc), None where /proc cannot say."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    out = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                out.append(f.read().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue  # a thread that ended meanwhile
+    return out
+
 
 class SideFailed(Exception):
     """Side ``side`` ('a' or 'b', '' when unknown) cannot go on; its rows get ``status`` and the message."""
@@ -124,6 +143,23 @@ class Child:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+    def stopped(self, limit_s: float = STOP_WAIT_S) -> bool:
+        """Wait until every thread of the child has stopped after a SIGSTOP (at most ``limit_s``): a stop is
+        acted on only when the thread next runs, and a thread that waits for its CPU (both sides' calling
+        threads are pinned to the same one) would otherwise run on into the other side's block to stop
+        there, a few milliseconds of it (ONNX Runtime and PyTorch LeNet-5 rows on the 2-core VM read their
+        waiting side at 0.1-0.35 cores that way). False where it did not happen in time or /proc is absent."""
+        end = time.perf_counter() + limit_s
+        while True:
+            states = _thread_states(self.proc.pid)
+            if states is None:
+                return False
+            if all(st in STOPPED for st in states):
+                return True
+            if time.perf_counter() > end:
+                return False
+            os.sched_yield()
 
     def quit(self) -> None:
         """Ask the child to end, without waiting for it (``close`` waits): the two sides end at once."""
