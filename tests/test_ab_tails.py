@@ -248,3 +248,28 @@ def test_the_load_time_from_the_process_pairs_loads():
     rb = _row(b, "b", first, loaded, CALLS, [1.3, 1.42, 1.2, 1.31, 1.33])
     c = paired_check(parse_rule("load:+10%"), "row", ra, rb)
     assert c.verdict == REGRESSION and "the loads of 5 process pairs" in c.message, c.message
+
+
+def test_a_noisy_tail_gets_more_process_pairs_planned_from_its_spread_alone():
+    from infer_compare.regress.ab import _needed
+
+    rng = np.random.default_rng(3)
+
+    def side(sd_process: float, slower: float = 1.0) -> list[int]:
+        out: list[int] = []
+        for _ in range(5):
+            level = math.exp(rng.normal(0, sd_process)) * slower
+            calls = 1e5 * level * np.exp(rng.normal(0, 0.05, 1200))
+            out += list((calls * np.where(rng.random(1200) < 0.02, 3, 1)).astype(int))
+        return out
+
+    needed = _needed(["p99:+10%"])
+    quiet = needed([(side(0.0), side(0.0), 200)], 5, 10)
+    noisy = needed([(side(0.15), side(0.15), 200)], 5, 10)
+    assert quiet == 5 and noisy > quiet
+    # the number comes from the spread, never from the change: B 30 % slower throughout asks the same
+    rng = np.random.default_rng(3)
+    a, b = side(0.15), side(0.15)
+    rng = np.random.default_rng(3)
+    a2, b2 = side(0.15), side(0.15, slower=1.3)
+    assert needed([(a, b, 200)], 5, 10) == needed([(a2, b2, 200)], 5, 10)

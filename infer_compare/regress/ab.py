@@ -40,6 +40,7 @@ from infer_compare.regress.ab_servers import SideServers, launch_early
 from infer_compare.regress.paired import PAIRED_METRICS, log_ratios, replicates_needed
 from infer_compare.regress.results import RegressionResult
 from infer_compare.regress.rules import parse_rules
+from infer_compare.regress.tails import TAILS, process_figures
 
 # how likely an unchanged row's one-sided 95 % upper bound should fall within its rule (its pass): where the
 # planned process pairs show a row too noisy for that, it gets more of them (PairPlan.max_replicates)
@@ -73,7 +74,7 @@ class _Pairing:
     def planned(self, rows: int) -> None:
         """The plan's rows (measure/run.py, before the first is measured): the process pairs a row needs
         are planned for the family of the gate's timing checks, rows times timing rules."""
-        timing = [r for r in parse_rules(self.rules) if r.metric in PAIRED_METRICS]
+        timing = [r for r in parse_rules(self.rules) if r.metric in (*PAIRED_METRICS, *TAILS)]
         self.needed = _needed(self.rules, checks=max(1, rows * len(timing)))
 
     def __call__(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Any,
@@ -160,7 +161,8 @@ def _needed(rules: Any, checks: int = 1) -> Any:
     levels over the gate's ``checks`` timing checks (rows times timing rules), projected from the planned
     process pairs' spread alone, never from the change they show (regress/paired.py ``replicates_needed``:
     Stein's two stages, so the verdict's error rates hold). None without such a rule."""
-    timing = [r for r in parse_rules(rules) if r.metric in PAIRED_METRICS and r.relative and r.threshold > 0]
+    timing = [r for r in parse_rules(rules)
+              if r.metric in (*PAIRED_METRICS, *TAILS) and r.relative and r.threshold > 0]
     if not timing:
         return None
 
@@ -168,8 +170,12 @@ def _needed(rules: Any, checks: int = 1) -> Any:
         n = reps
         for a, b, calls in series:
             for rule in timing:
-                xs = log_ratios(rule.metric, a, b, calls)
-                if reps >= 3 and len(xs) >= 2 * reps and len(xs) % reps == 0:
+                if rule.metric in TAILS:  # one figure per process pair: their spread alone
+                    xs = process_figures(rule.metric, a, b, calls, reps) if reps >= 3 else None
+                else:
+                    xs = log_ratios(rule.metric, a, b, calls)
+                    xs = xs if reps >= 3 and len(xs) >= 2 * reps and len(xs) % reps == 0 else None
+                if xs:
                     n = max(n, replicates_needed(xs, reps, rule.threshold, most, GOAL, checks))
         return n
 

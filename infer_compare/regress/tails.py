@@ -158,6 +158,24 @@ def tail_statistic(metric: str, a_ns: Sequence[int], b_ns: Sequence[int], calls:
     return combined(xs, loaded_first, blocks), ""
 
 
+def process_figures(metric: str, a_ns: Sequence[int], b_ns: Sequence[int], calls: int,
+                    reps: int) -> list[float] | None:
+    """Each process pair's log change of ``metric`` (one of TAILS), as ``tail_statistic`` combines them, or
+    None where they cannot be taken: what the gate's second stage plans its process pairs from
+    (regress/ab.py)."""
+    import numpy as np
+
+    blocks = min(len(a_ns), len(b_ns)) // max(1, calls)
+    if reps < 2 or blocks % reps or blocks // reps < 2 or blocks // reps * calls < needed_calls(metric):
+        return None
+    shape = (reps, blocks // reps, calls)
+    xa = np.asarray(a_ns[:blocks * calls], dtype=np.float64).reshape(shape)
+    xb = np.asarray(b_ns[:blocks * calls], dtype=np.float64).reshape(shape)
+    if not (np.all(xa > 0) and np.all(xb > 0)):
+        return None
+    return [float(x) for x in _figures(xa, xb, _stat(METRICS[metric].samples))]
+
+
 def _figures(xa: Any, xb: Any, stat: Callable[[Any], Any]) -> Any:
     """Each process pair's log change of the tail (``xa``, ``xb``: its blocks, shape (..., pairs, calls)):
     the median of its pairs' log ratios of block medians, plus the log ratio of the tail statistic of all the
