@@ -124,7 +124,10 @@ def test_sighup_saves_the_rows_measured_marked_incomplete(tmp_path, cache_dir):
     cmd = [PY, "-m", "infer_compare.cli", "--model", "lenet5", "--device", "cpu", "--formats", "pytorch,onnx",
            "--precisions", "fp32", "-b", "1,2,4", "--min-time", "3", "--max-time", "3", "--target-ci", "0",
            "-o", str(out), "--cache-dir", str(cache_dir)]
-    proc = subprocess.Popen(cmd, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a SIGHUP ignored by whatever started the tests (nohup) stays ignored in the run, by design: the run is
+    # started as from a terminal
+    proc = subprocess.Popen(cmd, env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     printed: list[str] = []
     lines: list[str] = []
     first = threading.Event()
