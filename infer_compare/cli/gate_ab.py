@@ -101,6 +101,7 @@ def cmd_gate(argv: list[str]) -> int:
     refused = _refused(args)
     if refused:
         args_error(refused)
+    _say_tail_cost(args)
     opts = measure_options(args)
     args.model = f"gate-{Path(args.bundle_b).resolve().name}"
     out = output_dir(args)
@@ -158,6 +159,16 @@ def _refused(args) -> str:
     from infer_compare.regress.tails import refused_rules
 
     return refused_rules(args.fail_on or AB_RULES, replicates=args.replicates)
+
+
+def _say_tail_cost(args) -> None:
+    # deferred as in _refused
+    from infer_compare.measure.ab_plan import PairPlan
+    from infer_compare.regress.tails import tail_cost
+
+    note = tail_cost(args.fail_on or (), PairPlan.tail_time_s)
+    if note and not args.quiet:
+        print(f"infer-compare gate: {note}", file=sys.stderr)
 
 
 def args_error(msg: str) -> None:

@@ -128,6 +128,19 @@ def calls_for(rules: Any) -> int:
     return max((10 * needed_calls(m) for m in tails), default=0)
 
 
+def tail_cost(rules: Any, tail_time_s: float = 20.0) -> str:
+    """What the tail rules among ``rules`` cost, in one line ('' when there are none): printed before the
+    gate measures, so that a CI user sees why the run takes longer than a p50 gate."""
+    calls = calls_for(rules)
+    if not calls:
+        return ""
+    tails = sorted({r.metric for r in parse_rules(rules) if r.metric in TAILS and r.metric != "min"})
+    named = f"{', '.join(tails)} rule{'s' if len(tails) > 1 else ''}"
+    return (f"{named}: each process pair times about {calls:,} calls a side per row (at most "
+            f"{tail_time_s:g} s a side per row over all pairs), so this gate takes longer than one on "
+            "p50 alone")
+
+
 def tail_statistic(metric: str, a_ns: Sequence[int], b_ns: Sequence[int], calls: int, reps: int,
                    loaded_first: str = "") -> tuple[Paired | None, str]:
     """The change of ``metric`` (one of TAILS) from A to B over ``reps`` process pairs, each of which timed an
