@@ -200,12 +200,12 @@ def test_balancing_keeps_the_trimming_and_falls_back_where_one_order_is_left():
 def test_tail_cost_said_before_measuring():
     from infer_compare.regress.tails import tail_cost
 
-    assert tail_cost(["p50:+5%", "accuracy:-0.5"]) == ""
-    assert tail_cost(["min:+5%"]) == ""  # the fastest call needs no more calls than the median's blocks
+    assert tail_cost(["p50:+5%", "accuracy:-0.5"], tail_time_s=20) == ""
+    assert tail_cost(["min:+5%"], tail_time_s=20) == ""  # min: no more calls than the blocks
     one = tail_cost(["p50:+5%", "p99:+10%"], tail_time_s=20)
     assert one.startswith("p99 rule: ") and "1,000 calls a side" in one and "at most 20 s" in one
-    assert tail_cost(["p90:+10%,p95:+5%"]).startswith("p90, p95 rules: ")
-    assert "200 calls a side" in tail_cost(["p95:+5%"])
+    assert tail_cost(["p90:+10%,p95:+5%"], tail_time_s=20).startswith("p90, p95 rules: ")
+    assert "200 calls a side" in tail_cost(["p95:+5%"], tail_time_s=20)
 
 
 def test_refused_rules():

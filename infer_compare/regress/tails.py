@@ -124,17 +124,21 @@ def calls_for(rules: Any) -> int:
     """Calls of each side a process pair should time for the tail rules among ``rules`` (0: none): ten
     beyond the quantile (p99: 1,000), where one past it is the least it can be judged on (a stall in 5 % of
     calls was caught in 89 % of simulated gates at 270 calls, 95 % or more at 900: tests/test_ab_tails.py)."""
-    tails = [r.metric for r in parse_rules(rules) if r.metric in TAILS and r.metric != "min"]
-    return max((10 * needed_calls(m) for m in tails), default=0)
+    return max((10 * needed_calls(m) for m in _quantiles(rules)), default=0)
 
 
-def tail_cost(rules: Any, tail_time_s: float = 20.0) -> str:
+def _quantiles(rules: Any) -> list[str]:
+    """The tail rules' quantile metrics among ``rules`` (p90, p95, p99: min needs no more calls)."""
+    return sorted({r.metric for r in parse_rules(rules) if r.metric in TAILS and r.metric != "min"})
+
+
+def tail_cost(rules: Any, tail_time_s: float) -> str:
     """What the tail rules among ``rules`` cost, in one line ('' when there are none): printed before the
     gate measures, so that a CI user sees why the run takes longer than a p50 gate."""
     calls = calls_for(rules)
     if not calls:
         return ""
-    tails = sorted({r.metric for r in parse_rules(rules) if r.metric in TAILS and r.metric != "min"})
+    tails = _quantiles(rules)
     named = f"{', '.join(tails)} rule{'s' if len(tails) > 1 else ''}"
     return (f"{named}: each process pair times about {calls:,} calls a side per row (at most "
             f"{tail_time_s:g} s a side per row over all pairs), so this gate takes longer than one on "
