@@ -32,7 +32,8 @@ class _Base(Runner):
 class TurnRunner(_Base):
     """Writes "PID TIME" to $TURN_LOG at each call; with $TURN_RELEASE_S, its load lets its GPU turn go that
     long (host/gpu_turn.py), as torch.compile's tracing does, touching $TURN_LOG.released when it has let
-    go."""
+    go, and, with $TURN_RELEASE_UNTIL, longer: until that file exists (at most 60 s), so that another process,
+    however slow to start, has taken the turn; $TURN_LOG.returned says when it asked for the turn again."""
 
     def load(self):
         super().load()
@@ -42,6 +43,11 @@ class TurnRunner(_Base):
                 with open(os.environ["TURN_LOG"] + ".released", "w") as f:
                     f.write(f"{time.time()}\n")
                 time.sleep(hold)
+                until, t0 = os.environ.get("TURN_RELEASE_UNTIL"), time.time()
+                while until and not os.path.exists(until) and time.time() - t0 < 60:
+                    time.sleep(0.005)
+                with open(os.environ["TURN_LOG"] + ".returned", "w") as f:
+                    f.write(f"{time.time()}\n")
 
     def run(self, x):
         with open(os.environ["TURN_LOG"], "a") as f:
