@@ -12,7 +12,7 @@ process by process (A B C ... A B C), so the machine's drift falls on all of the
   kernel's THP mode is ``madvise``;
 * ``aslr-off``: the process started under ``setarch -R`` (the same address layout in every process);
 * ``omp-bind``: the OpenMP threads bound to cores (``OMP_PROC_BIND=close``, ``OMP_PLACES=cores``);
-* ``all``: every one of the above.
+* ``all``: every one of the above; any of them joined with ``+`` (``malloc+omp-bind``) for those together.
 
 Per window: the median ms of its calls, the minor page faults per call, the process's involuntary context
 switches, the machine's steal time (``/proc/stat``) and the CPU the calling thread was on at its end. The
@@ -36,12 +36,19 @@ import subprocess
 import sys
 import time
 
-SETTINGS = ("default", "malloc", "thp", "aslr-off", "omp-bind", "all")
+PARTS = ("malloc", "thp", "aslr-off", "omp-bind")
+SETTINGS = ("default", *PARTS, "all")
 
 
 def _steal() -> int:
     with open("/proc/stat") as f:
         return int(f.readline().split()[8])
+
+
+def _cpu() -> int:
+    """The CPU this thread last ran on (/proc/self/stat's field 39)."""
+    with open("/proc/thread-self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[36])
 
 
 def child(model: str, threads: int, windows: int, window_s: float, gap_s: float, fix_malloc: bool) -> dict:
@@ -76,14 +83,14 @@ def child(model: str, threads: int, windows: int, window_s: float, gap_s: float,
             out.append({"ms": round(statistics.median(ts) * 1e3, 3), "calls": len(ts),
                         "faults_per_call": round((ru1.ru_minflt - ru0.ru_minflt) / len(ts), 1),
                         "invol_cs": ru1.ru_nivcsw - ru0.ru_nivcsw, "steal_ticks": _steal() - st0,
-                        "cpu": os.sched_getcpu()})
+                        "cpu": _cpu()})
     return {"torch": torch.__version__, "threads": torch.get_num_threads(), "windows": out}
 
 
 def _command(setting: str, args) -> tuple[list[str], dict[str, str]]:
     drop = ("THP_MEM_ALLOC_ENABLE", "OMP_PROC_BIND", "OMP_PLACES")
     env = {k: v for k, v in os.environ.items() if k not in drop}
-    parts = {"malloc", "thp", "aslr-off", "omp-bind"} if setting == "all" else {setting}
+    parts = set(PARTS) if setting == "all" else set(setting.split("+"))
     if "thp" in parts:
         env["THP_MEM_ALLOC_ENABLE"] = "1"
     if "omp-bind" in parts:
@@ -101,10 +108,14 @@ def _spread(xs: list[float]) -> float:
     return round(max(xs) / min(xs), 3)
 
 
+def _known(setting: str) -> bool:
+    return setting in SETTINGS or all(p in PARTS for p in setting.split("+"))
+
+
 def summary(procs: list[dict]) -> dict:
     """Per setting: the spread across processes and inside them (see the module's docstring)."""
     out = {}
-    for s in SETTINGS:
+    for s in dict.fromkeys(p["setting"] for p in procs):
         got = [p for p in procs if p["setting"] == s and p.get("windows")]
         if len(got) < 2:
             continue
@@ -140,8 +151,8 @@ def main() -> int:
                                args.fix_malloc)))
         return 0
     settings = args.settings.split(",")
-    if set(settings) - set(SETTINGS):
-        ap.error(f"unknown settings: {sorted(set(settings) - set(SETTINGS))}")
+    if not all(_known(s) for s in settings):
+        ap.error(f"unknown settings: {[s for s in settings if not _known(s)]} (known: {', '.join(SETTINGS)})")
     state = {"conditions": {"command": " ".join(sys.argv), "machine": platform.machine(),
                             "cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                             "thp": open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip()},
