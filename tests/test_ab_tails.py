@@ -208,6 +208,29 @@ def test_tail_cost_said_before_measuring():
     assert "200 calls a side" in tail_cost(["p95:+5%"], tail_time_s=20)
 
 
+def test_the_tail_cost_line_wraps_at_words_on_a_terminal_and_stays_whole_piped(monkeypatch):
+    import os
+    import shutil
+
+    from infer_compare.cli.gate_ab import terminal_lines
+    from infer_compare.regress.tails import tail_cost
+
+    text = "infer-compare gate: " + tail_cost(["p99:+10%"], tail_time_s=20)
+
+    class Stream:
+        def __init__(self, tty: bool):
+            self.tty = tty
+
+        def isatty(self) -> bool:
+            return self.tty
+
+    assert terminal_lines(text, Stream(False)) == text
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda *a: os.terminal_size((80, 24)))
+    lines = terminal_lines(text, Stream(True)).split("\n")
+    assert len(lines) == 3 and all(len(x) <= 80 for x in lines)
+    assert " ".join(lines) == text  # broken between words only
+
+
 def test_refused_rules():
     assert refused_rules(["p50:+5%", "p99:+10%", "min:+5%", "p90:+10%", "accuracy:-0.5"]) == ""
     assert refused_rules(["p50:+5%,max:+10%"]) == ("--fail-on max:+10%: the A/B gate cannot judge max (one "

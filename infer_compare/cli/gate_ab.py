@@ -168,7 +168,18 @@ def _say_tail_cost(args) -> None:
 
     note = tail_cost(args.fail_on or (), PairPlan.tail_time_s)
     if note and not args.quiet:
-        print(f"infer-compare gate: {note}", file=sys.stderr)
+        print(terminal_lines(f"infer-compare gate: {note}", sys.stderr), file=sys.stderr)
+
+
+def terminal_lines(text: str, stream) -> str:
+    """``text`` wrapped at word boundaries to the terminal's width where ``stream`` is a terminal (as the
+    progress lines are); one line where it is piped (a CI log keeps it whole)."""
+    import shutil
+    import textwrap
+
+    if not stream.isatty():
+        return text
+    return "\n".join(textwrap.wrap(text, shutil.get_terminal_size().columns, break_on_hyphens=False))
 
 
 def args_error(msg: str) -> None:
