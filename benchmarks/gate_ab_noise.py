@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infer_compare.regress.ab import GOAL  # noqa: E402
 from infer_compare.regress.ab_judge import _verdict  # noqa: E402
+from infer_compare.regress.ab_needs import GATE_GOAL as GOAL  # noqa: E402
 from infer_compare.regress.metrics import METRICS  # noqa: E402
 from infer_compare.regress.paired import replicated, replicates_needed  # noqa: E402
 from infer_compare.regress.results import PASS, REGRESSION  # noqa: E402

@@ -18,8 +18,8 @@ import pytest
 
 from infer_compare.base.records import OK, LatencyStats, RunRecord
 from infer_compare.measure.ab import PairPlan
-from infer_compare.regress.ab import _needed
 from infer_compare.regress.ab_judge import AB_RULES, judge_ab, paired_check
+from infer_compare.regress.ab_needs import needed as _needed
 from infer_compare.regress.paired import log_ratios, replicated, t_quantile, trimmed
 from infer_compare.regress.results import FEW_PAIRS, PASS, REGRESSION, TOO_NOISY
 from infer_compare.regress.rules import parse_rule

@@ -58,3 +58,44 @@ def test_the_width_is_that_of_an_equivalence_test():
 
     assert p.groups == 9 and p.df == 9 - 2 - 1
     assert math.isclose(equivalence_width(p), 2 * t_quantile(0.95, 6) * p.se)
+
+
+def test_the_gate_plans_each_check_for_all_of_them_to_pass():
+    """Each of a gate's checks is planned to pass unchanged code with 1 - 5 % / checks: a noisy row of an
+    18-check gate asks for more process pairs than the same row alone."""
+    from infer_compare.regress.ab_needs import check_goal, plan_text
+
+    assert check_goal(1) == 0.95 and abs(check_goal(18) - (1 - 0.05 / 18)) < 1e-12
+    xs = _first_stage(0.03, seed=5)
+    alone, of18 = (replicates_needed(xs, 5, RULE, 30, check_goal(k), k) for k in (1, 18))
+    assert 5 <= alone < of18 <= 30, (alone, of18)
+    said = plan_text(18, 5, 30, 300)
+    assert "each timing check with 99.7 %, all 18 in 95 % of runs" in said and "300 s" in said, said
+    assert plan_text(0, 5, 30, 300) == ""
+
+
+def test_the_budget_bounds_the_pairs_added_never_the_planned_ones():
+    from dataclasses import replace
+
+    from infer_compare.measure.ab import PairPlan, _most
+
+    plan = replace(PairPlan(), max_replicates=30, budget_s=20.0)
+    assert _most(plan, 5, 5.0) == 20  # 1 s a process pair: 15 more fit in the 15 s left
+    assert _most(plan, 5, 19.0) == 5  # nothing fits: the 5 measured stand
+    assert _most(plan, 5, 40.0) == 5  # over the budget already: never fewer than measured
+    assert _most(replace(plan, budget_s=1000.0), 5, 5.0) == 30  # the most a row may have
+    assert _most(replace(plan, budget_s=0.0), 5, 500.0) == 30  # 0: no bound
+
+
+def test_the_budget_is_shared_among_the_configurations_left(monkeypatch):
+    from infer_compare.regress import ab_needs
+
+    clock = iter([0.0, 10.0, 10.0, 100.0, 100.0, 100.0])
+    monkeypatch.setattr(ab_needs.time, "perf_counter", lambda: next(clock))
+    b = ab_needs.Budget(90.0, configurations=3)
+    assert b.share() == 30.0
+    b.done()  # took 10 s: 80 s left for 2
+    assert b.share() == 40.0
+    b.done()  # took 90 s: over, the last one still gets its planned pairs
+    assert b.share() == 1e-3
+    assert ab_needs.Budget(0.0, 3).share() == 0.0

@@ -285,7 +285,7 @@ def test_the_load_time_from_the_process_pairs_loads():
 
 
 def test_a_noisy_tail_gets_more_process_pairs_planned_from_its_spread_alone():
-    from infer_compare.regress.ab import _needed
+    from infer_compare.regress.ab_needs import needed as _needed
 
     rng = np.random.default_rng(3)
 

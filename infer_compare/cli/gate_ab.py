@@ -46,6 +46,7 @@ def _add_pairing_args(g) -> None:
     """The two sides' interpreters, the pairing (its defaults: PairPlan's), the rules and what they accept."""
     # deferred: the CLI's start (--help, env, report) stays light without it (+2 modules)
     from infer_compare.measure.ab import PairPlan
+    from infer_compare.measure.ab_plan import GATE_BUDGET_S
     from infer_compare.regress.ab_judge import AB_RULES
 
     d = PairPlan()
@@ -62,8 +63,14 @@ def _add_pairing_args(g) -> None:
                         "on its blocks alone (cheaper; its interval does not cover that difference)")
     g.add_argument("--max-replicates", type=int, default=d.max_replicates, metavar="R",
                    help="at most this many process pairs for a row whose first --replicates show it too "
-                        f"noisy to see twice its rule's threshold (default {d.max_replicates}; decided once, "
+                        "noisy for the gate's plan: unchanged code passing every timing check in 95 %% of "
+                        f"runs, a change of twice a rule caught (default {d.max_replicates}; decided once, "
                         "from their spread alone; --replicates or less: never more)")
+    g.add_argument("--budget", type=float, default=GATE_BUDGET_S, metavar="S",
+                   help="seconds of measuring for all the gate's process pairs, shared among its "
+                        f"configurations (default {GATE_BUDGET_S:g}; 0: no bound): each configuration's "
+                        "first --replicates are always measured, those added to a noisy row fit in what is "
+                        "left")
     g.add_argument("--side-time", type=float, default=d.side_time_s, metavar="S",
                    help="seconds of timed calls per side and row, split into the blocks "
                         f"(default {d.side_time_s}; with a p90/p95/p99 rule, longer blocks where the tail "
@@ -143,6 +150,7 @@ def _gate(args, argv: list[str], opts, prog, saver: Saver, servers):
 
     plan = PairPlan(pairs=args.pairs, replicates=args.replicates, side_time_s=args.side_time, seed=args.seed,
                     max_replicates=max(args.replicates, args.max_replicates), malloc=args.malloc == "fixed",
+                    budget_s=max(0.0, args.budget),
                     tail_calls=calls_for(args.fail_on or ()))
     return ab_gate(args.bundle_a, args.bundle_b, rules=args.fail_on, python_a=args.python_a,
                    python_b=args.python_b, plan=plan, options=opts, progress=prog,

@@ -166,6 +166,7 @@ class _Series:
         self.opened = False  # both sides' runners loaded at once (their load times taken side by side)
         self.malloc: list[str] = []  # each process pair's malloc settings (_malloc)
         self.wall: dict[str, float] = {}  # this batch size's wall time: load, pilot, blocks, parity
+        self.most = 0  # the most process pairs the second stage could give (max_replicates, the budget)
 
     def phase(self, name: str, t0: float) -> float:
         t1 = time.perf_counter()
@@ -174,7 +175,9 @@ class _Series:
 
     def results(self, plan: PairPlan, replicates: int) -> dict[str, CellResult]:
         ab = {"calls_per_block": self.calls, "pairs": len(self.first), "replicates": replicates,
-              "replicates_planned": plan.replicates, "loaded_first": self.loaded_first,
+              "replicates_planned": plan.replicates, "replicates_most": self.most or replicates,
+              "replicates_max": plan.max_replicates, "replicates_budget_s": round(plan.budget_s, 1),
+              "loaded_first": self.loaded_first,
               "first": "".join(self.first), "seed": plan.seed, "loaded_side_by_side": self.opened,
               "load": Load.summary(self.loads), "wall_s": self.wall, "malloc": _one(self.malloc or [""])}
         return {s: _result(self.b, self.loaded[s], self.samples[s], self.par.get(s) or {},
@@ -281,24 +284,38 @@ def _solo(kid: Child, spec: CellSpec, b: int, plan: PairPlan, why: str) -> CellR
 Needed = Callable[[list[tuple[list[int], list[int], int]], int, int], int]
 
 
+def _most(plan: PairPlan, done: int, spent_s: float) -> int:
+    """The most process pairs this configuration may have after ``done`` took ``spent_s`` seconds: at most
+    ``plan.max_replicates``, and as many more as fit in ``plan.budget_s`` at the time each took so far
+    (0: no bound)."""
+    if plan.budget_s <= 0 or done <= 0:
+        return max(done, plan.max_replicates)
+    more = int(max(0.0, plan.budget_s - spent_s) / max(spent_s / done, 1e-6))
+    return max(done, min(plan.max_replicates, done + more))
+
+
 def measure_pair(specs: dict[str, CellSpec], pythons: dict[str, str | None], env: dict[str, str], work: Path,
                  tag: str, plan: PairPlan, servers: dict[str, Any] | None = None,
                  needed: Needed | None = None) -> dict[str, list[CellResult]]:
     """Both sides of one configuration at each of its batch sizes (latency scenario), over ``plan.replicates``
-    process pairs, then as many more (up to ``plan.max_replicates``) as ``needed`` asks for, given each batch
-    size's samples (A's, B's, calls per block) and the process pairs so far: asked once, so the number of
+    process pairs, then as many more (up to ``plan.max_replicates``, and as fit in ``plan.budget_s``) as
+    ``needed`` asks for, given each batch size's samples (A's, B's, calls per block) and the process pairs
+    so far: asked once, so the number of
     process pairs is decided once. Never raises for a side's failure: its rows say why (a crash in any process
     pair fails the side), and the other side is measured alone (its rows say so). ``servers``: each side's
     fork server for this runtime (its children forked with the runtime imported), or none."""
     servers = servers or {}
     rng = random.Random(f"{plan.seed}:{tag}")
     series = [_Series(b) for b in specs["b"].batch_sizes]
-    total, r, asked = max(1, plan.replicates), 0, needed is None
+    total, r, asked, t0 = max(1, plan.replicates), 0, needed is None, time.perf_counter()
     while r < total or not asked:
         if r >= total:
             asked = True
-            total = max(r, min(plan.max_replicates, needed(  # type: ignore[misc]
-                [(s.samples["a"], s.samples["b"], s.calls) for s in series], r, plan.max_replicates)))
+            most = _most(plan, r, time.perf_counter() - t0)
+            total = max(r, min(most, needed(  # type: ignore[misc]
+                [(s.samples["a"], s.samples["b"], s.calls) for s in series], r, most)))
+            for ser in series:
+                ser.most = most
             continue
         t = time.perf_counter()
         try:

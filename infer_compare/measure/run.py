@@ -317,7 +317,8 @@ def measure(prep: Prepared, sel: Selection, *, environment, present: dict[str, l
     run.cell_runner = cell_runner or run.cell_runner
     rows = sum(len(settings.batch_sizes[c.kind]) for c in cells if c.device is not None)
     if hasattr(cell_runner, "planned"):  # the A/B gate plans its process pairs for the gate's family of rows
-        cell_runner.planned(rows)
+        configs = sum(1 for c in cells if c.device is not None and settings.batch_sizes[c.kind])
+        cell_runner.planned(rows, configs)
     run.residents = Residents(work / "residents") if not cell_runner and residents_enabled() else None
     if run.residents is not None and any(c.kind in RESIDENT_KINDS and c.device for c in cells):
         run.notes.append(RESIDENT_NOTE)

@@ -36,15 +36,12 @@ from infer_compare.measure.rows import record_from_result
 from infer_compare.prepare.model import judge_outputs_as, kind_options
 from infer_compare.prepare.prepared import Prepared
 from infer_compare.regress.ab_judge import AB_RULES, judge_ab
+from infer_compare.regress.ab_needs import Budget, needed, plan_text
 from infer_compare.regress.ab_servers import SideServers, launch_early
-from infer_compare.regress.paired import PAIRED_METRICS, log_ratios, replicates_needed
+from infer_compare.regress.paired import PAIRED_METRICS
 from infer_compare.regress.results import RegressionResult
 from infer_compare.regress.rules import parse_rules
-from infer_compare.regress.tails import TAILS, process_figures
-
-# how likely an unchanged row's one-sided 95 % upper bound should fall within its rule (its pass): where the
-# planned process pairs show a row too noisy for that, it gets more of them (PairPlan.max_replicates)
-GOAL = 0.95
+from infer_compare.regress.tails import TAILS
 
 
 @dataclass(frozen=True)
@@ -60,10 +57,12 @@ class _Pairing:
     regression of that row unless accepted by name (--allow-missing LABEL)."""
 
     def __init__(self, prep_b: Prepared, pythons: dict[str, str | None], plan: PairPlan, servers: SideServers,
-                 rules: Any = None):
-        self.prep_b, self.pythons, self.plan = prep_b, pythons, plan
+                 rules: Any = None, log: Any = None):
+        self.prep_b, self.pythons, self.plan, self.log = prep_b, pythons, plan, log
         self.rules = AB_RULES if rules is None else rules
-        self.needed = _needed(self.rules)
+        self.needed = needed(self.rules)
+        self.budget = Budget(plan.budget_s)
+        self.plan_text = ""
         self.work = Path(tempfile.mkdtemp(prefix="infer-compare-ab-"))
         multi = is_multi(prep_b.ds.eval)
         self.inputs = self.work / ("b-eval.npz" if multi else "b-eval.npy")
@@ -71,11 +70,18 @@ class _Pairing:
         self.rows: dict[str, RunRecord] = {}
         self.servers = servers
 
-    def planned(self, rows: int) -> None:
-        """The plan's rows (measure/run.py, before the first is measured): the process pairs a row needs
-        are planned for the family of the gate's timing checks, rows times timing rules."""
+    def planned(self, rows: int, configurations: int = 1) -> None:
+        """The plan's rows and configurations (measure/run.py, before the first is measured): the process
+        pairs a row needs are planned for the family of the gate's timing checks (rows times timing rules),
+        the budget shared among the configurations."""
         timing = [r for r in parse_rules(self.rules) if r.metric in (*PAIRED_METRICS, *TAILS)]
-        self.needed = _needed(self.rules, checks=max(1, rows * len(timing)))
+        checks = rows * len(timing)
+        self.needed = needed(self.rules, checks=max(1, checks))
+        self.budget = Budget(self.plan.budget_s, configurations)
+        self.plan_text = plan_text(checks if self.needed else 0, self.plan.replicates,
+                                   self.plan.max_replicates, self.plan.budget_s)
+        if self.plan_text and self.log:
+            self.log(f"A/B gate: {self.plan_text}")
 
     def __call__(self, spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any, settings: Any,
                  env: dict[str, str] | None = None, cancel: Any = None) -> list:
@@ -95,9 +101,12 @@ class _Pairing:
                               parity_inputs=str(self.inputs) if spec.parity_inputs else None,
                               outputs=str(self.work / f"{tag}-b-b{{batch}}.out.{suffix}"),
                               model=dict(self.prep_b.model_spec))
-        plan = replace(self.plan, timeout_s=timeout_s)
-        got = measure_pair({"a": spec, "b": spec_b}, self.pythons, {**os.environ, **(env or {})}, work, tag,
-                           plan, self.servers.for_runner(spec.runner), self.needed)
+        plan = replace(self.plan, timeout_s=timeout_s, budget_s=self.budget.share())
+        try:
+            got = measure_pair({"a": spec, "b": spec_b}, self.pythons, {**os.environ, **(env or {})}, work,
+                               tag, plan, self.servers.for_runner(spec.runner), self.needed)
+        finally:
+            self.budget.done()
         tol = get_format(spec.format).tolerance("int8" if self.prep_b.file_precision == "int8"
                                                 else spec.precision)
         for res in got["b"]:
@@ -154,34 +163,6 @@ def _unmeasured(r: RunRecord, prep_a: Prepared, prep_b: Prepared) -> RunRecord:
                    skip_kind=why.skip_kind if why.status == SKIPPED else "")
 
 
-def _needed(rules: Any, checks: int = 1) -> Any:
-    """How many process pairs a configuration needs (measure_pair asks once, after the planned ones): as many
-    as let an unchanged row pass each relative timing rule with probability GOAL (its one-sided 95 % upper
-    bound within the rule) and flag a change of twice the rule with that probability at the first of Holm's
-    levels over the gate's ``checks`` timing checks (rows times timing rules), projected from the planned
-    process pairs' spread alone, never from the change they show (regress/paired.py ``replicates_needed``:
-    Stein's two stages, so the verdict's error rates hold). None without such a rule."""
-    timing = [r for r in parse_rules(rules)
-              if r.metric in (*PAIRED_METRICS, *TAILS) and r.relative and r.threshold > 0]
-    if not timing:
-        return None
-
-    def needed(series: list[tuple[list[int], list[int], int]], reps: int, most: int) -> int:
-        n = reps
-        for a, b, calls in series:
-            for rule in timing:
-                if rule.metric in TAILS:  # one figure per process pair: their spread alone
-                    xs = process_figures(rule.metric, a, b, calls, reps) if reps >= 3 else None
-                else:
-                    xs = log_ratios(rule.metric, a, b, calls)
-                    xs = xs if reps >= 3 and len(xs) >= 2 * reps and len(xs) % reps == 0 else None
-                if xs:
-                    n = max(n, replicates_needed(xs, reps, rule.threshold, most, GOAL, checks))
-        return n
-
-    return needed
-
-
 def _measure_alone(spec: CellSpec, timeout_s: float, work: Path, tag: str, server: Any,
                    env: dict[str, str] | None) -> list:
     """A configuration B lacks: A measured as a plain run would (its row has nothing to be judged against)."""
@@ -227,7 +208,7 @@ def ab_gate(bundle_a: str | os.PathLike, bundle_b: str | os.PathLike, *, rules: 
         v_a, prep_a = _prepared(bundle_a, "A")
         _, prep_b = _prepared(bundle_b, "B")
         _same_model(prep_a, prep_b)
-        pairing = _Pairing(prep_b, pythons, plan or PairPlan(), servers, rules)
+        pairing = _Pairing(prep_b, pythons, plan or PairPlan(), servers, rules, prog.log)
         notes = [f"A/B gate, side B: bundle {Path(bundle_b).resolve()}"
                  + (f", interpreter {python_b}" if python_b else "")] + _new_in_b(prep_a, prep_b, opts)
         try:
@@ -244,4 +225,6 @@ def ab_gate(bundle_a: str | os.PathLike, bundle_b: str | os.PathLike, *, rules: 
                                   + (f", interpreter {python_a}" if python_a else ""),) + tuple(rep_a.notes))
     result = judge_ab(rep_a, rep_b, AB_RULES if rules is None else rules, allow_missing=allow_missing,
                       allow_condition_change=allow_condition_change)
+    if pairing.plan_text:
+        result = replace(result, method=f"{result.method}; {pairing.plan_text}")
     return ABOutcome(rep_a, rep_b, result)

@@ -89,6 +89,11 @@ def paired_check(rule: Rule, label: str, a: RunRecord, b: RunRecord) -> Check:
         return Check(rule, label, va, vb, None, None, DISTURBED if busy else FEW_PAIRS,
                      f"{m.title} not judged: {busy}" if busy else f"{m.title}: {why}")
     c = _verdict(rule, label, m, p, (va, vb), len(ratios), calls)
+    most = int(ab_b.get("replicates_most") or 0)
+    if c.verdict == TOO_NOISY and most < int(ab_b.get("replicates_max") or 0):
+        said = (f"; the gate's --budget left this configuration time for {most} process "
+                "pairs")
+        c = replace(c, message=c.message + said, grounds=c.grounds + said)
     return as_disturbed(c, busy) if busy else c
 
 

@@ -86,7 +86,7 @@ def _demoted(c: Check, m: int, level: float) -> Check:
     return _with_grounds(c, f"cannot tell: beyond the rule by its estimate, and {p_text(c.p_value)} "
                             f"against no change, but not within Holm's level {_pc(level)} for its rank among "
                             f"the gate's {m} timing checks (unchanged code fails a gate run in at most "
-                            f"{_pc(FAMILY_ALPHA)}): not judged (more --replicates would tell)", TOO_NOISY)
+                            f"{_pc(FAMILY_ALPHA)}): not judged: more --replicates would tell", TOO_NOISY)
 
 
 def _pc(x: float) -> str:
