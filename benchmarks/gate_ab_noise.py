@@ -64,7 +64,7 @@ def main() -> int:
     ap.add_argument("--changes", default="0,0.05,0.10,0.20", help="true changes, comma-separated")
     ap.add_argument("--threshold", type=float, default=0.05, help="the rule (p50:+5%% is 0.05)")
     ap.add_argument("--replicates", type=int, default=5)
-    ap.add_argument("--most", type=int, default=10)
+    ap.add_argument("--most", type=int, default=30, help="the most process pairs (PairPlan.max_replicates)")
     ap.add_argument("--pairs-each", type=int, default=2, help="pairs of blocks per process pair")
     ap.add_argument("--draws", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=1)
