@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as md
 import importlib.util
+import re
+from functools import lru_cache
 from typing import Any
 
 from infer_compare.base.errors import BackendUnavailable
@@ -44,7 +46,39 @@ def has(module: str) -> bool:
 
 
 def hint(module: str) -> str:
-    return known().get(module, ((), f"pip install {module}"))[1]
+    return installable(known().get(module, ((), f"pip install {module}"))[1])
+
+
+_EXTRA = re.compile(r"'infer-compare\[([A-Za-z0-9_,-]+)\]'")
+
+
+def installable(text: str) -> str:
+    """``text`` with each ``'infer-compare[extra]'`` written as the extra's own requirements, as the
+    installed infer-compare declares them: the package is not on a package index, so ``pip install
+    'infer-compare[openvino]'`` cannot work where it was installed from a wheel or a clone, while ``pip
+    install 'openvino>=2024.0' 'nncf>=2.10'`` does. Unchanged where the metadata is not found."""
+    return _EXTRA.sub(lambda m: " ".join(f"'{r}'" for r in extra_requirements(m.group(1))) or m.group(0), text)
+
+
+@lru_cache(maxsize=64)
+def extra_requirements(extras: str) -> tuple[str, ...]:
+    """The requirements of infer-compare's extras (comma-separated), nested extras expanded, in the order
+    its metadata lists them; () where infer-compare's metadata is not found."""
+    try:
+        reqs = md.requires("infer-compare") or []
+    except md.PackageNotFoundError:
+        return ()
+    out: list[str] = []
+    for name in extras.split(","):
+        for req in reqs:
+            spec, _, marker = req.partition(";")
+            if f'extra == "{name.strip()}"' not in marker.replace("'", '"'):
+                continue
+            inner = _EXTRA.search(f"'{spec.strip()}'")
+            for r in extra_requirements(inner.group(1)) if inner else (spec.strip(),):
+                if r not in out:
+                    out.append(r)
+    return tuple(out)
 
 
 def version(module_or_dist: str) -> str | None:

@@ -33,7 +33,12 @@ def require_ray(import_it: bool = True):
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        raise RayMissing("infer-compare fleet needs Ray, which is not installed")
+        # deferred: only a machine without Ray reads the extra's requirements
+        from infer_compare.catalog.deps import installable
+
+        e = RayMissing("infer-compare fleet needs Ray, which is not installed")
+        e.hint = installable(HINT)
+        raise e
     if not import_it:
         return None
     import ray

@@ -88,7 +88,8 @@ class TFLiteExporter(Exporter):
             raise BackendUnavailable("'ai_edge_quantizer' is not installed (TFLite fp16 weights)",
                                      CONVERTER_HINT)
         if _is_onnx(source) and not deps.has("onnx2torch"):
-            raise BackendUnavailable("'onnx2torch' is not installed (TFLite from an ONNX model)", ONNX_HINT)
+            raise BackendUnavailable("'onnx2torch' is not installed (TFLite from an ONNX model)",
+                                     deps.installable(ONNX_HINT))
         if precision == "int8":
             _check_int8_opt_in(ctx, _onnx_params(source) if ctx.model is None else None)
         path = out_dir / "model.tflite"
