@@ -57,7 +57,10 @@ def installable(text: str) -> str:
     installed infer-compare declares them: the package is not on a package index, so ``pip install
     'infer-compare[openvino]'`` cannot work where it was installed from a wheel or a clone, while ``pip
     install 'openvino>=2024.0' 'nncf>=2.10'`` does. Unchanged where the metadata is not found."""
-    return _EXTRA.sub(lambda m: " ".join(f"'{r}'" for r in extra_requirements(m.group(1))) or m.group(0), text)
+    def spelled(m: re.Match) -> str:
+        return " ".join(f"'{r}'" for r in extra_requirements(m.group(1))) or m.group(0)
+
+    return _EXTRA.sub(spelled, text)
 
 
 @lru_cache(maxsize=64)
