@@ -278,7 +278,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
                   use_cache: bool = True, threads: int | None = None, command: Iterable[str] | None = None,
                   progress: Progress | None = None, export_timeout_s: float = 1800.0,
                   runner_options: dict[str, Any] | None = None, output_kinds: Any = None,
-                  input_shape: Any = None, data: Any = None) -> dict[str, Any]:
+                  input_shape: Any = None) -> dict[str, Any]:
     """Build every artifact of the selection (through the artifact cache) and write the
     bundle to ``out_dir`` (absent or empty). Returns the manifest. ``runner_options``: the options
     that describe how artifacts are built (e.g. ``{"onnxruntime": {"int8_reduce_range": "on"}}`` for an
@@ -286,9 +286,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     ``compare(output_kinds=...)``, checked against the model's outputs and recorded in the manifest
     ("output_kinds"), so that ``run`` judges parity by them. ``input_shape``: as
     ``compare(input_shape=...)``, the sizes the model leaves open (a .onnx file's dynamic dimensions); the
-    bundle records the shape it was exported at. ``data``: as ``compare(data=...)`` (a path, or a DataOptions
-    with the preprocessing flags): the bundle's reference inputs and int8 calibration come from it, so the
-    device measures what the comparison measured."""
+    bundle records the shape it was exported at."""
     prog = progress or Progress()
     formats_t, precisions_t = (check_choice("format", formats, FORMATS),
                                check_choice("precision", precisions, PRECISIONS))
@@ -303,7 +301,7 @@ def export_bundle(model: str, out_dir: str | os.PathLike, *, weights: str = "aut
     prog.task("probing the environment")
     environment = env.collect()
     threads = threads or environment.cores_physical or environment.cores_logical or 1
-    prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=None, data=data,
+    prep = prepare_any(model, weights=weights, input_shape=input_shape, example_input=None, data=None,
                        parity_samples=parity_samples, calibration_samples=calibration_samples, seed=seed,
                        cache=cache, threads=threads, prog=prog, warn=warn)
     judge_outputs_as(prep, kinds)  # a kind that does not fit an output: one line, before any export

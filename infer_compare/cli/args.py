@@ -286,9 +286,9 @@ def build_export_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", metavar="DIR", help="artifact cache (default ~/.cache/infer-compare)")
     p.add_argument("--no-cache", action="store_true", help="rebuild every artifact")
     _add_export_timeout(p)
-    # the comparison's own declaration: the bundle's reference inputs and int8 calibration come from them,
-    # and --output-kind is recorded in the bundle ('run' judges parity by it)
-    add_data_args(p, p)
+    p.add_argument("--output-kind", action="append", default=None, metavar="NAME=KIND", dest="output_kind",
+                   help="what output NAME means (as for a comparison); recorded in the bundle, and "
+                        "'run' judges parity by it")
 
     p.add_argument("--allow-partial", action="store_true",
                    help="exit 0 when artifacts asked for could not be built (still listed on stderr)")

@@ -133,8 +133,7 @@ def cmd_export(args, argv: list[str]) -> int:
                                 command=["infer-compare", "export", *argv], progress=prog,
                                 export_timeout_s=args.export_timeout,
                                 runner_options=runner_options_from_args(args),
-                                output_kinds=args.output_kind, input_shape=args.input_shape,
-                                data=data_options(args))
+                                output_kinds=args.output_kind, input_shape=args.input_shape)
     except OSError as e:  # disk full, permissions: one line, and the half-written bundle was removed
         raise UsageError(f"cannot write the bundle {out}: {e.strerror or e}"
                          + (f" ({e.filename})" if getattr(e, "filename", None) else "")) from None
